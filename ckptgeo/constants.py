@@ -1,0 +1,37 @@
+"""Constants and the environment variables ckptgeo reads (each read once, here).
+
+``CKPTGEO_DEBUG=1``      the CLI prints tracebacks instead of one-line errors.
+``CKPTGEO_NO_PROGRESS=1`` silences progress bars.
+``CKPTGEO_CACHE``         where ckptgeo keeps its own files (default ``~/.cache/ckptgeo``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "DEBUG", "NO_PROGRESS", "CACHE_DIR", "RANKME_EPS", "PYTHIA_TOKENS_PER_STEP", "DEFAULT_N_SAMPLES",
+    "DATASET_SCHEMA_VERSION", "STEP_PATTERN", "WEIGHT_PATTERNS",
+]
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+DEBUG = _flag("CKPTGEO_DEBUG")
+NO_PROGRESS = _flag("CKPTGEO_NO_PROGRESS")
+CACHE_DIR = Path(os.environ.get("CKPTGEO_CACHE", Path.home() / ".cache" / "ckptgeo"))
+
+#: epsilon added to each normalised singular value in RankMe (Garrido et al. 2023).
+RANKME_EPS = 1e-7
+#: Pythia's batch: 1024 sequences x 2048 tokens per optimiser step.
+PYTHIA_TOKENS_PER_STEP = 2_097_152
+DEFAULT_N_SAMPLES = 200
+#: bump when a table's columns change incompatibly; written to ``DIR/ckptgeo.json``.
+DATASET_SCHEMA_VERSION = 1
+#: default pattern mapping branch names to steps.
+STEP_PATTERN = r"^step(\d+)$"
+#: files that hold weights, in order of preference.
+WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model.bin.index.json")

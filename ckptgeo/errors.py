@@ -1,0 +1,189 @@
+"""Every exception and warning ckptgeo raises.
+
+Each error subclasses :class:`CkptgeoError` and the builtin a caller would already catch
+(``LookupError``, ``OSError``, ``ValueError`` ...), and carries the fields that locate it
+(``repo_id``, ``revision``, ``path``, ``layer``) so the CLI and tests read them without parsing text.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CkptgeoError",
+    "InvalidParameterError",
+    "SourceNotFoundError",
+    "RevisionNotFoundError",
+    "EmptySelectionError",
+    "CorruptCheckpointError",
+    "ArchitectureMismatchError",
+    "NonFiniteActivationsError",
+    "SuiteFormatError",
+    "DiskSpaceError",
+    "DatasetLayoutError",
+    "OutputLockedError",
+    "HubUnreachableError",
+    "CkptgeoWarning",
+    "DuplicateWeightsWarning",
+    "ProbeConvergenceWarning",
+    "NegativeCurvatureWarning",
+]
+
+
+class CkptgeoError(Exception):
+    """Base class of every error ckptgeo raises on purpose."""
+
+    exit_code = 2
+
+
+class InvalidParameterError(CkptgeoError, ValueError):
+    """A parameter is out of its valid range or choices.
+
+    Attributes: ``name`` (the parameter), ``value`` (what was received).
+    """
+
+    def __init__(self, message: str, *, name: str | None = None, value: object = None):
+        super().__init__(message)
+        self.name = name
+        self.value = value
+
+
+class SourceNotFoundError(CkptgeoError, LookupError):
+    """A Hub repository or local checkpoint folder does not exist."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, repo_id: str | None = None, path: str | None = None):
+        super().__init__(message)
+        self.repo_id = repo_id
+        self.path = path
+
+
+class RevisionNotFoundError(CkptgeoError, LookupError):
+    """A requested revision is not among the source's revisions.
+
+    Attributes: ``repo_id``, ``revision``, ``closest`` (existing revision names nearest to it).
+    """
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, repo_id: str | None = None, revision: str | None = None,
+                 closest: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.repo_id = repo_id
+        self.revision = revision
+        self.closest = closest
+
+
+class EmptySelectionError(CkptgeoError, LookupError):
+    """A revision selector matched no revision."""
+
+    exit_code = 3
+
+
+class CorruptCheckpointError(CkptgeoError, OSError):
+    """A weight file is truncated, unreadable, missing or holds non-finite values.
+
+    Attributes: ``revision``, ``path`` (the file).
+    """
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, revision: str | None = None, path: str | None = None):
+        super().__init__(message)
+        self.revision = revision
+        self.path = path
+
+
+class ArchitectureMismatchError(CkptgeoError, ValueError):
+    """A revision's weights do not fit the model built for the first revision."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, revision: str | None = None):
+        super().__init__(message)
+        self.revision = revision
+
+
+class NonFiniteActivationsError(CkptgeoError, FloatingPointError):
+    """NaN or inf in hidden states (or in a metric's input).
+
+    Attributes: ``revision``, ``layer``, ``suite``.
+    """
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, revision: str | None = None, layer: int | None = None,
+                 suite: str | None = None):
+        super().__init__(message)
+        self.revision = revision
+        self.layer = layer
+        self.suite = suite
+
+
+class SuiteFormatError(CkptgeoError, ValueError):
+    """A suite file is empty, malformed, or an item breaks the item schema.
+
+    Attributes: ``path``, ``line`` (1-based, where known), ``field``.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+        self.field = field
+
+
+class DiskSpaceError(CkptgeoError, OSError):
+    """Not enough disk (or ``--max-disk`` budget) for the work asked.
+
+    Attributes: ``needed`` and ``available`` in bytes.
+    """
+
+    exit_code = 5
+
+    def __init__(self, message: str, *, needed: int | None = None, available: int | None = None):
+        super().__init__(message)
+        self.needed = needed
+        self.available = available
+
+
+class DatasetLayoutError(CkptgeoError, OSError):
+    """An output folder is not a ckptgeo dataset, or was written by an incompatible version."""
+
+    exit_code = 6
+
+    def __init__(self, message: str, *, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+class OutputLockedError(CkptgeoError, OSError):
+    """Another process holds the lock on this part of an output folder."""
+
+    exit_code = 7
+
+    def __init__(self, message: str, *, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+class HubUnreachableError(CkptgeoError, ConnectionError):
+    """The Hub (``HF_ENDPOINT``) cannot be reached after retries."""
+
+    exit_code = 8
+
+
+class CkptgeoWarning(UserWarning):
+    """Base class of ckptgeo's warnings: a result was produced but is suspect."""
+
+
+class DuplicateWeightsWarning(CkptgeoWarning):
+    """Two revisions hold byte-identical weights."""
+
+
+class ProbeConvergenceWarning(CkptgeoWarning):
+    """A probe's solver stopped before converging."""
+
+
+class NegativeCurvatureWarning(CkptgeoWarning):
+    """The Hessian has negative eigenvalues among those asked for."""
