@@ -1,0 +1,312 @@
+"""Forward passes: per-layer hidden states at the read positions, behaviour, and probe states.
+
+A suite is tokenized once (:func:`prepare_suite`); each revision then runs :func:`run_suite`.
+
+Layers: index 0 is the embedding output, then one per block as transformers returns them; the last
+is after the final layer norm. Positions: ``"last"`` reads the last non-padding token of the prompt
+(of the sentence, for minimal pairs); ``"mean"`` averages the prompt's non-padding tokens.
+
+Multiple choice runs the prompt once (left-padded, batched by length) and keeps its key/value cache;
+every choice then runs only its own tokens against that cache, and only the choice positions get
+logits. The prompt's hidden states are read from the first pass, so RankMe costs no extra pass.
+Generation items are scored by teacher forcing and minimal pairs by whole-sentence log-probability
+(see :mod:`ckptgeo.metrics.behavior` for the conventions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .errors import NonFiniteActivationsError
+from .items import Item, Suite, select_items
+from .metrics.behavior import chance_level
+
+__all__ = ["PreparedItem", "PreparedSuite", "SuiteOutputs", "prepare_suite", "run_suite", "model_batch"]
+
+
+@dataclass(frozen=True)
+class PreparedItem:
+    """An item with its token ids: ``prompt`` (MC, generation), ``conts`` (one list per choice, or the
+    target as the single continuation), ``good``/``bad`` (minimal pair, BOS-prefixed where a BOS exists)."""
+
+    item: Item
+    prompt: tuple[int, ...] = ()
+    conts: tuple[tuple[int, ...], ...] = ()
+    good: tuple[int, ...] = ()
+    bad: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreparedSuite:
+    """A suite's selected items, tokenized. ``bos`` is the id conditioning a sentence's first token."""
+
+    suite: Suite
+    items: tuple[PreparedItem, ...]
+    pad_id: int
+    bos: int | None
+
+
+@dataclass
+class SuiteOutputs:
+    """What one forward sweep over a suite yields at one revision.
+
+    ``states``: (n_layers + 1, n_rows, d_model) float32, the rows RankMe reads.
+    ``correct`` / ``correct_norm``: (n_items,) 0/1 per item (``correct_norm`` only for multiple choice).
+    ``probe_states``: (n_layers + 1, n_probe, d_model); ``probe_labels``: (n_probe,) as strings.
+    """
+
+    suite: str
+    states: torch.Tensor
+    correct: np.ndarray
+    correct_norm: np.ndarray | None
+    probe_states: torch.Tensor
+    probe_labels: np.ndarray
+    chance: float
+    kind: str
+    extra: dict = field(default_factory=dict)
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _split(tokenizer, context: str, cont: str) -> tuple[list[int], list[int]]:
+    """Token ids of ``context`` and of ``cont`` as it tokenizes after the context (lm-eval's rule:
+    encode the whole string, the continuation is what follows the context's own encoding)."""
+    ctx = _encode(tokenizer, context)
+    whole = _encode(tokenizer, context + cont)
+    if whole[: len(ctx)] == ctx and len(whole) > len(ctx):
+        return ctx, whole[len(ctx):]
+    return ctx, _encode(tokenizer, cont)
+
+
+def prepare_suite(suite: Suite, tokenizer, *, n_samples: int | None, seed: int = 0,
+                  max_length: int | None = None) -> PreparedSuite:
+    """Select ``n_samples`` items (seeded) and tokenize them once.
+
+    Prompts longer than ``max_length`` minus the longest continuation keep their last tokens.
+    """
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (bos if bos is not None else 0)
+    out = []
+    for it in select_items(suite, n_samples, seed):
+        if it.kind == "minimal_pair":
+            pre = [bos] if bos is not None else []
+            g, b = pre + _encode(tokenizer, it.good), pre + _encode(tokenizer, it.bad)
+            if max_length:
+                g, b = g[-max_length:], b[-max_length:]
+            out.append(PreparedItem(it, good=tuple(g), bad=tuple(b)))
+            continue
+        conts_text = it.choices if it.kind == "multiple_choice" else (it.target,)
+        prompt, conts = None, []
+        for c in conts_text:
+            p, cont = _split(tokenizer, it.prompt, c)
+            prompt = p if prompt is None else prompt
+            conts.append(tuple(cont))
+        if max_length:
+            room = max_length - max(len(c) for c in conts)
+            prompt = prompt[-max(room, 1):]
+        if not prompt:
+            prompt = [bos if bos is not None else pad]
+        out.append(PreparedItem(it, prompt=tuple(prompt), conts=tuple(conts)))
+    return PreparedSuite(suite=suite, items=tuple(out), pad_id=pad, bos=bos)
+
+
+def _batches(order: list[int], size: int):
+    for i in range(0, len(order), size):
+        yield order[i:i + size]
+
+
+def _pad(seqs: list[tuple[int, ...]], pad_id: int, *, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), n), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if left:
+            ids[i, n - len(s):] = torch.tensor(s)
+            mask[i, n - len(s):] = 1
+        else:
+            ids[i, : len(s)] = torch.tensor(s)
+            mask[i, : len(s)] = 1
+    return ids, mask
+
+
+def _read(hidden: tuple[torch.Tensor, ...], mask: torch.Tensor, last_idx: torch.Tensor, position: str,
+          span: torch.Tensor | None = None) -> torch.Tensor:
+    """(n_layers + 1, B, d) float32 states at ``last_idx`` (position "last") or averaged over ``span``
+    (a (B, T) 0/1 mask of the tokens to average; position "mean")."""
+    h = torch.stack(hidden)  # (L+1, B, T, d)
+    if position == "last":
+        out = h[:, torch.arange(h.shape[1]), last_idx]
+    else:
+        w = (span if span is not None else mask).to(h.dtype)
+        out = (h * w[None, :, :, None]).sum(2) / w.sum(1).clamp_min(1)[None, :, None]
+    return out.float().cpu()
+
+
+def _check_finite(states: torch.Tensor, *, revision: str, suite: str) -> None:
+    bad = ~torch.isfinite(states).all(dim=(1, 2))
+    if bad.any():
+        layer = int(bad.nonzero()[0, 0])
+        raise NonFiniteActivationsError(f"NaN or inf in hidden states at {revision}, layer {layer}, suite {suite}",
+                                        revision=revision, layer=layer, suite=suite)
+
+
+@torch.no_grad()
+def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str):
+    states, probe_states, correct, correct_norm, labels = [], [], [], [], []
+    need_choice_states = any(p.item.label is None for p in items)
+    order = sorted(range(len(items)), key=lambda i: -len(items[i].prompt))
+    results: dict[int, tuple] = {}
+    for idx in _batches(order, batch_size):
+        batch = [items[i] for i in idx]
+        ids, mask = _pad([p.prompt for p in batch], ps.pad_id, left=True)
+        ids, mask = ids.to(device), mask.to(device)
+        pos = (mask.cumsum(1) - 1).clamp_min(0)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                    output_hidden_states=True, logits_to_keep=1)
+        st = _read(out.hidden_states, mask, torch.full((len(batch),), ids.shape[1] - 1, device=device), position)
+        first_lp = torch.log_softmax(out.logits[:, -1].float(), -1)
+        rows = [(b, c) for b, p in enumerate(batch) for c in range(len(p.conts))]
+        row_item = torch.tensor([b for b, _ in rows], device=device)
+        cont_ids, cont_mask = _pad([batch[b].conts[c] for b, c in rows], ps.pad_id, left=False)
+        cont_ids, cont_mask = cont_ids.to(device), cont_mask.to(device)
+        cache = out.cache
+        cache.batch_select_indices(row_item)
+        plen = mask.sum(1)[row_item]
+        pos2 = plen[:, None] + torch.arange(cont_ids.shape[1], device=device)[None]
+        mask2 = torch.cat([mask[row_item], cont_mask], dim=1)
+        out2 = model(input_ids=cont_ids, attention_mask=mask2, position_ids=pos2, cache=cache,
+                     output_hidden_states=need_choice_states)
+        lp = torch.log_softmax(out2.logits[:, :-1].float(), -1) if cont_ids.shape[1] > 1 else None
+        tok_lp = torch.zeros(cont_ids.shape, device=device)
+        tok_lp[:, 0] = first_lp[row_item, cont_ids[:, 0]]
+        if lp is not None:
+            tok_lp[:, 1:] = lp.gather(-1, cont_ids[:, 1:, None])[..., 0]
+        score = (tok_lp * cont_mask).sum(1).cpu()
+        choice_states = None
+        if need_choice_states:
+            last = cont_mask.sum(1) - 1
+            choice_states = _read(out2.hidden_states, cont_mask, last, "last")
+        r = 0
+        for b, p in enumerate(batch):
+            n = len(p.conts)
+            s = score[r:r + n]
+            nbytes = torch.tensor([len(ch.encode("utf-8")) for ch in p.item.choices], dtype=torch.float32)
+            pick, pick_norm = int(torch.argmax(s)), int(torch.argmax(s / nbytes))
+            if p.item.label is not None:
+                pst, plab = st[:, b:b + 1], [str(p.item.label)]
+            else:
+                pst, plab = choice_states[:, r:r + n], [str(int(c == p.item.answer)) for c in range(n)]
+            results[idx[b]] = (st[:, b:b + 1], pst, plab, float(pick == p.item.answer),
+                               float(pick_norm == p.item.answer))
+            r += n
+    for i in range(len(items)):
+        s, pst, plab, c, cn = results[i]
+        states.append(s), probe_states.append(pst), labels.extend(plab), correct.append(c), correct_norm.append(cn)
+    return (torch.cat(states, 1), torch.cat(probe_states, 1), labels, np.array(correct), np.array(correct_norm))
+
+
+@torch.no_grad()
+def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str):
+    states, correct, labels = [None] * len(items), np.zeros(len(items)), [None] * len(items)
+    order = sorted(range(len(items)), key=lambda i: -(len(items[i].prompt) + len(items[i].conts[0])))
+    for idx in _batches(order, batch_size):
+        batch = [items[i] for i in idx]
+        ids, mask = _pad([p.prompt + p.conts[0] for p in batch], ps.pad_id, left=False)
+        ids, mask = ids.to(device), mask.to(device)
+        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        plen = torch.tensor([len(p.prompt) for p in batch], device=device)
+        span = (torch.arange(ids.shape[1], device=device)[None] < plen[:, None]).long()
+        st = _read(out.hidden_states, mask, plen - 1, position, span)
+        pred = out.logits.argmax(-1)
+        for b, p in enumerate(batch):
+            n, t = len(p.prompt), len(p.conts[0])
+            correct[idx[b]] = float(torch.equal(pred[b, n - 1:n + t - 1].cpu(), torch.tensor(p.conts[0])))
+            states[idx[b]] = st[:, b:b + 1]
+            labels[idx[b]] = str(p.item.label if p.item.label is not None else p.conts[0][0])
+    st = torch.cat(states, 1)
+    return st, st, labels, correct, None
+
+
+@torch.no_grad()
+def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str):
+    seqs = [s for p in items for s in (p.good, p.bad)]
+    lp_sum = np.zeros(len(seqs))
+    states = [None] * len(seqs)
+    skip = 1 if ps.bos is not None else 0
+    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+    for idx in _batches(order, batch_size):
+        ids, mask = _pad([seqs[i] for i in idx], ps.pad_id, left=False)
+        ids, mask = ids.to(device), mask.to(device)
+        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        lp = torch.log_softmax(out.logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+        tok_mask = mask[:, 1:].clone()
+        tok_lp = (lp * tok_mask).sum(1).cpu().numpy()
+        span = mask.clone()
+        span[:, :skip] = 0
+        st = _read(out.hidden_states, mask, mask.sum(1) - 1, position, span)
+        for b, i in enumerate(idx):
+            lp_sum[i] = tok_lp[b]
+            states[i] = st[:, b:b + 1]
+    st = torch.cat(states, 1)
+    correct = (lp_sum[0::2] > lp_sum[1::2]).astype(float)
+    labels = ["good", "bad"] * len(items)
+    return st, st, labels, correct, None
+
+
+_RUNNERS = {"multiple_choice": _run_mc, "generation": _run_gen, "minimal_pair": _run_pairs}
+
+
+def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str = "last", device="cpu",
+              revision: str = "") -> SuiteOutputs:
+    """One sweep over a prepared suite.
+
+    Raises
+    ------
+    NonFiniteActivationsError
+        NaN or inf in any layer's states (revision, layer and suite named).
+    """
+    device = torch.device(device)
+    parts = []
+    for kind, runner in _RUNNERS.items():
+        items = [p for p in ps.items if p.item.kind == kind]
+        if items:
+            parts.append((kind, runner(model, items, ps, device, batch_size, position)))
+    states = torch.cat([p[1][0] for p in parts], 1)
+    probe_states = torch.cat([p[1][1] for p in parts], 1)
+    labels = np.array([lab for p in parts for lab in p[1][2]], dtype=object)
+    correct = np.concatenate([p[1][3] for p in parts])
+    norms = [p[1][4] for p in parts if p[1][4] is not None]
+    correct_norm = np.concatenate(norms) if len(norms) == len(parts) else None
+    name = ps.suite.name
+    _check_finite(states, revision=revision, suite=name)
+    _check_finite(probe_states, revision=revision, suite=name)
+    chance = ps.suite.header.get("chance")
+    if chance is None:
+        chance = chance_level([(p.item.kind, len(p.conts)) for p in ps.items])
+    kind = parts[0][0] if len(parts) == 1 else "mixed"
+    return SuiteOutputs(suite=name, states=states, correct=correct, correct_norm=correct_norm,
+                        probe_states=probe_states, probe_labels=labels, chance=float(chance), kind=kind)
+
+
+def model_batch(ps: PreparedSuite, n_items: int, device="cpu") -> dict:
+    """A fixed batch for whole-model metrics: ``input_ids``, ``attention_mask``, ``labels`` of shape
+    (n_items, seq_len), right-padded; labels are -100 except on the answer tokens (the correct choice,
+    the target, or the good sentence after its first token)."""
+    seqs, labs = [], []
+    for p in ps.items[:n_items]:
+        if p.item.kind == "minimal_pair":
+            seq = list(p.good)
+            lab = [-100] + seq[1:]
+        else:
+            cont = p.conts[p.item.answer if p.item.kind == "multiple_choice" else 0]
+            seq = list(p.prompt + cont)
+            lab = [-100] * len(p.prompt) + list(cont)
+        seqs.append(tuple(seq)), labs.append(tuple(lab))
+    ids, mask = _pad(seqs, ps.pad_id, left=False)
+    labels, _ = _pad(labs, -100, left=False)
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels.to(device)}

@@ -1,0 +1,198 @@
+"""Build the model once, then swap each revision's weights into it.
+
+:class:`ModelHolder` builds the architecture from the first revision's ``config.json`` and, for every
+revision, reads the weight files (safetensors, sharded or not; PyTorch ``.bin`` as a fallback), checks
+them (readable, complete, finite, same tensor shapes) and copies them into the existing parameters.
+Config fields that change no tensor shape are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from pathlib import Path
+
+import torch
+
+from .errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError
+from .sources.local import weight_files_in
+
+__all__ = ["ModelHolder", "load_state_dict", "sha256_file", "DTYPES"]
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_SHAPE_FIELDS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "vocab_size", "num_key_value_heads")
+
+
+def sha256_file(path: str | Path, chunk: int = 8 << 20) -> str:
+    """Hex sha256 of a file, read in 8 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_state_dict(folder: str | Path, *, revision: str = "") -> dict[str, torch.Tensor]:
+    """All tensors of the checkpoint in ``folder`` (on CPU, in their stored dtype).
+
+    Raises
+    ------
+    CorruptCheckpointError
+        No weight file, a shard named by the index is missing, or a file cannot be parsed (truncated,
+        corrupt); the message names the revision and the file.
+    """
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    files = weight_files_in(folder)
+    index = next(iter(sorted(folder.glob("*.index.json"))), None)
+    if index is not None:
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError) as err:
+            raise CorruptCheckpointError(f"{revision}: unreadable weight index {index.name}: {err}",
+                                         revision=revision, path=str(index)) from err
+        files = [folder / s for s in shards]
+    if not files:
+        raise CorruptCheckpointError(f"{revision}: no weight file (*.safetensors or pytorch_model*.bin) in {folder}",
+                                     revision=revision, path=str(folder))
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        if not f.exists():
+            raise CorruptCheckpointError(f"{revision}: weight file {f.name} is missing", revision=revision,
+                                         path=str(f))
+        try:
+            if f.suffix == ".safetensors":
+                state.update(load_file(str(f)))
+            else:
+                state.update(torch.load(str(f), map_location="cpu", weights_only=True))
+        except Exception as err:  # safetensors / pickle raise many types on a truncated file
+            raise CorruptCheckpointError(
+                f"{revision}: cannot read weight file {f.name} ({type(err).__name__}: {err}); it may be truncated "
+                f"or corrupt — delete it from the cache and rerun", revision=revision, path=str(f)) from err
+    return state
+
+
+class ModelHolder:
+    """One causal LM instance reused across revisions.
+
+    Parameters
+    ----------
+    device : str
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"`` ...
+    dtype : {"float32", "float64", "bfloat16", "float16"}, default="float32"
+        Dtype of the forward pass (metrics upcast; RankMe is never computed in half precision).
+    """
+
+    def __init__(self, *, device: str = "cpu", dtype: str = "float32"):
+        if dtype not in DTYPES:
+            raise InvalidParameterError(f"dtype must be one of {sorted(DTYPES)}; got {dtype!r}", name="dtype",
+                                        value=dtype)
+        self.device = torch.device(device)
+        self.dtype = DTYPES[dtype]
+        self.model: torch.nn.Module | None = None
+        self.config = None
+        self._renames: list | None = None
+
+    def load(self, folder: str | Path, *, revision: str = "") -> torch.nn.Module:
+        """Put the weights in ``folder`` into the model (building it on first use) and return it in eval mode.
+
+        Raises
+        ------
+        CorruptCheckpointError
+            Unreadable/missing weight file, or NaN/inf in a weight tensor (tensor named).
+        ArchitectureMismatchError
+            ``config.json`` changes a shape field, or a tensor's shape differs from the first revision's.
+        """
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        folder = Path(folder)
+        try:
+            config = AutoConfig.from_pretrained(folder)
+        except Exception as err:
+            raise CorruptCheckpointError(f"{revision}: unreadable config.json in {folder}: {err}",
+                                         revision=revision, path=str(folder / "config.json")) from err
+        if self.model is None:
+            self.config = config
+            self.model = AutoModelForCausalLM.from_config(config, dtype=self.dtype)
+            self.model.to(self.device).eval()
+        else:
+            for f in _SHAPE_FIELDS:
+                old, new = getattr(self.config, f, None), getattr(config, f, None)
+                if old != new:
+                    raise ArchitectureMismatchError(
+                        f"{revision}: config field {f} is {new!r}, but the model was built with {old!r} from the "
+                        f"first revision; scan differing architectures separately", revision=revision)
+        state = self._rename(load_state_dict(folder, revision=revision))
+        params = dict(self.model.named_parameters())
+        buffers = dict(self.model.named_buffers())
+        for name, tensor in state.items():
+            target = params.get(name, buffers.get(name))
+            if target is None:
+                continue  # stale buffers of old checkpoints (e.g. attention.bias masks)
+            if tuple(target.shape) != tuple(tensor.shape):
+                raise ArchitectureMismatchError(
+                    f"{revision}: tensor {name} has shape {tuple(tensor.shape)}, the model expects "
+                    f"{tuple(target.shape)}", revision=revision)
+            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                raise CorruptCheckpointError(f"{revision}: weight tensor {name} holds NaN or inf",
+                                             revision=revision, path=str(folder))
+        missing = [n for n in params if n not in state and not self._is_tied(n, state)]
+        if missing:
+            raise CorruptCheckpointError(
+                f"{revision}: {len(missing)} parameters missing from the weight files, e.g. {missing[:3]}",
+                revision=revision, path=str(folder))
+        with torch.no_grad():
+            for name, tensor in state.items():
+                target = params.get(name, buffers.get(name))
+                if target is not None:
+                    target.copy_(tensor.to(dtype=target.dtype))
+            self._retie()
+        return self.model
+
+    def _rename(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Map checkpoint key names to the model's, with transformers' own renaming rules (e.g. GPT-NeoX's
+        ``embed_out`` is ``lm_head`` in transformers 5). Rules other than pure renames are not applied."""
+        if self._renames is None:
+            try:
+                from transformers.conversion_mapping import get_model_conversion_mapping
+                from transformers.core_model_loading import WeightRenaming
+
+                rules = [t for t in get_model_conversion_mapping(self.model) if type(t) is WeightRenaming]
+                self._renames = [(re.compile(src), tgt) for t in rules
+                                 for src, tgt in zip(t.source_patterns, t.target_patterns * len(t.source_patterns))]
+            except ImportError:  # transformers 4: keys already match
+                self._renames = []
+        own = set(self.model.state_dict())
+        out = {}
+        for key, tensor in state.items():
+            if key not in own:
+                for pattern, target in self._renames:
+                    new = pattern.sub(target, key)
+                    if new != key and new in own:
+                        key = new
+                        break
+            out[key] = tensor
+        return out
+
+    def _is_tied(self, name: str, state: dict) -> bool:
+        if not getattr(self.config, "tie_word_embeddings", False):
+            return False
+        out = self.model.get_output_embeddings()
+        return out is not None and name.startswith(_module_name(self.model, out))
+
+    def _retie(self) -> None:
+        if getattr(self.config, "tie_word_embeddings", False) and hasattr(self.model, "tie_weights"):
+            self.model.tie_weights()
+
+
+def _module_name(model: torch.nn.Module, module: torch.nn.Module) -> str:
+    for name, m in model.named_modules():
+        if m is module:
+            return name
+    return "\0"

@@ -1,0 +1,78 @@
+"""Checkpoints in a local folder: ``ROOT/step{N}/`` folders written by ``save_pretrained``.
+
+::
+
+    ROOT/
+      step0/  config.json  model.safetensors  [tokenizer files]
+      step100/ ...
+      suites/*.jsonl        default suites (written by ``ckptgeo train``)
+      [tokenizer files]     optional; else the first step folder's are used
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..constants import STEP_PATTERN
+from ..errors import SourceNotFoundError
+from ..revisions import Revision
+from .base import WeightFile
+
+__all__ = ["LocalSource", "weight_files_in"]
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+
+
+def weight_files_in(folder: Path) -> list[Path]:
+    """The weight files of a checkpoint folder: safetensors if any, else PyTorch ``.bin``."""
+    st = sorted(folder.glob("*.safetensors"))
+    return st if st else sorted(folder.glob("pytorch_model*.bin"))
+
+
+class LocalSource:
+    """A folder of ``step{N}`` checkpoint folders (see module docstring).
+
+    Raises
+    ------
+    SourceNotFoundError
+        ``root`` is not a folder.
+    """
+
+    tokens_per_step = None
+
+    def __init__(self, root: str | Path, *, step_pattern: str = STEP_PATTERN):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise SourceNotFoundError(f"Checkpoint folder {self.root} does not exist", path=str(self.root))
+        self.name = self.root.resolve().name
+        self.step_pattern = step_pattern
+
+    def revisions(self) -> list[Revision]:
+        out = []
+        for p in self.root.iterdir():
+            m = re.match(self.step_pattern, p.name)
+            if m and p.is_dir() and not p.name.startswith("."):
+                size = sum(f.stat().st_size for f in weight_files_in(p))
+                out.append(Revision(step=int(m.group(1)), name=p.name, commit=None, size=size))
+        return sorted(out)
+
+    def weight_files(self, revision: Revision) -> list[WeightFile]:
+        return [WeightFile(f.name, f.stat().st_size) for f in weight_files_in(self.root / revision.name)]
+
+    def fetch(self, revision: Revision) -> Path:
+        return self.root / revision.name
+
+    def release(self, revision: Revision) -> None:
+        return None
+
+    def tokenizer_path(self) -> Path:
+        if any((self.root / f).exists() for f in _TOKENIZER_FILES):
+            return self.root
+        for rev in self.revisions():
+            if any((self.root / rev.name / f).exists() for f in _TOKENIZER_FILES):
+                return self.root / rev.name
+        raise SourceNotFoundError(f"No tokenizer files in {self.root} or its step folders", path=str(self.root))
+
+    def default_suites(self) -> list[str]:
+        return [str(p) for p in sorted((self.root / "suites").glob("*.jsonl"))]

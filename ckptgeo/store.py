@@ -1,0 +1,227 @@
+"""The Parquet dataset a scan writes: one atomic part file per revision and table.
+
+::
+
+    DIR/
+      ckptgeo.json                 marks a ckptgeo dataset: format, schema_version, writer version
+      runs/<config_hash>.json      the full settings behind each config hash
+      geometry/<model>--<revision>--<config_hash>.parquet
+      behavior/ ... probes/ ...    same naming
+      revisions/<model>--<revision>--<config_hash>.parquet   written last: the revision is done
+      events/                      written by ``ckptgeo analyze``
+      states/<model>--<revision>--<config_hash>/<suite>.safetensors   with --save-states
+      .locks/<model>--<revision>--<config_hash>.lock                    held while a process measures it
+
+A part is written to ``.<name>.tmp-<pid>-<random>`` in its table folder and ``os.replace``-d into
+place; readers (pyarrow, pandas) skip names starting with ``.`` or ``_``, so a killed writer leaves
+nothing a reader picks up. A revision counts as done when its ``revisions`` part exists with status
+``ok`` or ``duplicate``; a rerun skips it, so no row is written twice. Every table loads with
+``pandas.read_parquet(DIR + "/geometry")``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import __version__
+from .constants import DATASET_SCHEMA_VERSION
+from .errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
+
+__all__ = ["Dataset", "SCHEMAS", "part_name", "read_table"]
+
+_COMMON = [("model", pa.string()), ("revision", pa.string()), ("step", pa.int64()), ("commit", pa.string()),
+           ("tokens", pa.int64()), ("suite", pa.string())]
+_SETTINGS = [("n_samples", pa.int64()), ("position", pa.string()), ("centered", pa.bool_()),
+             ("dtype", pa.string()), ("epsilon", pa.float64()), ("seed", pa.int64()),
+             ("config_hash", pa.string()), ("ckptgeo_version", pa.string())]
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "geometry": pa.schema(_COMMON + [("layer", pa.int64()), ("metric", pa.string()), ("index", pa.int64()),
+                                     ("value", pa.float64()), ("reason", pa.string()), ("settings", pa.string()),
+                                     ("seconds", pa.float64())] + _SETTINGS),
+    "behavior": pa.schema(_COMMON + [("metric", pa.string()), ("value", pa.float64()), ("n_items", pa.int64()),
+                                     ("chance", pa.float64()), ("kind", pa.string()),
+                                     ("seconds", pa.float64())] + _SETTINGS),
+    "probes": pa.schema(_COMMON + [("layer", pa.int64()), ("accuracy", pa.float64()),
+                                   ("accuracy_std", pa.float64()), ("chance", pa.float64()),
+                                   ("control_accuracy", pa.float64()), ("n", pa.int64()), ("k", pa.int64()),
+                                   ("reason", pa.string()), ("settings", pa.string())] + _SETTINGS),
+    "revisions": pa.schema([("model", pa.string()), ("revision", pa.string()), ("step", pa.int64()),
+                            ("commit", pa.string()), ("tokens", pa.int64()), ("status", pa.string()),
+                            ("error", pa.string()), ("files", pa.list_(pa.string())),
+                            ("sha256", pa.list_(pa.string())), ("bytes", pa.list_(pa.int64())),
+                            ("weights_sha256", pa.string()), ("duplicate_of", pa.string()),
+                            ("seconds", pa.float64()), ("config_hash", pa.string()),
+                            ("ckptgeo_version", pa.string())]),
+}
+TABLES = tuple(SCHEMAS)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def part_name(model: str, revision: str, config_hash: str) -> str:
+    """Deterministic part name: ``<model>--<revision>--<config_hash>.parquet``."""
+    return f"{_slug(model)}--{_slug(revision)}--{config_hash}.parquet"
+
+
+def read_table(root: str | Path, table: str) -> pd.DataFrame:
+    """A table of the dataset at ``root`` as a DataFrame (empty, with the table's columns, if absent)."""
+    d = Path(root) / table
+    if not d.is_dir() or not any(p.suffix == ".parquet" and not p.name.startswith((".", "_")) for p in d.iterdir()):
+        schema = SCHEMAS.get(table)
+        return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
+    return pd.read_parquet(d)
+
+
+class Dataset:
+    """An output folder of ckptgeo tables (layout in the module docstring).
+
+    Raises
+    ------
+    DatasetLayoutError
+        ``root`` is a non-empty folder that is not a ckptgeo dataset, or was written with another
+        schema version (both versions named).
+    """
+
+    def __init__(self, root: str | Path, *, create: bool = True):
+        self.root = Path(root)
+        marker = self.root / "ckptgeo.json"
+        if marker.exists():
+            try:
+                meta = json.loads(marker.read_text())
+            except ValueError as err:
+                raise DatasetLayoutError(f"{marker} is unreadable: {err}", path=str(self.root)) from err
+            if meta.get("schema_version") != DATASET_SCHEMA_VERSION:
+                raise DatasetLayoutError(
+                    f"{self.root} was written by ckptgeo {meta.get('writer', '?')} with table schema "
+                    f"{meta.get('schema_version')}; this ckptgeo ({__version__}) writes schema "
+                    f"{DATASET_SCHEMA_VERSION}. Write to a new --out folder.", path=str(self.root))
+        elif self.root.exists() and any(self.root.iterdir()):
+            raise DatasetLayoutError(
+                f"{self.root} is not empty and is not a ckptgeo dataset (no ckptgeo.json); refusing to write into "
+                f"it. Choose another --out folder.", path=str(self.root))
+        elif create:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._atomic_write_bytes(marker, json.dumps(
+                {"format": "ckptgeo-dataset", "schema_version": DATASET_SCHEMA_VERSION, "writer": __version__},
+                indent=2).encode())
+
+    # -- atomic writes --------------------------------------------------------------------------
+    def _atomic_write_bytes(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def write_part(self, table: str, name: str, rows: list[dict]) -> Path:
+        """Write ``rows`` as the part ``table/name`` atomically, with the table's explicit schema.
+
+        Raises
+        ------
+        DiskSpaceError
+            The disk filled while writing (nothing is left behind; the earlier parts are intact).
+        """
+        schema = SCHEMAS[table]
+        data = {f.name: [r.get(f.name) for r in rows] for f in schema}
+        return self._write_table(table, name, pa.Table.from_pydict(data, schema=schema))
+
+    def _write_table(self, table: str, name: str, tbl: pa.Table) -> Path:
+        path = self.root / table / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            pq.write_table(tbl, tmp)
+            os.replace(tmp, path)
+        except OSError as err:
+            if err.errno == 28:  # ENOSPC
+                free = shutil.disk_usage(path.parent).free
+                raise DiskSpaceError(f"disk full while writing {path} ({free / 1e6:.1f} MB free); free space and "
+                                     f"rerun: finished revisions are kept", needed=None, available=free) from err
+            raise
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path
+
+    def has_part(self, table: str, name: str) -> bool:
+        return (self.root / table / name).exists()
+
+    def write_run(self, config_hash: str, settings: dict) -> None:
+        """Record the settings behind ``config_hash`` (once)."""
+        path = self.root / "runs" / f"{config_hash}.json"
+        if not path.exists():
+            self._atomic_write_bytes(path, json.dumps(settings, indent=2, sort_keys=True, default=str).encode())
+
+    def done_revisions(self, model: str, config_hash: str) -> set[str]:
+        """Revision names whose ``revisions`` part for this model and hash says ok or duplicate."""
+        df = self.read("revisions")
+        if df.empty:
+            return set()
+        sel = df[(df.model == model) & (df.config_hash == config_hash) & df.status.isin(["ok", "duplicate"])]
+        return set(sel.revision)
+
+    def read(self, table: str) -> pd.DataFrame:
+        return read_table(self.root, table)
+
+    def lock(self, name: str):
+        """Take the non-blocking lock ``.locks/<name>.lock``; returns the open file (close to release).
+
+        The lock is the kernel's (``flock``), so it disappears with a killed process.
+
+        Raises
+        ------
+        OutputLockedError
+            Another process holds it.
+        """
+        d = self.root / ".locks"
+        d.mkdir(exist_ok=True)
+        f = open(d / f"{name}.lock", "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            f.close()
+            raise OutputLockedError(f"{name} is being measured by another process writing to {self.root}",
+                                    path=str(d / f"{name}.lock")) from err
+        return f
+
+    def resolve_duplicates(self) -> pd.DataFrame:
+        """Set ``duplicate_of`` in every ``revisions`` part: the earliest-step revision of the same model with
+        identical weights (same ``weights_sha256``). Rewrites only parts whose value changes; returns the
+        pairs found as a DataFrame (model, revision, duplicate_of)."""
+        d = self.root / "revisions"
+        if not d.is_dir():
+            return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
+        parts = {p: pq.read_table(p) for p in sorted(d.glob("*.parquet")) if not p.name.startswith((".", "_"))}
+        if not parts:
+            return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
+        allrev = pd.concat([t.to_pandas() for t in parts.values()], ignore_index=True)
+        allrev = allrev[allrev.weights_sha256.notna()].drop_duplicates(["model", "revision"])
+        first = allrev.sort_values(["step", "revision"]).groupby(["model", "weights_sha256"]).revision.first()
+        found = []
+        for path, tbl in parts.items():
+            cols = tbl.to_pydict()
+            new = [None if sha is None or first.get((m, sha)) in (None, r) else first.get((m, sha))
+                   for m, r, sha in zip(cols["model"], cols["revision"], cols["weights_sha256"])]
+            if new != cols["duplicate_of"]:
+                i = tbl.schema.get_field_index("duplicate_of")
+                self._write_table("revisions", path.name,
+                                  tbl.set_column(i, "duplicate_of", pa.array(new, pa.string())))
+            found += [(m, r, o) for m, r, o in zip(cols["model"], cols["revision"], new) if o is not None]
+        return pd.DataFrame(found, columns=["model", "revision", "duplicate_of"]).drop_duplicates()
