@@ -184,10 +184,11 @@ def _resolve(source, config: ScanConfig):
     from .metrics.registry import get_metric, parse_metrics
 
     _validate(config)
+    label = str(source) if isinstance(source, (str, Path)) else getattr(source, "repo_id", source.name)
     if isinstance(source, (str, Path)):
         source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
     selector = config.revisions or ("all" if source.__class__.__name__ == "LocalSource" else "every-1000")
-    selected = select_revisions(source.revisions(), selector, source=getattr(source, "repo_id", source.name))
+    selected = select_revisions(source.revisions(), selector, source=label)
     specs = list(config.suites) or source.default_suites()
     if not specs:
         raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",
