@@ -1,0 +1,111 @@
+"""The shared-prefix forward pass against the plain way (one full sequence per prompt-choice pair)."""
+
+import numpy as np
+import pytest
+import torch
+
+from ckptgeo.activations import model_batch, prepare_suite, run_suite
+from ckptgeo.items import Item, Suite, load_suite
+from ckptgeo.metrics.registry import ModelContext
+
+from tests._checkpoints import BIGBENCH, tiny_config, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model():
+    from transformers import GPTNeoXForCausalLM
+
+    torch.manual_seed(3)
+    return GPTNeoXForCausalLM(tiny_config()).eval()
+
+
+def naive_logprob(model, ctx, cont):
+    ids = torch.tensor([list(ctx) + list(cont)])
+    with torch.no_grad():
+        lp = torch.log_softmax(model(ids).logits[0].double(), -1)
+    return sum(lp[len(ctx) - 1 + i, t].item() for i, t in enumerate(cont))
+
+
+def test_multiple_choice_matches_plain_scoring(model, tokenizer):
+    suite = load_suite(BIGBENCH / "three_objects.json")
+    ps = prepare_suite(suite, tokenizer, n_samples=12, seed=1)
+    out = run_suite(model, ps, batch_size=5)
+    expected, states = [], []
+    for p in ps.items:
+        scores = [naive_logprob(model, p.prompt, c) for c in p.conts]
+        expected.append(float(int(np.argmax(scores)) == p.item.answer))
+        with torch.no_grad():
+            hs = model(torch.tensor([p.prompt]), output_hidden_states=True).hidden_states
+        states.append(torch.stack([h[0, -1] for h in hs]))
+    assert out.correct.tolist() == expected
+    ref = torch.stack(states, 1)
+    assert out.states.shape == (3, 12, 32)
+    torch.testing.assert_close(out.states, ref, atol=1e-4, rtol=1e-4)
+    # no label: probe rows are prompt+choice, labelled correct / incorrect
+    assert out.probe_states.shape[1] == 36 and sorted(set(out.probe_labels)) == ["0", "1"]
+    assert (out.probe_labels == "1").sum() == 12
+    assert out.chance == pytest.approx(1 / 3)
+
+
+def test_generation_exact_match_equals_greedy_generate(model, tokenizer):
+    items = tuple(Item(id=str(i), suite="g", kind="generation", prompt=f"The {w} book is", target=t)
+                  for i, (w, t) in enumerate([("red", " the"), ("blue", " to the"), ("green", " left"),
+                                              ("owl", " the leftmost")]))
+    ps = prepare_suite(Suite("g", items), tokenizer, n_samples=None)
+    out = run_suite(model, ps, batch_size=3)
+    for k, p in enumerate(ps.items):
+        with torch.no_grad():
+            gen = model.generate(torch.tensor([p.prompt]), max_new_tokens=len(p.conts[0]), do_sample=False,
+                                 pad_token_id=0)
+        greedy = gen[0, len(p.prompt):].tolist()
+        assert out.correct[k] == float(greedy == list(p.conts[0]))
+    # force one match: make the target the model's own greedy continuation
+    p0 = ps.items[0]
+    with torch.no_grad():
+        gen = model.generate(torch.tensor([p0.prompt]), max_new_tokens=2, do_sample=False, pad_token_id=0)
+    target = tokenizer.decode(gen[0, len(p0.prompt):])
+    items2 = (Item(id="x", suite="g", kind="generation", prompt=p0.item.prompt, target=target),)
+    ps2 = prepare_suite(Suite("g", items2), tokenizer, n_samples=None)
+    if list(ps2.items[0].conts[0]) == gen[0, len(p0.prompt):].tolist():
+        assert run_suite(model, ps2).correct.tolist() == [1.0]
+
+
+def test_minimal_pairs_match_whole_sentence_logprob(model, tokenizer):
+    pairs = [("The blue book is leftmost.", "The blue book are leftmost."),
+             ("A red owl sat.", "A red owl sit."), ("Three books.", "Three book.")]
+    items = tuple(Item(id=str(i), suite="p", kind="minimal_pair", good=g, bad=b) for i, (g, b) in enumerate(pairs))
+    ps = prepare_suite(Suite("p", items), tokenizer, n_samples=None)
+    out = run_suite(model, ps, batch_size=4)
+    for k, p in enumerate(ps.items):
+        good = naive_logprob(model, p.good[:1], p.good[1:])
+        bad = naive_logprob(model, p.bad[:1], p.bad[1:])
+        assert out.correct[k] == float(good > bad)
+    assert out.states.shape == (3, 6, 32)
+    assert list(out.probe_labels) == ["good", "bad"] * 3
+
+
+def test_mean_position_averages_prompt_tokens(model, tokenizer):
+    suite = load_suite(BIGBENCH / "three_objects.json")
+    ps = prepare_suite(suite, tokenizer, n_samples=4)
+    out = run_suite(model, ps, position="mean", batch_size=4)
+    p = ps.items[0]
+    with torch.no_grad():
+        hs = model(torch.tensor([p.prompt]), output_hidden_states=True).hidden_states
+    torch.testing.assert_close(out.states[:, 0], torch.stack([h[0].mean(0) for h in hs]), atol=1e-4, rtol=1e-4)
+
+
+def test_model_batch_scores_answer_tokens_only(model, tokenizer):
+    suite = load_suite(BIGBENCH / "three_objects.json")
+    ps = prepare_suite(suite, tokenizer, n_samples=3)
+    batch = model_batch(ps, 3)
+    ctx = ModelContext(model=model, batch=batch, device=torch.device("cpu"))
+    per_item = ctx.per_sample_loss()
+    for k, p in enumerate(ps.items):
+        cont = p.conts[p.item.answer]
+        nll = -naive_logprob(model, p.prompt, cont) / len(cont)
+        assert per_item[k].item() == pytest.approx(nll, rel=1e-4)

@@ -1,0 +1,126 @@
+"""Scans of a local folder of step{N} checkpoints: rows, resume, settings, sharding, duplicates, failures."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ckptgeo.errors import DatasetLayoutError, DuplicateWeightsWarning
+from ckptgeo.scan import plan_scan, scan
+from tests._checkpoints import BIGBENCH, make_checkpoints
+
+SUITE = str(BIGBENCH / "three_objects.json")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+    return make_checkpoints(tmp_path_factory.mktemp("ck") / "tiny", duplicate={"step200": "step100"})
+
+
+def run(ckpts, out, **kw):
+    kw.setdefault("suites", (SUITE,))
+    kw.setdefault("n_samples", 24)
+    return scan(ckpts, out=out, **kw)
+
+
+def test_rows_for_every_layer_and_revision_then_resume(ckpts, tmp_path):
+    out = tmp_path / "ds"
+    with pytest.warns(DuplicateWeightsWarning, match="step200 = step100"):
+        res = run(ckpts, out)
+    assert res.measured == ["step0", "step1", "step2", "step4", "step100", "step200"]
+    g = pd.read_parquet(out / "geometry")
+    assert len(g) == 6 * 3 and set(g.layer) == {0, 1, 2} and set(g.metric) == {"rankme"}
+    assert g.groupby("revision").size().eq(3).all()
+    assert (g.n_samples == 24).all() and (g.position == "last").all() and (~g.centered).all()
+    assert (g.epsilon == 1e-7).all() and g.ckptgeo_version.notna().all()
+    # layer 0 at the last prompt token: every prompt ends with "." -> one embedding row repeated
+    assert g[g.layer == 0].value.max() == pytest.approx(1.0, abs=1e-3)
+    b = pd.read_parquet(out / "behavior")
+    assert set(b.metric) == {"accuracy", "accuracy_norm"} and (b.n_items == 24).all()
+    assert b.chance.iloc[0] == pytest.approx(1 / 3)
+    rv = pd.read_parquet(out / "revisions").set_index("revision")
+    assert rv.loc["step200", "duplicate_of"] == "step100" and pd.isna(rv.loc["step100", "duplicate_of"])
+    assert len(rv.loc["step0", "sha256"][0]) == 64
+    # rerun with the same settings: nothing measured, nothing added
+    res2 = run(ckpts, out)
+    assert res2.measured == [] and len(res2.skipped) == 6
+    assert len(pd.read_parquet(out / "geometry")) == 18
+    # other settings: new rows beside the old ones
+    run(ckpts, out, revisions="step0,step1", centered=True)
+    g2 = pd.read_parquet(out / "geometry")
+    assert len(g2) == 18 + 6 and g2.config_hash.nunique() == 2
+    assert not any(p.name.startswith(".") for p in (out / "geometry").iterdir())
+
+
+def test_two_processes_equal_one(ckpts, tmp_path):
+    one = tmp_path / "one"
+    run(ckpts, one, revisions="step0,step1,step2,step4,step100")
+    two = tmp_path / "two"
+    code = ("import sys; from ckptgeo.scan import scan; "
+            f"scan({str(ckpts)!r}, out={str(two)!r}, suites=({SUITE!r},), n_samples=24, "
+            "revisions='step0,step1,step2,step4,step100')")
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
+                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2", "CKPTGEO_NO_PROGRESS": "1"})
+             for r in range(2)]
+    assert [p.wait(300) for p in procs] == [0, 0]
+    keys = {"geometry": ["revision", "layer"], "behavior": ["revision", "metric"], "revisions": ["revision"]}
+    for table, key in keys.items():
+        a, b = (pd.read_parquet(d / table).drop(columns=["seconds"]).sort_values(key).reset_index(drop=True)
+                for d in (one, two))
+        pd.testing.assert_frame_equal(a, b)
+    assert len(list((two / "revisions").glob("*.parquet"))) == 5
+
+
+def test_failed_revision_is_recorded_and_retried(ckpts, tmp_path):
+    import shutil
+
+    bad = tmp_path / "ck"
+    shutil.copytree(ckpts, bad)
+    w = bad / "step2" / "model.safetensors"
+    data = w.read_bytes()
+    w.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "ds"
+    res = run(bad, out, revisions="step1,step2,step4")
+    assert res.measured == ["step1", "step4"] and "step2" in res.failed
+    assert "model.safetensors" in res.failed["step2"] and "step2" in res.failed["step2"]
+    rv = pd.read_parquet(out / "revisions").set_index("revision")
+    assert rv.loc["step2", "status"] == "failed" and "CorruptCheckpointError" in rv.loc["step2", "error"]
+    w.write_bytes(data)
+    res = run(bad, out, revisions="step1,step2,step4")
+    assert res.measured == ["step2"]
+    rv = pd.read_parquet(out / "revisions")
+    assert len(rv) == 3 and set(rv.status) == {"ok"}
+    assert len(pd.read_parquet(out / "geometry")) == 9
+
+
+def test_refuses_a_folder_that_is_not_a_dataset(ckpts, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(DatasetLayoutError, match="not a ckptgeo dataset"):
+        run(ckpts, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_dry_run_plans_without_writing(ckpts, tmp_path):
+    plan = plan_scan(ckpts, suites=(SUITE,), revisions="log", out=tmp_path / "x")
+    assert [r.name for r in plan.todo] == ["step0", "step1", "step2", "step4"]
+    assert "4 to measure" in plan.summary()
+    assert not (tmp_path / "x").exists()
+
+
+def test_max_disk_does_not_count_local_checkpoints(ckpts, tmp_path):
+    # a local folder downloads nothing, so any budget suffices (the Hub case is in test_scan_hub)
+    res = run(ckpts, tmp_path / "ds", revisions="step0", max_disk=1)
+    assert res.measured == ["step0"]
+
+
+def test_save_states(ckpts, tmp_path):
+    from safetensors.torch import load_file
+
+    run(ckpts, tmp_path / "ds", revisions="step4", save_states=True)
+    files = list((tmp_path / "ds" / "states").rglob("*.safetensors"))
+    assert len(files) == 1
+    assert load_file(str(files[0]))["states"].shape == (3, 24, 32)
