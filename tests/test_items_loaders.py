@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ckptgeo.errors import SourceNotFoundError, SuiteFormatError
-from ckptgeo.items import load_blimp, load_bigbench, load_hf, load_jsonl, load_suite
+from ckptgeo.items import load_blimp, load_bigbench, load_hf, load_suite
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 if not DATA.is_dir():
