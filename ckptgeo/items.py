@@ -10,8 +10,12 @@ Extra fields are kept in :attr:`Item.extra` and otherwise ignored. A suite file 
 one header line ``{"suite_header": {...}}`` (name, description, difficulty, chance, ...).
 
 :func:`load_suite` takes a suite *name* (a file in ``diagnostics/`` or a registered loader), a
-*path* (JSON lines, BIG-bench task JSON, BIG-bench Hard JSON) and returns a :class:`Suite`.
-Other formats register a loader with :func:`register_loader`.
+*path* (JSON lines in this schema, BLiMP JSON lines, BIG-bench task JSON, BIG-bench Hard JSON) and
+returns a :class:`Suite`. Other formats register a loader with :func:`register_loader`; ``hf:`` is
+registered here (:func:`load_hf`, a dataset read with the ``datasets`` library).
+
+BLiMP rows (``sentence_good``, ``sentence_bad``, ``UID``, ``pairID`` ...) become minimal pairs with id
+``{UID}-{pairID}``; their other fields are kept in :attr:`Item.extra`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from .errors import InvalidParameterError, SuiteFormatError
 
 __all__ = [
     "Item", "Suite", "load_suite", "load_jsonl", "load_bigbench", "item_from_dict", "write_jsonl",
-    "register_loader", "diagnostics_dir", "available_suites", "select_items",
+    "register_loader", "diagnostics_dir", "available_suites", "select_items", "load_blimp", "load_hf",
+    "is_blimp_row",
 ]
 
 KINDS = ("multiple_choice", "minimal_pair", "generation")
@@ -255,6 +260,9 @@ def available_suites() -> list[str]:
 def load_suite(spec: str | Path) -> Suite:
     """Load a suite from a bundled name, a file path, or ``PREFIX:rest`` of a registered loader.
 
+    A ``.json`` file is read as BIG-bench (or BIG-bench Hard) task JSON; another file as JSON lines,
+    BLiMP-shaped (first row has ``sentence_good`` and ``sentence_bad``) or in this module's schema.
+
     Raises
     ------
     InvalidParameterError
@@ -267,6 +275,8 @@ def load_suite(spec: str | Path) -> Suite:
     if path.is_file():
         if path.suffix == ".json":
             return load_bigbench(path)
+        if is_blimp_row(_first_row(path)):
+            return load_blimp(path)
         return load_jsonl(path)
     bundled = diagnostics_dir() / f"{spec_s}.jsonl"
     if bundled.is_file():
@@ -303,6 +313,191 @@ def write_jsonl(path: str | Path, items, *, header: dict | None = None) -> None:
             f.write(json.dumps({"suite_header": header}) + "\n")
         for it in items:
             f.write(json.dumps(it.to_dict() if isinstance(it, Item) else it, ensure_ascii=False) + "\n")
+
+
+def is_blimp_row(obj) -> bool:
+    """Whether ``obj`` is a BLiMP row (a dict with ``sentence_good`` and ``sentence_bad``)."""
+    return isinstance(obj, dict) and "sentence_good" in obj and "sentence_bad" in obj
+
+
+def _first_row(path: Path):
+    """The first non-empty line of a JSON-lines file, parsed; None if unreadable as JSON."""
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            if raw.strip():
+                try:
+                    return json.loads(raw)
+                except json.JSONDecodeError:
+                    return None
+    return None
+
+
+_BLIMP_TEXT = ("sentence_good", "sentence_bad")
+
+
+def _blimp_item(obj: dict, *, suite: str, index: int, path: str | None = None, line: int | None = None) -> Item:
+    for f in _BLIMP_TEXT:
+        if not isinstance(obj.get(f), str) or not obj[f].strip():
+            _fail(f"BLiMP row needs a non-empty string {f!r}", path, line, f)
+    pair_id = obj.get("pairID", index)
+    extra = {k: v for k, v in obj.items() if k not in _BLIMP_TEXT}
+    return Item(id=f"{obj.get('UID') or suite}-{pair_id}", suite=suite, kind="minimal_pair",
+                good=obj["sentence_good"], bad=obj["sentence_bad"], extra=extra)
+
+
+def load_blimp(path: str | Path, *, name: str | None = None) -> Suite:
+    """Read a BLiMP JSON-lines file (Warstadt et al., 2020) as minimal pairs.
+
+    ``sentence_good`` becomes ``good``, ``sentence_bad`` becomes ``bad``; the id is
+    ``{UID}-{pairID}``; the suite is ``name``, else the rows' ``UID``, else the file's stem. The other
+    fields (``field``, ``linguistics_term``, ``one_prefix_prefix`` ...) are kept in ``extra``.
+
+    Parameters
+    ----------
+    path : str or Path
+        A BLiMP phenomenon file, e.g. ``anaphor_gender_agreement.jsonl`` (1000 pairs).
+    name : str, optional
+        The suite name to use instead of the ``UID``.
+
+    Returns
+    -------
+    Suite
+        ``header`` holds ``format="blimp"``, ``field`` and ``linguistics_term`` of the first row.
+
+    Raises
+    ------
+    SuiteFormatError
+        Invalid JSON, a row lacking a sentence (line named), or no rows.
+
+    References
+    ----------
+    Warstadt et al., "BLiMP: The Benchmark of Linguistic Minimal Pairs for English", TACL 2020.
+    """
+    path = Path(path)
+    rows: list[tuple[int, dict]] = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                rows.append((lineno, json.loads(raw)))
+            except json.JSONDecodeError as err:
+                raise SuiteFormatError(f"{path}:{lineno}: invalid JSON ({err.msg})", path=str(path),
+                                       line=lineno) from err
+    if not rows:
+        raise SuiteFormatError(f"{path}: BLiMP file holds no rows", path=str(path))
+    first = rows[0][1] if isinstance(rows[0][1], dict) else {}
+    suite = name or first.get("UID") or path.stem
+    items = []
+    for i, (lineno, obj) in enumerate(rows):
+        if not isinstance(obj, dict):
+            _fail(f"expected a JSON object, got {type(obj).__name__}", str(path), lineno)
+        items.append(_blimp_item(obj, suite=suite, index=i, path=str(path), line=lineno))
+    header = {"format": "blimp", "field": first.get("field"), "linguistics_term": first.get("linguistics_term")}
+    return Suite(name=suite, items=tuple(items), source=str(path), header=header)
+
+
+#: ``hf:blimp/PHENOMENON`` reads the Hub's BLiMP (one config per phenomenon).
+_HF_ALIASES = {"blimp": "nyu-mll/blimp"}
+
+
+def _parse_hf_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """``PATH_OR_ID[:CONFIG][@SPLIT]`` -> (path or repo id, config, split)."""
+    rest, split = spec, None
+    if "@" in spec:
+        rest, _, split = spec.rpartition("@")
+    path, _, config = rest.partition(":")
+    config = config or None
+    head, sep, tail = path.partition("/")
+    if not config and sep and head in _HF_ALIASES and "/" not in tail and not Path(path).exists():
+        path, config = _HF_ALIASES[head], tail
+    return path, config, split or None
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
+    try:
+        import httpx
+
+        errors += (httpx.TransportError,)
+    except ImportError:  # pragma: no cover - httpx comes with huggingface_hub
+        pass
+    return errors
+
+
+@register_loader("hf")
+def load_hf(spec: str, *, name: str | None = None, cache_dir: str | None = None) -> Suite:
+    """Read a dataset with the ``datasets`` library: a local folder or a Hub dataset id.
+
+    ``spec`` is ``PATH_OR_ID[:CONFIG][@SPLIT]`` (split default ``train``, or the only split), as typed
+    after ``--suite hf:``. ``PATH_OR_ID`` may be a folder written by ``Dataset.save_to_disk`` (read with
+    ``load_from_disk``), a folder of JSON-lines / Parquet / CSV files, or a Hub dataset id (fetched from
+    ``HF_ENDPOINT``); ``blimp/PHENOMENON`` is short for ``nyu-mll/blimp:PHENOMENON``. Rows that are
+    BLiMP-shaped become minimal pairs; other rows must follow this module's item schema (missing ids
+    become ``{suite}-{row}``).
+
+    Parameters
+    ----------
+    spec : str
+        E.g. ``"blimp/anaphor_gender_agreement"``, ``"path/to/saved_dataset"``, ``"org/name:config@test"``.
+    name : str, optional
+        Suite name; default the config, else the last part of the path.
+    cache_dir : str, optional
+        Passed to ``datasets.load_dataset`` (default: the ``datasets`` cache).
+
+    Returns
+    -------
+    Suite
+        ``source`` is ``"hf:" + spec``; ``header`` holds ``format="hf"``, the path, config and split.
+
+    Raises
+    ------
+    SourceNotFoundError
+        No such folder or dataset (or config / split).
+    HubUnreachableError
+        The Hub at ``HF_ENDPOINT`` cannot be reached.
+    SuiteFormatError
+        Rows are neither BLiMP-shaped nor in the item schema; the message names the columns.
+    """
+    from .errors import HubUnreachableError, SourceNotFoundError
+
+    import datasets
+
+    path, config, split = _parse_hf_spec(spec)
+    suite = name or config or Path(path.rstrip("/")).name
+    local = Path(path)
+    try:
+        if local.is_dir() and ((local / "state.json").is_file() or (local / "dataset_dict.json").is_file()):
+            data = datasets.load_from_disk(str(local))
+        else:
+            data = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir)
+    except _network_errors() as err:
+        raise HubUnreachableError(f"cannot reach the Hub for dataset {path!r} ({err}); set HF_ENDPOINT to a "
+                                  f"reachable mirror or pass a local dataset folder: --suite hf:PATH") from err
+    except (FileNotFoundError, ValueError, datasets.exceptions.DatasetNotFoundError) as err:
+        raise SourceNotFoundError(f"dataset {spec!r} could not be read: {err}", repo_id=path) from err
+    if isinstance(data, (datasets.DatasetDict, dict)):
+        splits = list(data)
+        chosen = split or ("train" if "train" in splits else splits[0] if len(splits) == 1 else None)
+        if chosen not in data:
+            raise SourceNotFoundError(f"dataset {spec!r} has splits {splits}; pick one with @SPLIT", repo_id=path)
+        data, split = data[chosen], chosen
+    items = []
+    for i, row in enumerate(data):
+        row = {k: v for k, v in row.items() if v is not None}
+        if is_blimp_row(row):
+            items.append(_blimp_item(row, suite=suite, index=i, path=f"hf:{spec}", line=i + 1))
+        elif "choices" in row or "good" in row or "target" in row:
+            row.setdefault("id", f"{suite}-{i}")
+            items.append(item_from_dict(row, suite=suite, path=f"hf:{spec}", line=i + 1))
+        else:
+            raise SuiteFormatError(f"hf:{spec}: row {i} has columns {sorted(row)}; expected BLiMP "
+                                   "(sentence_good, sentence_bad) or the item schema (choices/answer, good/bad, "
+                                   "target)", path=f"hf:{spec}", line=i + 1)
+    if not items:
+        raise SuiteFormatError(f"hf:{spec}: the dataset has no rows", path=f"hf:{spec}")
+    return Suite(name=suite, items=tuple(items), source=f"hf:{spec}",
+                 header={"format": "hf", "path": path, "config": config, "split": split})
 
 
 _ = dataclasses  # re-exported for type users

@@ -1,0 +1,183 @@
+"""Linear probes: can a logistic regression read an item's label from one layer's hidden states?
+
+The probe is scikit-learn's :class:`~sklearn.linear_model.LogisticRegression` on standardised states
+(a :class:`~sklearn.pipeline.Pipeline` of :class:`~sklearn.preprocessing.StandardScaler` and the
+classifier, so each fold's scaler is fitted on its training part only), scored by stratified k-fold
+cross-validation. Each result carries the chance level (the majority class's rate) and a
+shuffled-label control: the same cross-validation on labels permuted with the same seed, which
+estimates what the probe reaches by fitting noise (Hewitt & Liang 2019 argue for such controls).
+
+A label set that cannot be probed (one class; a class with a single member, which stratified
+cross-validation cannot place in both a training and a test fold) gives a result with NaN accuracy
+and the ``reason``, not an error, so one bad suite does not stop a scan.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InvalidParameterError, NonFiniteActivationsError, ProbeConvergenceWarning
+from .registry import register_metric
+
+__all__ = ["ProbeConfig", "ProbeResult", "probe"]
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """Settings of a linear probe.
+
+    ``k``: folds of stratified cross-validation (lowered to the rarest class's count when smaller);
+    ``C``: inverse L2 regularisation strength; ``max_iter``: L-BFGS iterations; ``seed``: seeds the
+    fold split and the control's label permutation.
+    """
+
+    k: int = 5
+    C: float = 1.0
+    max_iter: int = 1000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One probe's scores (a row of the ``probes`` table, less the columns the engine adds).
+
+    ``accuracy`` and ``accuracy_std``: mean and standard deviation over the ``k`` test folds;
+    ``chance``: the majority class's rate; ``control_accuracy``: the same probe on shuffled labels;
+    ``n``: items; ``k``: folds used (0 when not probed); ``seed``; ``reason``: why the accuracies are
+    NaN, else None.
+    """
+
+    accuracy: float
+    accuracy_std: float
+    chance: float
+    control_accuracy: float
+    n: int
+    k: int
+    seed: int
+    reason: str | None = None
+
+
+def _as_float64(states) -> np.ndarray:
+    if hasattr(states, "detach"):  # a torch tensor
+        states = states.detach().to("cpu").double().numpy()
+    return np.asarray(states, dtype=np.float64)
+
+
+def _cv_accuracy(x: np.ndarray, y: np.ndarray, k: int, config: ProbeConfig) -> np.ndarray:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=config.C, max_iter=config.max_iter))
+    folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=config.seed)
+    return cross_val_score(model, x, y, cv=folds, scoring="accuracy")
+
+
+@register_metric(name="probe", needs="probe_states", cost="cheap", unit="fraction correct", range=(0.0, 1.0),
+                 config=ProbeConfig, table="probes")
+def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
+    """Cross-validated accuracy of a linear probe predicting ``labels`` from ``states``.
+
+    Parameters
+    ----------
+    states : ndarray or Tensor of shape (n_samples, d_model)
+        One layer's hidden states, one row per item; cast to float64.
+    labels : sequence of shape (n_samples,)
+        The class of each item (any hashable values: ``"valid"``/``"invalid"``, answer indices ...).
+    config : ProbeConfig, optional
+        Folds, regularisation, iterations, seed; defaults to ``ProbeConfig()``.
+
+    Returns
+    -------
+    ProbeResult
+        Accuracy (mean over folds), its standard deviation, chance (majority rate), the
+        shuffled-label control, ``n``, ``k``, ``seed``. With one class, or a class of a single member,
+        the accuracies are NaN, ``k`` is 0 and ``reason`` says why.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``states`` is not 2-D, ``labels`` has a different length, or ``config.k`` is below 2.
+    NonFiniteActivationsError
+        ``states`` holds NaN or inf.
+
+    Warns
+    -----
+    ProbeConvergenceWarning
+        The solver stopped at ``max_iter`` in some fold (the accuracy is still reported).
+
+    Notes
+    -----
+    k = min(config.k, n_rarest); folds come from ``StratifiedKFold(k, shuffle=True,
+    random_state=seed)``; the control permutes the labels with ``numpy.random.default_rng(seed)`` and
+    reuses the same fold settings. Chance = max_c n_c / n.
+
+    References
+    ----------
+    Alain & Bengio, "Understanding intermediate layers using linear classifier probes", 2016.
+    Hewitt & Liang, "Designing and Interpreting Probes with Control Tasks", EMNLP 2019.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat([0, 1], 20)
+    >>> x = rng.normal(size=(40, 3)) + 4.0 * y[:, None]
+    >>> r = probe(x, y)
+    >>> r.accuracy, r.chance, r.k
+    (1.0, 0.5, 5)
+    >>> probe(x, np.zeros(40)).reason
+    'one class (0.0): nothing to probe'
+    """
+    config = config or ProbeConfig()
+    if isinstance(config.k, bool) or not isinstance(config.k, int) or config.k < 2:
+        raise InvalidParameterError(f"The 'k' parameter of probe must be an int in [2, inf). Got {config.k!r}.",
+                                    name="k", value=config.k)
+    x = _as_float64(states)
+    if x.ndim != 2:
+        raise InvalidParameterError(f"states must be 2-D (n_samples, d_model); got shape {x.shape}",
+                                    name="states", value=x.shape)
+    label_list = labels.tolist() if hasattr(labels, "tolist") else list(labels)  # numpy/torch -> Python scalars
+    y = np.empty(len(label_list), dtype=object)
+    y[:] = label_list
+    if len(y) != x.shape[0]:
+        raise InvalidParameterError(f"labels has {len(y)} entries but states has {x.shape[0]} rows",
+                                    name="labels", value=len(y))
+    if not np.isfinite(x).all():
+        raise NonFiniteActivationsError(f"probe states hold {int((~np.isfinite(x)).sum())} NaN or inf values")
+    n = int(x.shape[0])
+    counts = Counter(y.tolist())
+    chance = max(counts.values()) / n if n else math.nan
+    nan = math.nan
+
+    def unprobed(reason: str) -> ProbeResult:
+        return ProbeResult(nan, nan, chance, nan, n, 0, config.seed, reason)
+
+    if n == 0:
+        return unprobed("no items")
+    if len(counts) < 2:
+        return unprobed(f"one class ({next(iter(counts))!r}): nothing to probe")
+    singles = sorted((str(c) for c, m in counts.items() if m < 2))
+    if singles:
+        return unprobed(f"class {', '.join(singles)} has a single member; stratified k-fold needs two per class")
+    k = min(config.k, min(counts.values()))
+    _, y_codes = np.unique(y.astype(str), return_inverse=True)
+    y_control = np.random.default_rng(config.seed).permutation(y_codes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scores = _cv_accuracy(x, y_codes, k, config)
+        control = _cv_accuracy(x, y_control, k, config)
+    n_conv = sum(1 for w in caught if w.category.__name__ == "ConvergenceWarning")
+    for w in caught:
+        if w.category.__name__ != "ConvergenceWarning":
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if n_conv:
+        warnings.warn(f"the probe's solver did not converge in {n_conv} of {2 * k} fits (max_iter="
+                      f"{config.max_iter}); raise max_iter or C", ProbeConvergenceWarning, stacklevel=2)
+    return ProbeResult(accuracy=float(np.mean(scores)), accuracy_std=float(np.std(scores)), chance=float(chance),
+                       control_accuracy=float(np.mean(control)), n=n, k=int(k), seed=config.seed)
