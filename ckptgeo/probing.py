@@ -35,8 +35,8 @@ def _unreachable_message(source: str, err: BaseException) -> str:
             f"folder of step{{N}} checkpoints: `ckptgeo probe --suite ... path/to/run --out ...`.")
 
 
-def probe_checkpoints(source: str | Path = DEFAULT_SOURCE, *, suites, revisions: str = DEFAULT_REVISIONS,
-                      out: str | Path):
+def probe_checkpoints(source: str | Path = DEFAULT_SOURCE, *, suites, revisions: str | None = None,
+                      out: str | Path | None = None):
     """Measure behaviour and per-layer linear probes of ``suites`` at each selected revision.
 
     Parameters
@@ -45,15 +45,15 @@ def probe_checkpoints(source: str | Path = DEFAULT_SOURCE, *, suites, revisions:
         A Hub model id (its ``step{N}`` branches) or a local folder of ``step{N}`` checkpoints.
     suites : str or sequence of str
         Suite names, paths or loader specs (``logic``, ``path/to/task.json``, ``hf:blimp/...``).
-    revisions : str, default="every-1000"
-        Revision selector, as for ``ckptgeo scan``.
-    out : str or Path
-        Output dataset folder; ``behavior/`` and ``probes/`` tables are written (resumable).
+    revisions : str, optional
+        Revision selector, as for ``ckptgeo scan`` (default: every-1000 on the Hub, all for a folder).
+    out : str or Path, optional
+        Output dataset folder (default ``results/<source name>``); ``behavior/`` and ``probes/`` tables
+        are written (resumable).
 
     Returns
     -------
-    object
-        Whatever :func:`ckptgeo.scan.scan` returns.
+    ScanResult
 
     Raises
     ------
@@ -79,28 +79,28 @@ def probe_checkpoints(source: str | Path = DEFAULT_SOURCE, *, suites, revisions:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    probe_checkpoints(args.source, suites=args.suites, revisions=args.revisions, out=args.out)
-    print(f"wrote behavior/ and probes/ tables to {args.out}")
-    return 0
+    from .cli import run_scan_command
+
+    try:
+        return run_scan_command(args, metrics=PROBE_METRICS)
+    except HubUnreachableError as err:
+        raise HubUnreachableError(_unreachable_message(str(args.source), err)) from err
 
 
-def add_probe_parser(subparsers, *, parents=()) -> argparse.ArgumentParser:
-    """Add the ``probe`` subcommand to ``subparsers`` (from ``ArgumentParser.add_subparsers``).
-
-    ``parents`` are shared parent parsers (e.g. logging options) passed through to ``add_parser``.
-    Returns the new subparser; its ``func`` default is the handler, which returns the exit code.
+def add_probe_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``probe`` subcommand (the scan options, metrics fixed to behaviour and probes) to
+    ``subparsers``. Returns the new subparser; its ``func`` default is the handler, which returns the exit code.
     """
+    from .cli import add_scan_options, add_source_options
+
     parser = subparsers.add_parser(
-        "probe", parents=list(parents), help="behaviour and linear probes of a suite across checkpoints",
+        "probe", help="behaviour and linear probes of a suite across checkpoints",
         description="Score a suite's behaviour and train a linear probe per layer on its labels at every "
                     "selected checkpoint; writes behavior/ and probes/ tables in the scan dataset layout.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", nargs="?", default=DEFAULT_SOURCE,
                         help=f"Hub model id or local folder of step{{N}} checkpoints (default: {DEFAULT_SOURCE})")
-    parser.add_argument("--suite", dest="suites", action="append", required=True, metavar="NAME",
-                        help="suite name, path or loader spec (hf:...); repeat for several")
-    parser.add_argument("--revisions", default=DEFAULT_REVISIONS,
-                        help=f"revision selector (default: {DEFAULT_REVISIONS})")
-    parser.add_argument("--out", required=True, type=Path, help="output dataset folder")
+    add_source_options(parser, source_required=False)
+    add_scan_options(parser)
     parser.set_defaults(func=_handle)
     return parser

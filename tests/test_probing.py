@@ -1,68 +1,53 @@
-"""`ckptgeo probe`: parser, call into the scan engine, and the Hub-unreachable message."""
+"""`ckptgeo probe`: parser defaults, real runs through the scan engine, and the Hub-unreachable message."""
 
 from __future__ import annotations
 
-import argparse
-import sys
-import types
-
+import pandas as pd
 import pytest
 
+from ckptgeo.cli import build_parser, main
 from ckptgeo.errors import HubUnreachableError, InvalidParameterError
-from ckptgeo.probing import add_probe_parser, probe_checkpoints
+from ckptgeo.probing import probe_checkpoints
+from tests._checkpoints import make_checkpoints
 
 
-@pytest.fixture
-def fake_scan(monkeypatch):
-    calls = []
-    module = types.ModuleType("ckptgeo.scan")
-
-    def scan(source, *, revisions, suites, metrics, out):
-        calls.append(dict(source=source, revisions=revisions, suites=suites, metrics=metrics, out=out))
-        if source == "unreachable/model":
-            raise HubUnreachableError("connection refused")
-        return "done"
-
-    module.scan = scan
-    monkeypatch.setitem(sys.modules, "ckptgeo.scan", module)
-    return calls
+def test_defaults():
+    args = build_parser().parse_args(["probe", "--suite", "logic"])
+    assert args.source == "EleutherAI/pythia-160m" and args.revisions is None and args.suites == ["logic"]
+    assert args.n_samples == 200 and args.out is None
 
 
-def _parser():
-    parser = argparse.ArgumentParser(prog="ckptgeo")
-    add_probe_parser(parser.add_subparsers(dest="command"))
-    return parser
-
-
-def test_defaults_and_handler(fake_scan, tmp_path):
-    args = _parser().parse_args(["probe", "--suite", "logic", "--out", str(tmp_path)])
-    assert args.source == "EleutherAI/pythia-160m" and args.revisions == "every-1000"
-    assert args.func(args) == 0
-    assert fake_scan == [dict(source="EleutherAI/pythia-160m", revisions="every-1000", suites=["logic"],
-                              metrics=["behavior", "probe"], out=tmp_path)]
-
-
-def test_source_and_several_suites(fake_scan, tmp_path):
-    args = _parser().parse_args(["probe", "./run", "--suite", "logic", "--suite", "syntax", "--revisions", "all",
-                                 "--out", str(tmp_path)])
-    args.func(args)
-    assert fake_scan[0]["source"] == "./run" and fake_scan[0]["suites"] == ["logic", "syntax"]
-
-
-def test_unknown_suite_fails_before_scan(fake_scan, tmp_path):
+def test_unknown_suite_fails_before_any_source_is_opened(tmp_path):
     with pytest.raises(InvalidParameterError, match="logik"):
-        probe_checkpoints(suites=["logik"], out=tmp_path)
-    assert fake_scan == []
+        probe_checkpoints(tmp_path / "does-not-exist", suites=["logik"], out=tmp_path / "o")
 
 
-def test_unreachable_hub_message(fake_scan, tmp_path):
+def test_unreachable_hub_message(monkeypatch, tmp_path):
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setattr(hc, "ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(HubUnreachableError, match="HF_ENDPOINT") as info:
-        probe_checkpoints("unreachable/model", suites="logic", out=tmp_path)
-    assert "local" in str(info.value) and isinstance(info.value.__cause__, HubUnreachableError)
+        probe_checkpoints("someorg/some-model", suites="logic", out=tmp_path / "o")
+    assert "local folder" in str(info.value) and isinstance(info.value.__cause__, HubUnreachableError)
 
 
 def test_help_has_examples(capsys):
     with pytest.raises(SystemExit):
-        _parser().parse_args(["probe", "--help"])
+        build_parser().parse_args(["probe", "--help"])
     out = capsys.readouterr().out
     assert "ckptgeo probe --suite logic" in out and "HF_ENDPOINT" in out
+
+
+def test_probe_on_local_checkpoints_writes_probes_per_layer(tmp_path):
+    ck = make_checkpoints(tmp_path / "ck", steps=(0, 10))
+    out = tmp_path / "ds"
+    assert main(["probe", str(ck), "--suite", "logic", "--n-samples", "60", "--out", str(out)]) == 0
+    p = pd.read_parquet(out / "probes")
+    assert len(p) == 2 * 3 and set(p.layer) == {0, 1, 2}
+    assert (p.n == 60).all() and (p.k == 5).all() and p.reason.isna().all()
+    assert p.chance.iloc[0] == pytest.approx(0.5, abs=0.1)
+    # layer 0 reads one embedding row (every prompt ends in the same token): nothing to separate
+    assert p[p.layer == 0].accuracy.max() <= 0.75
+    b = pd.read_parquet(out / "behavior")
+    assert set(b.suite) == {"logic"} and len(b) == 4
+    assert not (out / "geometry").exists()
