@@ -127,13 +127,14 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     ax.set_ylabel(f"{metric} (effective dimensions)")
     ax.set_yscale("log")
     _log_x(ax, sub["step"])
+    acc_line = None
     acc = analysis.accuracy
     acc = acc[(acc["model"] == model) & (acc["suite"] == suite)]
     if not acc.empty:
         pick = chash if (acc["config_hash"] == chash).any() else acc["config_hash"].iloc[0]
         acc = acc[acc["config_hash"] == pick].sort_values("step")
         ax2 = ax.twinx()
-        ax2.plot(acc["step"], acc["accuracy"], color="black", lw=2.0, ls="-", label="accuracy")
+        (acc_line,) = ax2.plot(acc["step"], acc["accuracy"], color="black", lw=2.0, ls="-", label="accuracy")
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("accuracy")
     ev = _summary_event(analysis, model, suite, chash, metric)
@@ -150,7 +151,11 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         gap = _int_or_none(ev["gap_steps"])
         title += f" — {ev['status']}" + (f", gap {gap} steps" if gap is not None else "")
     ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper right", fontsize=7, ncol=2)
+    handles, labels = ax.get_legend_handles_labels()
+    if acc_line is not None:
+        handles, labels = handles + [acc_line], labels + ["accuracy (right axis)"]
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7,
+              ncol=min(6, len(labels)), frameon=False)
     return _save(fig, Path(path))
 
 
@@ -169,7 +174,12 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
     grid = sub.pivot_table(index="layer", columns="step", values="value", aggfunc="mean").sort_index()
     fig = _figure(9.0, 0.4 * len(grid) + 2.5)
     ax = fig.add_subplot(1, 1, 1)
-    im = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", origin="lower", cmap="magma", interpolation="nearest")
+    from matplotlib.colors import LogNorm
+
+    values = grid.to_numpy(dtype=float)
+    finite = values[np.isfinite(values) & (values > 0)]
+    norm = LogNorm(vmin=finite.min(), vmax=finite.max()) if finite.size and finite.min() < finite.max() else None
+    im = ax.imshow(values, aspect="auto", origin="lower", cmap="magma", interpolation="nearest", norm=norm)
     steps = list(grid.columns)
     ticks = np.unique(np.linspace(0, len(steps) - 1, num=min(len(steps), 10)).round().astype(int))
     ax.set_xticks(ticks)
@@ -179,7 +189,7 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
     ax.set_xlabel("checkpoint (training step)")
     ax.set_ylabel("layer")
     ax.set_title(f"{metric}: {model} · {suite}", fontsize=10)
-    fig.colorbar(im, ax=ax, label=metric)
+    fig.colorbar(im, ax=ax, label=f"{metric} (log scale)" if norm is not None else metric)
     return _save(fig, Path(path))
 
 
@@ -212,25 +222,31 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
 
     cmap = matplotlib.colormaps["plasma"]
     for j, model in enumerate(models):
-        x, y, missing = [], [], []
+        x, y, missing, zero = [], [], [], []
         for i, suite in enumerate(suites):
             r = e[(e["model"] == model) & (e["suite"] == suite)]
             gap = r["gap_steps"].dropna()
             xi = i - 0.4 + width * (j + 0.5)
-            if len(gap):
+            if len(gap) and float(gap.mean()) == 0.0:
+                zero.append(xi)
+            elif len(gap):
                 x.append(xi)
                 y.append(float(gap.mean()))
             elif len(r):
                 missing.append(xi)
         color = cmap(j / max(1, len(models) - 1) * 0.85)
-        ax.bar(x, y, width=width, color=color, label=model)
+        size = model_size(model)
+        label = model if math.isnan(size) else f"{model} ({size / 1e6:.3g}M params)"
+        ax.bar(x, y, width=width, color=color, label=label)
+        if zero:
+            ax.scatter(zero, [0] * len(zero), marker="o", facecolors="none", edgecolors=[color])
         if missing:
             ax.scatter(missing, [0] * len(missing), marker="x", color=color)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(suites)))
     ax.set_xticklabels(suites, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("precursor gap (steps): acquisition − recovery onset")
-    ax.set_title(f"{metric} precursor gap by task and model (× = no gap)", fontsize=10)
+    ax.set_title(f"{metric} precursor gap by task and model (○ = synchronous, × = no gap)", fontsize=10)
     ax.legend(fontsize=7)
     return _save(fig, Path(path))
 
