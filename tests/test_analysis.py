@@ -294,3 +294,21 @@ def test_cli_parser(result, dataset, capsys):
     assert "modular-L3" in out and "precursor" in out and "report.md" in out
     line = next(l for l in out.splitlines() if "toy-4x32" in l and "modular-L3" in l and "rankme" in l)
     assert line.split()[-1] == "precursor" and " 70 " in line
+
+
+def test_geometry_without_behavior_and_behavior_without_geometry(tmp_path):
+    from ckptgeo.plots import write_report
+
+    root = _write_dataset(tmp_path / "ds", [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
+    import shutil
+
+    shutil.rmtree(root / "behavior")
+    res = analyze(root)
+    assert set(res.events["status"]) == {"no_data"} and set(res.events["difficulty"]) == {"unclassified"}
+    assert res.acquisitions.empty and write_report(root, analysis=res, plots=False).is_file()
+
+    root2 = _write_dataset(tmp_path / "ds2", [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
+    shutil.rmtree(root2 / "geometry")
+    res = analyze(root2)
+    assert res.events.empty and res.acquisitions["acquisition_step"].tolist() == [20]
+    assert "_(none)_" in write_report(root2, analysis=res).read_text()

@@ -110,7 +110,7 @@ class AnalysisConfig:
     collapse_metrics: tuple[str, ...] = ("rankme",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Analysis:
     """What :func:`analyze` found. Every table is a DataFrame (possibly empty, never None).
 
@@ -783,8 +783,8 @@ def events_text(events: pd.DataFrame, *, all_layers: bool = False, max_rows: int
     view = rows[cols].rename(columns={"acquisition_step": "acq", "collapse_step": "collapse", "collapse_floor": "floor",
                                       "onset_step": "onset", "collapse_onset_step": "half_onset", "gap_steps": "gap",
                                       "resolution_steps": "res"})
-    view = view.assign(floor=view["floor"].round(2))
-    text = view.head(max_rows).to_string(index=False, na_rep="-")
-    if len(view) > max_rows:
-        text += f"\n... {len(view) - max_rows} more rows (read the events table)"
+    view = view.assign(floor=view["floor"].round(2)).head(max_rows).astype(object)
+    text = view.where(view.notna(), "-").to_string(index=False)
+    if len(rows) > max_rows:
+        text += f"\n... {len(rows) - max_rows} more rows (read the events table)"
     return text
