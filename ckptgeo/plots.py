@@ -321,11 +321,13 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
     figures = plot_all(analysis, out / "figures") if plots else []
     cfg = analysis.config
     e = analysis.events
+    thr = ("0.5 (halfway between chance and 1 where chance ≥ 0.5)" if cfg.acc_threshold is None
+           else str(cfg.acc_threshold))
     parts = [f"# ckptgeo analysis of `{analysis.root}`\n",
              "Definitions: SPEC.md, \"Precursor-gap analysis\". Tables: `events/events.parquet` and "
              "`summary/*.parquet` (read with `pandas.read_parquet`).\n",
              "## Settings\n",
-             f"- accuracy threshold: {'0.5 (halfway between chance and 1 where chance ≥ 0.5)' if cfg.acc_threshold is None else cfg.acc_threshold}; "
+             f"- accuracy threshold: {thr}; "
              f"window {cfg.window} checkpoints\n- recovery / onset fraction: {cfg.recovery}; collapse onset at "
              f"{cfg.collapse_fraction} of the first value; min drop {cfg.min_drop}\n- probe margin over control: "
              f"{cfg.probe_margin}\n- models: {', '.join(sorted(e['model'].unique())) if len(e) else '–'}; "
