@@ -1,0 +1,615 @@
+"""Precursor-gap analysis of a ckptgeo dataset: events per curve and the summaries built on them.
+
+:func:`analyze` reads the dataset's ``geometry``, ``behavior`` and (if present) ``probes`` and
+``revisions`` tables, applies :mod:`ckptgeo.analysis.events` to every (model, suite, config_hash,
+metric, layer) curve, and writes what it finds next to the input::
+
+    DIR/
+    ├── geometry/ behavior/ probes/ revisions/   (input, written by ``ckptgeo scan``)
+    ├── events/
+    │   └── events.parquet          one row per (model, suite, config_hash, metric, layer)
+    └── summary/
+        ├── acquisitions.parquet    one row per (model, suite, config_hash) of behaviour
+        ├── precursor_rates.parquet by metric and difficulty class (summary layer, see below)
+        ├── precursor_rates_by_model.parquet
+        ├── top_down.parquet        Spearman(depth, collapse onset) per model and suite
+        ├── probe_lead.parquet      per (model, suite, layer)
+        ├── across_sizes.parquet    Spearman of collapse floors / acquisition steps between sizes
+        └── seed_spread.parquet     precursor rates across seeds (empty with one seed)
+
+Each file is written to a hidden temporary name in its folder and moved into place with
+``os.replace``; readers of the folder skip names starting with ``.``.
+
+Choices made where SPEC.md leaves room (all recorded or documented; reading and labelling live in
+:mod:`ckptgeo.analysis.dataset`):
+
+* Revisions the ``revisions`` table flags ``status == "duplicate"`` are dropped from every table.
+  Remaining rows at the same (curve, step) are averaged.
+* Measures with an eigenvalue ``index`` (Hessian top-k) use their lowest index (the top eigenvalue).
+* A geometry curve takes its accuracy from the behaviour rows of the same (model, suite) with the
+  same ``config_hash``; failing that, the only behaviour config; failing that, the one with most
+  checkpoints. Behaviour metric ``accuracy`` is used, ``accuracy_norm`` where it is absent.
+* RankMe curves (``collapse_metrics``) get collapse, recovery onset and collapse onset; every other
+  metric gets an onset of change (SPEC.md).
+* Rates are taken at the **summary layer** of each curve family: the deepest layer (the output
+  side, after the final layer norm) for per-layer measures, ``-1`` for whole-model ones. Curves
+  never acquired, without data, or acquired at the first checkpoint (censored) are counted apart,
+  not in the denominator.
+* Difficulty class: a user mapping (``difficulty=``) first; else ``L<level>`` from a suite named
+  ``task-L<level>``; else the ``difficulty`` of a bundled suite's header; else, per model, "early" or
+  "late" acquisition around that model's median acquisition step ("not acquired" for the rest).
+* Model size is parsed from the model name (``160m``, ``2.8b``, or ``<layers>x<d_model>`` as
+  12·layers·d_model² parameters); NaN when it cannot be, and models then sort by depth and name.
+* Seeds: a model named ``<base>-seed<k>`` / ``<base>-s<k>`` is seed ``k`` of ``<base>``; otherwise
+  several values of the ``seed`` column for one model count as seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DatasetLayoutError, InvalidParameterError
+from . import events as ev
+from .dataset import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _drop_duplicates, _require,
+                      _with_defaults, model_size, read_table, split_seed)
+
+__all__ = [
+    "AnalysisConfig", "Analysis", "analyze", "events_text", "read_table", "model_size", "split_seed", "EVENTS_SCHEMA",
+]
+
+logger = logging.getLogger(__name__)
+
+_NOT_COUNTED = ("never_acquired", "no_data", "acquired_at_start")
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Settings of one analysis; every field is recorded in the events table.
+
+    Attributes
+    ----------
+    acc_threshold : float or None
+        Accuracy threshold; None means 0.5, or halfway between chance and 1 where chance >= 0.5.
+    window : int
+        Consecutive checkpoints above the threshold (acquisition).
+    recovery : float
+        Fraction of the drop regained (recovery onset) or of the departure moved (onset of change).
+    probe_margin : float
+        Probe accuracy over its shuffled-label control that counts as "information present".
+    collapse_fraction : float
+        Fraction of its first value a layer's RankMe must fall to (collapse onset).
+    min_drop : float
+        Minimum collapse depth as a fraction of the first value (0: any drop, as SPEC.md).
+    collapse_metrics : tuple of str
+        Metrics analysed by collapse and recovery rather than onset of change.
+    """
+
+    acc_threshold: float | None = None
+    window: int = ev.DEFAULT_WINDOW
+    recovery: float = ev.DEFAULT_RECOVERY
+    probe_margin: float = 0.1
+    collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION
+    min_drop: float = 0.0
+    collapse_metrics: tuple[str, ...] = ("rankme",)
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """What :func:`analyze` found. Every table is a DataFrame (possibly empty, never None).
+
+    Attributes
+    ----------
+    events : DataFrame
+        One row per (model, suite, config_hash, metric, layer): see :data:`EVENTS_SCHEMA`.
+    acquisitions : DataFrame
+        One row per behaviour curve (model, suite, config_hash).
+    precursor_rates, precursor_rates_by_model : DataFrame
+        Precursor rate by (metric, centered, difficulty) [and model, size].
+    top_down : DataFrame
+        Spearman correlation of layer depth with collapse onset, per curve family.
+    probe_lead : DataFrame
+        Probe onset against acquisition, per (model, suite, config_hash, layer).
+    across_sizes : DataFrame
+        Spearman correlation of collapse floors / acquisition steps between each pair of models.
+    seed_spread : DataFrame
+        Precursor rates across seeds: mean, std, min, max.
+    curves : DataFrame
+        The cleaned geometry curves used (model, suite, config_hash, metric, layer, step, value).
+    accuracy : DataFrame
+        The cleaned behaviour curves used (model, suite, config_hash, step, accuracy, chance).
+    config : AnalysisConfig
+    root, out : Path
+        The dataset read and the folder written (the same unless ``out`` was given).
+    """
+
+    events: pd.DataFrame
+    acquisitions: pd.DataFrame
+    precursor_rates: pd.DataFrame
+    precursor_rates_by_model: pd.DataFrame
+    top_down: pd.DataFrame
+    probe_lead: pd.DataFrame
+    across_sizes: pd.DataFrame
+    seed_spread: pd.DataFrame
+    curves: pd.DataFrame
+    accuracy: pd.DataFrame
+    config: AnalysisConfig
+    root: Path
+    out: Path
+    written: tuple[Path, ...] = field(default=())
+
+    def summary_tables(self) -> dict[str, pd.DataFrame]:
+        """The summary tables by file name (without ``.parquet``)."""
+        return {"acquisitions": self.acquisitions, "precursor_rates": self.precursor_rates,
+                "precursor_rates_by_model": self.precursor_rates_by_model, "top_down": self.top_down,
+                "probe_lead": self.probe_lead, "across_sizes": self.across_sizes,
+                "seed_spread": self.seed_spread}
+
+
+def _events_schema():
+    import pyarrow as pa
+
+    i64, f64, s, b = pa.int64(), pa.float64(), pa.string(), pa.bool_()
+    return pa.schema([
+        ("model", s), ("suite", s), ("config_hash", s), ("task", s), ("difficulty", s), ("metric", s),
+        ("layer", i64), ("centered", b), ("seed", i64), ("n_checkpoints", i64), ("first_step", i64),
+        ("last_step", i64), ("acquisition_step", i64), ("acquisition_status", s), ("collapse_step", i64),
+        ("collapse_floor", f64), ("first_value", f64), ("onset_kind", s), ("onset_step", i64),
+        ("onset_resolution_steps", i64), ("collapse_onset_step", i64), ("precursor", b), ("gap_steps", i64),
+        ("resolution_steps", i64), ("status", s), ("reason", s), ("acc_threshold", f64), ("chance", f64),
+        ("window", i64), ("recovery", f64), ("collapse_fraction", f64), ("min_drop", f64),
+        ("ckptgeo_version", s),
+    ])
+
+
+#: column names of the events table, in order (the pyarrow schema is built on demand).
+EVENTS_SCHEMA = tuple(n for n in (
+    "model", "suite", "config_hash", "task", "difficulty", "metric", "layer", "centered", "seed",
+    "n_checkpoints", "first_step", "last_step", "acquisition_step", "acquisition_status", "collapse_step",
+    "collapse_floor", "first_value", "onset_kind", "onset_step", "onset_resolution_steps",
+    "collapse_onset_step", "precursor", "gap_steps", "resolution_steps", "status", "reason", "acc_threshold",
+    "chance", "window", "recovery", "collapse_fraction", "min_drop", "ckptgeo_version"))
+
+
+# ------------------------------------------------------------------------------------------ events
+
+def _match_behavior(acc_groups: dict, model: str, suite: str, config_hash: str):
+    options = acc_groups.get((model, suite))
+    if not options:
+        return None
+    if config_hash in options:
+        return options[config_hash]
+    if len(options) == 1:
+        return next(iter(options.values()))
+    return max(sorted(options.items()), key=lambda kv: len(kv[1][0]))[1]
+
+
+def _opt(x) -> int | None:
+    return None if x is None else int(x)
+
+
+def _compute_events(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: AnalysisConfig,
+                    version: str) -> pd.DataFrame:
+    rows = []
+    keys = _KEYS + ["metric", "layer"]
+    for (model, suite, chash, metric, layer), g in curves.groupby(keys, sort=True):
+        s, v = g["step"].to_numpy(), g["value"].to_numpy()
+        match = _match_behavior(acc_groups, model, suite, chash)
+        if match is None:
+            acq = ev.Acquisition(None, None, ev.acquisition_threshold(cfg.acc_threshold), cfg.window, None,
+                                 "no_data", "no behavior rows for this model and suite")
+        else:
+            acq = match[2]
+        finite = np.isfinite(v)
+        collapse_step = collapse_floor = con_step = None
+        if metric in cfg.collapse_metrics:
+            col = ev.collapse_point(s, v, acq.step, min_drop=cfg.min_drop)
+            onset = ev.recovery_onset(s, v, col, recovery=cfg.recovery)
+            con = ev.collapse_onset(s, v, fraction=cfg.collapse_fraction)
+            collapse_step, collapse_floor, con_step = col.step, col.floor, con.step
+            kind = "recovery"
+        else:
+            onset = ev.onset_of_change(s, v, acq.step, fraction=cfg.recovery)
+            kind = "change"
+        gap = ev.precursor_gap(acq, onset)
+        reason = gap.reason if gap.status != "no_onset" else onset.reason
+        task, diff = classes.get((model, suite), (suite, "unclassified"))
+        first = float(v[finite][0]) if finite.any() else math.nan
+        centered = g["centered"].iloc[0] if "centered" in g.columns else None
+        seed = g["seed"].iloc[0] if "seed" in g.columns else None
+        rows.append({
+            "model": model, "suite": suite, "config_hash": chash, "task": task, "difficulty": diff,
+            "metric": metric, "layer": int(layer),
+            "centered": None if centered is None or pd.isna(centered) else bool(centered),
+            "seed": None if seed is None or pd.isna(seed) else int(seed),
+            "n_checkpoints": int(finite.sum()),
+            "first_step": int(s[finite][0]) if finite.any() else None,
+            "last_step": int(s[finite][-1]) if finite.any() else None,
+            "acquisition_step": _opt(acq.step), "acquisition_status": acq.status,
+            "collapse_step": _opt(collapse_step),
+            "collapse_floor": math.nan if collapse_floor is None else float(collapse_floor),
+            "first_value": first, "onset_kind": kind, "onset_step": _opt(onset.step),
+            "onset_resolution_steps": _opt(onset.resolution_steps), "collapse_onset_step": _opt(con_step),
+            "precursor": bool(gap.precursor), "gap_steps": _opt(gap.gap_steps),
+            "resolution_steps": _opt(gap.resolution_steps), "status": gap.status, "reason": reason,
+            "acc_threshold": acq.threshold, "chance": math.nan if acq.chance is None else acq.chance,
+            "window": cfg.window, "recovery": cfg.recovery, "collapse_fraction": cfg.collapse_fraction,
+            "min_drop": cfg.min_drop, "ckptgeo_version": version,
+        })
+    df = pd.DataFrame(rows, columns=list(EVENTS_SCHEMA))
+    for c in ("layer", "seed", "n_checkpoints", "first_step", "last_step", "acquisition_step", "collapse_step",
+              "onset_step", "onset_resolution_steps", "collapse_onset_step", "gap_steps", "resolution_steps",
+              "window"):
+        df[c] = df[c].astype("Int64")
+    for c in ("centered", "precursor"):
+        df[c] = df[c].astype("boolean")
+    return df
+
+
+# ------------------------------------------------------------------------------------------ summaries
+
+def _summary_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """Rows at each curve family's summary layer (deepest layer; -1 for whole-model measures)."""
+    if events.empty:
+        return events
+    fam = _KEYS + ["metric"]
+    deepest = events.groupby(fam)["layer"].transform("max")
+    return events[events["layer"] == deepest]
+
+
+def _rates(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    cols = by + ["n_curves", "n_counted", "n_precursor", "precursor_rate", "median_gap_steps",
+                 "n_never_acquired", "n_acquired_at_start", "n_no_data"]
+    if rows.empty:
+        return pd.DataFrame(columns=cols)
+    out = []
+    for key, g in rows.groupby(by, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        counted = g[~g["status"].isin(_NOT_COUNTED)]
+        gaps = counted.loc[counted["precursor"].astype(bool), "gap_steps"].astype("float64")
+        n_prec = int(counted["precursor"].astype(bool).sum())
+        out.append(dict(zip(by, key)) | {
+            "n_curves": len(g), "n_counted": len(counted), "n_precursor": n_prec,
+            "precursor_rate": n_prec / len(counted) if len(counted) else math.nan,
+            "median_gap_steps": float(gaps.median()) if len(gaps) else math.nan,
+            "n_never_acquired": int((g["status"] == "never_acquired").sum()),
+            "n_acquired_at_start": int((g["status"] == "acquired_at_start").sum()),
+            "n_no_data": int((g["status"] == "no_data").sum()),
+        })
+    return pd.DataFrame(out, columns=cols)
+
+
+def _spearman(x, y) -> tuple[float, float]:
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size < 2 or np.unique(x).size < 2 or np.unique(y).size < 2:
+        return math.nan, math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = spearmanr(x, y)
+    return float(res.statistic), float(res.pvalue)
+
+
+def _top_down(events: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
+    cols = _KEYS + ["metric", "centered", "n_layers", "n_with_onset", "onsets", "spearman_rho", "p_value",
+                    "direction"]
+    rows = []
+    sub = events[events["metric"].isin(cfg.collapse_metrics) & (events["layer"] >= 1)]
+    for (model, suite, chash, metric), g in sub.groupby(_KEYS + ["metric"], sort=True):
+        g = g.sort_values("layer")
+        have = g[g["collapse_onset_step"].notna()]
+        rho, p = _spearman(have["layer"], have["collapse_onset_step"])
+        if math.isnan(rho):
+            direction = "simultaneous" if len(have) >= 2 else "undetermined"
+        else:
+            direction = "top-down" if rho < 0 else ("bottom-up" if rho > 0 else "simultaneous")
+        onsets = " ".join(f"L{int(r.layer)}:{'-' if pd.isna(r.collapse_onset_step) else int(r.collapse_onset_step)}"
+                          for r in g.itertuples())
+        c = g["centered"].iloc[0]
+        rows.append({"model": model, "suite": suite, "config_hash": chash, "metric": metric,
+                     "centered": None if pd.isna(c) else bool(c), "n_layers": len(g),
+                     "n_with_onset": len(have), "onsets": onsets, "spearman_rho": rho, "p_value": p,
+                     "direction": direction})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _probe_lead(probes: pd.DataFrame | None, acc_groups: dict, cfg: AnalysisConfig) -> pd.DataFrame:
+    cols = _KEYS + ["layer", "n_checkpoints", "probe_step", "acquisition_step", "lead_steps", "leads",
+                    "resolution_steps", "status", "reason", "probe_margin"]
+    if probes is None or probes.empty:
+        return pd.DataFrame(columns=cols)
+    p = _with_defaults(probes)
+    p = p[p["step"].notna()].assign(
+        accuracy=pd.to_numeric(p["accuracy"], errors="coerce"),
+        control_accuracy=pd.to_numeric(p["control_accuracy"], errors="coerce"))
+    p = p.groupby(_KEYS + ["layer", "step"], sort=True).agg(
+        accuracy=("accuracy", "mean"), control_accuracy=("control_accuracy", "mean")).reset_index()
+    rows = []
+    for (model, suite, chash, layer), g in p.groupby(_KEYS + ["layer"], sort=True):
+        onset = ev.probe_onset(g["step"].to_numpy(), g["accuracy"].to_numpy(), g["control_accuracy"].to_numpy(),
+                               margin=cfg.probe_margin)
+        match = _match_behavior(acc_groups, model, suite, chash)
+        acq = match[2] if match else ev.Acquisition(None, None, math.nan, cfg.window, None, "no_data",
+                                                    "no behavior rows for this model and suite")
+        gap = ev.precursor_gap(acq, onset)
+        status = {"precursor": "leads", "lagging": "lags", "no_onset": "no_probe_onset"}.get(gap.status, gap.status)
+        rows.append({"model": model, "suite": suite, "config_hash": chash, "layer": int(layer),
+                     "n_checkpoints": int(g[["accuracy", "control_accuracy"]].notna().all(axis=1).sum()),
+                     "probe_step": _opt(onset.step), "acquisition_step": _opt(acq.step),
+                     "lead_steps": _opt(gap.gap_steps), "leads": bool(gap.precursor),
+                     "resolution_steps": _opt(gap.resolution_steps), "status": status,
+                     "reason": gap.reason if gap.status != "no_onset" else onset.reason,
+                     "probe_margin": cfg.probe_margin})
+    df = pd.DataFrame(rows, columns=cols)
+    for c in ("layer", "n_checkpoints", "probe_step", "acquisition_step", "lead_steps", "resolution_steps"):
+        df[c] = df[c].astype("Int64")
+    return df
+
+
+def _model_order(models, curves: pd.DataFrame) -> list[tuple[str, float]]:
+    depth = curves.groupby("model")["layer"].max() if len(curves) else pd.Series(dtype=float)
+    sized = [(m, model_size(m), float(depth.get(m, math.nan))) for m in models]
+    sized.sort(key=lambda t: (math.isnan(t[1]), t[1] if not math.isnan(t[1]) else 0.0,
+                              t[2] if not math.isnan(t[2]) else 0.0, t[0]))
+    return [(m, s) for m, s, _ in sized]
+
+
+def _across_sizes(events: pd.DataFrame, acq: pd.DataFrame, curves: pd.DataFrame,
+                  cfg: AnalysisConfig) -> pd.DataFrame:
+    cols = ["quantity", "model_small", "model_large", "size_small", "size_large", "n_suites", "spearman_rho",
+            "p_value"]
+    per: dict[str, pd.DataFrame] = {}
+    rows_ = _summary_rows(events)
+    rk = rows_[rows_["metric"] == cfg.collapse_metrics[0]] if len(rows_) else rows_
+    uncentred = rk["centered"].eq(False).fillna(False).astype(bool) if len(rk) else None
+    if uncentred is not None and uncentred.any():
+        rk = rk[uncentred]  # the uncentred RankMe of SPEC.md
+    if len(rk):
+        per["collapse_floor"] = rk.groupby(["model", "suite"])["collapse_floor"].mean().unstack("suite")
+    if len(acq):
+        a = acq.groupby(["model", "suite"])["acquisition_step"].min().astype("float64")
+        never = float(a.max()) + 1.0 if a.notna().any() else 1.0
+        per["acquisition_step"] = a.fillna(never).unstack("suite")  # never acquired: ranked last, tied
+    rows = []
+    for quantity, table in per.items():
+        order = _model_order(list(table.index), curves)
+        for i, (small, s_small) in enumerate(order):
+            for large, s_large in order[i + 1:]:
+                pair = table.loc[[small, large]].T.dropna()
+                rho, p = _spearman(pair[small], pair[large]) if len(pair) >= 3 else (math.nan, math.nan)
+                rows.append({"quantity": quantity, "model_small": small, "model_large": large,
+                             "size_small": s_small, "size_large": s_large, "n_suites": len(pair),
+                             "spearman_rho": rho, "p_value": p})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _seed_spread(events: pd.DataFrame) -> pd.DataFrame:
+    by = ["base_model", "metric", "centered", "difficulty"]
+    cols = by + ["seed_source", "n_seeds", "rate_mean", "rate_std", "rate_min", "rate_max"]
+    rows_ = _summary_rows(events)
+    if rows_.empty:
+        return pd.DataFrame(columns=cols)
+    split = [split_seed(m) for m in rows_["model"]]
+    rows_ = rows_.assign(base_model=[b for b, _ in split], name_seed=[s for _, s in split])
+    out = []
+    for base, g in rows_.groupby("base_model", sort=True):
+        if g["name_seed"].notna().all() and g["name_seed"].nunique() >= 2:
+            g, source = g.assign(replicate=g["name_seed"]), "model name"
+        elif g["seed"].notna().all() and g["seed"].nunique() >= 2:
+            g, source = g.assign(replicate=g["seed"]), "seed column"
+        else:
+            continue
+        per_seed = _rates(g, ["metric", "centered", "difficulty", "replicate"])
+        for key, h in per_seed.groupby(["metric", "centered", "difficulty"], sort=True, dropna=False):
+            r = h["precursor_rate"].dropna()
+            out.append(dict(zip(by, (base,) + key)) | {
+                "seed_source": source, "n_seeds": len(r), "rate_mean": float(r.mean()) if len(r) else math.nan,
+                "rate_std": float(r.std(ddof=1)) if len(r) >= 2 else math.nan,
+                "rate_min": float(r.min()) if len(r) else math.nan, "rate_max": float(r.max()) if len(r) else math.nan})
+    return pd.DataFrame(out, columns=cols)
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+def _atomic_parquet(df: pd.DataFrame, path: Path, schema=None) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _validate(cfg: AnalysisConfig) -> None:
+    ev.acquisition_threshold(cfg.acc_threshold)
+    if isinstance(cfg.window, bool) or not isinstance(cfg.window, (int, np.integer)) or cfg.window < 1:
+        raise InvalidParameterError(f"The 'window' parameter must be an int in [1, inf). Got {cfg.window!r}.",
+                                    name="window", value=cfg.window)
+    for name in ("recovery", "collapse_fraction"):
+        ev._check_fraction(getattr(cfg, name), name)
+    for name, lo, hi in (("probe_margin", 0.0, 1.0), ("min_drop", 0.0, 1.0)):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float)) and lo <= v < hi):
+            raise InvalidParameterError(f"The {name!r} parameter must be a float in [{lo:g}, {hi:g}). Got {v!r}.",
+                                        name=name, value=v)
+    if not cfg.collapse_metrics:
+        raise InvalidParameterError("The 'collapse_metrics' parameter must name at least one metric. Got ().",
+                                    name="collapse_metrics", value=())
+
+
+def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, window: int = ev.DEFAULT_WINDOW,
+            recovery: float = ev.DEFAULT_RECOVERY, probe_margin: float = 0.1, out: str | os.PathLike | None = None,
+            collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION, min_drop: float = 0.0,
+            collapse_metrics: tuple[str, ...] = ("rankme",), difficulty: Mapping[str, str] | None = None,
+            write: bool = True) -> Analysis:
+    """Find acquisition, collapse, recovery and precursor gaps in a scanned dataset.
+
+    Parameters
+    ----------
+    dir : path
+        A ckptgeo dataset (``geometry/`` and ``behavior/`` tables; ``probes/`` and ``revisions/`` used
+        when present).
+    acc_threshold : float or None, default=None
+        Accuracy threshold; None: 0.5, or ``(chance + 1) / 2`` where chance >= 0.5.
+    window : int, default=3
+        Consecutive checkpoints above the threshold.
+    recovery : float in (0, 1], default=0.1
+        Fraction of the drop regained (RankMe) or of the departure moved (other measures).
+    probe_margin : float in [0, 1), default=0.1
+        Probe accuracy over its shuffled-label control that marks the probe onset.
+    out : path or None, default=None
+        Where ``events/`` and ``summary/`` go; None: ``dir`` itself.
+    collapse_fraction : float in (0, 1], default=0.5
+        Collapse onset: RankMe at this fraction of its first value.
+    min_drop : float in [0, 1), default=0.0
+        Minimum collapse depth, as a fraction of the first RankMe value.
+    collapse_metrics : tuple of str, default=("rankme",)
+        Metrics analysed by collapse/recovery; the first is used for collapse floors across sizes.
+    difficulty : mapping of str to str or None, default=None
+        Difficulty class per suite, overriding the defaults (see the module docstring).
+    write : bool, default=True
+        Write ``events/events.parquet`` and ``summary/*.parquet`` (atomically).
+
+    Returns
+    -------
+    Analysis
+
+    Raises
+    ------
+    DatasetLayoutError
+        ``dir`` has no geometry or behaviour table, or one lacks required columns.
+    InvalidParameterError
+        A threshold, fraction or window is out of range.
+
+    References
+    ----------
+    Billa, "The Geometric Anatomy of Capability Acquisition in Transformers", arXiv:2602.15997.
+    """
+    from .. import __version__
+
+    cfg = AnalysisConfig(acc_threshold=acc_threshold, window=window, recovery=recovery, probe_margin=probe_margin,
+                         collapse_fraction=collapse_fraction, min_drop=min_drop,
+                         collapse_metrics=tuple(collapse_metrics))
+    _validate(cfg)
+    root = Path(dir)
+    if not root.is_dir():
+        raise DatasetLayoutError(f"Dataset folder {root} does not exist; run `ckptgeo scan` first.", path=str(root))
+    geo, beh = read_table(root, "geometry"), read_table(root, "behavior")
+    if geo is None and beh is None:
+        raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table; is it a ckptgeo "
+                                 "dataset (the --out folder of `ckptgeo scan`)?", path=str(root))
+    probes, revs = read_table(root, "probes"), read_table(root, "revisions")
+    dup: set = set()
+    if revs is not None and {"model", "revision", "status"} <= set(revs.columns):
+        d = revs[revs["status"].astype(str) == "duplicate"]
+        dup = set(zip(d["model"].astype(str), d["revision"].astype(str)))
+    geo, beh, probes = (_drop_duplicates(t, dup) for t in (geo, beh, probes))
+
+    if geo is not None:
+        _require(geo, "geometry", ("model", "suite", "step", "metric", "layer", "value"), root)
+        curves = _clean_geometry(geo)
+    else:
+        curves = pd.DataFrame(columns=_KEYS + ["metric", "layer", "step", "value"])
+    if beh is not None:
+        _require(beh, "behavior", ("model", "suite", "step", "metric", "value"), root)
+        accuracy = _clean_behavior(beh)
+    else:
+        accuracy = pd.DataFrame(columns=_KEYS + ["step", "accuracy", "chance"])
+    if probes is not None:
+        _require(probes, "probes", ("model", "suite", "step", "layer", "accuracy", "control_accuracy"), root)
+
+    acc_groups: dict = {}
+    acq_rows = []
+    for (model, suite, chash), g in accuracy.groupby(_KEYS, sort=True):
+        chance = g["chance"].median()
+        chance = None if pd.isna(chance) else float(chance)
+        a = ev.acquisition_step(g["step"].to_numpy(), g["accuracy"].to_numpy(), cfg.acc_threshold, cfg.window, chance)
+        acc_groups.setdefault((model, suite), {})[chash] = (g["step"].to_numpy(), g["accuracy"].to_numpy(), a)
+        acq_rows.append({"model": model, "suite": suite, "config_hash": chash,
+                         "n_checkpoints": int(g["accuracy"].notna().sum()),
+                         "acquisition_step": _opt(a.step), "status": a.status,
+                         "at_first_checkpoint": a.at_first_checkpoint, "resolution_steps": _opt(a.resolution_steps),
+                         "acc_threshold": a.threshold, "chance": math.nan if a.chance is None else a.chance,
+                         "window": cfg.window, "final_accuracy": float(g["accuracy"].dropna().iloc[-1])
+                         if g["accuracy"].notna().any() else math.nan, "reason": a.reason})
+    acq = pd.DataFrame(acq_rows, columns=_KEYS + ["n_checkpoints", "acquisition_step", "status",
+                                                  "at_first_checkpoint", "resolution_steps", "acc_threshold",
+                                                  "chance", "window", "final_accuracy", "reason"])
+    for c in ("n_checkpoints", "acquisition_step", "resolution_steps", "window"):
+        acq[c] = acq[c].astype("Int64")
+    classes = _difficulty(acq, difficulty)
+    if len(acq):
+        acq.insert(3, "task", [classes.get((m, s), (s, ""))[0] for m, s in zip(acq["model"], acq["suite"])])
+        acq.insert(4, "difficulty", [classes.get((m, s), (s, ""))[1] for m, s in zip(acq["model"], acq["suite"])])
+    else:
+        acq.insert(3, "task", pd.Series(dtype=str))
+        acq.insert(4, "difficulty", pd.Series(dtype=str))
+
+    events = _compute_events(curves, acc_groups, classes, cfg, __version__)
+    rows_ = _summary_rows(events)
+    curves_sizes = {m: model_size(m) for m in events["model"].unique()}
+    by_model = _rates(rows_, ["model", "metric", "centered", "difficulty"])
+    by_model.insert(1, "size", [curves_sizes.get(m, math.nan) for m in by_model["model"]])
+    analysis = Analysis(
+        events=events, acquisitions=acq,
+        precursor_rates=_rates(rows_, ["metric", "centered", "difficulty"]),
+        precursor_rates_by_model=by_model, top_down=_top_down(events, cfg),
+        probe_lead=_probe_lead(probes, acc_groups, cfg), across_sizes=_across_sizes(events, acq, curves, cfg),
+        seed_spread=_seed_spread(events), curves=curves, accuracy=accuracy, config=cfg, root=root,
+        out=Path(out) if out is not None else root)
+    if write:
+        written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", _events_schema())]
+        for name, table in analysis.summary_tables().items():
+            written.append(_atomic_parquet(table, analysis.out / "summary" / f"{name}.parquet"))
+        analysis = dataclasses.replace(analysis, written=tuple(written))
+        logger.info("wrote %d events to %s", len(events), written[0])
+    return analysis
+
+
+def events_text(events: pd.DataFrame, *, all_layers: bool = False, max_rows: int = 200) -> str:
+    """The events table as aligned text for a terminal.
+
+    Parameters
+    ----------
+    events : DataFrame
+        :attr:`Analysis.events`.
+    all_layers : bool, default=False
+        Every layer; by default only each curve family's summary layer (deepest, or -1).
+    max_rows : int, default=200
+
+    Returns
+    -------
+    str
+    """
+    if events.empty:
+        return "(no events: the dataset has no geometry curves)"
+    rows = events if all_layers else _summary_rows(events)
+    cols = ["model", "suite", "metric", "layer", "acquisition_step", "collapse_step", "collapse_floor",
+            "onset_step", "collapse_onset_step", "gap_steps", "resolution_steps", "status"]
+    view = rows[cols].rename(columns={"acquisition_step": "acq", "collapse_step": "collapse", "collapse_floor": "floor",
+                                      "onset_step": "onset", "collapse_onset_step": "half_onset", "gap_steps": "gap",
+                                      "resolution_steps": "res"})
+    view = view.assign(floor=view["floor"].round(2)).head(max_rows).astype(object)
+    text = view.where(view.notna(), "-").to_string(index=False)
+    if len(rows) > max_rows:
+        text += f"\n... {len(rows) - max_rows} more rows (read the events table)"
+    return text

@@ -1,0 +1,372 @@
+"""Figures and the markdown report of an analysis.
+
+Writes, under the analysis output folder (``DIR`` unless ``out`` was given)::
+
+    DIR/
+    ├── figures/
+    │   ├── <model>__<suite>__rankme.png    RankMe per layer vs step, accuracy on a second axis,
+    │   │                                    acquisition and recovery onset marked
+    │   ├── <model>__<suite>__heatmap.png   layer x step RankMe
+    │   └── gaps.png                        precursor gap by task and model size
+    └── report.md                           tables and figures together
+
+matplotlib is imported inside the functions (Agg canvas, no pyplot state), so importing this module
+is cheap and works without a display.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_all", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+-]+", "_", str(text)).strip("_") or "x"
+
+
+def _figure(width: float = 8.0, height: float = 4.5):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _log_x(ax, steps) -> None:
+    """symlog x axis when the positive steps span at least two decades (step 0 stays visible)."""
+    pos = np.asarray([s for s in steps if s > 0], dtype=float)
+    if pos.size and pos.max() / pos.min() >= 100:
+        ax.set_xscale("symlog", linthresh=float(pos.min()))
+
+
+def _pick_curves(analysis, model: str, suite: str, metric: str):
+    """The (config_hash, curves frame) to draw: uncentred first, then the config with most rows."""
+    c = analysis.curves
+    sub = c[(c["model"] == model) & (c["suite"] == suite) & (c["metric"] == metric) & (c["layer"] >= 0)]
+    if sub.empty:
+        return None, sub
+    if "centered" in sub.columns and sub["centered"].eq(False).fillna(False).astype(bool).any():
+        sub = sub[sub["centered"].eq(False).fillna(False).astype(bool)]
+    chash = sub.groupby("config_hash").size().sort_values(ascending=False, kind="stable").index[0]
+    return chash, sub[sub["config_hash"] == chash]
+
+
+def _summary_event(analysis, model, suite, chash, metric):
+    e = analysis.events
+    e = e[(e["model"] == model) & (e["suite"] == suite) & (e["config_hash"] == chash) & (e["metric"] == metric)]
+    return None if e.empty else e.loc[e["layer"].astype(int).idxmax()]
+
+
+def _isna(x) -> bool:
+    import pandas as pd
+
+    try:
+        return x is None or bool(pd.isna(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _int_or_none(x) -> int | None:
+    return None if _isna(x) else int(x)
+
+
+def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, metric: str = "rankme") -> Path | None:
+    """RankMe per layer against step, accuracy on a second axis, acquisition and recovery marked.
+
+    Parameters
+    ----------
+    analysis : Analysis
+    model, suite : str
+    path : path
+        PNG to write.
+    metric : str, default="rankme"
+
+    Returns
+    -------
+    Path or None
+        None when there is no curve of ``metric`` for this model and suite.
+    """
+    chash, sub = _pick_curves(analysis, model, suite, metric)
+    if sub.empty:
+        return None
+    import matplotlib
+
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    layers = sorted(sub["layer"].unique())
+    cmap = matplotlib.colormaps["viridis"]
+    for i, layer in enumerate(layers):
+        g = sub[sub["layer"] == layer].sort_values("step")
+        ax.plot(g["step"], g["value"], color=cmap(i / max(1, len(layers) - 1)), lw=1.4,
+                label=f"L{layer}", marker="." if len(g) < 40 else None)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"{metric} (effective dimensions)")
+    ax.set_yscale("log")
+    _log_x(ax, sub["step"])
+    acc_line = None
+    acc = analysis.accuracy
+    acc = acc[(acc["model"] == model) & (acc["suite"] == suite)]
+    if not acc.empty:
+        pick = chash if (acc["config_hash"] == chash).any() else acc["config_hash"].iloc[0]
+        acc = acc[acc["config_hash"] == pick].sort_values("step")
+        ax2 = ax.twinx()
+        (acc_line,) = ax2.plot(acc["step"], acc["accuracy"], color="black", lw=2.0, ls="-", label="accuracy")
+        ax2.set_ylim(-0.02, 1.02)
+        ax2.set_ylabel("accuracy")
+    ev = _summary_event(analysis, model, suite, chash, metric)
+    title = f"{model} · {suite}"
+    if ev is not None:
+        acq, rec, col = (_int_or_none(ev["acquisition_step"]), _int_or_none(ev["onset_step"]),
+                         _int_or_none(ev["collapse_step"]))
+        if col is not None:
+            ax.axvline(col, color="tab:blue", ls=":", lw=1.2, label=f"collapse (L{int(ev['layer'])}) {col}")
+        if rec is not None:
+            ax.axvline(rec, color="tab:green", ls="--", lw=1.5, label=f"recovery onset (L{int(ev['layer'])}) {rec}")
+        if acq is not None:
+            ax.axvline(acq, color="tab:red", ls="-", lw=1.5, label=f"acquisition {acq}")
+        gap = _int_or_none(ev["gap_steps"])
+        title += f" — {ev['status']}" + (f", gap {gap} steps" if gap is not None else "")
+    ax.set_title(title, fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    if acc_line is not None:
+        handles, labels = handles + [acc_line], labels + ["accuracy (right axis)"]
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7,
+              ncol=min(6, len(labels)), frameon=False)
+    return _save(fig, Path(path))
+
+
+def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
+                 metric: str = "rankme") -> Path | None:
+    """A layer × step heatmap of ``metric`` (columns are the measured checkpoints, in order).
+
+    Returns
+    -------
+    Path or None
+        None when there is no curve of ``metric`` for this model and suite.
+    """
+    chash, sub = _pick_curves(analysis, model, suite, metric)
+    if sub.empty:
+        return None
+    grid = sub.pivot_table(index="layer", columns="step", values="value", aggfunc="mean").sort_index()
+    fig = _figure(9.0, 0.4 * len(grid) + 2.5)
+    ax = fig.add_subplot(1, 1, 1)
+    from matplotlib.colors import LogNorm
+
+    values = grid.to_numpy(dtype=float)
+    finite = values[np.isfinite(values) & (values > 0)]
+    norm = LogNorm(vmin=finite.min(), vmax=finite.max()) if finite.size and finite.min() < finite.max() else None
+    im = ax.imshow(values, aspect="auto", origin="lower", cmap="magma", interpolation="nearest", norm=norm)
+    steps = list(grid.columns)
+    ticks = np.unique(np.linspace(0, len(steps) - 1, num=min(len(steps), 10)).round().astype(int))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(steps[i]) for i in ticks], rotation=45, fontsize=7)
+    ax.set_yticks(range(len(grid)))
+    ax.set_yticklabels([f"L{layer}" for layer in grid.index], fontsize=7)
+    ax.set_xlabel("checkpoint (training step)")
+    ax.set_ylabel("layer")
+    ax.set_title(f"{metric}: {model} · {suite}", fontsize=10)
+    fig.colorbar(im, ax=ax, label=f"{metric} (log scale)" if norm is not None else metric)
+    return _save(fig, Path(path))
+
+
+def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> Path | None:
+    """Precursor gap (steps) at the summary layer, by task (x) and model size (bars).
+
+    Negative gaps lag acquisition; curves without a gap (never acquired, no onset, acquired at the
+    first checkpoint) get no bar and an "×" marker at zero.
+
+    Returns
+    -------
+    Path or None
+        None when there is no event for ``metric``.
+    """
+    from .analysis.summary import _summary_rows, model_size
+
+    e = _summary_rows(analysis.events)
+    e = e[e["metric"] == metric] if len(e) else e
+    if len(e) and e["centered"].eq(False).fillna(False).astype(bool).any():
+        e = e[e["centered"].eq(False).fillna(False).astype(bool)]
+    if e.empty:
+        return None
+    models = sorted(e["model"].unique(), key=lambda m: (math.isnan(model_size(m)), model_size(m)
+                                                         if not math.isnan(model_size(m)) else 0.0, m))
+    suites = sorted(e["suite"].unique())
+    fig = _figure(max(6.0, 1.0 + 0.9 * len(suites) * max(1, len(models)) ** 0.5), 4.5)
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.8 / len(models)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["plasma"]
+    for j, model in enumerate(models):
+        x, y, missing, zero = [], [], [], []
+        for i, suite in enumerate(suites):
+            r = e[(e["model"] == model) & (e["suite"] == suite)]
+            gap = r["gap_steps"].dropna()
+            xi = i - 0.4 + width * (j + 0.5)
+            if len(gap) and float(gap.mean()) == 0.0:
+                zero.append(xi)
+            elif len(gap):
+                x.append(xi)
+                y.append(float(gap.mean()))
+            elif len(r):
+                missing.append(xi)
+        color = cmap(j / max(1, len(models) - 1) * 0.85)
+        size = model_size(model)
+        label = model if math.isnan(size) else f"{model} ({size / 1e6:.3g}M params)"
+        ax.bar(x, y, width=width, color=color, label=label)
+        if zero:
+            ax.scatter(zero, [0] * len(zero), marker="o", facecolors="none", edgecolors=[color])
+        if missing:
+            ax.scatter(missing, [0] * len(missing), marker="x", color=color)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(suites)))
+    ax.set_xticklabels(suites, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("precursor gap (steps): acquisition − recovery onset")
+    ax.set_title(f"{metric} precursor gap by task and model (○ = synchronous, × = no gap)", fontsize=10)
+    ax.legend(fontsize=7)
+    return _save(fig, Path(path))
+
+
+def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: str = "rankme") -> list[Path]:
+    """Every figure: per (model, suite) curves and heatmap, then the gaps chart.
+
+    Returns
+    -------
+    list of Path
+        The PNG files written (figures with nothing to draw are skipped).
+    """
+    figures_dir = Path(figures_dir) if figures_dir is not None else analysis.out / "figures"
+    written: list[Path] = []
+    c = analysis.curves
+    pairs = c.loc[c["metric"] == metric, ["model", "suite"]].drop_duplicates().itertuples(index=False)
+    for model, suite in sorted(pairs):
+        stem = f"{_slug(model)}__{_slug(suite)}"
+        for fn, tag in ((plot_suite, metric), (plot_heatmap, "heatmap")):
+            p = fn(analysis, model, suite, figures_dir / f"{stem}__{tag}.png", metric=metric)
+            if p is not None:
+                written.append(p)
+    p = plot_gaps(analysis, figures_dir / "gaps.png", metric=metric)
+    if p is not None:
+        written.append(p)
+    logger.info("wrote %d figures to %s", len(written), figures_dir)
+    return written
+
+
+def _md(df, max_rows: int = 60, floatfmt: str = "{:.3g}") -> str:
+    """A pandas DataFrame as a GitHub markdown table (no tabulate dependency)."""
+    if df is None or len(df) == 0:
+        return "_(none)_\n"
+    view = df.head(max_rows)
+
+    def cell(v) -> str:
+        if v is None or (not isinstance(v, str) and _isna(v)):
+            return "–"
+        if isinstance(v, (float, np.floating)):
+            return floatfmt.format(float(v))
+        return str(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(str, view.columns)) + " |", "|" + "---|" * len(view.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in view.itertuples(index=False)]
+    if len(df) > max_rows:
+        lines.append(f"\n_{len(df) - max_rows} more rows in the Parquet table._")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, **analyze_kwargs) -> Path:
+    """Write ``report.md`` (and, with ``plots``, ``figures/``) for a dataset.
+
+    Parameters
+    ----------
+    dir : path
+        The dataset folder.
+    analysis : Analysis or None, default=None
+        A finished analysis; None runs :func:`ckptgeo.analysis.analyze` on ``dir`` with ``analyze_kwargs``.
+    plots : bool, default=True
+        Draw the figures and link them.
+
+    Returns
+    -------
+    Path
+        The report, in the analysis output folder.
+    """
+    from .analysis.summary import _summary_rows, analyze
+
+    if analysis is None:
+        analysis = analyze(dir, **analyze_kwargs)
+    out = analysis.out
+    figures = plot_all(analysis, out / "figures") if plots else []
+    cfg = analysis.config
+    e = analysis.events
+    thr = ("0.5 (halfway between chance and 1 where chance ≥ 0.5)" if cfg.acc_threshold is None
+           else str(cfg.acc_threshold))
+    parts = [f"# ckptgeo analysis of `{analysis.root}`\n",
+             "Definitions: SPEC.md, \"Precursor-gap analysis\". Tables: `events/events.parquet` and "
+             "`summary/*.parquet` (read with `pandas.read_parquet`).\n",
+             "## Settings\n",
+             f"- accuracy threshold: {thr}; "
+             f"window {cfg.window} checkpoints\n- recovery / onset fraction: {cfg.recovery}; collapse onset at "
+             f"{cfg.collapse_fraction} of the first value; min drop {cfg.min_drop}\n- probe margin over control: "
+             f"{cfg.probe_margin}\n- models: {', '.join(sorted(e['model'].unique())) if len(e) else '–'}; "
+             f"{len(e)} event rows\n",
+             "## Acquisition\n", _md(analysis.acquisitions.drop(columns=["config_hash", "reason"], errors="ignore")),
+             "## Events (summary layer: deepest layer, or -1 for whole-model measures)\n",
+             "Status: *precursor* (onset strictly before acquisition), *synchronous*, *lagging*, *no_onset*, "
+             "*acquired_at_start* (censored), *never_acquired*, *no_data*. Gap = acquisition − onset, in steps; "
+             "resolution = checkpoint spacing at acquisition.\n\n",
+             _md(_summary_rows(e)[["model", "suite", "metric", "layer", "acquisition_step", "collapse_step",
+                                   "collapse_floor", "onset_step", "gap_steps", "resolution_steps", "status"]]
+                 if len(e) else e),
+             "## Precursor rate by metric and difficulty\n", _md(analysis.precursor_rates),
+             "### By model\n", _md(analysis.precursor_rates_by_model),
+             "## Top-down propagation\n",
+             "Collapse onset per layer (first checkpoint at half the first RankMe; layer 0 excluded) and the "
+             "Spearman correlation of depth with onset: negative = deeper layers collapse first.\n\n",
+             _md(analysis.top_down.drop(columns=["config_hash"], errors="ignore")),
+             "## Probe lead\n",
+             f"First checkpoint where a layer's probe beats its shuffled-label control by {cfg.probe_margin}, "
+             "against acquisition (lead = acquisition − probe onset).\n\n",
+             _md(analysis.probe_lead.drop(columns=["config_hash", "reason"], errors="ignore")),
+             "## Across model sizes\n",
+             "Spearman correlation across suites of collapse floors and acquisition steps between each pair of "
+             "models (never-acquired suites rank last).\n\n", _md(analysis.across_sizes),
+             "## Seeds\n", _md(analysis.seed_spread)]
+    if figures:
+        parts.append("## Figures\n")
+        for p in figures:
+            rel = p.relative_to(out).as_posix()
+            parts.append(f"### {p.stem}\n\n![{p.stem}]({rel})\n")
+    path = out / "report.md"
+    out.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".report.", suffix=".tmp")
+    os.close(fd)
+    try:
+        Path(tmp).write_text("\n".join(parts), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path

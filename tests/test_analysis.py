@@ -1,0 +1,314 @@
+"""analyze(), figures and report on synthetic datasets written with pandas.to_parquet."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ckptgeo.analysis import add_analyze_parser, analyze
+from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
+
+STEPS = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]
+NEVER = [0.0, 0.0, 0.1, 0.1, 0.2, 0.2, 0.3, 0.3, 0.3, 0.3]
+
+
+def _acc(acquire_at: int | None) -> list[float]:
+    if acquire_at is None:
+        return list(NEVER)
+    return [0.9 if s >= acquire_at else 0.05 for s in STEPS]
+
+
+def _hard(n_layers: int, floor: float) -> dict[int, list[float]]:
+    """Layer k reaches its floor at step 10 * (n_layers + 1 - k) (deeper first), recovers at step 60."""
+    out = {0: [1.0] * len(STEPS)}
+    for k in range(1, n_layers + 1):
+        onset = 10 * (n_layers + 1 - k)
+        vals = [20.0 if s < onset else floor for s in STEPS if s <= 50]
+        out[k] = vals + [10.0, 15.0, 18.0, 19.0]
+    return out
+
+
+def _easy(n_layers: int, floor: float) -> dict[int, list[float]]:
+    """Every layer collapses at step 10 and is back at 15 by step 20."""
+    return {0: [1.0] * len(STEPS), **{k: [20.0, floor, 15.0, 18, 19, 19, 19, 19, 19, 19]
+                                         for k in range(1, n_layers + 1)}}
+
+
+_COMMON = dict(commit="0" * 40, tokens=None, ckptgeo_version="0.1.0", n_samples=200, position="last",
+               centered=False, dtype="float64", epsilon=1e-7, seed=0)
+
+
+def _write_dataset(root, curves, *, probes=None, extra_geometry=(), extra_behavior=(), revisions=None):
+    """curves: list of (model, suite, chance, accuracy list, {layer: rankme list}, {metric: (layer, index, values)})."""
+    geo, beh = [], []
+    for model, suite, chance, acc, rank, others in curves:
+        for i, step in enumerate(STEPS):
+            row = dict(model=model, revision=f"step{step}", step=step, suite=suite, **_COMMON)
+            beh.append(row | dict(config_hash="b1", metric="accuracy", value=acc[i], n_items=200, chance=chance,
+                                  kind="generation"))
+            for layer, vals in rank.items():
+                geo.append(row | dict(config_hash="g1", layer=layer, metric="rankme", index=None, value=vals[i],
+                                      reason=None, settings="{}", seconds=0.01))
+            for metric, series in others.items():
+                for layer, index, vals in series:
+                    geo.append(row | dict(config_hash="g1", layer=layer, metric=metric, index=index, value=vals[i],
+                                          reason=None, settings="{}", seconds=0.01))
+    geo += list(extra_geometry)
+    beh += list(extra_behavior)
+    (root / "geometry").mkdir(parents=True)
+    (root / "behavior").mkdir()
+    half = len(geo) // 2  # two parts, as the engine writes one per revision
+    pd.DataFrame(geo[:half]).to_parquet(root / "geometry" / "part-a.parquet")
+    pd.DataFrame(geo[half:]).to_parquet(root / "geometry" / "part-b.parquet")
+    pd.DataFrame(beh).to_parquet(root / "behavior" / "part.parquet")
+    if probes is not None:
+        (root / "probes").mkdir()
+        pd.DataFrame(probes).to_parquet(root / "probes" / "part.parquet")
+    if revisions is not None:
+        (root / "revisions").mkdir()
+        pd.DataFrame(revisions).to_parquet(root / "revisions" / "part.parquet")
+    return root
+
+
+def _probe_rows(model, suite, layer, accs):
+    return [dict(model=model, revision=f"step{s}", step=s, suite=suite, config_hash="p1", layer=layer,
+                 accuracy=a, accuracy_std=0.01, chance=0.5, control_accuracy=0.5, n=200, k=5, reason=None, **_COMMON)
+            for s, a in zip(STEPS, accs)]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds")
+    llc = [1, 1, 1, 1, 2, 5, 9, 10, 10, 10]
+    hess0 = [1, 1, 1, 1, 1, 1, 3, 9, 9, 9]     # top eigenvalue: departs at step 60
+    hess1 = [1, 5, 9, 9, 9, 9, 9, 9, 9, 9]     # second eigenvalue: would give step 10
+    curves = [
+        ("toy-4x32", "modular-L3", 0.01, _acc(70), _hard(4, 2.0),
+         {"llc": [(-1, None, llc)], "hessian": [(-1, 0, hess0), (-1, 1, hess1)]}),
+        ("toy-4x32", "copy-L1", 0.1, _acc(20), _easy(4, 3.0), {}),
+        ("toy-4x32", "sort-L2", 0.1, _acc(50), _hard(4, 4.0), {}),
+        ("toy-4x32", "parity-L1", 0.5, [0.5, 0.6, 0.6, 0.6, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8],
+         {0: [1.0] * 10, 1: [5.0] * 10, 2: [5.0 + i for i in range(10)], 3: [5.0] * 10, 4: [6.0] * 10}, {}),
+        ("toy-2x16", "modular-L3", 0.01, _acc(None), _hard(2, 2.2), {}),
+        ("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.1), {}),
+        ("toy-2x16", "sort-L2", 0.1, _acc(50), _hard(2, 4.5), {}),
+    ]
+    # a revision flagged duplicate at step 55: were it kept, RankMe 100 would move recovery to step 55
+    dup = dict(model="toy-4x32", revision="step55-dup", step=55, suite="modular-L3", **_COMMON)
+    extra_geo = [dup | dict(config_hash="g1", layer=k, metric="rankme", index=None, value=100.0, reason=None,
+                            settings="{}", seconds=0.0) for k in range(5)]
+    extra_beh = [dup | dict(config_hash="b1", metric="accuracy", value=1.0, n_items=200, chance=0.01,
+                            kind="generation")]
+    revisions = [dict(model="toy-4x32", revision="step55-dup", step=55, status="duplicate", error=None,
+                      duplicate_of="step50"),
+                 dict(model="toy-4x32", revision="step50", step=50, status="ok", error=None, duplicate_of=None)]
+    probes = (_probe_rows("toy-4x32", "modular-L3", 2, [0.5, 0.5, 0.5, 0.55, 0.65, 0.8, 0.9, 0.9, 0.9, 0.9])
+              + _probe_rows("toy-4x32", "modular-L3", 1, [0.5] * 10))
+    _write_dataset(root, curves, probes=probes, extra_geometry=extra_geo, extra_behavior=extra_beh,
+                   revisions=revisions)
+    return root
+
+
+@pytest.fixture(scope="module")
+def result(dataset):
+    return analyze(dataset)
+
+
+def _event(res, model, suite, metric="rankme", layer=None):
+    e = res.events
+    e = e[(e["model"] == model) & (e["suite"] == suite) & (e["metric"] == metric)]
+    layer = e["layer"].max() if layer is None else layer
+    rows = e[e["layer"] == layer]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+def test_hard_task_is_a_precursor_with_exact_gap(result):
+    r = _event(result, "toy-4x32", "modular-L3")
+    assert (r["layer"], r["acquisition_step"], r["collapse_step"], r["collapse_floor"]) == (4, 70, 10, 2.0)
+    # duplicate revision step55 excluded: recovery at 60, not 55
+    assert (r["onset_step"], r["gap_steps"], r["resolution_steps"], r["status"]) == (60, 10, 10, "precursor")
+    assert bool(r["precursor"]) and r["difficulty"] == "L3" and r["task"] == "modular"
+    assert (r["acc_threshold"], r["window"], r["recovery"]) == (0.5, 3, 0.1)
+    assert r["collapse_onset_step"] == 10
+    l1 = _event(result, "toy-4x32", "modular-L3", layer=1)
+    assert (l1["collapse_step"], l1["collapse_onset_step"], l1["onset_step"]) == (40, 40, 60)
+
+
+def test_easy_task_synchronous_and_lagging(result):
+    r = _event(result, "toy-4x32", "copy-L1")
+    assert (r["acquisition_step"], r["collapse_step"], r["onset_step"], r["gap_steps"], r["status"]) == \
+        (20, 10, 20, 0, "synchronous")
+    r = _event(result, "toy-4x32", "sort-L2")
+    assert (r["acquisition_step"], r["onset_step"], r["gap_steps"], r["status"]) == (50, 60, -10, "lagging")
+
+
+def test_never_acquired_and_chance_aware(result):
+    r = _event(result, "toy-2x16", "modular-L3")
+    assert (r["status"], pd.isna(r["acquisition_step"]), r["collapse_step"], r["onset_step"]) == \
+        ("never_acquired", True, 10, 60)
+    p = _event(result, "toy-4x32", "parity-L1")
+    # chance 0.5 -> threshold 0.75 -> acquisition at step 40; RankMe never falls -> no onset
+    assert (p["acc_threshold"], p["chance"], p["acquisition_step"], p["status"]) == (0.75, 0.5, 40, "no_onset")
+    assert pd.isna(p["collapse_step"])
+
+
+def test_whole_model_measures_use_onset_of_change(result):
+    llc = _event(result, "toy-4x32", "modular-L3", metric="llc")
+    # departure before step 70 is 8 (at step 60); 10 % = 0.8: step 40 (+1) is first
+    assert (llc["layer"], llc["onset_kind"], llc["onset_step"], llc["gap_steps"]) == (-1, "change", 40, 30)
+    h = _event(result, "toy-4x32", "modular-L3", metric="hessian")
+    assert (h["onset_step"], h["gap_steps"]) == (60, 10)  # index 0 (top eigenvalue), not index 1
+
+
+def test_top_down_sign(result):
+    td = result.top_down.set_index(["model", "suite"])
+    big = td.loc[("toy-4x32", "modular-L3")]
+    assert big["onsets"] == "L1:40 L2:30 L3:20 L4:10"
+    assert big["spearman_rho"] == pytest.approx(-1.0) and big["direction"] == "top-down"
+    assert big["n_layers"] == 4  # layer 0 excluded
+    easy = td.loc[("toy-4x32", "copy-L1")]
+    assert math.isnan(easy["spearman_rho"]) and easy["direction"] == "simultaneous"
+
+
+def test_probe_lead(result):
+    pl = result.probe_lead.set_index("layer")
+    assert (pl.loc[2, "probe_step"], pl.loc[2, "acquisition_step"], pl.loc[2, "lead_steps"]) == (40, 70, 30)
+    assert bool(pl.loc[2, "leads"]) and pl.loc[2, "status"] == "leads"
+    assert pd.isna(pl.loc[1, "probe_step"]) and pl.loc[1, "status"] == "no_probe_onset"
+
+
+def test_precursor_rates(result):
+    r = result.precursor_rates
+    r = r[r["metric"] == "rankme"].set_index("difficulty")
+    assert (r.loc["L3", "n_counted"], r.loc["L3", "n_precursor"], r.loc["L3", "precursor_rate"]) == (1, 1, 1.0)
+    assert r.loc["L3", "n_never_acquired"] == 1 and r.loc["L3", "median_gap_steps"] == 10.0
+    # L1: copy (2 models, synchronous) + parity (no onset) -> 0 of 3; L2: sort lags in both -> 0 of 2
+    assert (r.loc["L1", "n_counted"], r.loc["L1", "precursor_rate"]) == (3, 0.0)
+    assert (r.loc["L2", "n_counted"], r.loc["L2", "precursor_rate"]) == (2, 0.0)
+    bm = result.precursor_rates_by_model
+    row = bm[(bm["model"] == "toy-4x32") & (bm["metric"] == "rankme") & (bm["difficulty"] == "L3")].iloc[0]
+    assert row["precursor_rate"] == 1.0 and row["size"] == 12 * 4 * 32 ** 2
+
+
+def test_across_sizes(result):
+    a = result.across_sizes.set_index("quantity")
+    floors = a.loc["collapse_floor"]
+    assert (floors["model_small"], floors["model_large"], floors["n_suites"]) == ("toy-2x16", "toy-4x32", 3)
+    assert floors["spearman_rho"] == pytest.approx(1.0)
+    acq = a.loc["acquisition_step"]  # small never acquires modular: ranked last, as modular is last in large
+    assert acq["n_suites"] == 3 and acq["spearman_rho"] == pytest.approx(1.0)
+
+
+def test_tables_written_and_readable(result, dataset):
+    ev = pd.read_parquet(dataset / "events")
+    assert len(ev) == len(result.events) == 31  # 4 suites x 5 layers + llc + hessian; 3 suites x 3 layers
+    hard = ev[(ev["model"] == "toy-4x32") & (ev["suite"] == "modular-L3") & (ev["metric"] == "rankme")]
+    assert sorted(hard["layer"]) == [0, 1, 2, 3, 4] and set(hard.loc[hard["layer"] > 0, "gap_steps"]) == {10}
+    for name in ("acquisitions", "precursor_rates", "top_down", "probe_lead", "across_sizes", "seed_spread"):
+        assert (dataset / "summary" / f"{name}.parquet").stat().st_size > 0
+    assert not [p for p in (dataset / "events").iterdir() if p.name.startswith(".")]  # no temp files left
+    acq = result.acquisitions.set_index(["model", "suite"])
+    assert acq.loc[("toy-4x32", "modular-L3"), "acquisition_step"] == 70
+    assert acq.loc[("toy-2x16", "modular-L3"), "status"] == "never_acquired"
+
+
+def test_thresholds_recorded(dataset, tmp_path):
+    res = analyze(dataset, acc_threshold=0.95, window=2, recovery=0.3, out=tmp_path / "o")
+    r = _event(res, "toy-4x32", "modular-L3")
+    # accuracy 0.9 never exceeds 0.95 -> never acquired
+    assert (r["acc_threshold"], r["window"], r["recovery"], r["status"]) == (0.95, 2, 0.3, "never_acquired")
+    assert (tmp_path / "o" / "events" / "events.parquet").is_file()
+
+
+def test_report_and_figures(tmp_path):
+    from ckptgeo.plots import write_report
+
+    curves = [("toy-4x32", "modular-L3", 0.01, _acc(70), _hard(4, 2.0), {}),
+              ("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})]
+    root = _write_dataset(tmp_path / "ds", curves)
+    report = write_report(root)  # runs analyze() itself
+    text = report.read_text()
+    assert report == root / "report.md"
+    assert "## Top-down propagation" in text and "](figures/gaps.png)" in text
+    assert "| toy-4x32 | modular-L3 | rankme | 4 | 70 | 10 | 2 | 60 | 10 | 10 | precursor |" in text
+    figs = sorted((root / "figures").glob("*.png"))
+    assert [p.name for p in figs] == ["gaps.png", "toy-2x16__copy-L1__heatmap.png", "toy-2x16__copy-L1__rankme.png",
+                                      "toy-4x32__modular-L3__heatmap.png", "toy-4x32__modular-L3__rankme.png"]
+    for p in figs:
+        assert p.stat().st_size > 5000, p
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (root / "events" / "events.parquet").is_file()
+
+
+def test_seed_spread(tmp_path):
+    curves = [
+        ("add-2x16-s0", "add-L3", 0.01, _acc(70), _hard(2, 2.0), {}),   # precursor
+        ("add-2x16-s1", "add-L3", 0.01, _acc(60), _hard(2, 2.0), {}),   # synchronous
+        ("add-2x16-s2", "add-L3", 0.01, _acc(80), _hard(2, 2.0), {}),   # never: 80, 90 < window 3
+    ]
+    res = analyze(_write_dataset(tmp_path / "ds", curves))
+    s = res.seed_spread
+    s = s[s["metric"] == "rankme"].iloc[0]
+    assert (s["base_model"], s["seed_source"], s["n_seeds"]) == ("add-2x16", "model name", 2)
+    assert (s["rate_mean"], s["rate_min"], s["rate_max"]) == (0.5, 0.0, 1.0)
+    assert s["rate_std"] == pytest.approx(math.sqrt(0.5))
+
+
+def test_lm_suites_split_early_late(tmp_path):
+    curves = [("lm", name, 0.25, _acc(step), _easy(2, 3.0), {})
+              for name, step in (("alpha", 20), ("beta", 40), ("gamma", 60), ("delta", None))]
+    res = analyze(_write_dataset(tmp_path / "ds", curves), write=False)
+    cls = res.acquisitions.set_index("suite")["difficulty"].to_dict()
+    assert cls == {"alpha": "early", "beta": "early", "gamma": "late", "delta": "not acquired"}
+    res = analyze(tmp_path / "ds", difficulty={"alpha": "hard"}, write=False)
+    assert res.acquisitions.set_index("suite").loc["alpha", "difficulty"] == "hard"
+    assert not (tmp_path / "ds" / "events").exists()
+
+
+def test_errors(tmp_path):
+    with pytest.raises(DatasetLayoutError, match="does not exist"):
+        analyze(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetLayoutError, match="neither a geometry"):
+        analyze(tmp_path / "empty")
+    with pytest.raises(InvalidParameterError, match="window"):
+        analyze(tmp_path / "empty", window=0)
+    (tmp_path / "bad" / "geometry").mkdir(parents=True)
+    pd.DataFrame({"model": ["m"], "step": [0]}).to_parquet(tmp_path / "bad" / "geometry" / "p.parquet")
+    with pytest.raises(DatasetLayoutError, match="lacks column"):
+        analyze(tmp_path / "bad")
+
+
+def test_cli_parser(result, dataset, capsys):
+    parser = argparse.ArgumentParser(prog="ckptgeo")
+    sub = parser.add_subparsers()
+    add_analyze_parser(sub)
+    args = parser.parse_args(["analyze", str(dataset), "--no-plots", "--window", "3"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "modular-L3" in out and "precursor" in out and "report.md" in out
+    line = next(l for l in out.splitlines() if "toy-4x32" in l and "modular-L3" in l and "rankme" in l)
+    assert line.split()[-1] == "precursor" and " 70 " in line
+
+
+def test_geometry_without_behavior_and_behavior_without_geometry(tmp_path):
+    from ckptgeo.plots import write_report
+
+    root = _write_dataset(tmp_path / "ds", [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
+    import shutil
+
+    shutil.rmtree(root / "behavior")
+    res = analyze(root)
+    assert set(res.events["status"]) == {"no_data"} and set(res.events["difficulty"]) == {"unclassified"}
+    assert res.acquisitions.empty and write_report(root, analysis=res, plots=False).is_file()
+
+    root2 = _write_dataset(tmp_path / "ds2", [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
+    shutil.rmtree(root2 / "geometry")
+    res = analyze(root2)
+    assert res.events.empty and res.acquisitions["acquisition_step"].tolist() == [20]
+    assert "_(none)_" in write_report(root2, analysis=res).read_text()

@@ -1,0 +1,219 @@
+"""Events on single curves with known answers (SPEC.md, "Precursor-gap analysis")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ckptgeo.analysis import events as ev
+from ckptgeo.errors import InvalidParameterError
+
+STEPS = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]
+#                       collapse here  |  recovers  | acquired
+RANKME = [40.0, 30.0, 10.0, 2.0, 2.5, 3.0, 8.0, 20.0, 30.0, 35.0]
+ACC = [0.0, 0.0, 0.0, 0.05, 0.1, 0.2, 0.3, 0.7, 0.9, 0.95]
+
+
+def test_clear_collapse_recover_acquire():
+    acq = ev.acquisition_step(STEPS, ACC)
+    assert (acq.step, acq.index, acq.status, acq.threshold, acq.resolution_steps) == (70, 7, "acquired", 0.5, 10)
+    col = ev.collapse_point(STEPS, RANKME, acq.step)
+    assert (col.step, col.floor, col.first_value, col.drop, col.status) == (30, 2.0, 40.0, 38.0, "collapsed")
+    rec = ev.recovery_onset(STEPS, RANKME, col)
+    # level = 2 + 0.1 * 38 = 5.8: 2.5 and 3.0 do not reach it, 8.0 at step 60 does
+    assert rec.level == pytest.approx(5.8)
+    assert (rec.step, rec.status, rec.resolution_steps) == (60, "found", 10)
+    gap = ev.precursor_gap(acq, rec)
+    assert (gap.precursor, gap.gap_steps, gap.resolution_steps, gap.status) == (True, 10, 10, "precursor")
+    half = ev.collapse_onset(STEPS, RANKME)
+    assert (half.step, half.level) == (20, 20.0)
+
+
+def test_recovery_fraction_configurable():
+    col = ev.collapse_point(STEPS, RANKME, 70)
+    # 30 % of the drop: level 13.4, first reached at step 70 -> synchronous with acquisition
+    rec = ev.recovery_onset(STEPS, RANKME, col, recovery=0.3)
+    assert rec.step == 70
+    acq = ev.acquisition_step(STEPS, ACC)
+    gap = ev.precursor_gap(acq, rec)
+    assert (gap.precursor, gap.gap_steps, gap.status) == (False, 0, "synchronous")
+
+
+def test_lagging_recovery_after_acquisition():
+    acc = [0, 0, 0, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]
+    acq = ev.acquisition_step(STEPS, acc)
+    col = ev.collapse_point(STEPS, RANKME, acq.step)  # minimum among steps 0..20 -> step 20 (10.0)
+    assert (col.step, col.floor) == (20, 10.0)
+    rec = ev.recovery_onset(STEPS, RANKME, col)  # level 13: after step 20 first >= 13 is 20.0 at step 70
+    assert rec.step == 70
+    gap = ev.precursor_gap(acq, rec)
+    assert (gap.precursor, gap.gap_steps, gap.status) == (False, -40, "lagging")
+
+
+def test_acquisition_at_first_checkpoint():
+    acc = [0.8] * 10
+    acq = ev.acquisition_step(STEPS, acc)
+    assert (acq.step, acq.index, acq.at_first_checkpoint, acq.resolution_steps) == (0, 0, True, None)
+    col = ev.collapse_point(STEPS, RANKME, acq.step)
+    assert col.status == "no_collapse" and col.step is None and math.isnan(col.floor)
+    rec = ev.recovery_onset(STEPS, RANKME, col)
+    assert rec.step is None and rec.status == "no_data"
+    gap = ev.precursor_gap(acq, rec)
+    assert (gap.precursor, gap.gap_steps, gap.status) == (False, None, "acquired_at_start")
+    # even an onset found elsewhere cannot precede a censored acquisition
+    gap = ev.precursor_gap(acq, ev.Onset(-5, 0, 1.0, "found"))
+    assert gap.status == "acquired_at_start" and not gap.precursor
+
+
+def test_never_acquired():
+    acc = [0.0, 0.1, 0.2, 0.3, 0.4, 0.45, 0.4, 0.3, 0.2, 0.1]
+    acq = ev.acquisition_step(STEPS, acc)
+    assert (acq.step, acq.status) == (None, "never_acquired")
+    assert "0.45" in acq.reason
+    # collapse and recovery are still reported over the whole curve
+    col = ev.collapse_point(STEPS, RANKME, acq.step)
+    assert (col.step, col.floor) == (30, 2.0)
+    assert ev.recovery_onset(STEPS, RANKME, col).step == 60
+    gap = ev.precursor_gap(acq, ev.recovery_onset(STEPS, RANKME, col))
+    assert (gap.precursor, gap.gap_steps, gap.status) == (False, None, "never_acquired")
+
+
+def test_run_too_short_at_end_is_not_acquired():
+    acc = [0, 0, 0, 0, 0, 0, 0, 0, 0.9, 0.9]
+    acq = ev.acquisition_step(STEPS, acc)
+    assert acq.step is None and acq.status == "never_acquired"
+    assert "last 2 checkpoint(s) (from step 80)" in acq.reason
+    assert ev.acquisition_step(STEPS, acc, window=2).step == 80
+
+
+def test_no_collapse():
+    rising = [5.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0]
+    col = ev.collapse_point(STEPS, rising, 70)
+    assert (col.step, col.status) == (None, "no_collapse")
+    assert "never falls below its first value" in col.reason
+    rec = ev.recovery_onset(STEPS, rising, col)
+    gap = ev.precursor_gap(ev.acquisition_step(STEPS, ACC), rec)
+    assert (gap.precursor, gap.gap_steps, gap.status, gap.resolution_steps) == (False, None, "no_onset", 10)
+    assert ev.collapse_onset(STEPS, rising).step is None
+
+
+def test_never_recovers():
+    flat_low = [40.0, 2.0, 1.9, 1.8, 1.8, 1.8, 1.8, 1.8, 1.8, 1.8]
+    col = ev.collapse_point(STEPS, flat_low, None)
+    assert (col.step, col.floor) == (30, 1.8)  # first of the tied minima
+    rec = ev.recovery_onset(STEPS, flat_low, col)
+    assert (rec.step, rec.status) == (None, "not_found")
+
+
+def test_min_drop_guards_against_tiny_dips():
+    nearly_flat = [10.0, 9.9, 10.0, 10.1, 10.0, 10.2, 10.0, 10.0, 10.0, 10.0]
+    assert ev.collapse_point(STEPS, nearly_flat, 70).step == 10
+    col = ev.collapse_point(STEPS, nearly_flat, 70, min_drop=0.05)
+    assert col.status == "no_collapse" and "min_drop" in col.reason
+
+
+def test_noisy_curves():
+    rng = np.random.default_rng(0)
+    steps = np.arange(0, 200, 5)
+    # accuracy crosses 0.5 for good at step 120, with single-checkpoint blips above it earlier
+    acc = np.where(steps >= 120, 0.9, 0.2) + rng.normal(0, 0.03, steps.size)
+    acc[[8, 14, 15]] = 0.6  # steps 40, 70, 75: blips of 1 and 2 checkpoints
+    acq = ev.acquisition_step(steps, acc)
+    assert acq.step == 120
+    # a noisy RankMe trough: 40 -> ~3 around steps 30..80, back up from step 90
+    rank = np.where(steps < 30, 40.0, np.where(steps < 90, 3.0, 30.0)) + rng.normal(0, 0.2, steps.size)
+    col = ev.collapse_point(steps, rank, acq.step)
+    assert 30 <= col.step < 90 and col.floor < 3.0
+    rec = ev.recovery_onset(steps, rank, col)
+    assert rec.step == 90
+    gap = ev.precursor_gap(acq, rec)
+    assert (gap.status, gap.gap_steps, gap.resolution_steps) == ("precursor", 30, 5)
+
+
+def test_missing_checkpoint_nan_and_hole():
+    # step 60 missing (NaN accuracy) and step 70 absent from the RankMe curve
+    acc = list(ACC)
+    acc[6] = float("nan")
+    acq = ev.acquisition_step(STEPS, acc)
+    assert (acq.step, acq.resolution_steps) == (70, 20)  # previous measured checkpoint is step 50
+    steps = [s for s in STEPS if s != 60]
+    rank = [r for s, r in zip(STEPS, RANKME) if s != 60]
+    col = ev.collapse_point(steps, rank, acq.step)
+    rec = ev.recovery_onset(steps, rank, col)
+    assert (rec.step, rec.resolution_steps) == (70, 20)  # 8.0 at 60 is gone; 20.0 at 70 is the first
+    gap = ev.precursor_gap(acq, rec)
+    assert (gap.status, gap.gap_steps, gap.resolution_steps) == ("synchronous", 0, 20)
+    # NaN in RankMe is dropped the same way
+    rank_nan = list(RANKME)
+    rank_nan[3] = float("nan")
+    col = ev.collapse_point(STEPS, rank_nan, 70)
+    assert (col.step, col.floor) == (40, 2.5)
+
+
+def test_ties_resolve_to_first_occurrence():
+    rank = [10.0, 4.0, 2.0, 2.0, 2.0, 6.0, 9.0]
+    col = ev.collapse_point(range(7), rank, 6)
+    assert (col.step, col.index) == (2, 2)
+    o = ev.onset_of_change(range(5), [1.0, 3.0, 3.0, -1.0, 3.0], acquisition=None)
+    # largest |departure| is 2.0 at step 1 (tied with steps 2, 3 and 4; first wins, direction up)
+    assert (o.step, o.level) == (1, pytest.approx(1.2))
+
+
+def test_unsorted_input_is_sorted():
+    order = np.random.default_rng(1).permutation(len(STEPS))
+    acq = ev.acquisition_step(np.asarray(STEPS)[order], np.asarray(ACC)[order])
+    assert acq.step == 70
+
+
+def test_onset_of_change_rising_and_falling():
+    up = ev.onset_of_change(STEPS, [1, 1, 1, 2, 5, 11, 20, 20, 20, 20], acquisition=60)
+    # departure before step 60 is 10 (at step 50); 10 % is 1.0: step 30 (2 - 1 = 1) is first
+    assert (up.step, up.level) == (30, 2.0)
+    down = ev.onset_of_change(STEPS, [9, 9, 8.5, 7, 4, 1, 1, 1, 1, 1], acquisition=70, fraction=0.5)
+    assert (down.step, down.level) == (40, 5.0)
+    flat = ev.onset_of_change(STEPS, [3.0] * 10, acquisition=70)
+    assert (flat.step, flat.status) == (None, "not_found")
+    none = ev.onset_of_change(STEPS, RANKME, acquisition=0)
+    assert none.status == "no_data"
+
+
+def test_chance_aware_threshold():
+    acc = [0.5, 0.55, 0.6, 0.7, 0.8, 0.8, 0.8, 0.9, 0.9, 0.9]
+    assert ev.acquisition_step(STEPS, acc, chance=0.5).step == 40  # threshold 0.75
+    assert ev.acquisition_step(STEPS, acc, chance=0.5).threshold == 0.75
+    assert ev.acquisition_step(STEPS, acc, chance=0.25).step == 10  # threshold stays 0.5
+    assert ev.acquisition_step(STEPS, acc, threshold=0.5, chance=0.5).step == 10  # explicit wins
+
+
+def test_probe_onset():
+    o = ev.probe_onset(STEPS, [0.5, 0.5, 0.55, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9], [0.5] * 10, margin=0.1)
+    assert (o.step, o.resolution_steps) == (30, 10)
+    o = ev.probe_onset(STEPS, [0.5] * 10, [0.5] * 10)
+    assert o.status == "not_found"
+
+
+def test_empty_curve():
+    acq = ev.acquisition_step([], [])
+    assert (acq.step, acq.status) == (None, "no_data")
+    assert ev.collapse_point([], []).status == "no_data"
+    assert ev.collapse_onset([1, 2], [float("nan")] * 2).status == "no_data"
+    assert ev.precursor_gap(acq, ev.Onset(None, None, math.nan, "no_data")).status == "no_data"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"window": 0}, "window"), ({"window": 2.5}, "window"), ({"threshold": 1.5}, "acc_threshold"),
+])
+def test_invalid_parameters(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        ev.acquisition_step(STEPS, ACC, **kwargs)
+
+
+def test_invalid_curves():
+    with pytest.raises(InvalidParameterError, match="same length"):
+        ev.acquisition_step([0, 1], [0.1])
+    with pytest.raises(InvalidParameterError, match="step 10 appears more than once"):
+        ev.acquisition_step([0, 10, 10], [0.1, 0.2, 0.3])
+    with pytest.raises(InvalidParameterError, match="recovery"):
+        ev.recovery_onset(STEPS, RANKME, ev.collapse_point(STEPS, RANKME, 70), recovery=0.0)
