@@ -21,7 +21,7 @@ import re
 import time
 from pathlib import Path
 
-from ..constants import PYTHIA_TOKENS_PER_STEP, STEP_PATTERN
+from ..constants import NO_PROGRESS, PYTHIA_TOKENS_PER_STEP, STEP_PATTERN
 from ..errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
                       SourceNotFoundError)
 from ..revisions import Revision
@@ -79,12 +79,16 @@ class HubSource:
         self.cache_dir = str(cache_dir) if cache_dir else None
         self.tokens_per_step = PYTHIA_TOKENS_PER_STEP if re.match(r"EleutherAI/pythia-", repo_id) else None
         self._api = HfApi()
+        if NO_PROGRESS:
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
         self._revisions: list[Revision] | None = None
         self._files: dict[str, list[WeightFile]] = {}
         self._preexisting = self._cached_commits()
 
     # -- errors -------------------------------------------------------------------------------
-    def _call(self, what: str, fn, *args, revision: str | None = None, **kwargs):
+    def _call(self, what: str, fn, *args, label: str | None = None, **kwargs):
         """Run a Hub call with retries on transport / 5xx errors, mapping failures to ckptgeo errors."""
         from huggingface_hub import constants
         from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError)
@@ -96,15 +100,15 @@ class HubSource:
                 return fn(*args, **kwargs)
             except HubRevisionNotFound as err:
                 raise RevisionNotFoundError(
-                    f"Revision {revision!r} not found in {self.repo_id}; run `ckptgeo revisions {self.repo_id}` "
-                    f"to list them.", repo_id=self.repo_id, revision=revision) from err
+                    f"Revision {label!r} not found in {self.repo_id}; run `ckptgeo revisions {self.repo_id}` "
+                    f"to list them.", repo_id=self.repo_id, revision=label) from err
             except RepositoryNotFoundError as err:
                 raise SourceNotFoundError(
                     f"Repository {self.repo_id!r} not found on {constants.ENDPOINT} (or it is private: set "
                     f"HF_TOKEN). For a local folder, pass its path.", repo_id=self.repo_id) from err
             except EntryNotFoundError as err:
-                raise CorruptCheckpointError(f"{what}: a file listed for {revision} is missing on the Hub",
-                                             revision=revision) from err
+                raise CorruptCheckpointError(f"{what}: a file listed for {label} is missing on the Hub",
+                                             revision=label) from err
             except HfHubHTTPError as err:
                 status = getattr(getattr(err, "response", None), "status_code", None)
                 if status is not None and status < 500 and status != 429:
@@ -146,7 +150,7 @@ class HubSource:
         ref = revision.commit or revision.name
         entries = self._call(f"listing files of {self.repo_id}@{revision.name}",
                              lambda: list(self._api.list_repo_tree(self.repo_id, revision=ref)),
-                             revision=revision.name)
+                             label=revision.name)
         files = {e.path: e for e in entries if hasattr(e, "size")}
         picked = _pick_weights(list(files))
         if not picked:
@@ -168,7 +172,7 @@ class HubSource:
         names = [w.name for w in self.weight_files(revision)]
         path = self._call(f"downloading {self.repo_id}@{revision.name}", snapshot_download, self.repo_id,
                           revision=revision.commit or revision.name, allow_patterns=["config.json", *names],
-                          cache_dir=self.cache_dir)
+                          cache_dir=self.cache_dir, label=revision.name)
         return Path(path)
 
     def release(self, revision: Revision) -> None:

@@ -1,0 +1,140 @@
+"""Scans over real HTTP: the unmodified huggingface_hub / transformers clients against the loopback Hub."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ckptgeo.errors import DiskSpaceError, DuplicateWeightsWarning, RevisionNotFoundError, SourceNotFoundError
+from ckptgeo.revisions import select_revisions
+from ckptgeo.scan import plan_scan, scan
+from ckptgeo.sources.hub import HubSource
+from tests._checkpoints import BIGBENCH
+
+SUITE = str(BIGBENCH / "three_objects.json")
+ROOT = Path(__file__).resolve().parents[1]
+FIVE = "step0,step1,step2,step4,step8"
+
+
+def cache_bytes() -> int:
+    import huggingface_hub.constants as hc
+
+    return sum(p.stat().st_size for p in Path(hc.HF_HUB_CACHE).rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_listing_matches_the_served_branches(local_hub):
+    revs = HubSource(local_hub.repo_id).revisions()
+    assert [r.step for r in revs] == sorted(local_hub.steps)
+    assert all(r.commit == local_hub.commits[r.name] for r in revs)
+    assert "main" not in [r.name for r in revs]
+
+
+@pytest.mark.parametrize("selector,steps", [
+    ("all", [0, 1, 2, 4, 8, 16, 32, 64, 1000, 2000, 3000]), ("every-1000", [0, 1000, 2000, 3000]),
+    ("log", [0, 1, 2, 4, 8, 16, 32, 64]), ("4:1000", [4, 8, 16, 32, 64, 1000]), ("0:64:16", [0, 16, 32, 64]),
+    ("step2000,16", [16, 2000]), ("main", [3000]), ("final", [3000]),
+])
+def test_every_selector_form(local_hub, selector, steps):
+    assert [r.step for r in select_revisions(HubSource(local_hub.repo_id).revisions(), selector)] == steps
+
+
+def test_missing_revision_and_repo(local_hub, tmp_path):
+    with pytest.raises(RevisionNotFoundError, match="step999") as info:
+        scan(local_hub.repo_id, revisions="step999", suites=(SUITE,), out=tmp_path / "a")
+    assert info.value.closest[0] == "step1000"
+    with pytest.raises(SourceNotFoundError, match="testorg/nope"):
+        scan("testorg/nope", suites=(SUITE,), out=tmp_path / "b")
+
+
+def test_scan_five_revisions_resume_and_bounded_cache(local_hub, tmp_path, monkeypatch):
+    peaks = []
+    orig = HubSource.fetch
+
+    def fetch(self, revision):
+        path = orig(self, revision)
+        peaks.append(cache_bytes())
+        return path
+
+    monkeypatch.setattr(HubSource, "fetch", fetch)
+    out = tmp_path / "ds"
+    res = scan(local_hub.repo_id, revisions=FIVE, suites=(SUITE,), n_samples=16, out=out, prefetch=1)
+    assert res.measured == FIVE.split(",")
+    g = pd.read_parquet(out / "geometry")
+    assert len(g) == 5 * 3 and all(sorted(layers) == [0, 1, 2] for _, layers in g.groupby("revision").layer)
+    assert dict(zip(g.revision, g.commit)) == {r: local_hub.commits[r] for r in FIVE.split(",")}
+    assert g[g.layer == 2].value.nunique() == 5, "each revision's own weights were measured"
+    rv = pd.read_parquet(out / "revisions").set_index("revision")
+    assert all(rv.loc[r, "sha256"][0] == local_hub.repo.weight_sha256[r] for r in FIVE.split(","))
+    # one revision's weights is ~236 KB; with prefetch 1 at most 2 revisions (+ tokenizer/config) are cached
+    one = max(local_hub.repo.weight_bytes.values())
+    assert max(peaks) <= 2 * one + 100_000, (peaks, one)
+    assert cache_bytes() < 100_000, "measured revisions are evicted"
+    res2 = scan(local_hub.repo_id, revisions=FIVE, suites=(SUITE,), n_samples=16, out=out)
+    assert res2.measured == [] and len(pd.read_parquet(out / "geometry")) == 15
+    assert peaks == peaks[:5], "the rerun fetched nothing"
+
+
+def test_duplicates_are_skipped_unfetched_and_flagged(local_hub, tmp_path):
+    repo = local_hub.add_repo("pythia-dup", steps=(0, 1000, 2000, 3000), duplicate={"step3000": "step1000"})
+    with pytest.warns(DuplicateWeightsWarning, match="step3000"):
+        res = scan(repo.repo_id, revisions="all", suites=(SUITE,), n_samples=8, out=tmp_path / "ds")
+    assert len(res.measured) == 4
+    rv = pd.read_parquet(tmp_path / "ds" / "revisions").set_index("revision")
+    assert rv.loc["step3000", "status"] == "duplicate" and rv.loc["step3000", "duplicate_of"] == "step1000"
+    assert set(pd.read_parquet(tmp_path / "ds" / "geometry").revision) == {"step0", "step1000", "step2000"}
+
+
+def test_keep_cache_and_preexisting_revisions_stay(local_hub, tmp_path):
+    from huggingface_hub import scan_cache_dir, snapshot_download
+
+    snapshot_download(local_hub.repo_id, revision="step2")  # the user's own copy
+    scan(local_hub.repo_id, revisions="step1,step2,step4", suites=(SUITE,), n_samples=8, out=tmp_path / "ds")
+    cached = {r.commit_hash for repo in scan_cache_dir().repos for r in repo.revisions if r.nb_files > 1}
+    assert local_hub.commits["step2"] in cached
+    assert local_hub.commits["step1"] not in cached and local_hub.commits["step4"] not in cached
+    scan(local_hub.repo_id, revisions="step8", suites=(SUITE,), n_samples=8, out=tmp_path / "ds2", keep_cache=True)
+    assert local_hub.commits["step8"] in {r.commit_hash for repo in scan_cache_dir().repos for r in repo.revisions}
+
+
+def test_dry_run_and_max_disk(local_hub, tmp_path):
+    plan = plan_scan(local_hub.repo_id, revisions=FIVE, suites=(SUITE,), prefetch=2)
+    one = local_hub.repo.weight_bytes["step0"]
+    assert plan.bytes_to_fetch == sum(local_hub.repo.weight_bytes[r] for r in FIVE.split(","))
+    assert plan.peak_disk == 3 * one
+    assert cache_bytes() == 0
+    with pytest.raises(DiskSpaceError, match="max-disk") as info:
+        scan(local_hub.repo_id, revisions=FIVE, suites=(SUITE,), max_disk=one, out=tmp_path / "ds")
+    assert info.value.needed == 2 * one
+    assert cache_bytes() < 50_000, "nothing but the plan was fetched"
+
+
+def test_two_processes_equal_one(local_hub, tmp_path):
+    one = tmp_path / "one"
+    scan(local_hub.repo_id, revisions=FIVE, suites=(SUITE,), n_samples=16, out=one)
+    two = tmp_path / "two"
+    code = ("from ckptgeo.scan import scan; "
+            f"scan({local_hub.repo_id!r}, out={str(two)!r}, suites=({SUITE!r},), n_samples=16, revisions={FIVE!r})")
+    env = {**os.environ, "WORLD_SIZE": "2", "CKPTGEO_NO_PROGRESS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**env, "RANK": str(r)}) for r in range(2)]
+    assert [p.wait(300) for p in procs] == [0, 0]
+    keys = {"geometry": ["revision", "layer"], "behavior": ["revision", "metric"], "revisions": ["revision"]}
+    for table, key in keys.items():
+        a, b = (pd.read_parquet(d / table).drop(columns=["seconds"]).sort_values(key).reset_index(drop=True)
+                for d in (one, two))
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_cli_scan_and_revisions(local_hub, tmp_path, capsys):
+    from ckptgeo.cli import main
+
+    assert main(["revisions", local_hub.repo_id, "--revisions", "every-1000", "--sizes"]) == 0
+    text = capsys.readouterr().out
+    assert local_hub.commits["step2000"] in text and "4 revisions" in text
+    assert main(["scan", local_hub.repo_id, "--revisions", "step0,step1", "--suite", SUITE, "--n-samples", "8",
+                 "--out", str(tmp_path / "ds")]) == 0
+    assert len(pd.read_parquet(tmp_path / "ds" / "geometry")) == 6
+    assert main(["scan", local_hub.repo_id, "--revisions", "step5", "--suite", SUITE]) == 3
+    assert "closest existing: step4" in capsys.readouterr().err
