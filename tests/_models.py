@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from ckptgeo.metrics.registry import ModelContext
 
-__all__ = ["tiny_gpt_neox", "tiny_batch", "tiny_context"]
+__all__ = ["tiny_gpt_neox", "tiny_batch", "tiny_context", "single_thread"]
 
 
 def tiny_gpt_neox(*, hidden: int = 8, layers: int = 1, heads: int = 2, vocab: int = 16, seed: int = 0,
@@ -45,3 +46,14 @@ def tiny_context(*, seed: int = 0, n_items: int = 6, seq_len: int = 7, **model_k
     batch = tiny_batch(n_items=n_items, seq_len=seq_len, vocab=vocab, seed=seed)
     return ModelContext(model=model, batch=batch, device=torch.device("cpu"), seed=seed, revision="step0",
                         suite="tiny")
+
+
+@pytest.fixture(autouse=False)
+def single_thread():
+    """Run a test on one intra-op thread (the test machine's cores are shared; two threads contend)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
