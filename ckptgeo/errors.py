@@ -25,6 +25,7 @@ __all__ = [
     "DuplicateWeightsWarning",
     "ProbeConvergenceWarning",
     "NegativeCurvatureWarning",
+    "ChainDivergenceWarning",
 ]
 
 
@@ -187,3 +188,7 @@ class ProbeConvergenceWarning(CkptgeoWarning):
 
 class NegativeCurvatureWarning(CkptgeoWarning):
     """The Hessian has negative eigenvalues among those asked for."""
+
+
+class ChainDivergenceWarning(CkptgeoWarning):
+    """An SGLD chain of the LLC estimate diverged (NaN or inf loss) and was left out of the mean."""

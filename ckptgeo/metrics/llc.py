@@ -1,0 +1,347 @@
+"""Local Learning Coefficient (LLC), estimated by SGLD with the ``devinterp`` library (2.0.1).
+
+devinterp 2.x samples language models only: its dataset is rows of ``input_ids`` and its loss is a
+per-token loss of ``(model, input_ids)``. This module adapts any model and loss to it: the dataset
+rows are item *indices* (``input_ids = [i, i]``), and the loss closure looks the items up, so the
+sampler, its seeding, localisation and bookkeeping are devinterp's own. From the per-step losses it
+records, the estimate per chain is
+
+    λ̂_c = nβ · ( mean_{t ≥ burn-in} L_t^{(c)} − L_n(w*) )
+
+and chains whose loss went NaN/inf are reported and left out of the mean.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import tempfile
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
+from ._autodiff import location, select_parameters, where
+from ._validation import check_config
+from .registry import MetricValue, ModelContext, register_metric
+
+__all__ = ["LLCConfig", "LLCEstimate", "estimate_llc", "llc"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LLCConfig:
+    """SGLD settings of the LLC estimate (Lau et al. 2023, Algorithm 1; devinterp's names).
+
+    Attributes
+    ----------
+    lr : float, default=1e-4
+        SGLD step size ε.
+    nbeta : float or None, default=None
+        Inverse temperature nβ; None = ``m / ln m`` for SGLD batch size m (devinterp's
+        ``default_nbeta``). The value used is recorded as ``nbeta_used``.
+    localization : float, default=100.0
+        Strength γ of the pull back to the initial weights w*.
+    num_chains : int, default=4
+        Independent chains (seeds ``seed + chain``).
+    num_draws : int, default=200
+        SGLD steps per chain after burn-in that enter the estimate.
+    num_burnin_steps : int, default=0
+        Steps per chain discarded before the draws.
+    num_steps_bw_draws : int, default=1
+        Steps between draws.
+    batch_size : int, default=32
+        Items per SGLD step (capped at the number of items; the cap is recorded as
+        ``batch_size_used``).
+    params : str, default="all"
+        Parameters that move: ``"all"``, globs or ``"re:<regex>"`` (others are frozen: a
+        restricted LLC).
+    """
+
+    lr: float = 1e-4
+    nbeta: float | None = None
+    localization: float = 100.0
+    num_chains: int = 4
+    num_draws: int = 200
+    num_burnin_steps: int = 0
+    num_steps_bw_draws: int = 1
+    batch_size: int = 32
+    params: str = "all"
+
+
+_CONSTRAINTS = {
+    "lr": ("float", 1e-12, math.inf),
+    "nbeta": ("float", 1e-12, math.inf, "optional"),
+    "localization": ("float", 0.0, math.inf),
+    "num_chains": ("int", 1, math.inf),
+    "num_draws": ("int", 1, math.inf),
+    "num_burnin_steps": ("int", 0, math.inf),
+    "num_steps_bw_draws": ("int", 1, math.inf),
+    "batch_size": ("int", 1, math.inf),
+    "params": ("str", None, None),
+}
+
+
+@dataclass(frozen=True)
+class LLCEstimate:
+    """Result of :func:`estimate_llc`.
+
+    ``llc_mean`` / ``llc_std``: mean and standard deviation (ddof=0) over healthy chains, NaN when
+    none is. ``llc_per_chain``: shape (num_chains,), NaN for a diverged chain. ``diverged``: one
+    flag per chain. ``init_loss``: L_n(w*) in nats, as devinterp measured it. ``nbeta_used``,
+    ``batch_size_used``: resolved settings. ``chain_errors``: devinterp's message per failed chain.
+    """
+
+    llc_mean: float
+    llc_std: float
+    llc_per_chain: np.ndarray
+    diverged: np.ndarray
+    init_loss: float
+    nbeta_used: float
+    batch_size_used: int
+    chain_errors: tuple[str, ...] = ()
+
+
+class _IndexDataset(torch.utils.data.Dataset):
+    """Rows ``{"input_ids": [i, i]}``: devinterp needs sequences of length ≥ 2; the loss reads i."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": torch.tensor([i, i], dtype=torch.long)}
+
+
+class _rng_preserved:
+    """devinterp seeds the global torch/NumPy/random generators; restore them afterwards."""
+
+    def __enter__(self):
+        self._np = np.random.get_state()
+        self._py = random.getstate()
+        self._torch = torch.random.get_rng_state()
+        self._cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+        return self
+
+    def __exit__(self, *exc):
+        np.random.set_state(self._np)
+        random.setstate(self._py)
+        torch.random.set_rng_state(self._torch)
+        if self._cuda is not None:
+            torch.cuda.set_rng_state_all(self._cuda)
+        return False
+
+
+def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
+                 n_samples: int, config: LLCConfig | None = None, *, seed: int = 0,
+                 device: str | torch.device = "cpu", context: str = "", error_fields: dict | None = None
+                 ) -> LLCEstimate:
+    """LLC of ``model`` at its current weights w*, by devinterp's SGLD sampler.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model at w* (left unchanged: each chain samples a deep copy).
+    loss_fn : callable (model, indices) -> Tensor of shape ()
+        Mean loss (nats) of the items ``indices`` (LongTensor of shape (b,), on ``device``) under
+        ``model``; differentiable in its parameters. It must be a negative log-likelihood for λ̂
+        to be the LLC.
+    n_samples : int
+        Number of items n (indices 0 … n−1).
+    config : LLCConfig, optional
+        SGLD settings.
+    seed : int, default=0
+        devinterp's ``init_seed``: chain c's noise uses ``seed + c``; the minibatch order uses seed.
+    device : str or torch.device, default="cpu"
+        Where devinterp runs the chains.
+    context, error_fields
+        Appended to / attached to error messages (``where`` / ``location`` of a ModelContext).
+
+    Returns
+    -------
+    LLCEstimate
+        Mean and spread over healthy chains, per-chain values, divergence flags, init loss.
+
+    Raises
+    ------
+    InvalidParameterError
+        Bad config, ``n_samples`` < 1, or ``params`` matches nothing.
+    NonFiniteActivationsError
+        The loss at w* is NaN or inf (no chain is started).
+
+    Warns
+    -----
+    ChainDivergenceWarning
+        A chain's loss went NaN/inf; it is left out of the mean.
+
+    Notes
+    -----
+    SGLD step (devinterp ``SGLD``): ``Δw = −ε/2 · (nβ ∇L_m(w) + γ (w − w*)) + N(0, ε)``, with L_m
+    the minibatch loss. Then ``λ̂ = nβ (E_t[L_t] − L_n(w*))``: devinterp 2.0.1's ``compute_llc``
+    averages burn-in steps in too; here burn-in steps are left out (Lau et al.); with the default
+    ``num_burnin_steps=0`` the two agree. The sampler runs the model in ``train()`` mode (dropout
+    on where the model has any; Pythia has none). Memory: one deep copy of the model per chain,
+    sequentially.
+
+    References
+    ----------
+    Lau, Furman, Wang, Murfet, Wei. "The Local Learning Coefficient: A Singularity-Aware
+    Complexity Measure." AISTATS 2025 (arXiv:2308.12108), Eq. 9 and Algorithm 1.
+    Watanabe. "Algebraic Geometry and Statistical Learning Theory." 2009 (λ = d/2 for regular
+    models). Welling, Teh. "Bayesian learning via stochastic gradient Langevin dynamics." ICML 2011.
+
+    Examples
+    --------
+    >>> lin = torch.nn.Linear(2, 1, bias=False)
+    >>> x = torch.randn(200, 2); y = x @ torch.tensor([[1.0], [-1.0]]) + torch.randn(200, 1)
+    >>> est = estimate_llc(lin, lambda m, i: 0.5 * ((m(x[i]) - y[i]) ** 2).mean(), 200,
+    ...                    LLCConfig(num_chains=1, num_draws=5))  # doctest: +SKIP
+    """
+    config = config or LLCConfig()
+    check_config(config, _CONSTRAINTS, metric="llc")
+    if not isinstance(n_samples, int) or n_samples < 1:
+        raise InvalidParameterError(f"The 'n_samples' parameter of llc must be an int in [1, inf). Got {n_samples!r}.",
+                                    name="n_samples", value=n_samples)
+    chosen = select_parameters(model, config.params, metric="llc")
+    device = torch.device(device)
+    batch_size = min(config.batch_size, n_samples)
+    nbeta = config.nbeta if config.nbeta is not None else (batch_size / math.log(batch_size) if batch_size > 1 else 1.0)
+    fields = error_fields or {}
+
+    with torch.no_grad():
+        init = loss_fn(model, torch.arange(n_samples, device=device))
+    if not torch.isfinite(init).all():
+        raise NonFiniteActivationsError(f"loss at the initial weights is {float(init)}{context}; no LLC", **fields)
+
+    def devinterp_loss(m: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+        loss = loss_fn(m, input_ids[:, 0])
+        # devinterp wants a per-token loss of shape (batch, seq − 1) = (b, 1); its mean is our loss
+        return loss.float().reshape(1, 1).expand(input_ids.shape[0], 1)
+
+    from devinterp.slt.sampling import sample
+
+    with _rng_preserved(), tempfile.TemporaryDirectory(prefix="ckptgeo-llc-") as tmp, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tree = sample(model, _IndexDataset(n_samples), {}, lr=config.lr, n_beta=nbeta,
+                      param_masks={name: None for name, _ in chosen}, num_chains=config.num_chains,
+                      num_draws=config.num_draws, batch_size=batch_size, num_burnin_steps=config.num_burnin_steps,
+                      num_steps_bw_draws=config.num_steps_bw_draws,
+                      num_init_loss_batches=max(1, n_samples // batch_size), init_seed=seed,
+                      localization=config.localization, device=str(device), output_path=Path(tmp) / "samples.zarr",
+                      loss_fn=devinterp_loss)
+        ds = tree.dataset
+        trace = ds.sampling_loss_micro.mean(dim=["batch_sampling", "token_pos"]).values.astype(np.float64)
+        init_loss = float(np.asarray(ds.init_loss.values, dtype=np.float64).mean())
+    errors = tuple(str(w.message) for w in caught if "Chain failed" in str(w.message))
+    for w in caught:
+        if "Chain failed" not in str(w.message):
+            logger.debug("devinterp: %s", w.message)
+
+    # trace: (chain, step); a diverged chain has a NaN/inf step and NaN (never written) after it
+    diverged = ~np.isfinite(trace).all(axis=1)
+    kept = trace[:, config.num_burnin_steps:]
+    per_chain = nbeta * (kept.mean(axis=1) - init_loss)
+    per_chain[diverged] = np.nan
+    healthy = per_chain[~diverged]
+    if diverged.any():
+        warnings.warn(f"{int(diverged.sum())} of {config.num_chains} SGLD chains diverged (NaN/inf loss){context} "
+                      f"and are left out of the LLC (chains {np.flatnonzero(diverged).tolist()}); lower lr "
+                      f"({config.lr}) or raise localization ({config.localization})", ChainDivergenceWarning,
+                      stacklevel=2)
+    mean = float(healthy.mean()) if healthy.size else math.nan
+    std = float(healthy.std()) if healthy.size else math.nan
+    return LLCEstimate(llc_mean=mean, llc_std=std, llc_per_chain=per_chain, diverged=diverged, init_loss=init_loss,
+                       nbeta_used=float(nbeta), batch_size_used=int(batch_size), chain_errors=errors)
+
+
+def _devinterp_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("devinterp")
+    except Exception:  # pragma: no cover - metadata missing
+        return "unknown"
+
+
+@register_metric(name="llc", needs="model", cost="expensive", unit="nats (dimensionless coefficient)",
+                 range=(float("-inf"), float("inf")), config=LLCConfig)
+def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]:
+    """Local Learning Coefficient of the model at this checkpoint, on the context's batch.
+
+    Parameters
+    ----------
+    ctx : ModelContext
+        Model, fixed batch of n items (labels −100 where unscored), device, seed. The loss of a
+        minibatch is ``ctx.loss`` on it: mean token cross-entropy (nats) over scored positions.
+    config : LLCConfig, optional
+        ``lr`` (1e-4), ``nbeta`` (None → m/ln m), ``localization`` (100), ``num_chains`` (4),
+        ``num_draws`` (200), ``num_burnin_steps`` (0), ``num_steps_bw_draws`` (1),
+        ``batch_size`` (32), ``params`` ("all").
+
+    Returns
+    -------
+    list of MetricValue
+        One value: the mean λ̂ over healthy chains (about d/2 for a regular model with d
+        parameters; smaller for degenerate ones). ``extra``: every setting, ``nbeta_used``,
+        ``batch_size_used``, ``llc_std`` (spread over healthy chains), ``llc_per_chain`` (None for
+        a diverged chain), ``diverged_chains``, ``n_chains_diverged``, ``init_loss``,
+        ``devinterp_version``. NaN with a reason when every chain diverged.
+
+    Raises
+    ------
+    InvalidParameterError
+        Bad config or ``params`` matches nothing.
+    NonFiniteActivationsError
+        The loss at the checkpoint's weights is NaN or inf.
+
+    Warns
+    -----
+    ChainDivergenceWarning
+        Some chain diverged (it is not averaged in).
+
+    Notes
+    -----
+    ``λ̂ = nβ (E_w[L_n(w)] − L_n(w*))``, the expectation over SGLD draws from the localised tempered
+    posterior ∝ exp(−nβ L_n(w) − γ/2 ‖w − w*‖²); see :func:`estimate_llc`.
+
+    References
+    ----------
+    Lau, Furman, Wang, Murfet, Wei. "The Local Learning Coefficient: A Singularity-Aware
+    Complexity Measure." AISTATS 2025 (arXiv:2308.12108), Eq. 9, Algorithm 1.
+
+    Examples
+    --------
+    >>> from tests._models import tiny_context  # doctest: +SKIP
+    >>> llc(tiny_context(), LLCConfig(num_draws=50))[0].extra["nbeta_used"]  # doctest: +SKIP
+    2.79...
+    """
+    config = config or LLCConfig()
+    batch = ctx.batch
+    n = int(batch["input_ids"].shape[0])
+    keys = [k for k in ("input_ids", "attention_mask", "labels") if k in batch]
+
+    def loss_fn(model: torch.nn.Module, idx: torch.Tensor) -> torch.Tensor:
+        idx = idx.to(batch["input_ids"].device)
+        return ctx.loss(model=model, batch={k: batch[k][idx] for k in keys})
+
+    est = estimate_llc(ctx.model, loss_fn, n, config, seed=ctx.seed, device=ctx.device, context=where(ctx),
+                       error_fields=location(ctx))
+    extra = {**asdict(config), "nbeta_used": est.nbeta_used, "batch_size_used": est.batch_size_used,
+             "llc_std": est.llc_std if math.isfinite(est.llc_std) else None,
+             "llc_per_chain": [float(v) if math.isfinite(v) else None for v in est.llc_per_chain],
+             "diverged_chains": np.flatnonzero(est.diverged).tolist(), "n_chains_diverged": int(est.diverged.sum()),
+             "init_loss": est.init_loss, "devinterp_version": _devinterp_version()}
+    reason = None
+    if not math.isfinite(est.llc_mean):
+        reason = (f"all {config.num_chains} SGLD chains diverged (NaN/inf loss); lower lr ({config.lr}) or raise "
+                  f"localization ({config.localization})")
+    return [MetricValue(value=est.llc_mean, reason=reason, extra=extra)]

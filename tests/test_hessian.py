@@ -1,0 +1,167 @@
+"""Hessian eigenvalues: exact quadratics with a known spectrum, and a tiny GPT-NeoX against its dense Hessian."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch.func import functional_call
+
+from ckptgeo.errors import InvalidParameterError, NegativeCurvatureWarning, NonFiniteActivationsError
+from ckptgeo.metrics.hessian import (HessianConfig, HessianVectorProduct, hessian, hessian_eigenvalues,
+                                     hutchinson_trace)
+from ckptgeo.metrics.registry import ModelContext
+from tests._models import single_thread, tiny_context  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+SPECTRUM = torch.tensor([9.0, 5.0, 4.0, 2.5, 1.0, 0.5, 0.1, 0.0, -0.3, -6.0], dtype=torch.float64)
+
+
+def _symmetric_with_spectrum(lam: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    q, _ = torch.linalg.qr(torch.randn(len(lam), len(lam), generator=torch.Generator().manual_seed(seed),
+                                       dtype=torch.float64))
+    return q @ torch.diag(lam) @ q.T
+
+
+class QuadraticModel(torch.nn.Module):
+    """loss(w) = ½ wᵀAw + bᵀw, split over two parameter tensors: its Hessian is exactly A."""
+
+    def __init__(self, a: torch.Tensor):
+        super().__init__()
+        self.a = a
+        self.b = torch.linspace(-1, 1, len(a), dtype=a.dtype)
+        self.w1 = torch.nn.Parameter(torch.randn(4, dtype=a.dtype))
+        self.w2 = torch.nn.Parameter(torch.randn(len(a) - 4, dtype=a.dtype))
+
+    def forward(self) -> torch.Tensor:
+        w = torch.cat([self.w1, self.w2])
+        return 0.5 * w @ self.a @ w + self.b @ w
+
+
+class QuadraticContext(ModelContext):
+    """A ModelContext whose loss is the quadratic model's output (so the metric runs end to end)."""
+
+    def loss(self, model=None, batch=None):
+        return (model or self.model)()
+
+
+def _quadratic_context(lam=SPECTRUM, seed=0):
+    model = QuadraticModel(_symmetric_with_spectrum(lam, seed))
+    return QuadraticContext(model=model, batch={}, device=torch.device("cpu"), seed=seed, revision="step7", suite="quad")
+
+
+def test_largest_algebraic_eigenvalues_of_a_quadratic():
+    ctx = _quadratic_context()
+    rows = hessian(ctx, HessianConfig(k=3, which="LA", tol=0))
+    assert [r.index for r in rows] == [0, 1, 2]
+    np.testing.assert_allclose([r.value for r in rows], [9.0, 5.0, 4.0], rtol=1e-8)
+    assert rows[0].extra["n_params"] == 10 and rows[0].extra["converged"] is True
+    assert rows[0].extra["which"] == "LA" and rows[0].extra["n_hvp"] > 0
+
+
+def test_largest_magnitude_ordering_includes_negative_curvature_and_warns():
+    ctx = _quadratic_context()
+    with pytest.warns(NegativeCurvatureWarning, match=r"-6\.0"):
+        rows = hessian(ctx, HessianConfig(k=3, which="LM", tol=0))
+    np.testing.assert_allclose([r.value for r in rows], [9.0, -6.0, 5.0], rtol=1e-8)
+
+
+def test_no_warning_when_top_k_are_positive():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NegativeCurvatureWarning)
+        hessian(_quadratic_context(), HessianConfig(k=5, which="LA", tol=0))
+
+
+def test_hutchinson_trace_of_a_quadratic():
+    ctx = _quadratic_context()
+    rows = hessian(ctx, HessianConfig(k=1, hutchinson_samples=400))
+    trace = rows[-1]
+    assert trace.index is None and trace.extra["quantity"] == "trace"
+    truth = float(SPECTRUM.sum())
+    se = trace.extra["std_error"]
+    assert abs(trace.value - truth) < 4 * se, f"trace {trace.value} ± {se} vs {truth}"
+    # a diagonal Hessian: every Rademacher probe gives the trace exactly
+    w = torch.zeros(5, requires_grad=True)
+    op = HessianVectorProduct(lambda: (torch.arange(1.0, 6.0) * w * w).sum(), [w])
+    assert hutchinson_trace(op, n_samples=3, seed=1) == (30.0, 0.0)
+
+
+def test_dense_hessian_agreement_on_tiny_gpt_neox():
+    ctx = tiny_context()
+    rows = hessian(ctx, HessianConfig(k=5, tol=1e-6))
+    model = ctx.model
+    names = [n for n, _ in model.named_parameters()]
+    shapes = [p.shape for _, p in model.named_parameters()]
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    def loss_of(x):
+        params, offset = {}, 0
+        for name, shape in zip(names, shapes):
+            params[name] = x[offset:offset + shape.numel()].view(shape)
+            offset += shape.numel()
+        return ctx.loss(model=lambda **kw: functional_call(model, params, (), kw))
+
+    model.set_attn_implementation("eager")
+    dense = torch.autograd.functional.hessian(loss_of, flat)
+    model.set_attn_implementation("sdpa")
+    top = torch.linalg.eigvalsh(dense.double()).flip(0)[:5]
+    np.testing.assert_allclose([r.value for r in rows], top.numpy(), rtol=1e-4)
+    assert rows[0].extra["n_params"] == flat.numel()
+
+
+def test_parameter_subset_matches_dense_block():
+    ctx = tiny_context()
+    pattern = "gpt_neox.layers.0.mlp.*"
+    with pytest.warns(NegativeCurvatureWarning):  # random weights: a saddle
+        rows = hessian(ctx, HessianConfig(k=2, which="LM", params=pattern, tol=1e-6))
+    named = {n: p for n, p in ctx.model.named_parameters() if n.startswith("gpt_neox.layers.0.mlp.")}
+    names = list(named)
+    flat = torch.cat([named[n].detach().reshape(-1) for n in names])
+
+    def loss_of(x):
+        params, offset = {}, 0
+        for n in names:
+            params[n] = x[offset:offset + named[n].numel()].view_as(named[n])
+            offset += named[n].numel()
+        return ctx.loss(model=lambda **kw: functional_call(ctx.model, params, (), kw))
+
+    dense = torch.autograd.functional.hessian(loss_of, flat).double()  # the MLP needs no double-backward SDPA
+    ev = torch.linalg.eigvalsh(dense)
+    top = ev[ev.abs().argsort(descending=True)][:2]
+    np.testing.assert_allclose([r.value for r in rows], top.numpy(), rtol=1e-4)
+    assert ctx.model.config._attn_implementation == "sdpa", "attention implementation not restored"
+
+
+def test_unconverged_eigenvalues_are_nan_with_a_reason():
+    lam = torch.linspace(1.0, 1.001, 300, dtype=torch.float64)  # clustered: Lanczos cannot separate them
+    rows = hessian(_quadratic_context(lam), HessianConfig(k=4, tol=1e-14, max_iter=1, ncv=6))
+    assert any(math.isnan(r.value) for r in rows), [r.value for r in rows]
+    bad = [r for r in rows if math.isnan(r.value)]
+    assert all("did not converge" in r.reason for r in bad)
+    assert rows[0].extra["converged"] is False
+
+
+def test_errors():
+    ctx = _quadratic_context()
+    with pytest.raises(InvalidParameterError, match="fewer than the 10 parameters"):
+        hessian(ctx, HessianConfig(k=10))
+    with pytest.raises(InvalidParameterError, match="'which' parameter of hessian"):
+        hessian(ctx, HessianConfig(which="SA"))
+    with torch.no_grad():
+        ctx.model.w1[0] = float("nan")
+    with pytest.raises(NonFiniteActivationsError, match="step7, suite quad") as info:
+        hessian(ctx)
+    assert info.value.revision == "step7" and info.value.layer == -1
+
+
+def test_seeded_start_vector_makes_it_deterministic():
+    a = hessian(_quadratic_context(), HessianConfig(k=3, tol=1e-2))
+    b = hessian(_quadratic_context(), HessianConfig(k=3, tol=1e-2))
+    assert [r.value for r in a] == [r.value for r in b]
+    model = _quadratic_context().model
+    spec = hessian_eigenvalues(HessianVectorProduct(model, list(model.parameters())), k=2, tol=0)
+    np.testing.assert_allclose(spec.eigenvalues, [9.0, 5.0], rtol=1e-8)

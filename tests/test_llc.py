@@ -1,0 +1,129 @@
+"""LLC: a regular model's known value (d/2), recorded settings, diverging chains, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from ckptgeo.errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
+from ckptgeo.metrics.llc import LLCConfig, estimate_llc, llc
+from tests._models import single_thread, tiny_context  # noqa: F401
+
+pytestmark = [pytest.mark.usefixtures("single_thread"), pytest.mark.filterwarnings("ignore:Chain failed")]
+
+
+def _regression(d: int, n: int = 500, seed: int = 0):
+    """Linear regression with unit-variance Gaussian noise, at its least-squares fit w*.
+
+    The loss ½ mean (y − xᵀw)² is the per-sample negative log-likelihood up to a constant, and the
+    model is regular with d parameters, so its learning coefficient is d/2 (Watanabe 2009).
+    """
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    y = x @ torch.randn(d, 1, generator=g) + torch.randn(n, 1, generator=g)
+    model = torch.nn.Linear(d, 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.linalg.lstsq(x, y).solution.T)
+
+    def loss_fn(m, idx):
+        return 0.5 * ((m(x[idx]) - y[idx]) ** 2).mean()
+
+    return model, loss_fn
+
+
+# nβ = n / ln n (Lau et al.'s β* = 1/ln n); γ = 1 ≪ nβ ≈ 80 biases λ̂ by about −1 %; ε·nβ = 0.16
+# mixes in ~15 steps. Measured: 5.14, 5.07, 5.00 over three data seeds (chain spread ≈ 0.4).
+REGULAR = LLCConfig(lr=2e-3, nbeta=500 / math.log(500), localization=1.0, num_chains=4, num_draws=300,
+                    num_burnin_steps=50, batch_size=500)
+
+
+def test_regular_model_llc_is_half_its_dimension():
+    d = 10
+    model, loss_fn = _regression(d)
+    est = estimate_llc(model, loss_fn, 500, REGULAR, seed=0)
+    # tolerance 12 % of d/2: about 2.5 standard errors of the mean of 4 chains
+    assert abs(est.llc_mean - d / 2) < 0.12 * d / 2, f"LLC {est.llc_mean:.3f} vs d/2 = {d / 2} (chains " \
+                                                      f"{est.llc_per_chain.round(2).tolist()})"
+    assert not est.diverged.any() and est.llc_std > 0
+    assert est.nbeta_used == pytest.approx(500 / math.log(500))
+
+
+def test_model_is_left_unchanged_and_global_rng_restored():
+    model, loss_fn = _regression(3, n=64)
+    before = model.weight.detach().clone()
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    estimate_llc(model, loss_fn, 64, LLCConfig(num_chains=2, num_draws=10, batch_size=16), seed=5)
+    assert torch.equal(model.weight, before)
+    assert torch.equal(torch.rand(3), expected_next), "devinterp's seeding leaked into the global RNG"
+
+
+def test_diverging_chain_is_reported_not_averaged():
+    model, base_loss = _regression(3, n=64)
+    seen: list[int] = []
+
+    def loss_fn(m, idx):
+        # each chain samples its own deep copy: the third model seen is chain 1's
+        if id(m) not in seen:
+            seen.append(id(m))
+        loss = base_loss(m, idx)
+        return loss * float("nan") if seen.index(id(m)) == 2 else loss
+
+    cfg = LLCConfig(lr=1e-3, nbeta=10.0, num_chains=3, num_draws=20, batch_size=16)
+    with pytest.warns(ChainDivergenceWarning, match=r"1 of 3 SGLD chains diverged.*chains \[1\]"):
+        est = estimate_llc(model, loss_fn, 64, cfg, seed=0)
+    assert est.diverged.tolist() == [False, True, False]
+    assert math.isnan(est.llc_per_chain[1])
+    assert est.llc_mean == pytest.approx(est.llc_per_chain[[0, 2]].mean())
+    assert len(est.chain_errors) == 1 and "NaN" in est.chain_errors[0]
+
+
+def test_llc_metric_records_settings_and_all_diverged_reason():
+    ctx = tiny_context()
+    cfg = LLCConfig(lr=1e-4, num_chains=2, num_draws=15, batch_size=4, localization=50.0)
+    [value] = llc(ctx, cfg)
+    assert math.isfinite(value.value) and value.reason is None
+    extra = value.extra
+    for key, setting in asdict(cfg).items():
+        assert extra[key] == setting, key
+    assert extra["batch_size_used"] == 4 and extra["nbeta_used"] == pytest.approx(4 / math.log(4))
+    assert len(extra["llc_per_chain"]) == 2 and extra["n_chains_diverged"] == 0
+    assert extra["llc_std"] >= 0 and extra["devinterp_version"] == "2.0.1"
+    json.dumps(extra, allow_nan=False)
+    # a step far too large: every chain blows up
+    with pytest.warns(ChainDivergenceWarning):
+        [bad] = llc(ctx, LLCConfig(lr=1e6, nbeta=1e6, num_chains=2, num_draws=15, batch_size=4))
+    assert math.isnan(bad.value) and "all 2 SGLD chains diverged" in bad.reason
+    assert bad.extra["llc_per_chain"] == [None, None] and bad.extra["diverged_chains"] == [0, 1]
+    json.dumps(bad.extra, allow_nan=False)
+
+
+def test_deterministic_under_a_seed_on_a_short_chain():
+    cfg = LLCConfig(num_chains=2, num_draws=10, batch_size=4)
+    a = llc(tiny_context(seed=3), cfg)[0]
+    b = llc(tiny_context(seed=3), cfg)[0]
+    assert a.value == b.value and a.extra["llc_per_chain"] == b.extra["llc_per_chain"]
+    assert llc(tiny_context(seed=4), cfg)[0].value != a.value
+
+
+def test_batch_size_is_capped_at_the_number_of_items():
+    ctx = tiny_context(n_items=5)
+    [value] = llc(ctx, LLCConfig(num_chains=1, num_draws=5, batch_size=32))
+    assert value.extra["batch_size_used"] == 5 and value.extra["batch_size"] == 32
+
+
+def test_errors():
+    ctx = tiny_context()
+    with pytest.raises(InvalidParameterError, match="'num_chains' parameter of llc must be an int in \\[1, inf\\)"):
+        llc(ctx, LLCConfig(num_chains=0))
+    with pytest.raises(InvalidParameterError, match="'lr'"):
+        llc(ctx, LLCConfig(lr=-1.0))
+    with torch.no_grad():
+        ctx.model.gpt_neox.embed_in.weight[1, 0] = float("inf")
+    with pytest.raises(NonFiniteActivationsError, match="initial weights.*step0"):
+        llc(ctx, LLCConfig(num_chains=1, num_draws=5))

@@ -1,0 +1,92 @@
+"""One contract for every registered metric that takes hidden states or the model.
+
+A new metric is held to it with no new test: deterministic under a seed, finite float out, NaN input
+rejected with our error, a frozen config with documented defaults, numpydoc sections present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+
+import pytest
+import torch
+
+from ckptgeo.errors import NonFiniteActivationsError
+from ckptgeo.metrics.registry import MetricValue, all_metrics
+from tests._models import single_thread, tiny_context  # noqa: F401
+
+pytestmark = [pytest.mark.usefixtures("single_thread"), pytest.mark.filterwarnings("ignore::UserWarning")]
+
+SPECS = {name: spec for name, spec in sorted(all_metrics().items()) if spec.needs in ("model", "hidden_states")}
+SECTIONS = ("Parameters", "Returns", "Raises", "References")
+#: metrics whose default settings take over ~10 s on the tiny model (llc: 4 chains x 200 SGLD steps);
+#: their contract runs with ``-m slow`` (test_llc.py checks determinism on a short chain by default).
+SLOW_AT_DEFAULTS = {"llc"}
+TIMED = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_AT_DEFAULTS else n for n in sorted(SPECS)]
+
+
+def test_the_expected_metrics_are_registered():
+    assert {"rankme", "grad_rank", "grad_cov_rank", "hessian", "llc"} <= set(SPECS), sorted(SPECS)
+
+
+def _hidden_states(seed: int) -> torch.Tensor:
+    return torch.randn(20, 8, generator=torch.Generator().manual_seed(seed))
+
+
+def _run(spec, seed: int = 0):
+    config = spec.default_config()
+    if spec.needs == "hidden_states":
+        return [spec.fn(_hidden_states(seed), config)]
+    return spec.fn(tiny_context(seed=seed), config)
+
+
+def _values(out) -> list[float]:
+    return [v.value if isinstance(v, MetricValue) else v for v in out]
+
+
+@pytest.mark.parametrize("name", TIMED)
+def test_finite_float_out_and_deterministic_under_a_seed(name):
+    spec = SPECS[name]
+    first = _run(spec)
+    if spec.needs == "model":
+        assert isinstance(first, list) and first and all(isinstance(v, MetricValue) for v in first), first
+        for v in first:
+            json.dumps(v.extra, allow_nan=False)  # stored as JSON in the row
+    values = _values(first)
+    assert all(isinstance(v, float) and math.isfinite(v) for v in values), f"{name}: {values}"
+    assert _values(_run(spec)) == values, f"{name} is not deterministic under a fixed seed"
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_nan_input_is_rejected_with_our_error(name):
+    spec = SPECS[name]
+    if spec.needs == "hidden_states":
+        h = _hidden_states(0)
+        h[3, 2] = float("nan")
+        with pytest.raises(NonFiniteActivationsError):
+            spec.fn(h, spec.default_config())
+        return
+    ctx = tiny_context()
+    with torch.no_grad():
+        ctx.model.gpt_neox.layers[0].mlp.dense_4h_to_h.weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteActivationsError):
+        spec.fn(ctx, spec.default_config())
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_config_is_a_frozen_dataclass_with_json_defaults(name):
+    spec = SPECS[name]
+    assert spec.config is not None and dataclasses.is_dataclass(spec.config), f"{name} has no config dataclass"
+    assert spec.config.__dataclass_params__.frozen, f"{name}'s config is not frozen"
+    json.dumps(dataclasses.asdict(spec.default_config()), allow_nan=False)
+    assert spec.cost in ("cheap", "expensive") and spec.unit
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_docstring_has_numpydoc_sections(name):
+    doc = inspect.getdoc(SPECS[name].fn) or ""
+    for section in SECTIONS:
+        assert f"{section}\n{'-' * len(section)}" in doc, f"{name}'s docstring lacks a {section} section"
