@@ -21,6 +21,7 @@ __all__ = [
     "DatasetLayoutError",
     "OutputLockedError",
     "HubUnreachableError",
+    "RunMismatchError",
     "CkptgeoWarning",
     "DuplicateWeightsWarning",
     "ProbeConvergenceWarning",
@@ -187,3 +188,17 @@ class ProbeConvergenceWarning(CkptgeoWarning):
 
 class NegativeCurvatureWarning(CkptgeoWarning):
     """The Hessian has negative eigenvalues among those asked for."""
+
+
+class RunMismatchError(CkptgeoError, ValueError):
+    """An output folder holds a training run with other settings than the ones asked for.
+
+    Attributes: ``path`` (the run folder), ``differences`` (``(field, recorded, requested)`` tuples).
+    """
+
+    exit_code = 6
+
+    def __init__(self, message: str, *, path: str | None = None, differences: tuple = ()):
+        super().__init__(message)
+        self.path = path
+        self.differences = differences
