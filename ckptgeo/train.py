@@ -194,7 +194,7 @@ def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
     Examples
     --------
     >>> checkpoint_steps(100, 12)
-    (0, 1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 100)
+    (0, 1, 2, 4, 8, 15, 30, 45, 60, 75, 90, 100)
     >>> len(checkpoint_steps(1000, 100))
     96
     """
