@@ -37,13 +37,13 @@ def _expected(task: str, inputs: list[str]) -> list[str]:
         return ["<" if int("".join(a)) < int("".join(b)) else ">"]
     if task == "parity":
         return [str(sum(int(x) for x in inputs) % 2)]
-    if task == "addition":
+    if task == "addition":  # digits least significant first
         a, b = _split(inputs, "+")
-        return list(str(int("".join(a)) + int("".join(b))).zfill(len(a) + 1))
+        return list(str(int("".join(a[::-1])) + int("".join(b[::-1]))).zfill(len(a) + 1))[::-1]
     if task == "modular":
         return [str(sum(int(x) for x in inputs if x != "+") % 97)]
     a, b = _split(inputs, "*")
-    return list(str(int("".join(a)) * int("".join(b))).zfill(len(a) + len(b)))
+    return list(str(int("".join(a[::-1])) * int("".join(b[::-1]))).zfill(len(a) + len(b)))[::-1]
 
 
 @pytest.mark.parametrize("task,level", ALL)
@@ -123,24 +123,24 @@ def test_same_seed_same_items_other_seed_other_items():
 
 
 def test_heldout_items_distinct_and_excludable():
-    held = heldout_items("multiplication", 1, 200, seed=0)
+    held = heldout_items("parity", 1, 200, seed=0)
     prompts = {it.prompt for it in held}
     assert len(prompts) == 200
-    assert held == heldout_items("multiplication", 1, 200, seed=0)
-    assert held != heldout_items("multiplication", 1, 200, seed=1)
-    train = generate("multiplication", 1, 3000, seed="train", exclude=frozenset(prompts))
+    assert held == heldout_items("parity", 1, 200, seed=0)
+    assert held != heldout_items("parity", 1, 200, seed=1)
+    train = generate("parity", 1, 3000, seed="train", exclude=frozenset(prompts))
     assert not prompts & {it.prompt for it in train}
     with pytest.raises(InvalidParameterError, match="at most half"):
-        heldout_items("multiplication", 1, 600)
+        heldout_items("parity", 1, 600)
     with pytest.raises(InvalidParameterError, match="cannot draw"):
-        generate("multiplication", 1, 1001, unique=True)
+        generate("parity", 1, 1001, unique=True)
 
 
 def test_chance_levels():
     assert chance("compare", 1) == chance("parity", 3) == 0.5
     assert chance("modular", 2) == pytest.approx(1 / 97)
     assert chance("copy", 1) == pytest.approx(1e-5)
-    assert chance("multiplication", 1) == pytest.approx(1 / len({a * b for a in range(100) for b in range(10)}))
+    assert chance("multiplication", 1) == pytest.approx(1 / len({a * b for a in range(1000) for b in range(10)}))
     header = suite_header("parity", 2, n_items=200)
     assert header == {"name": "parity-L2", "task": "parity", "level": 2, "difficulty": 2, "chance": 0.5,
                       "description": "parity of the sum of 6 digits", "kind": "generation", "n_items": 200}

@@ -13,10 +13,10 @@ copy                  ``copy 3 1 4 =`` -> `` 3 1 4``    5 digits / 10 digits / 1
 reverse               ``reverse 3 1 4 =`` -> `` 4 1 3`` 4 digits / 8 digits / 8-16 digits
 compare               ``compare 3 4 , 3 5 =`` -> `` <`` 2 digits / 4 digits / 8 digits
 parity                ``parity 3 8 1 =`` -> `` 0``      3 digits / 6 digits / 10 digits
-add                   ``add 4 7 + 0 9 =`` -> `` 0 5 6`` 2+2 digits / 4+4 / 8+8
+add                   ``add 4 7 + 0 9 =`` -> `` 4 6 1`` 2+2 digits / 4+4 / 8+8
 modular               ``mod 5 + 90 =`` -> `` 95``       2 / 3 / 4 operands, mod 97
 sort                  ``sort 3 1 4 =`` -> `` 1 3 4``    4 digits / 8 digits / 8-16 digits
-multiplication        ``mul 1 2 * 7 =`` -> `` 0 8 4``   2x1 digits / 2x2 / 3x3
+multiplication        ``mul 1 2 0 * 7 =`` -> `` 7 4 1 0``  3x1 digits / 3x2 / 3x3
 ====================  ================================  =======================================
 
 Details per task:
@@ -28,11 +28,15 @@ Details per task:
 * **parity**: the parity of the sum of ``n`` decimal digits (``0`` even, ``1`` odd), i.e. the parity
   of the count of odd digits. Parity of ``n`` positions with a space of ``10**n`` inputs (bits would give
   only ``2**n``, too few to hold items out at small ``n``).
-* **add**: ``a + b`` with ``n``-digit operands, the sum written with ``n + 1`` digits, most significant
-  first.
+* **add**: ``a + b`` with ``n``-digit operands, the sum written with ``n + 1`` digits; operands and sum
+  are written **least significant digit first** (``4 7`` is 74), so each answer digit needs only the
+  carry from the digits before it. (Most-significant-first 2-digit addition was not learned by ``tiny``
+  in 1500 steps; reversed, it was learned in about 525.)
 * **modular**: ``(x_1 + ... + x_k) mod 97`` with ``k`` operands in ``0..96`` (single tokens).
 * **multiplication** (``mul``): ``a * b`` with the level's operand widths, the product written with
-  as many digits as both operands together, most significant first.
+  as many digits as both operands together; all numbers least significant digit first, as in ``add``
+  (``1 2 0 * 7`` is 21 x 7 = 147, answer ``7 4 1 0``). Level 1 has 10,000 prompts: with 2x1 digits
+  (1,000 prompts) ``tiny`` memorised its 800 training prompts and stayed at 30% held-out accuracy.
 
 ``chance`` is the accuracy of a uniform guess among the task's possible answers (0.5 for compare and
 parity, 1/97 for modular, tiny elsewhere). Level 1 is learned by the smallest model (``tiny``) within
@@ -116,8 +120,8 @@ LEVELS: dict[str, dict[int, LevelSpec]] = {
                 3: _spec("modular", 3, 4, modulus=MODULUS, what="(a + b + c + d) mod 97")},
     "sort": {1: _spec("sort", 1, 4, what="sort 4 digits"), 2: _spec("sort", 2, 8, what="sort 8 digits"),
              3: _spec("sort", 3, 8, 16, what="sort 8-16 digits")},
-    "multiplication": {1: _spec("multiplication", 1, 2, width_b=1, what="2-digit x 1-digit"),
-                       2: _spec("multiplication", 2, 2, width_b=2, what="2-digit x 2-digit"),
+    "multiplication": {1: _spec("multiplication", 1, 3, width_b=1, what="3-digit x 1-digit"),
+                       2: _spec("multiplication", 2, 3, width_b=2, what="3-digit x 2-digit"),
                        3: _spec("multiplication", 3, 3, width_b=3, what="3-digit x 3-digit")},
 }
 
@@ -204,8 +208,8 @@ def _parity(rng, spec):
 def _addition(rng, spec):
     n = spec.min_length
     a, b = rng.randrange(10 ** n), rng.randrange(10 ** n)
-    y = _as_digits(a + b, n + 1)
-    return _as_digits(a, n) + ["+"] + _as_digits(b, n), y, y[0]
+    y = _as_digits(a + b, n + 1)[::-1]  # least significant digit first, operands too
+    return _as_digits(a, n)[::-1] + ["+"] + _as_digits(b, n)[::-1], y, y[0]
 
 
 def _modular(rng, spec):
@@ -220,8 +224,8 @@ def _modular(rng, spec):
 def _multiplication(rng, spec):
     wa, wb = spec.min_length, spec.width_b
     a, b = rng.randrange(10 ** wa), rng.randrange(10 ** wb)
-    y = _as_digits(a * b, wa + wb)
-    return _as_digits(a, wa) + ["*"] + _as_digits(b, wb), y, y[0]
+    y = _as_digits(a * b, wa + wb)[::-1]  # least significant digit first, operands too
+    return _as_digits(a, wa)[::-1] + ["*"] + _as_digits(b, wb)[::-1], y, y[0]
 
 
 _SAMPLERS: dict[str, Callable] = {"copy": _copy, "reverse": _reverse, "compare": _compare, "parity": _parity,
@@ -254,13 +258,13 @@ def space_size(task: str, level: int) -> int:
 
 @lru_cache(maxsize=None)
 def _n_products(wa: int, wb: int) -> int:
-    return len({a * b for a in range(10 ** wa) for b in range(10 ** wb)}) if wa + wb <= 4 else 0
+    return len({a * b for a in range(10 ** wa) for b in range(10 ** wb)}) if wa + wb <= 5 else 0
 
 
 def chance(task: str, level: int) -> float:
     """Accuracy of a uniform guess among the task level's possible answers.
 
-    For lengths drawn from a range, the mean over lengths. Multiplication beyond four digits in all
+    For lengths drawn from a range, the mean over lengths. Multiplication beyond five digits in all
     uses ``10 ** -(answer digits)`` (a lower bound) instead of enumerating the products.
 
     Examples
