@@ -318,7 +318,7 @@ def sample(task: str, level: int, rng: random.Random, *, item_id: str = "") -> I
     --------
     >>> it = sample("addition", 1, random.Random(0))
     >>> it.prompt, it.target, it.label
-    ('add 4 9 + 9 7 =', ' 1 4 6', '1')
+    ('add 9 4 + 7 9 =', ' 6 4 1', '6')
     """
     spec = get_level(task, level)
     inputs, answer, label = _SAMPLERS[task](rng, spec)
