@@ -39,8 +39,13 @@ Details per task:
   (1,000 prompts) ``tiny`` memorised its 800 training prompts and stayed at 30% held-out accuracy.
 
 ``chance`` is the accuracy of a uniform guess among the task's possible answers (0.5 for compare and
-parity, 1/97 for modular, tiny elsewhere). Level 1 is learned by the smallest model (``tiny``) within
-a few hundred steps; level 3 is hard for it (see the project's notes for measured acquisition steps).
+parity, 1/97 for modular, tiny elsewhere).
+
+Measured on ``tiny`` (batch 128, lr 1e-3, 2 shared CPU cores; acquisition = held-out exact match
+> 0.5, or > 0.75 for compare and parity, at 3 evaluations 25 steps apart): copy-L1 at step 75,
+sort-L1 50, compare-L1 75, reverse-L1 100, parity-L1 175, addition-L1 525-555; not yet within 1000-1500
+steps: modular-L1 (accuracy 0.46-0.52 at 1500), multiplication-L1 (0.41 at 1000, rising). Levels 2
+and 3 multiply the input space (see :func:`space_size`) and were not all measured.
 """
 
 from __future__ import annotations
