@@ -21,6 +21,7 @@ __all__ = [
     "DatasetLayoutError",
     "OutputLockedError",
     "HubUnreachableError",
+    "RunMismatchError",
     "CkptgeoWarning",
     "DuplicateWeightsWarning",
     "ProbeConvergenceWarning",
@@ -192,3 +193,17 @@ class NegativeCurvatureWarning(CkptgeoWarning):
 
 class ChainDivergenceWarning(CkptgeoWarning):
     """An SGLD chain of the LLC estimate diverged (NaN or inf loss) and was left out of the mean."""
+
+
+class RunMismatchError(CkptgeoError, ValueError):
+    """An output folder holds a training run with other settings than the ones asked for.
+
+    Attributes: ``path`` (the run folder), ``differences`` (``(field, recorded, requested)`` tuples).
+    """
+
+    exit_code = 6
+
+    def __init__(self, message: str, *, path: str | None = None, differences: tuple = ()):
+        super().__init__(message)
+        self.path = path
+        self.differences = differences

@@ -1,0 +1,845 @@
+"""Train small GPT-NeoX decoders on the algorithmic tasks, writing a dense checkpoint suite.
+
+A run folder, as :func:`train` writes it::
+
+    OUT/
+    ├── manifest.json            tasks, levels, size, seed, schedule, versions, accuracy history;
+    │                            "complete": true once the last checkpoint is written
+    ├── suites/
+    │   └── modular-L1.jsonl     held-out items: a suite_header line, then 200 generation items
+    ├── step0/                   the initial weights (before any update)
+    │   ├── config.json
+    │   ├── model.safetensors
+    │   ├── tokenizer.json
+    │   └── tokenizer_config.json
+    ├── step1/ ... step{N}/      one folder per step of the schedule, written atomically
+    └── train_state.pt           optimiser + scheduler at the newest checkpoint (removed when complete)
+
+``step{N}`` holds the weights after ``N`` optimiser updates. A grid folder (:func:`train_grid`) holds
+one run folder per task, level, size and seed: ``OUT/<task>-L<level>-<size>-s<seed>/``.
+
+Training items are drawn fresh for every batch from a generator seeded by ``(seed, step)``, never
+repeating a held-out prompt; held-out items are drawn from their own seed. So a step's batch does not
+depend on what ran before it, which makes resuming exact up to floating-point non-determinism.
+
+Resuming: rerunning :func:`train` with the same settings (``out`` and ``device`` may differ) on a
+folder it wrote returns at once if the run is complete; otherwise it reloads the newest checkpoint and
+``train_state.pt`` and continues, skipping checkpoints that exist. Other settings raise
+:class:`~ckptgeo.errors.RunMismatchError`; a non-empty folder that is not a run raises it too. A run
+killed mid-write leaves only a hidden ``.tmp-step*`` folder, removed on the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from .errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
+from .items import Item, write_jsonl
+from .tasks.generators import TASKS, get_level, heldout_items, sample, suite_header, suite_name
+from .tasks.sizes import SIZES, get_size
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+__all__ = ["TrainConfig", "GridReport", "train", "train_grid", "checkpoint_steps", "evaluate", "exact_match",
+           "training_history", "run_name", "add_train_parser", "MANIFEST_NAME"]
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_NAME = "manifest.json"
+_STATE_NAME = "train_state.pt"
+_FORMAT = "ckptgeo-train"
+_FORMAT_VERSION = 1
+#: settings that may change between a run and its resumption.
+_RESUME_FREE = frozenset({"out", "device"})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run.
+
+    Attributes
+    ----------
+    tasks : tuple of str
+        Tasks from :data:`ckptgeo.tasks.TASKS`; more than one trains a mixture (each item's task drawn
+        uniformly).
+    levels : tuple of int
+        The level of each task (same length as ``tasks``).
+    out : str
+        The run folder.
+    size : str, default="tiny"
+        A name from :data:`ckptgeo.tasks.SIZES`.
+    n_steps : int, default=1000
+        Optimiser updates.
+    seed : int, default=0
+        Seeds the initial weights, the training items and the held-out items.
+    batch_size : int, default=128
+        Items per update.
+    lr : float, default=1e-3
+        Peak learning rate of AdamW.
+    weight_decay : float, default=0.1
+        AdamW's decoupled weight decay, on weight matrices and embeddings only (not biases or norms).
+    warmup_steps : int, default=100
+        Linear warm-up from 0 to ``lr``, then a cosine decay to ``min_lr_ratio * lr`` at ``n_steps``.
+    min_lr_ratio : float, default=0.1
+        Final learning rate as a fraction of ``lr``.
+    grad_clip : float, default=1.0
+        Maximum global gradient norm; 0 turns clipping off.
+    n_checkpoints : int, default=100
+        At most this many checkpoints, step 0 and ``n_steps`` included (see :func:`checkpoint_steps`).
+    n_heldout : int, default=200
+        Held-out evaluation items per task.
+    device : str, default="auto"
+        ``"auto"`` (``cuda:$LOCAL_RANK`` when CUDA is present, else ``cpu``), ``"cpu"``, ``"cuda"``,
+        ``"cuda:1"`` ... On CUDA the forward pass runs under bf16 autocast; weights stay float32.
+    """
+
+    tasks: tuple[str, ...]
+    levels: tuple[int, ...]
+    out: str
+    size: str = "tiny"
+    n_steps: int = 1000
+    seed: int = 0
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1
+    grad_clip: float = 1.0
+    n_checkpoints: int = 100
+    n_heldout: int = 200
+    device: str = "auto"
+
+
+# name -> (types, low, high, low inclusive); the validation table of TrainConfig's numbers.
+_NUMERIC_RULES = {
+    "n_steps": (int, 1, math.inf, True),
+    "seed": (int, 0, math.inf, True),
+    "batch_size": (int, 1, math.inf, True),
+    "lr": ((int, float), 0, math.inf, False),
+    "weight_decay": ((int, float), 0, math.inf, True),
+    "warmup_steps": (int, 0, math.inf, True),
+    "min_lr_ratio": ((int, float), 0, 1, True),
+    "grad_clip": ((int, float), 0, math.inf, True),
+    "n_checkpoints": (int, 2, math.inf, True),
+    "n_heldout": (int, 1, math.inf, True),
+}
+
+
+def _validate(config: TrainConfig) -> None:
+    for name, (types, lo, hi, lo_incl) in _NUMERIC_RULES.items():
+        value = getattr(config, name)
+        ok = isinstance(value, types) and not isinstance(value, bool)
+        ok = ok and (value >= lo if lo_incl else value > lo) and value <= hi
+        if not ok:
+            kind = "an int" if types is int else "a float"
+            raise InvalidParameterError(
+                f"The '{name}' parameter of TrainConfig must be {kind} in {'[' if lo_incl else '('}{lo}, {hi}"
+                f"{']' if hi != math.inf else ')'}. Got {value!r}.", name=name, value=value)
+    if isinstance(config.tasks, str) or not config.tasks:
+        raise InvalidParameterError(f"The 'tasks' parameter of TrainConfig must be a non-empty tuple of task "
+                                    f"names. Got {config.tasks!r}.", name="tasks", value=config.tasks)
+    if isinstance(config.levels, (int, str)) or len(config.levels) != len(config.tasks):
+        raise InvalidParameterError(f"The 'levels' parameter of TrainConfig must give one level per task "
+                                    f"({len(config.tasks)}). Got {config.levels!r}.", name="levels",
+                                    value=config.levels)
+    pairs = list(zip(config.tasks, config.levels))
+    for task, level in pairs:
+        get_level(task, level)
+    if len(set(pairs)) != len(pairs):
+        raise InvalidParameterError(f"Task levels repeat in {pairs}.", name="tasks", value=config.tasks)
+    get_size(config.size)
+    if config.warmup_steps > config.n_steps:
+        raise InvalidParameterError(f"The 'warmup_steps' parameter ({config.warmup_steps}) exceeds 'n_steps' "
+                                    f"({config.n_steps}).", name="warmup_steps", value=config.warmup_steps)
+
+
+def checkpoint_steps(n_steps: int, n_checkpoints: int) -> tuple[int, ...]:
+    """The checkpoint schedule: step 0, powers of two up to the regular interval, then every interval.
+
+    The interval is the smallest one that keeps the count at or below ``n_checkpoints``; step 0 and
+    ``n_steps`` are always in. With ``n_checkpoints > n_steps`` every step is a checkpoint.
+
+    Parameters
+    ----------
+    n_steps : int
+        Training steps (>= 1).
+    n_checkpoints : int
+        Largest number of checkpoints wanted (>= 2).
+
+    Returns
+    -------
+    tuple of int
+        Sorted steps, in optimiser updates.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``n_steps < 1`` or ``n_checkpoints < 2``.
+
+    Examples
+    --------
+    >>> checkpoint_steps(100, 12)
+    (0, 1, 2, 4, 8, 15, 30, 45, 60, 75, 90, 100)
+    >>> len(checkpoint_steps(1000, 100))
+    96
+    """
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+        raise InvalidParameterError(f"The 'n_steps' parameter must be an int >= 1. Got {n_steps!r}.",
+                                    name="n_steps", value=n_steps)
+    if isinstance(n_checkpoints, bool) or not isinstance(n_checkpoints, int) or n_checkpoints < 2:
+        raise InvalidParameterError(f"The 'n_checkpoints' parameter must be an int >= 2. Got {n_checkpoints!r}.",
+                                    name="n_checkpoints", value=n_checkpoints)
+    if n_checkpoints > n_steps:
+        return tuple(range(n_steps + 1))
+    for interval in range(1, n_steps + 1):
+        steps = {0, n_steps, *range(interval, n_steps + 1, interval)}
+        p = 1
+        while p < interval:
+            steps.add(p)
+            p *= 2
+        if len(steps) <= n_checkpoints:
+            return tuple(sorted(steps))
+    return (0, n_steps)  # pragma: no cover  (interval = n_steps always fits)
+
+
+def run_name(task: str, level: int, size: str, seed: int) -> str:
+    """The folder name of one grid run: ``"modular-L1-tiny-s0"``."""
+    return f"{task}-L{level}-{size}-s{seed}"
+
+
+# ----------------------------------------------------------------------------------------------- batches
+
+class _Batcher:
+    """Training batches: fresh items per step, seeded by (seed, step), held-out prompts excluded."""
+
+    def __init__(self, config: TrainConfig, vocab: dict[str, int], pad_id: int, exclude: dict[str, frozenset]):
+        self.config, self.vocab, self.pad_id, self.exclude = config, vocab, pad_id, exclude
+
+    def items(self, step: int) -> list[Item]:
+        rng = random.Random(f"{self.config.seed}:train:{step}")
+        pairs = list(zip(self.config.tasks, self.config.levels))
+        out = []
+        while len(out) < self.config.batch_size:
+            task, level = pairs[rng.randrange(len(pairs))]
+            it = sample(task, level, rng)
+            if it.prompt not in self.exclude[f"{task}-L{level}"]:
+                out.append(it)
+        return out
+
+    def batch(self, step: int):
+        import torch
+
+        return _encode(self.items(step), self.vocab, self.pad_id, torch)
+
+
+def _encode(items: Sequence[Item], vocab: dict[str, int], pad_id: int, torch):
+    """(input_ids, attention_mask, target_mask), each (batch, length); right-padded.
+
+    Word-level ids by whitespace split: the same ids the tokenizer gives (tested)."""
+    rows, n_prompt = [], []
+    for it in items:
+        p = [vocab[t] for t in it.prompt.split()]
+        rows.append(p + [vocab[t] for t in it.target.split()])
+        n_prompt.append(len(p))
+    length = max(len(r) for r in rows)
+    ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), length), dtype=torch.long)
+    target = torch.zeros((len(rows), length), dtype=torch.bool)
+    for i, (r, n) in enumerate(zip(rows, n_prompt)):
+        ids[i, :len(r)] = torch.tensor(r)
+        attn[i, :len(r)] = 1
+        target[i, n:len(r)] = True
+    return ids, attn, target
+
+
+def _answer_loss(logits, ids, target, torch):
+    """Mean cross-entropy over answer tokens: the logits at position t predict token t + 1."""
+    mask = target[:, 1:]
+    return torch.nn.functional.cross_entropy(logits[:, :-1][mask].float(), ids[:, 1:][mask])
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+
+def exact_match(model, tokenizer, items: Sequence[Item], *, batch_size: int = 256):
+    """Per-item exact match of the greedy answer, by one teacher-forced forward pass.
+
+    Greedy decoding reproduces the target exactly iff at every target position the arg-max next
+    token, given the prompt and the target's own prefix, is the target token; so one forward pass over
+    ``prompt + target`` decides it (ties broken toward the lower id, as ``argmax`` does).
+
+    Parameters
+    ----------
+    model : transformers causal LM
+        Evaluated in ``eval`` mode (its mode is restored afterwards), without gradients.
+    tokenizer : transformers tokenizer
+        Must satisfy ``tokenize(prompt + target) == tokenize(prompt) + tokenize(target)``.
+    items : sequence of Item
+        Generation items (``prompt``, ``target``).
+    batch_size : int, default=256
+        Items per forward pass.
+
+    Returns
+    -------
+    ndarray of shape (n_items,)
+        1.0 where the greedy answer equals the target, else 0.0.
+
+    Raises
+    ------
+    InvalidParameterError
+        An item is not a generation item.
+    """
+    import numpy as np
+    import torch
+
+    for it in items:
+        if it.kind != "generation":
+            raise InvalidParameterError(f"exact_match scores generation items; item {it.id!r} is {it.kind}.",
+                                        name="items", value=it.id)
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    was_training = model.training
+    model.eval()
+    out = np.zeros(len(items))
+    try:
+        with torch.no_grad():
+            for start in range(0, len(items), batch_size):
+                chunk = items[start:start + batch_size]
+                full = [tokenizer(it.prompt + it.target, add_special_tokens=False)["input_ids"] for it in chunk]
+                n_prompt = [len(tokenizer(it.prompt, add_special_tokens=False)["input_ids"]) for it in chunk]
+                length = max(len(f) for f in full)
+                ids = torch.full((len(full), length), pad, dtype=torch.long)
+                attn = torch.zeros_like(ids)
+                for i, f in enumerate(full):
+                    ids[i, :len(f)] = torch.tensor(f)
+                    attn[i, :len(f)] = 1
+                ids, attn = ids.to(device), attn.to(device)
+                pred = model(input_ids=ids, attention_mask=attn).logits.argmax(-1)
+                for i, (f, n) in enumerate(zip(full, n_prompt)):
+                    got = pred[i, n - 1:len(f) - 1]
+                    out[start + i] = float(torch.equal(got, ids[i, n:len(f)]))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def evaluate(model, tokenizer, items: Sequence[Item], *, batch_size: int = 256) -> float:
+    """Greedy exact-match accuracy of ``model`` on generation ``items`` (see :func:`exact_match`).
+
+    Returns
+    -------
+    float
+        Fraction of items answered exactly, in [0, 1]; NaN for no items.
+    """
+    scores = exact_match(model, tokenizer, items, batch_size=batch_size)
+    return float(scores.mean()) if len(scores) else float("nan")
+
+
+# ------------------------------------------------------------------------------------------------ files
+
+def _write_json_atomic(path: Path, obj) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _save_checkpoint(model, tokenizer, out: Path, step: int) -> Path:
+    """Write ``out/step{step}`` via a hidden temporary folder and ``os.replace``; skip if it exists."""
+    final = out / f"step{step}"
+    if final.is_dir():
+        return final
+    from transformers.utils import logging as hf_logging
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-step{step}-", dir=out))
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # one bar per checkpoint would drown the log
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, final)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _save_state(path: Path, step: int, optimizer, scheduler, torch) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _versions() -> dict:
+    import tokenizers
+    import torch
+    import transformers
+
+    from . import __version__
+
+    return {"ckptgeo": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__, "python": sys.version.split()[0]}
+
+
+def _settings(config: TrainConfig) -> dict:
+    d = dataclasses.asdict(config)
+    d["tasks"], d["levels"] = list(config.tasks), list(config.levels)
+    return d
+
+
+def _check_out(out: Path, config: TrainConfig) -> dict | None:
+    """The existing manifest of a resumable run in ``out``, None for a fresh folder; raise on conflict."""
+    manifest_path = out / MANIFEST_NAME
+    if not manifest_path.is_file():
+        if out.is_dir() and any(p.name != "suites" and not p.name.startswith(".") for p in out.iterdir()):
+            raise RunMismatchError(f"{out} is not empty and holds no {MANIFEST_NAME}: not a ckptgeo training run. "
+                                   f"Choose an empty or new --out folder.", path=str(out))
+        return None
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    recorded, wanted = manifest.get("config", {}), _settings(config)
+    diffs = tuple((k, recorded.get(k), v) for k, v in wanted.items()
+                  if k not in _RESUME_FREE and recorded.get(k) != v)
+    if manifest.get("format") != _FORMAT or diffs:
+        shown = "; ".join(f"{k}: recorded {a!r}, asked {b!r}" for k, a, b in diffs) or "not a ckptgeo-train manifest"
+        raise RunMismatchError(f"{out} holds a training run with other settings ({shown}). Use another --out "
+                               f"folder, or rerun with the recorded settings to resume.", path=str(out),
+                               differences=diffs)
+    return manifest
+
+
+def _check_disk(out: Path, n_parameters: int, n_checkpoints: int) -> None:
+    needed = n_parameters * 4 * (n_checkpoints + 3)  # float32 weights per checkpoint + optimiser state
+    free = shutil.disk_usage(out).free
+    if needed > free:
+        raise DiskSpaceError(f"Training needs about {needed / 1e6:.0f} MB in {out} ({n_checkpoints} checkpoints of "
+                             f"{n_parameters * 4 / 1e6:.1f} MB) but {free / 1e6:.0f} MB are free. Lower "
+                             f"--checkpoints or free space.", needed=needed, available=free)
+
+
+def _resolve_device(name: str):
+    import torch
+
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0')) % torch.cuda.device_count()}")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as err:
+        raise InvalidParameterError(f"The 'device' parameter must be 'auto', 'cpu', 'cuda' or 'cuda:N'. Got "
+                                    f"{name!r}.", name="device", value=name) from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidParameterError(f"Device {name!r} was asked for but CUDA is not available here; use "
+                                    f"--device cpu or auto.", name="device", value=name)
+    return device
+
+
+def _optimizer(model, config: TrainConfig, torch):
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+    warm, total, floor = config.warmup_steps, config.n_steps, config.min_lr_ratio
+
+    def factor(step: int) -> float:
+        if warm and step < warm:
+            return (step + 1) / warm
+        progress = (step - warm) / max(1, total - warm)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+# -------------------------------------------------------------------------------------------------- train
+
+def train(config: TrainConfig) -> Path:
+    """Train one model and write its checkpoint suite (layout in the module docstring).
+
+    Parameters
+    ----------
+    config : TrainConfig
+        The run's settings.
+
+    Returns
+    -------
+    Path
+        The run folder ``config.out``, with ``manifest.json`` marked ``"complete": true``.
+
+    Raises
+    ------
+    InvalidParameterError
+        A setting is out of range, or an unknown task, level, size or device.
+    RunMismatchError
+        ``config.out`` holds a run with other settings, or files that are not a run.
+    DiskSpaceError
+        The checkpoints would not fit on the disk.
+    NonFiniteActivationsError
+        The training loss became NaN or infinite (the step is named).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> cfg = TrainConfig(tasks=("copy",), levels=(1,), out=tempfile.mkdtemp(), n_steps=3, batch_size=4,
+    ...                   warmup_steps=1, n_checkpoints=2, n_heldout=8, device="cpu")
+    >>> sorted(p.name for p in train(cfg).glob("step*"))  # doctest: +SKIP
+    ['step0', 'step3']
+    """
+    _validate(config)
+    import torch
+    from transformers import GPTNeoXForCausalLM
+
+    from .tasks.sizes import build_config
+    from .tasks.vocab import build_tokenizer
+
+    out = Path(config.out)
+    manifest = _check_out(out, config)
+    if manifest is not None and manifest.get("complete"):
+        logger.info("%s is complete; nothing to do", out)
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".tmp-step*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    device = _resolve_device(config.device)
+    size = get_size(config.size)
+    schedule = checkpoint_steps(config.n_steps, config.n_checkpoints)
+    _check_disk(out, size.n_parameters(), len(schedule))
+
+    tokenizer = build_tokenizer()
+    heldout: dict[str, tuple[Item, ...]] = {}
+    suites = {}
+    for task, level in zip(config.tasks, config.levels):
+        name = suite_name(task, level)
+        heldout[name] = heldout_items(task, level, config.n_heldout, seed=config.seed)
+        rel = f"suites/{name}.jsonl"
+        if not (out / rel).is_file():
+            tmp = out / "suites" / f".{name}.jsonl.tmp"
+            write_jsonl(tmp, heldout[name], header=suite_header(task, level, n_items=config.n_heldout))
+            os.replace(tmp, out / rel)
+        suites[name] = rel
+
+    torch.manual_seed(config.seed)
+    model = GPTNeoXForCausalLM(build_config(size, vocab_size=len(tokenizer)))
+    history: list[dict] = list(manifest.get("history", [])) if manifest else []
+    start, state = 0, None
+    state_path = out / _STATE_NAME
+    if manifest is not None and state_path.is_file():
+        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        if (out / f"step{state['step']}").is_dir():
+            start = int(state["step"])
+            model = GPTNeoXForCausalLM.from_pretrained(out / f"step{start}")
+            history = [h for h in history if h["step"] <= start]
+            logger.info("resuming %s from step %d", out, start)
+        else:
+            state = None
+    model.to(device)
+    model.train()
+    optimizer, scheduler = _optimizer(model, config, torch)
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+
+    record = {
+        "format": _FORMAT, "format_version": _FORMAT_VERSION, "complete": False, "config": _settings(config),
+        "tasks": list(config.tasks), "levels": list(config.levels), "size": config.size, "seed": config.seed,
+        "steps": config.n_steps, "schedule": list(schedule),
+        "model": {"architecture": "GPTNeoXForCausalLM", "n_layers": size.n_layers, "d_model": size.d_model,
+                  "n_heads": size.n_heads, "n_parameters": sum(p.numel() for p in model.parameters()),
+                  "vocab_size": len(tokenizer)},
+        "suites": suites, "chance": {n: suite_header(t, l)["chance"] for n, (t, l) in
+                                     zip(suites, zip(config.tasks, config.levels))},
+        "versions": _versions(), "device": str(device), "history": history,
+    }
+    _write_json_atomic(out / MANIFEST_NAME, record)
+
+    vocab = tokenizer.get_vocab()
+    batcher = _Batcher(config, vocab, tokenizer.pad_token_id,
+                       {n: frozenset(it.prompt for it in items) for n, items in heldout.items()})
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+                else contextlib.nullcontext())
+    todo = set(schedule)
+    clock = time.perf_counter()
+    loss_sum = torch.zeros((), device=device)
+    n_since = 0
+
+    def checkpoint(step: int) -> None:
+        nonlocal loss_sum, n_since
+        _save_checkpoint(model, tokenizer, out, step)
+        acc = {n: evaluate(model, tokenizer, items) for n, items in heldout.items()}
+        mean_loss = float(loss_sum) / n_since if n_since else None
+        history.append({"step": step, "loss": mean_loss, "lr": scheduler.get_last_lr()[0], "accuracy": acc,
+                        "seconds": round(time.perf_counter() - clock, 3)})
+        loss_sum, n_since = torch.zeros((), device=device), 0
+        if step < config.n_steps:
+            _save_state(state_path, step, optimizer, scheduler, torch)
+        _write_json_atomic(out / MANIFEST_NAME, record)
+        logger.info("%s step %d loss %s accuracy %s", out.name, step,
+                    "-" if mean_loss is None else f"{mean_loss:.4f}", {k: round(v, 3) for k, v in acc.items()})
+
+    if start == 0 and 0 in todo and not any(h["step"] == 0 for h in history):
+        checkpoint(0)
+    for step in range(start + 1, config.n_steps + 1):
+        ids, attn, target = (t.to(device) for t in batcher.batch(step))
+        with autocast:
+            logits = model(input_ids=ids, attention_mask=attn).logits
+        loss = _answer_loss(logits, ids, target, torch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        loss_sum += loss.detach()
+        n_since += 1
+        if step in todo:
+            if not math.isfinite(float(loss_sum)):
+                raise NonFiniteActivationsError(f"Training loss is not finite at step {step} of {out}; lower "
+                                                f"--lr or raise --warmup.", revision=f"step{step}")
+            checkpoint(step)
+    record["complete"] = True
+    record["seconds"] = round(time.perf_counter() - clock, 3)
+    _write_json_atomic(out / MANIFEST_NAME, record)
+    if state_path.exists():
+        state_path.unlink()
+    return out
+
+
+def training_history(out: str | Path):
+    """The accuracy history a run recorded: one row per checkpoint and suite.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``step``, ``suite``, ``accuracy``, ``loss`` (mean training loss on answer tokens since
+        the previous checkpoint), ``lr``, ``seconds`` (training time so far).
+
+    Raises
+    ------
+    RunMismatchError
+        ``out`` holds no training manifest.
+    """
+    import pandas as pd
+
+    path = Path(out) / MANIFEST_NAME
+    if not path.is_file():
+        raise RunMismatchError(f"{out} holds no {MANIFEST_NAME}; not a ckptgeo training run.", path=str(out))
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    rows = [{"step": h["step"], "suite": s, "accuracy": a, "loss": h["loss"], "lr": h["lr"], "seconds": h["seconds"]}
+            for h in manifest["history"] for s, a in h["accuracy"].items()]
+    return pd.DataFrame(rows, columns=["step", "suite", "accuracy", "loss", "lr", "seconds"])
+
+
+# --------------------------------------------------------------------------------------------------- grid
+
+@dataclass(frozen=True)
+class GridReport:
+    """What one process of :func:`train_grid` did.
+
+    Attributes
+    ----------
+    assigned : tuple of Path
+        The run folders this process owns (runs ``rank::world_size`` of the grid).
+    trained : tuple of Path
+        Those it trained (or finished) now.
+    skipped : tuple of Path
+        Those already complete.
+    rank, world_size : int
+        This process's share of the grid.
+    """
+
+    assigned: tuple[Path, ...]
+    trained: tuple[Path, ...]
+    skipped: tuple[Path, ...]
+    rank: int
+    world_size: int
+
+
+def _rank_world() -> tuple[int, int]:
+    """(rank, world size) from the launcher's variables (``accelerate launch``, ``torchrun``)."""
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return rank, world
+
+
+def train_grid(tasks: Sequence[str], levels: Sequence[int], sizes: Sequence[str], *, out: str | Path,
+               seeds: Sequence[int] = (0,), template: TrainConfig | None = None, rank: int | None = None,
+               world_size: int | None = None) -> GridReport:
+    """Train every task x level x size x seed, one run folder each, resumably and split across processes.
+
+    Runs are ordered size, task, level, seed; process ``rank`` takes runs ``rank::world_size``. A run
+    whose manifest says ``"complete": true`` is skipped; an interrupted one resumes (see :func:`train`).
+
+    Parameters
+    ----------
+    tasks, levels, sizes : sequences
+        The grid's axes.
+    out : str or Path
+        The grid folder; run ``r`` goes to ``out/<task>-L<level>-<size>-s<seed>``.
+    seeds : sequence of int, default=(0,)
+        Seeds (one run each).
+    template : TrainConfig, optional
+        Every other setting (``n_steps``, ``lr``, ``n_checkpoints``, ``device`` ...); its ``tasks``,
+        ``levels``, ``size``, ``seed`` and ``out`` are replaced per run.
+    rank, world_size : int, optional
+        This process's share; default from ``RANK`` and ``WORLD_SIZE`` (set by ``accelerate launch``).
+
+    Returns
+    -------
+    GridReport
+
+    Raises
+    ------
+    InvalidParameterError
+        An unknown task, level or size, or a rank outside ``0 .. world_size - 1``.
+    RunMismatchError
+        A run folder holds a run with other settings.
+    """
+    env_rank, env_world = _rank_world()
+    rank = env_rank if rank is None else rank
+    world_size = env_world if world_size is None else world_size
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise InvalidParameterError(f"Rank {rank} is outside 0..{world_size - 1} (WORLD_SIZE={world_size}).",
+                                    name="rank", value=rank)
+    for task in tasks:
+        for level in levels:
+            get_level(task, level)
+    for size in sizes:
+        get_size(size)
+    base = template or TrainConfig(tasks=(tasks[0],), levels=(levels[0],), out=str(out))
+    out = Path(out)
+    runs = [(s, t, l, seed) for s in sizes for t in tasks for l in levels for seed in seeds]
+    mine = runs[rank::world_size]
+    assigned, trained, skipped = [], [], []
+    for size, task, level, seed in mine:
+        folder = out / run_name(task, level, size, seed)
+        assigned.append(folder)
+        manifest = folder / MANIFEST_NAME
+        if manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
+            skipped.append(folder)
+            continue
+        logger.info("rank %d/%d: training %s", rank, world_size, folder.name)
+        train(dataclasses.replace(base, tasks=(task,), levels=(level,), size=size, seed=seed, out=str(folder)))
+        trained.append(folder)
+    return GridReport(tuple(assigned), tuple(trained), tuple(skipped), rank, world_size)
+
+
+# ---------------------------------------------------------------------------------------------------- CLI
+
+_EPILOG = """\
+examples:
+  # the smallest model on modular addition (level 1), 2000 steps, ~100 checkpoints
+  ckptgeo train --task modular --level 1 --size tiny --steps 2000 --out runs/modular-L1-tiny
+
+  # a mixture of two tasks in one model, denser checkpoints, on a GPU
+  ckptgeo train --tasks copy,sort --level 2 --size mini --steps 3000 --checkpoints 150 \\
+      --device cuda --out runs/copy-sort-L2-mini
+
+  # a grid: all eight tasks x three levels x two sizes, one folder per run, resumable
+  ckptgeo train --grid --tasks all --levels 1,2,3 --sizes tiny,mini --steps 3000 --out runs/grid
+
+  # the same grid split over 8 GPUs (process r trains runs r::8)
+  accelerate launch --num_processes 8 -m ckptgeo train --grid --tasks all --sizes tiny,mini,small \\
+      --steps 3000 --out runs/grid
+
+  # on a shared CPU, one thread avoids contention
+  ckptgeo train --task copy --level 1 --steps 300 --threads 1 --out runs/copy-L1-tiny
+
+  # then measure it
+  ckptgeo scan runs/modular-L1-tiny
+
+tasks: copy reverse compare parity addition modular sort multiplication (levels 1, 2, 3).
+sizes: tiny (2x128) mini (4x256) small (6x384) medium (8x512) large (12x768) xl (12x1024).
+A rerun with the same settings resumes or skips finished runs; other settings in the same --out
+folder are refused.
+"""
+
+
+def _csv(text: str | None, cast=str) -> list:
+    return [cast(x.strip()) for x in text.split(",") if x.strip()] if text else []
+
+
+def add_train_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``train`` subcommand to an argparse ``subparsers`` object (handler in ``func``)."""
+    p = subparsers.add_parser(
+        "train", help="train small GPT-NeoX models on algorithmic tasks, writing step{N} checkpoints",
+        description="Train a GPT-NeoX decoder on an algorithmic task (or a mixture, or a grid of runs) and "
+                    "write a dense checkpoint suite that `ckptgeo scan DIR` reads with no other flag.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", choices=TASKS, help="the task of a single run")
+    p.add_argument("--tasks", help="comma-separated tasks: a mixture in one model, or the grid's tasks "
+                                   "with --grid ('all' = all eight)")
+    p.add_argument("--level", type=int, default=1, choices=(1, 2, 3), help="difficulty level (default 1)")
+    p.add_argument("--levels", help="comma-separated levels: one per --tasks entry, or the grid's levels "
+                                    "(default with --grid: 1,2,3)")
+    p.add_argument("--size", default="tiny", choices=list(SIZES), help="model size (default tiny)")
+    p.add_argument("--sizes", help="comma-separated sizes of the grid (default: --size)")
+    p.add_argument("--steps", type=int, default=1000, help="optimiser steps (default 1000)")
+    p.add_argument("--out", required=True, help="run folder (grid: the folder of run folders)")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights and items (default 0)")
+    p.add_argument("--seeds", help="comma-separated seeds of the grid (default: --seed)")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--batch-size", type=int, default=128, help="items per step (default 128)")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate (default 1e-3)")
+    p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay (default 0.1)")
+    p.add_argument("--warmup", type=int, default=100, help="warm-up steps (default 100)")
+    p.add_argument("--checkpoints", type=int, default=100, help="largest number of checkpoints (default 100)")
+    p.add_argument("--heldout", type=int, default=200, help="held-out items per task (default 200)")
+    p.add_argument("--grid", action="store_true", help="train tasks x levels x sizes x seeds, one run each")
+    p.add_argument("--threads", type=int, help="torch intra-op CPU threads (on a busy machine 1 can be much "
+                                               "faster than several)")
+    p.set_defaults(func=_cmd_train)
+    return p
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    tasks = list(TASKS) if args.tasks == "all" else _csv(args.tasks)
+    if args.task and tasks:
+        raise InvalidParameterError("Give --task or --tasks, not both.", name="tasks", value=args.tasks)
+    tasks = tasks or ([args.task] if args.task else [])
+    if not tasks:
+        raise InvalidParameterError("Name a task: --task TASK, --tasks a,b, or --grid --tasks all.", name="tasks")
+    levels = _csv(args.levels, int)
+    template = TrainConfig(tasks=tuple(tasks), levels=(args.level,) * len(tasks), out=args.out, size=args.size,
+                           n_steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
+                           weight_decay=args.weight_decay, warmup_steps=min(args.warmup, args.steps),
+                           n_checkpoints=args.checkpoints, n_heldout=args.heldout, device=args.device)
+    if args.grid:
+        report = train_grid(tasks, levels or [1, 2, 3], _csv(args.sizes) or [args.size], out=args.out,
+                            seeds=_csv(args.seeds, int) or [args.seed], template=template)
+        print(f"rank {report.rank}/{report.world_size}: {len(report.trained)} trained, "
+              f"{len(report.skipped)} already complete, in {args.out}")
+        return 0
+    if levels:
+        if len(levels) == 1:
+            levels = levels * len(tasks)
+        template = dataclasses.replace(template, levels=tuple(levels))
+    print(train(template))
+    return 0

@@ -1,0 +1,284 @@
+"""The trainer: schedule, batches, evaluator, run folder layout, resume, grid, CLI, and acquisition."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ckptgeo import train as train_mod
+from ckptgeo.errors import InvalidParameterError, RunMismatchError
+from ckptgeo.items import load_suite
+from ckptgeo.tasks import build_tokenizer, generate
+from ckptgeo.train import (GridReport, TrainConfig, add_train_parser, checkpoint_steps, evaluate, exact_match, train,
+                           train_grid, training_history)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: on a shared 2-core machine it is many times faster than two."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _config(out, **kw) -> TrainConfig:
+    base = dict(tasks=("copy",), levels=(1,), out=str(out), n_steps=6, batch_size=8, warmup_steps=2,
+                n_checkpoints=5, n_heldout=16, device="cpu")
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+# ------------------------------------------------------------------------------------------------ schedule
+
+@pytest.mark.parametrize("n_steps,k", [(1, 2), (10, 100), (100, 12), (1000, 100), (5000, 64), (143000, 154)])
+def test_checkpoint_schedule(n_steps, k):
+    steps = checkpoint_steps(n_steps, k)
+    assert steps[0] == 0 and steps[-1] == n_steps and len(steps) <= k
+    assert list(steps) == sorted(set(steps))
+    gaps = [b - a for a, b in zip(steps, steps[1:])]
+    assert max(gaps) <= 2 * min(gaps[len(gaps) // 2:])  # regular after the log-spaced start
+    if n_steps >= k:
+        assert len(steps) >= k * 0.8, len(steps)
+        assert steps[1:4] == (1, 2, 4)  # log-spaced early
+
+
+def test_checkpoint_schedule_rejects_bad_counts():
+    with pytest.raises(InvalidParameterError, match="n_checkpoints"):
+        checkpoint_steps(100, 1)
+    with pytest.raises(InvalidParameterError, match="n_steps"):
+        checkpoint_steps(0, 10)
+
+
+# -------------------------------------------------------------------------------------------- batches, eval
+
+def test_batches_match_tokenizer_and_exclude_heldout():
+    import torch
+
+    tok = build_tokenizer()
+    cfg = _config("unused", tasks=("copy", "modular"), levels=(1, 1), batch_size=64)
+    held = {"copy-L1": frozenset(), "modular-L1": frozenset(it.prompt for it in generate("modular", 1, 4000))}
+    batcher = train_mod._Batcher(cfg, tok.get_vocab(), tok.pad_token_id, held)
+    items = batcher.items(3)
+    assert items == batcher.items(3) and items != batcher.items(4)
+    assert {it.suite for it in items} == {"copy-L1", "modular-L1"}
+    assert not held["modular-L1"] & {it.prompt for it in items}
+    ids, attn, target = batcher.batch(3)
+    for i, it in enumerate(items):
+        want = tok(it.prompt + it.target)["input_ids"]
+        n = int(attn[i].sum())
+        assert ids[i, :n].tolist() == want and ids[i, n:].eq(tok.pad_token_id).all()
+        assert ids[i][target[i]].tolist() == tok(it.target)["input_ids"]
+    assert target.dtype == torch.bool
+
+
+class _Oracle:
+    """A stand-in causal LM whose logits put all mass on the true next token (or, if wrong, on pad)."""
+
+    def __init__(self, wrong: bool = False):
+        import torch
+
+        self.training, self.wrong, self.p = True, wrong, torch.nn.Parameter(torch.zeros(1))
+
+    def parameters(self):
+        return iter([self.p])
+
+    def eval(self):
+        self.training = False
+
+    def train(self, mode=True):
+        self.training = mode
+
+    def __call__(self, input_ids, attention_mask):
+        import torch
+
+        nxt = torch.roll(input_ids, -1, dims=1)
+        if self.wrong:
+            nxt = torch.zeros_like(nxt)
+        return SimpleNamespace(logits=torch.nn.functional.one_hot(nxt, 146).float())
+
+
+def test_exact_match_is_teacher_forced_greedy():
+    tok = build_tokenizer()
+    items = generate("reverse", 3, 20) + generate("modular", 1, 20)
+    oracle = _Oracle()
+    assert evaluate(oracle, tok, items, batch_size=7) == 1.0
+    assert oracle.training  # mode restored
+    assert evaluate(_Oracle(wrong=True), tok, items) == 0.0
+    assert exact_match(oracle, tok, items).shape == (40,)
+
+
+# ---------------------------------------------------------------------------------------------- one run
+
+def test_train_writes_a_scannable_run(tmp_path):
+    from transformers import AutoTokenizer, GPTNeoXForCausalLM
+
+    out = train(_config(tmp_path / "run"))
+    steps = sorted(int(p.name[4:]) for p in out.glob("step*"))
+    assert steps == list(checkpoint_steps(6, 5)) == [0, 1, 2, 4, 6]
+    assert not list(out.glob(".tmp*")) and not (out / "train_state.pt").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["tasks"] == ["copy"] and manifest["levels"] == [1]
+    assert manifest["size"] == "tiny" and manifest["seed"] == 0 and manifest["steps"] == 6
+    assert manifest["schedule"] == steps and manifest["model"]["n_parameters"] == 434_176
+    assert set(manifest["versions"]) >= {"torch", "transformers", "ckptgeo"}
+    assert manifest["suites"] == {"copy-L1": "suites/copy-L1.jsonl"}
+    assert [h["step"] for h in manifest["history"]] == steps
+    suite = load_suite(out / "suites" / "copy-L1.jsonl")
+    assert suite.name == "copy-L1" and len(suite) == 16 and suite.kinds == {"generation"}
+    assert suite.header["chance"] == pytest.approx(1e-5) and suite.header["difficulty"] == 1
+    assert {"task", "level"} <= set(suite.header)
+    step = out / "step6"
+    assert (step / "model.safetensors").is_file()
+    model = GPTNeoXForCausalLM.from_pretrained(step)
+    tok = AutoTokenizer.from_pretrained(step)
+    acc = evaluate(model, tok, suite.items)
+    assert acc == pytest.approx(manifest["history"][-1]["accuracy"]["copy-L1"])
+    hist = training_history(out)
+    assert list(hist.columns) == ["step", "suite", "accuracy", "loss", "lr", "seconds"] and len(hist) == 5
+    assert hist["loss"].iloc[1:].notna().all()
+
+
+def test_rerun_skips_other_settings_refused(tmp_path):
+    cfg = _config(tmp_path / "run", n_steps=3, n_checkpoints=2)
+    out = train(cfg)
+    stamp = (out / "step3" / "model.safetensors").stat().st_mtime_ns
+    assert train(dataclasses.replace(cfg, device="cpu")) == out
+    assert (out / "step3" / "model.safetensors").stat().st_mtime_ns == stamp
+    with pytest.raises(RunMismatchError, match="lr: recorded 0.001, asked 0.002") as err:
+        train(dataclasses.replace(cfg, lr=2e-3))
+    assert err.value.differences == (("lr", 0.001, 0.002),)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.txt").write_text("x")
+    with pytest.raises(RunMismatchError, match="not a ckptgeo training run"):
+        train(dataclasses.replace(cfg, out=str(tmp_path / "junk")))
+
+
+def test_resume_after_a_kill_gives_the_same_weights(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    cfg = _config(tmp_path / "a", n_steps=8, n_checkpoints=6)
+    ref = train(cfg)
+    real_save = train_mod._save_checkpoint
+
+    def dying_save(model, tokenizer, out, step):
+        if step == 6:
+            (out / ".tmp-step6-killed").mkdir()  # what a kill mid-write leaves
+            raise KeyboardInterrupt
+        return real_save(model, tokenizer, out, step)
+
+    killed = dataclasses.replace(cfg, out=str(tmp_path / "b"))
+    monkeypatch.setattr(train_mod, "_save_checkpoint", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        train(killed)
+    monkeypatch.setattr(train_mod, "_save_checkpoint", real_save)
+    out = Path(killed.out)
+    assert not json.loads((out / "manifest.json").read_text())["complete"]
+    assert (out / "train_state.pt").is_file() and not (out / "step6").exists()
+    train(killed)
+    assert not list(out.glob(".tmp*"))
+    assert sorted(p.name for p in out.glob("step*")) == sorted(p.name for p in ref.glob("step*"))
+    a, b = load_file(ref / "step8" / "model.safetensors"), load_file(out / "step8" / "model.safetensors")
+    for name in a:
+        assert (a[name] - b[name]).abs().max().item() < 1e-5, name
+    hist = json.loads((out / "manifest.json").read_text())["history"]
+    assert [h["step"] for h in hist] == list(checkpoint_steps(8, 6))
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("n_steps", 0, "'n_steps' parameter of TrainConfig must be an int in \\[1, inf\\). Got 0"),
+    ("lr", 0.0, "'lr' parameter"), ("levels", (1, 2), "one level per task"), ("tasks", "copy", "tuple of task"),
+    ("size", "giant", "Unknown model size"), ("levels", (5,), "must be 1, 2 or 3"),
+    ("warmup_steps", 10, "exceeds 'n_steps'"), ("min_lr_ratio", 2.0, "min_lr_ratio")])
+def test_config_validation(tmp_path, field, value, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        train(dataclasses.replace(_config(tmp_path / "x"), **{field: value}))
+    assert not (tmp_path / "x").exists()
+
+
+def test_mixture_writes_one_suite_per_task(tmp_path):
+    out = train(_config(tmp_path / "mix", tasks=("parity", "compare"), levels=(1, 2), n_steps=2, n_checkpoints=2))
+    assert sorted(p.name for p in (out / "suites").iterdir()) == ["compare-L2.jsonl", "parity-L1.jsonl"]
+    acc = json.loads((out / "manifest.json").read_text())["history"][-1]["accuracy"]
+    assert set(acc) == {"parity-L1", "compare-L2"}
+
+
+# --------------------------------------------------------------------------------------------------- grid
+
+def test_grid_splits_by_rank_and_resumes(tmp_path, monkeypatch):
+    template = _config(tmp_path, n_steps=2, n_checkpoints=2)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    report = train_grid(["copy", "sort"], [1], ["tiny"], out=tmp_path / "grid", template=template)
+    assert isinstance(report, GridReport) and (report.rank, report.world_size) == (1, 2)
+    assert [p.name for p in report.trained] == ["sort-L1-tiny-s0"]
+    assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == ["sort-L1-tiny-s0"]
+    both = train_grid(["copy", "sort"], [1], ["tiny"], out=tmp_path / "grid", template=template, rank=0,
+                      world_size=1)
+    assert [p.name for p in both.trained] == ["copy-L1-tiny-s0"]
+    assert [p.name for p in both.skipped] == ["sort-L1-tiny-s0"]
+    with pytest.raises(InvalidParameterError, match="Rank 3"):
+        train_grid(["copy"], [1], ["tiny"], out=tmp_path / "grid", rank=3, world_size=2)
+
+
+# ---------------------------------------------------------------------------------------------------- CLI
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="ckptgeo")
+    add_train_parser(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def test_cli_help_has_examples(capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["train", "--help"])
+    text = capsys.readouterr().out
+    assert "ckptgeo train --task modular --level 1 --size tiny" in text and "--grid" in text
+
+
+def test_cli_runs_single_and_grid(tmp_path, capsys):
+    args = _parser().parse_args(["train", "--task", "sort", "--steps", "2", "--out", str(tmp_path / "one"),
+                                 "--batch-size", "4", "--checkpoints", "2", "--heldout", "8", "--device", "cpu"])
+    assert args.func(args) == 0
+    assert (tmp_path / "one" / "step2").is_dir()
+    args = _parser().parse_args(["train", "--grid", "--tasks", "copy,reverse", "--levels", "1", "--steps", "2",
+                                 "--out", str(tmp_path / "grid"), "--batch-size", "4", "--checkpoints", "2",
+                                 "--heldout", "8", "--device", "cpu"])
+    assert args.func(args) == 0
+    assert sorted(os.listdir(tmp_path / "grid")) == ["copy-L1-tiny-s0", "reverse-L1-tiny-s0"]
+    assert "2 trained" in capsys.readouterr().out
+    bad = _parser().parse_args(["train", "--task", "copy", "--tasks", "sort", "--out", str(tmp_path / "x")])
+    with pytest.raises(InvalidParameterError, match="not both"):
+        bad.func(bad)
+
+
+# ----------------------------------------------------------------------------------------------- slow
+
+def _acquisition_step(history, chance, window=3):
+    threshold = 0.5 if chance < 0.5 else (1 + chance) / 2
+    run = 0
+    for i, h in enumerate(history):
+        run = run + 1 if h["accuracy"] > threshold else 0
+        if run == window:
+            return history[i - window + 1]["step"]
+    return None
+
+
+@pytest.mark.slow
+def test_tiny_model_acquires_a_level_one_task(tmp_path):
+    """The smallest model learns copy (level 1) to exact-match accuracy within 300 steps on a CPU."""
+    out = train(TrainConfig(tasks=("copy",), levels=(1,), out=str(tmp_path / "copy"), n_steps=300,
+                            n_checkpoints=40, device="cpu"))
+    manifest = json.loads((out / "manifest.json").read_text())
+    history = [{"step": h["step"], "accuracy": h["accuracy"]["copy-L1"]} for h in manifest["history"]]
+    step = _acquisition_step(history, manifest["chance"]["copy-L1"])
+    assert step is not None and 0 < step <= 250, history
+    assert history[0]["accuracy"] < 0.05 and history[-1]["accuracy"] > 0.95, history
