@@ -108,7 +108,11 @@ class Dataset:
                     f"{self.root} was written by ckptgeo {meta.get('writer', '?')} with table schema "
                     f"{meta.get('schema_version')}; this ckptgeo ({__version__}) writes schema "
                     f"{DATASET_SCHEMA_VERSION}. Write to a new --out folder.", path=str(self.root))
-        elif self.root.exists() and any(self.root.iterdir()):
+        elif self.root.exists() and not self.root.is_dir():
+            raise DatasetLayoutError(f"{self.root} is a file, not a folder; choose another --out folder.",
+                                     path=str(self.root))
+        elif self.root.exists() and any(not p.name.startswith(f".{marker.name}.tmp-") for p in self.root.iterdir()):
+            # (a marker temp file alone is a writer killed before its rename, or one racing us: not foreign)
             raise DatasetLayoutError(
                 f"{self.root} is not empty and is not a ckptgeo dataset (no ckptgeo.json); refusing to write into "
                 f"it. Choose another --out folder.", path=str(self.root))
