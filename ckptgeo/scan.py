@@ -307,11 +307,20 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         d = _weights_digest(fs)
         if d is not None:
             meta_first.setdefault(d, r.name)
-    todo = plan.todo
 
     def needs_fetch(r: Revision) -> bool:
         d = _weights_digest(plan.files.get(r.name, []))
         return d is None or meta_first.get(d) == r.name
+
+    todo = plan.todo
+    reference = selected[0]
+    if todo and todo[0].name != reference.name and hasattr(source, "config_folder"):
+        # resumed or sharded: the architecture to match is the first selected revision's, not the first left here
+        try:
+            holder.build(source.config_folder(reference), revision=reference.name)
+        except CkptgeoError as err:
+            log.warning("cannot read the architecture of %s (%s); later revisions are checked against %s",
+                        reference.name, err, todo[0].name)
 
     pool = ThreadPoolExecutor(max_workers=max(config.prefetch, 1))
     futures: dict[int, object] = {}

@@ -171,6 +171,14 @@ class HubSource:
                           cache_dir=self.cache_dir)
         return Path(path)
 
+    def config_folder(self, revision: Revision) -> Path:
+        """A cache folder holding ``revision``'s ``config.json`` (only that file is downloaded)."""
+        from huggingface_hub import snapshot_download
+
+        return Path(self._call(f"downloading config.json of {self.repo_id}@{revision.name}", snapshot_download,
+                               self.repo_id, revision=revision.commit or revision.name,
+                               allow_patterns=["config.json"], cache_dir=self.cache_dir))
+
     def release(self, revision: Revision) -> None:
         if self.keep_cache or revision.commit is None or revision.commit in self._preexisting:
             return
