@@ -350,6 +350,16 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                     fut.cancel()
                 bar.update(1)
                 continue
+            if not config.overwrite and dataset.is_done(name):
+                # another run finished it after this one planned: not measured twice
+                log.info("%s was finished by another process meanwhile; skipping it", rev.name)
+                lock.close()
+                result.skipped.append(rev.name)
+                fut = futures.pop(i, None)
+                if fut is not None:
+                    fut.cancel()
+                bar.update(1)
+                continue
             try:
                 files = plan.files.get(rev.name, [])
                 if not needs_fetch(rev):

@@ -167,6 +167,14 @@ class Dataset:
     def has_part(self, table: str, name: str) -> bool:
         return (self.root / table / name).exists()
 
+    def is_done(self, name: str) -> bool:
+        """Whether the ``revisions`` part ``name`` exists with status ok or duplicate (one small read)."""
+        path = self.root / "revisions" / name
+        if not path.exists():
+            return False
+        status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+        return bool(status) and all(s in ("ok", "duplicate") for s in status)
+
     def write_run(self, config_hash: str, settings: dict) -> None:
         """Record the settings behind ``config_hash`` (once)."""
         path = self.root / "runs" / f"{config_hash}.json"

@@ -240,3 +240,42 @@ def killed_scan(point: str, n: int, source, out, timeout: float = 300, **kwargs)
         proc.join()
         raise TimeoutError(f"scan killed at {point}:{n} did not end within {timeout} s")
     return proc.exitcode
+
+
+def _child_result(source: str, out: str, kwargs: dict, result_path: str, start) -> None:
+    import tqdm
+
+    tqdm.tqdm.set_lock(threading.RLock())
+    os.environ["CKPTGEO_NO_PROGRESS"] = "1"
+    import warnings
+
+    from ckptgeo.scan import scan
+
+    start.wait(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = scan(source, out=out, **kwargs)
+    Path(result_path).write_text(json.dumps({"measured": res.measured, "skipped": res.skipped,
+                                             "failed": res.failed, "locked": res.locked}))
+
+
+def scans_at_once(n: int, source, out, tmp: Path, timeout: float = 300, **kwargs) -> list[dict]:
+    """Start ``n`` scans of ``source`` into the same ``out`` at the same moment (forked children released
+    by one event); returns each one's ScanResult as a dict (measured, skipped, failed, locked)."""
+    ctx = _context()
+    start = ctx.Event()
+    paths = [tmp / f"result-{i}.json" for i in range(n)]
+    procs = [ctx.Process(target=_child_result, args=(str(source), str(out), kwargs, str(p), start)) for p in paths]
+    for p in procs:
+        p.start()
+    time.sleep(0.2)
+    start.set()
+    for p in procs:
+        p.join(timeout)
+        if p.exitcode is None:
+            p.kill()
+            p.join()
+    codes = [p.exitcode for p in procs]
+    if codes != [0] * n:
+        raise RuntimeError(f"concurrent scans exited with {codes}")
+    return [json.loads(p.read_text()) for p in paths]
