@@ -276,7 +276,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     config = dataclasses.replace(config or ScanConfig(), **{k: v for k, v in kwargs.items() if v is not None})
     source, selected, suites, specs, settings, chash = _resolve(source, config)
     out = Path(out) if out is not None else Path("results") / source.name
-    dataset = Dataset(out)
+    Dataset(out, create=False)  # a foreign or incompatible --out is refused before anything else
     plan = _plan(source, selected, chash, config, out)
     if config.max_disk is not None and plan.peak_disk is not None and plan.peak_disk > config.max_disk:
         raise DiskSpaceError(
@@ -290,6 +290,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         if free < plan.peak_disk:
             raise DiskSpaceError(f"{plan.peak_disk / 1e6:,.1f} MB needed for downloads, {free / 1e6:,.1f} MB free "
                                  f"on {cache_root}", needed=plan.peak_disk, available=free)
+    dataset = Dataset(out)
     dataset.write_run(chash, {**settings, "source": plan.source, "ckptgeo_version": __version__})
     result = ScanResult(out=out, skipped=plan.done, config_hash=chash)
 
