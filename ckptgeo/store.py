@@ -111,8 +111,8 @@ class Dataset:
         elif self.root.exists() and not self.root.is_dir():
             raise DatasetLayoutError(f"{self.root} is a file, not a folder; choose another --out folder.",
                                      path=str(self.root))
-        elif self.root.exists() and any(not p.name.startswith(f".{marker.name}.tmp-") for p in self.root.iterdir()):
-            # (a marker temp file alone is a writer killed before its rename, or one racing us: not foreign)
+        elif self.root.exists() and any(not p.name.startswith(".") for p in self.root.iterdir()):
+            # (dot files alone, e.g. the marker's temp file of a writer killed before its rename, are not foreign)
             raise DatasetLayoutError(
                 f"{self.root} is not empty and is not a ckptgeo dataset (no ckptgeo.json); refusing to write into "
                 f"it. Choose another --out folder.", path=str(self.root))

@@ -14,7 +14,7 @@ parent gets the child's exit code (``-9`` when the point was reached).
 Network
 -------
 :class:`FaultProxy` is a threaded HTTP/1.1 proxy on 127.0.0.1 in front of any upstream URL (the
-loopback Hub of ``tests/conftest.py``, or :class:`StubHub` here). Rules, matched in order against
+loopback Hub of ``tests/conftest.py``, or :class:`StubUpstream` here). Rules, matched in order against
 ``METHOD path``, make it answer a status N times, drop the connection after N body bytes, or wait
 before answering; every request is logged with what was done to it.
 """
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["KILL_POINTS", "killed_scan", "FaultRule", "FaultProxy", "StubHub"]
+__all__ = ["KILL_POINTS", "killed_scan", "scans_at_once", "FaultRule", "FaultProxy", "StubUpstream"]
 
 # ------------------------------------------------------------------------------------------------
 # kills
@@ -279,3 +279,208 @@ def scans_at_once(n: int, source, out, tmp: Path, timeout: float = 300, **kwargs
     if codes != [0] * n:
         raise RuntimeError(f"concurrent scans exited with {codes}")
     return [json.loads(p.read_text()) for p in paths]
+
+
+# ------------------------------------------------------------------------------------------------
+# network
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class FaultRule:
+    """What the proxy does to requests whose ``"METHOD /path?query"`` matches ``pattern`` (``re.search``).
+
+    ``status``: answer it instead of forwarding. ``drop_after``: forward, send the upstream's headers
+    (its full Content-Length) and only this many body bytes, then reset the connection. ``delay``:
+    seconds to wait before answering (alone: a slow but correct server). ``times``: how many matching
+    requests the rule applies to (None: all).
+    """
+
+    pattern: str
+    status: int | None = None
+    drop_after: int | None = None
+    delay: float = 0.0
+    times: int | None = 1
+    hits: int = 0
+
+    def take(self, line: str) -> bool:
+        if (self.times is not None and self.hits >= self.times) or not re.search(self.pattern, line):
+            return False
+        self.hits += 1
+        return True
+
+
+_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection", "host"}
+
+
+class FaultProxy:
+    """An HTTP proxy on 127.0.0.1 in front of ``upstream`` that applies :class:`FaultRule` s.
+
+    Use as a context manager; ``url`` is where to point ``HF_ENDPOINT``; ``log`` lists
+    ``(method, path, action)`` for every request (action: ``"forward"``, ``"status 503"``,
+    ``"drop after N"``, with ``" +delay"`` when delayed).
+
+    Examples
+    --------
+    >>> with FaultProxy("http://127.0.0.1:8000", [FaultRule("GET .*/refs", status=503, times=2)]) as p:  # doctest: +SKIP
+    ...     os.environ["HF_ENDPOINT"] = p.url
+    """
+
+    def __init__(self, upstream: str, rules: list[FaultRule] | None = None):
+        self.upstream = upstream.rstrip("/")
+        self.rules = list(rules or [])
+        self.log: list[tuple[str, str, str]] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _handle(self):
+                proxy._serve(self)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _handle
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+            def handle_error(self, request, client_address):
+                pass  # a client that gave up (timeout tests) is expected, not news
+
+        self._server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FaultProxy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def add(self, rule: FaultRule) -> FaultRule:
+        with self._lock:
+            self.rules.append(rule)
+        return rule
+
+    def requests(self, pattern: str) -> list[tuple[str, str, str]]:
+        """Logged requests whose ``"METHOD path"`` matches ``pattern``."""
+        return [e for e in self.log if re.search(pattern, f"{e[0]} {e[1]}")]
+
+    def _serve(self, h: http.server.BaseHTTPRequestHandler) -> None:
+        line = f"{h.command} {h.path}"
+        with self._lock:
+            rule = next((r for r in self.rules if r.take(line)), None)
+            h._log_index = len(self.log)  # logged on arrival: a client may see the answer before _record runs
+            self.log.append((h.command, h.path, "pending"))
+        action = "forward"
+        if rule is not None and rule.delay:
+            time.sleep(rule.delay)
+        if rule is not None and rule.status is not None:
+            action = f"status {rule.status}"
+            body = json.dumps({"error": f"injected {rule.status}"}).encode()
+            h.send_response(rule.status)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            if h.command != "HEAD":
+                h.wfile.write(body)
+            self._record(h, action, rule)
+            return
+        length = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(length) if length else None
+        up = urlsplit(self.upstream)
+        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+        headers = {k: v for k, v in h.headers.items() if k.lower() not in _HOP}
+        headers["Host"] = up.netloc
+        try:
+            conn.request(h.command, h.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except OSError as err:
+            self._record(h, f"upstream error {err}", rule)
+            h.send_error(502)
+            return
+        finally:
+            conn.close()
+        h.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() in _HOP or k.lower() == "content-length":
+                continue
+            if k.lower() == "location":
+                v = v.replace(self.upstream, self.url)
+            h.send_header(k, v)
+        size = resp.getheader("Content-Length")
+        h.send_header("Content-Length", size if h.command == "HEAD" and size else str(len(data)))
+        h.end_headers()
+        if h.command == "HEAD":
+            self._record(h, action, rule)
+            return
+        if rule is not None and rule.drop_after is not None:
+            action = f"drop after {rule.drop_after}"
+            h.wfile.write(data[: rule.drop_after])
+            h.wfile.flush()
+            h.close_connection = True
+            try:
+                h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        else:
+            h.wfile.write(data)
+        self._record(h, action, rule)
+
+    def _record(self, h, action: str, rule: FaultRule | None) -> None:
+        if rule is not None and rule.delay:
+            action += " +delay"
+        with self._lock:
+            self.log[h._log_index] = (h.command, h.path, action)
+
+
+class StubUpstream:
+    """A minimal upstream for testing :class:`FaultProxy` itself: serves ``files`` (path -> bytes) with
+    GET/HEAD and single ``Range: bytes=a-`` requests; 404 otherwise."""
+
+    def __init__(self, files: dict[str, bytes]):
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                data = stub.files.get(self.path)
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                start = 0
+                m = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
+                if m:
+                    start = int(m.group(1))
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data[start:])
+
+            do_HEAD = do_GET
+
+        self.files = dict(files)
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

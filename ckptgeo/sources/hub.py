@@ -120,8 +120,9 @@ class HubSource:
             if attempt < _RETRIES:
                 time.sleep(delay)
                 delay *= 4
+        detail = " ".join(str(last).split())  # httpx messages span lines; the CLI prints one
         raise HubUnreachableError(
-            f"{what} failed after {_RETRIES} attempts against {constants.ENDPOINT}: {last}. Check the network, "
+            f"{what} failed after {_RETRIES} attempts against {constants.ENDPOINT}: {detail}. Check the network, "
             f"or point HF_ENDPOINT at a mirror, or pass a local checkpoint folder as SOURCE.") from last
 
     # -- protocol -----------------------------------------------------------------------------
