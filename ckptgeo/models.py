@@ -109,18 +109,10 @@ class ModelHolder:
         ArchitectureMismatchError
             ``config.json`` changes a shape field, or a tensor's shape differs from the first revision's.
         """
-        from transformers import AutoConfig, AutoModelForCausalLM
-
         folder = Path(folder)
-        try:
-            config = AutoConfig.from_pretrained(folder)
-        except Exception as err:
-            raise CorruptCheckpointError(f"{revision}: unreadable config.json in {folder}: {err}",
-                                         revision=revision, path=str(folder / "config.json")) from err
+        config = _read_config(folder, revision)
         if self.model is None:
-            self.config = config
-            self.model = AutoModelForCausalLM.from_config(config, dtype=self.dtype)
-            self.model.to(self.device).eval()
+            self._build(config)
         else:
             for f in _SHAPE_FIELDS:
                 old, new = getattr(self.config, f, None), getattr(config, f, None)
@@ -154,6 +146,25 @@ class ModelHolder:
                     target.copy_(tensor.to(dtype=target.dtype))
             self._retie()
         return self.model
+
+    def build(self, folder: str | Path, *, revision: str = "") -> None:
+        """Build the model from ``folder/config.json`` alone (no weights read), fixing the architecture every
+        revision loaded later must match; a no-op once the model exists.
+
+        Raises
+        ------
+        CorruptCheckpointError
+            ``config.json`` is missing or unreadable.
+        """
+        if self.model is None:
+            self._build(_read_config(Path(folder), revision))
+
+    def _build(self, config) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.config = config
+        self.model = AutoModelForCausalLM.from_config(config, dtype=self.dtype)
+        self.model.to(self.device).eval()
 
     def _rename(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Map checkpoint key names to the model's, with transformers' own renaming rules (e.g. GPT-NeoX's
@@ -189,6 +200,16 @@ class ModelHolder:
     def _retie(self) -> None:
         if getattr(self.config, "tie_word_embeddings", False) and hasattr(self.model, "tie_weights"):
             self.model.tie_weights()
+
+
+def _read_config(folder: Path, revision: str):
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(folder)
+    except Exception as err:
+        raise CorruptCheckpointError(f"{revision}: unreadable config.json in {folder}: {err}",
+                                     revision=revision, path=str(folder / "config.json")) from err
 
 
 def _module_name(model: torch.nn.Module, module: torch.nn.Module) -> str:

@@ -276,7 +276,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     config = dataclasses.replace(config or ScanConfig(), **{k: v for k, v in kwargs.items() if v is not None})
     source, selected, suites, specs, settings, chash = _resolve(source, config)
     out = Path(out) if out is not None else Path("results") / source.name
-    dataset = Dataset(out)
+    Dataset(out, create=False)  # a foreign or incompatible --out is refused before anything else
     plan = _plan(source, selected, chash, config, out)
     if config.max_disk is not None and plan.peak_disk is not None and plan.peak_disk > config.max_disk:
         raise DiskSpaceError(
@@ -290,6 +290,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         if free < plan.peak_disk:
             raise DiskSpaceError(f"{plan.peak_disk / 1e6:,.1f} MB needed for downloads, {free / 1e6:,.1f} MB free "
                                  f"on {cache_root}", needed=plan.peak_disk, available=free)
+    dataset = Dataset(out)
     dataset.write_run(chash, {**settings, "source": plan.source, "ckptgeo_version": __version__})
     result = ScanResult(out=out, skipped=plan.done, config_hash=chash)
 
@@ -307,11 +308,20 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         d = _weights_digest(fs)
         if d is not None:
             meta_first.setdefault(d, r.name)
-    todo = plan.todo
 
     def needs_fetch(r: Revision) -> bool:
         d = _weights_digest(plan.files.get(r.name, []))
         return d is None or meta_first.get(d) == r.name
+
+    todo = plan.todo
+    reference = selected[0]
+    if todo and todo[0].name != reference.name and hasattr(source, "config_folder"):
+        # resumed or sharded: the architecture to match is the first selected revision's, not the first left here
+        try:
+            holder.build(source.config_folder(reference), revision=reference.name)
+        except CkptgeoError as err:
+            log.warning("cannot read the architecture of %s (%s); later revisions are checked against %s",
+                        reference.name, err, todo[0].name)
 
     pool = ThreadPoolExecutor(max_workers=max(config.prefetch, 1))
     futures: dict[int, object] = {}
@@ -336,6 +346,16 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
             except OutputLockedError:
                 log.warning("%s is being measured by another process; skipping it here", rev.name)
                 result.locked.append(rev.name)
+                fut = futures.pop(i, None)
+                if fut is not None:
+                    fut.cancel()
+                bar.update(1)
+                continue
+            if not config.overwrite and dataset.is_done(name):
+                # another run finished it after this one planned: not measured twice
+                log.info("%s was finished by another process meanwhile; skipping it", rev.name)
+                lock.close()
+                result.skipped.append(rev.name)
                 fut = futures.pop(i, None)
                 if fut is not None:
                     fut.cancel()

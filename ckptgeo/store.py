@@ -108,7 +108,11 @@ class Dataset:
                     f"{self.root} was written by ckptgeo {meta.get('writer', '?')} with table schema "
                     f"{meta.get('schema_version')}; this ckptgeo ({__version__}) writes schema "
                     f"{DATASET_SCHEMA_VERSION}. Write to a new --out folder.", path=str(self.root))
+        elif self.root.exists() and not self.root.is_dir():
+            raise DatasetLayoutError(f"{self.root} is a file, not a folder; choose another --out folder.",
+                                     path=str(self.root))
         elif self.root.exists() and any(not p.name.startswith(".") for p in self.root.iterdir()):
+            # (dot files alone, e.g. the marker's temp file of a writer killed before its rename, are not foreign)
             raise DatasetLayoutError(
                 f"{self.root} is not empty and is not a ckptgeo dataset (no ckptgeo.json); refusing to write into "
                 f"it. Choose another --out folder.", path=str(self.root))
@@ -162,6 +166,14 @@ class Dataset:
 
     def has_part(self, table: str, name: str) -> bool:
         return (self.root / table / name).exists()
+
+    def is_done(self, name: str) -> bool:
+        """Whether the ``revisions`` part ``name`` exists with status ok or duplicate (one small read)."""
+        path = self.root / "revisions" / name
+        if not path.exists():
+            return False
+        status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+        return bool(status) and all(s in ("ok", "duplicate") for s in status)
 
     def write_run(self, config_hash: str, settings: dict) -> None:
         """Record the settings behind ``config_hash`` (once)."""

@@ -52,7 +52,13 @@ class CheckpointSource(Protocol):
 
 def open_source(spec: str | Path, *, step_pattern: str | None = None, keep_cache: bool = False,
                 cache_dir: str | Path | None = None) -> CheckpointSource:
-    """A :class:`LocalSource` when ``spec`` is an existing folder, else a :class:`HubSource` repo id."""
+    """A :class:`LocalSource` when ``spec`` is an existing folder, else a :class:`HubSource` repo id.
+
+    Raises
+    ------
+    SourceNotFoundError
+        ``spec`` is neither an existing folder nor a valid repo id (e.g. a mistyped path).
+    """
     from ..constants import STEP_PATTERN
 
     pattern = step_pattern or STEP_PATTERN
@@ -60,6 +66,16 @@ def open_source(spec: str | Path, *, step_pattern: str | None = None, keep_cache
         from .local import LocalSource
 
         return LocalSource(Path(spec).expanduser(), step_pattern=pattern)
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    from ..errors import SourceNotFoundError
+
+    try:
+        validate_repo_id(str(spec))
+    except HFValidationError as err:
+        raise SourceNotFoundError(f"{spec} is not an existing checkpoint folder, nor a Hub repo id ('org/name')",
+                                  path=str(spec)) from err
     from .hub import HubSource
 
     return HubSource(str(spec), step_pattern=pattern, keep_cache=keep_cache, cache_dir=cache_dir)

@@ -124,8 +124,9 @@ class HubSource:
             if attempt < _RETRIES:
                 time.sleep(delay)
                 delay *= 4
+        detail = " ".join(str(last).split())  # httpx messages span lines; the CLI prints one
         raise HubUnreachableError(
-            f"{what} failed after {_RETRIES} attempts against {constants.ENDPOINT}: {last}. Check the network, "
+            f"{what} failed after {_RETRIES} attempts against {constants.ENDPOINT}: {detail}. Check the network, "
             f"or point HF_ENDPOINT at a mirror, or pass a local checkpoint folder as SOURCE.") from last
 
     # -- protocol -----------------------------------------------------------------------------
@@ -174,6 +175,14 @@ class HubSource:
                           revision=revision.commit or revision.name, allow_patterns=["config.json", *names],
                           cache_dir=self.cache_dir, label=revision.name)
         return Path(path)
+
+    def config_folder(self, revision: Revision) -> Path:
+        """A cache folder holding ``revision``'s ``config.json`` (only that file is downloaded)."""
+        from huggingface_hub import snapshot_download
+
+        return Path(self._call(f"downloading config.json of {self.repo_id}@{revision.name}", snapshot_download,
+                               self.repo_id, revision=revision.commit or revision.name,
+                               allow_patterns=["config.json"], cache_dir=self.cache_dir))
 
     def release(self, revision: Revision) -> None:
         if self.keep_cache or revision.commit is None or revision.commit in self._preexisting:

@@ -66,6 +66,10 @@ class LocalSource:
     def release(self, revision: Revision) -> None:
         return None
 
+    def config_folder(self, revision: Revision) -> Path:
+        """The folder holding ``revision``'s ``config.json``."""
+        return self.root / revision.name
+
     def tokenizer_path(self) -> Path:
         if any((self.root / f).exists() for f in _TOKENIZER_FILES):
             return self.root
