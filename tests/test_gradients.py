@@ -188,3 +188,17 @@ def test_bad_config_is_rejected():
         grad_rank(ctx, GradientRankConfig(method="fast"))
     with pytest.raises(InvalidParameterError, match="'sketch_dim'.*Got 0"):
         grad_rank(ctx, GradientRankConfig(sketch_dim=0))
+
+
+def test_refuses_an_unsketched_matrix_too_large(monkeypatch):
+    monkeypatch.setattr(gmod, "_MAX_UNSKETCHED_FLOATS", 1000)
+    with pytest.raises(InvalidParameterError, match="set sketch_dim"):
+        grad_rank(tiny_context(), GradientRankConfig(sketch_dim=None))
+
+
+def test_automatic_chunk_size_bounds_memory(monkeypatch):
+    monkeypatch.setattr(gmod, "_CHUNK_FLOATS", 2500)  # about two items' gradients of the tiny model
+    out = per_sample_gradients(tiny_context(), GradientRankConfig(sketch_dim=None))
+    assert out.chunk_size == 2
+    ref = per_sample_gradients(tiny_context(), GradientRankConfig(sketch_dim=None, chunk_size=6))
+    torch.testing.assert_close(out.grads, ref.grads, rtol=1e-5, atol=1e-7)

@@ -165,3 +165,11 @@ def test_seeded_start_vector_makes_it_deterministic():
     model = _quadratic_context().model
     spec = hessian_eigenvalues(HessianVectorProduct(model, list(model.parameters())), k=2, tol=0)
     np.testing.assert_allclose(spec.eigenvalues, [9.0, 5.0], rtol=1e-8)
+
+
+def test_refuses_a_lanczos_basis_larger_than_host_memory(monkeypatch):
+    from ckptgeo.metrics import hessian as hmod
+
+    monkeypatch.setattr(hmod, "_available_host_bytes", lambda: 1000)
+    with pytest.raises(InvalidParameterError, match="host memory.*'params'"):
+        hessian(_quadratic_context(), HessianConfig(k=2))

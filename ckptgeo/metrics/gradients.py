@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 _PRIME = 2_147_483_647  # 2**31 - 1: a*j + b stays below 2**63 for a, b, j < 2**31
 _COLUMNS_PER_PASS = 1 << 22  # hash this many coordinates at once (bounds temporary memory)
+_MAX_UNSKETCHED_FLOATS = 1 << 31  # refuse an N x P matrix above 8 GiB in float32
+_CHUNK_FLOATS = 1 << 28  # automatic chunk size: per-sample gradients of one chunk stay under this
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,10 @@ class GradientRankConfig:
     method : {"auto", "vmap", "loop"}, default="auto"
         ``"vmap"``: ``torch.func.vmap(grad)`` over items; ``"loop"``: one backward per item;
         ``"auto"``: vmap, falling back to the loop where the model does not support it.
-    chunk_size : int, default=8
-        Items per vmap call (peak memory about chunk_size × P floats).
+    chunk_size : int or None, default=None
+        Items per vmap call; peak memory is about chunk_size × P floats of per-sample gradients.
+        None = as many as fit in 2**28 floats (1 GiB in float32), between 1 and 32: 32 for a
+        model under 8M parameters, 1 for Pythia-2.8B.
     eps : float, default=1e-7
         Added to each normalised spectrum value, as RankMe.
     """
@@ -59,7 +63,7 @@ class GradientRankConfig:
     params: str = "all"
     sketch_dim: int | None = 4096
     method: str = "auto"
-    chunk_size: int = 8
+    chunk_size: int | None = None
     eps: float = RANKME_EPS
 
 
@@ -67,7 +71,7 @@ _CONSTRAINTS = {
     "params": ("str", None, None),
     "sketch_dim": ("int", 1, math.inf, "optional"),
     "method": ("choice", ("auto", "vmap", "loop")),
-    "chunk_size": ("int", 1, math.inf),
+    "chunk_size": ("int", 1, math.inf, "optional"),
     "eps": ("float", 0.0, 1.0),
 }
 
@@ -258,7 +262,7 @@ class PerSampleGradients:
 
     ``grads``: Tensor of shape (n_samples, dim), float32; ``dim`` = ``sketch_dim`` when
     ``sketched`` else ``n_params``. ``losses``: shape (n_samples,), nats. ``method``: "vmap" or
-    "loop" (the one that ran).
+    "loop" (the one that ran); ``chunk_size``: items per vmap call used.
     """
 
     grads: torch.Tensor
@@ -266,6 +270,7 @@ class PerSampleGradients:
     n_params: int
     sketched: bool
     method: str
+    chunk_size: int
 
 
 def _vmap_chunk(ctx: ModelContext, chosen, sl: slice):
@@ -346,12 +351,17 @@ def per_sample_gradients(ctx: ModelContext, config: GradientRankConfig | None = 
     n = int(ctx.batch["input_ids"].shape[0])
     sketched = config.sketch_dim is not None and n_params > config.sketch_dim
     dim = config.sketch_dim if sketched else n_params
+    if n * dim > _MAX_UNSKETCHED_FLOATS:
+        raise InvalidParameterError(f"grad_rank would hold {n} x {dim:,} gradient entries ({4 * n * dim / 2**30:.1f} "
+                                    f"GiB); set sketch_dim (e.g. 4096) or choose fewer params. Got sketch_dim="
+                                    f"{config.sketch_dim!r}.", name="sketch_dim", value=config.sketch_dim)
     out = torch.zeros(n, dim, dtype=torch.float32, device=ctx.device)
     losses = torch.empty(n, dtype=torch.float32, device=ctx.device)
     method = "vmap" if config.method in ("auto", "vmap") else "loop"
+    chunk = config.chunk_size or max(1, min(32, _CHUNK_FLOATS // max(1, n_params)))
     with eval_mode(model), eager_attention(model):
-        for start in range(0, n, config.chunk_size):
-            sl = slice(start, min(n, start + config.chunk_size))
+        for start in range(0, n, chunk):
+            sl = slice(start, min(n, start + chunk))
             if method == "vmap":
                 try:
                     grads, chunk_losses = _vmap_chunk(ctx, chosen, sl)
@@ -379,7 +389,8 @@ def per_sample_gradients(ctx: ModelContext, config: GradientRankConfig | None = 
                     out[sl, col:col + flat.shape[1]] = flat.float()
                     col += flat.shape[1]
             del grads
-    return PerSampleGradients(grads=out, losses=losses, n_params=n_params, sketched=sketched, method=method)
+    return PerSampleGradients(grads=out, losses=losses, n_params=n_params, sketched=sketched, method=method,
+                              chunk_size=chunk)
 
 
 def _weights_fingerprint(model: torch.nn.Module) -> tuple:
@@ -405,7 +416,8 @@ def _cached_gradients(ctx: ModelContext, config: GradientRankConfig) -> PerSampl
 
 def _extra(config: GradientRankConfig, psg: PerSampleGradients) -> dict:
     return {"n_samples": int(psg.grads.shape[0]), "n_params": int(psg.n_params), "sketched": bool(psg.sketched),
-            "dim": int(psg.grads.shape[1]), "method": psg.method, "mean_loss": float(psg.losses.mean())}
+            "dim": int(psg.grads.shape[1]), "method": psg.method, "chunk_size": int(psg.chunk_size),
+            "mean_loss": float(psg.losses.mean())}
 
 
 @register_metric(name="grad_rank", needs="model", cost="expensive", unit="effective dimensions",
@@ -418,7 +430,7 @@ def grad_rank(ctx: ModelContext, config: GradientRankConfig | None = None) -> li
     ctx : ModelContext
         Model, fixed batch of ``n_samples`` items (labels −100 where unscored), device, seed.
     config : GradientRankConfig, optional
-        ``params`` (default "all"), ``sketch_dim`` (4096), ``method`` ("auto"), ``chunk_size`` (8),
+        ``params`` (default "all"), ``sketch_dim`` (4096), ``method`` ("auto"), ``chunk_size`` (None: auto),
         ``eps`` (1e-7).
 
     Returns

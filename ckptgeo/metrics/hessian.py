@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -180,7 +181,8 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
     Raises
     ------
     InvalidParameterError
-        ``k`` ≥ P, or ``which`` not "LA"/"LM".
+        ``k`` ≥ P, ``which`` not "LA"/"LM", or the Lanczos basis ((ncv + 4) × P float64) would take
+        more than half the free host memory (Pythia-2.8B in full: ~540 GiB; use a parameter subset).
     NonFiniteActivationsError
         A Hessian-vector product is NaN or inf.
 
@@ -215,6 +217,14 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
                                     f"{n} parameters). Got {k!r}.", name="k", value=k)
     if ncv is not None:
         ncv = min(max(ncv, k + 1), n)
+    basis = ncv if ncv is not None else min(n, max(2 * k + 1, 20))
+    need = (basis + 4) * n * 8  # ARPACK keeps the Lanczos basis, plus work vectors, in float64 on the host
+    free = _available_host_bytes()
+    if free is not None and need > free // 2:
+        raise InvalidParameterError(f"Lanczos over {n:,} parameters needs about {need / 2**30:.1f} GiB of host memory "
+                                    f"for its {basis} basis vectors (float64); {free / 2**30:.1f} GiB is free. Choose "
+                                    f"a parameter subset with 'params' (e.g. one layer) or a smaller 'ncv'.",
+                                    name="params", value=n)
     op = LinearOperator((n, n), matvec=hvp, dtype=np.float64)
     v0 = np.random.default_rng(seed).standard_normal(n)
     start = hvp.n_calls
@@ -231,6 +241,13 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
     if len(vals) < k:
         vals = np.concatenate([vals, np.full(k - len(vals), np.nan)])
     return HessianSpectrum(eigenvalues=vals, n_hvp=hvp.n_calls - start, converged=converged, n_params=n)
+
+
+def _available_host_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not Linux
+        return None
 
 
 def hutchinson_trace(hvp: HessianVectorProduct, *, n_samples: int, seed: int = 0) -> tuple[float, float]:
@@ -310,7 +327,8 @@ def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[Metr
     Raises
     ------
     InvalidParameterError
-        Bad config, ``params`` matches nothing, or ``k`` ≥ the number of parameters.
+        Bad config, ``params`` matches nothing, ``k`` ≥ the number of parameters, or the Lanczos
+        basis would not fit in host memory (choose a subset with ``params``).
     NonFiniteActivationsError
         NaN or inf in the loss, its gradient or a Hessian-vector product.
 
