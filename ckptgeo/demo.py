@@ -41,7 +41,7 @@ class DemoSetting:
 #: an easy setting (acquired within a few hundred steps) and a hard one (a long collapse first).
 DEMO_SETTINGS = (
     DemoSetting("easy", "copy", 1, 300, 30),
-    DemoSetting("hard", "modular", 1, 1500, 45),
+    DemoSetting("hard", "addition", 1, 1000, 50),
 )
 
 
@@ -54,7 +54,7 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
     out : path, default="results/demo"
         Folder for the runs and the dataset (layout in the module docstring).
     settings : sequence of DemoSetting
-        The runs to train (default :data:`DEMO_SETTINGS`: copy level 1, modular level 1).
+        The runs to train (default :data:`DEMO_SETTINGS`: copy level 1, addition level 1).
     size : str, default="tiny"
         Model size name (``ckptgeo.tasks.SIZES``); the tiny model has about 0.4M parameters.
     n_samples : int, default=200
@@ -102,7 +102,7 @@ def add_demo_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "demo", help="train a small algorithmic suite on the CPU, scan it, analyse it",
         description="The whole job in minutes on a CPU: train the smallest model on an easy (copy) and a hard "
-                    "(modular addition) task with dense checkpoints, scan every checkpoint, find acquisition, "
+                    "(multi-digit addition) task with dense checkpoints, scan every checkpoint, find acquisition, "
                     "collapse, recovery and the precursor gap, and write figures and a report.",
         epilog="examples:\n  ckptgeo demo\n  ckptgeo demo --out /tmp/demo --no-plots\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)

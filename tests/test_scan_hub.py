@@ -111,6 +111,7 @@ def test_dry_run_and_max_disk(local_hub, tmp_path):
     assert cache_bytes() < 50_000, "nothing but the plan was fetched"
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one(local_hub, tmp_path):
     one = tmp_path / "one"
     scan(local_hub.repo_id, revisions=FIVE, suites=(SUITE,), n_samples=16, out=one)

@@ -56,6 +56,7 @@ def test_rows_for_every_layer_and_revision_then_resume(ckpts, tmp_path):
     assert not any(p.name.startswith(".") for p in (out / "geometry").iterdir())
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one(ckpts, tmp_path):
     one = tmp_path / "one"
     run(ckpts, one, revisions="step0,step1,step2,step4,step100")
@@ -98,10 +99,12 @@ def test_failed_revision_is_recorded_and_retried(ckpts, tmp_path):
 
 
 def test_refuses_a_folder_that_is_not_a_dataset(ckpts, tmp_path):
-    (tmp_path / "notes.txt").write_text("mine")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
     with pytest.raises(DatasetLayoutError, match="not a ckptgeo dataset"):
-        run(ckpts, tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+        run(ckpts, mine)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
 def test_dry_run_plans_without_writing(ckpts, tmp_path):
