@@ -70,6 +70,7 @@ def add_scan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--on-error", choices=["skip", "raise"], default="skip",
                    help="skip: record a failed revision and continue (default); raise: stop")
     p.add_argument("--dry-run", action="store_true", help="print the selection, bytes to fetch and peak disk; fetch nothing")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
 
 
 def _scan_kwargs(args) -> dict:
@@ -87,6 +88,10 @@ def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
     from .scan import ScanConfig, plan_scan, scan
 
     config = ScanConfig(**_scan_kwargs(args), metrics=metrics)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.dry_run:
         print(plan_scan(args.source, config, out=args.out).summary())
         return 0
@@ -145,8 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_options(p)
     add_scan_options(p)
     p.add_argument("--metrics", action="append", metavar="M1,M2",
-                   help="metrics (default: the cheap ones, rankme,behavior[,probe]); opt-in: grad_rank, "
-                        "grad_cov_rank, hessian, llc; 'all' for every one")
+                   help="metrics (default: rankme,behavior); opt-in: probe, grad_rank, grad_cov_rank, hessian, "
+                        "llc; 'all' for every one")
     p.set_defaults(func=_cmd_scan)
 
     p = sub.add_parser("revisions", help="list a source's revisions", epilog=EXAMPLES["revisions"],

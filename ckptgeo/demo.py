@@ -85,6 +85,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .analysis.summary import events_text
 
     logging.getLogger("ckptgeo").setLevel(logging.INFO)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     result = run_demo(args.out, size=args.size, seed=args.seed, device=args.device, plots=not args.no_plots)
     print(events_text(result.events))
@@ -111,5 +115,7 @@ def add_demo_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 is faster for the tiny model on a busy machine)")
     p.set_defaults(func=_cmd_demo)
     return p

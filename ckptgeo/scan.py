@@ -187,7 +187,7 @@ def _resolve(source, config: ScanConfig):
     label = str(source) if isinstance(source, (str, Path)) else getattr(source, "repo_id", source.name)
     if isinstance(source, (str, Path)):
         source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
-    selector = config.revisions or ("all" if source.__class__.__name__ == "LocalSource" else "every-1000")
+    selector = config.revisions or source.default_selector
     selected = select_revisions(source.revisions(), selector, source=label)
     specs = list(config.suites) or source.default_suites()
     if not specs:
@@ -221,13 +221,16 @@ def _plan(source, selected, chash, config, out) -> ScanPlan:
     rank, world = shard()
     mine = [r for i, r in enumerate(selected) if i % world == rank]
     todo = [r for r in mine if r.name not in done]
+    # metadata of every selected revision (not only this process's share), so that duplicates found
+    # before download are the same in every process and in a one-process run
     with ThreadPoolExecutor(max_workers=8) as pool:
-        files = dict(zip([r.name for r in todo], pool.map(source.weight_files, todo)))
-    sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None for fs in files.values()]
+        files = dict(zip([r.name for r in selected], pool.map(source.weight_files, selected)))
+    sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
+             for fs in (files[r.name] for r in todo)]
     known = all(s is not None for s in sizes)
     fetch = sum(sizes) if known else None
     peak = (min(config.prefetch, max(len(todo) - 1, 0)) + 1) * max(sizes, default=0) if known else None
-    if source.__class__.__name__ == "LocalSource":
+    if not source.downloads:
         fetch, peak = 0, 0
     return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
                     done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak, config_hash=chash)
@@ -315,7 +318,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
 
     todo = plan.todo
     reference = selected[0]
-    if todo and todo[0].name != reference.name and hasattr(source, "config_folder"):
+    if todo and todo[0].name != reference.name:
         # resumed or sharded: the architecture to match is the first selected revision's, not the first left here
         try:
             holder.build(source.config_folder(reference), revision=reference.name)

@@ -128,9 +128,11 @@ def test_unknown_suite_name(ckpts, tmp_path):
 
 class HubLikeSource(LocalSource):
     """A local folder that reports Hub-like sizes (``size`` bytes per revision) and counts fetches; its
-    class name is not LocalSource, so the engine budgets disk as for a download."""
+    ``downloads = True``, so the engine budgets disk as for a download."""
 
     size = 400_000_000
+    downloads = True
+    default_selector = "every-1000"
 
     def __init__(self, root):
         super().__init__(root)

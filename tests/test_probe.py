@@ -24,7 +24,7 @@ def _separable(n=120, d=16, n_classes=3, seed=0):
 def test_registered():
     spec = get_metric("probe")
     assert spec.needs == "probe_states" and spec.table == "probes" and spec.config is ProbeConfig
-    assert spec.cost == "cheap"
+    assert spec.cost == "expensive"  # opt-in: 2 x k logistic fits per layer per revision
 
 
 def test_separable_states_reach_one():

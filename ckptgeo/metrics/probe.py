@@ -79,7 +79,7 @@ def _cv_accuracy(x: np.ndarray, y: np.ndarray, k: int, config: ProbeConfig) -> n
     return cross_val_score(model, x, y, cv=folds, scoring="accuracy")
 
 
-@register_metric(name="probe", needs="probe_states", cost="cheap", unit="fraction correct", range=(0.0, 1.0),
+@register_metric(name="probe", needs="probe_states", cost="expensive", unit="fraction correct", range=(0.0, 1.0),
                  config=ProbeConfig, table="probes")
 def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     """Cross-validated accuracy of a linear probe predicting ``labels`` from ``states``.

@@ -25,11 +25,15 @@ class WeightFile:
 class CheckpointSource(Protocol):
     """A place that holds the checkpoints of one training run.
 
-    ``name`` is the model name written in every row; ``tokens_per_step`` is None where unknown.
+    ``name`` is the model name written in every row; ``tokens_per_step`` is None where unknown;
+    ``downloads`` says whether :meth:`fetch` puts files on disk (so disk budgets apply);
+    ``default_selector`` is the revision selector used when the user gives none.
     """
 
     name: str
     tokens_per_step: int | None
+    downloads: bool
+    default_selector: str
 
     def revisions(self) -> list[Revision]:
         """Every step revision, sorted by step (raises SourceNotFoundError / HubUnreachableError)."""
@@ -42,6 +46,9 @@ class CheckpointSource(Protocol):
 
     def release(self, revision: Revision) -> None:
         """Free what :meth:`fetch` put on disk for ``revision`` (no-op where nothing was downloaded)."""
+
+    def config_folder(self, revision: Revision) -> Path:
+        """A local folder holding ``revision``'s ``config.json`` (fetching only that file)."""
 
     def tokenizer_path(self) -> Path:
         """A local folder from which ``AutoTokenizer.from_pretrained`` loads the tokenizer."""

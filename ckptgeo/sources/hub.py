@@ -68,6 +68,9 @@ class HubSource:
         ``HF_ENDPOINT`` cannot be reached after retries.
     """
 
+    downloads = True
+    default_selector = "every-1000"
+
     def __init__(self, repo_id: str, *, step_pattern: str = STEP_PATTERN, keep_cache: bool = False,
                  cache_dir: str | Path | None = None):
         from huggingface_hub import HfApi

@@ -40,6 +40,8 @@ class LocalSource:
     """
 
     tokens_per_step = None
+    downloads = False
+    default_selector = "all"
 
     def __init__(self, root: str | Path, *, step_pattern: str = STEP_PATTERN):
         self.root = Path(root)
