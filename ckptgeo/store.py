@@ -77,12 +77,16 @@ def part_name(model: str, revision: str, config_hash: str) -> str:
 
 
 def read_table(root: str | Path, table: str) -> pd.DataFrame:
-    """A table of the dataset at ``root`` as a DataFrame (empty, with the table's columns, if absent)."""
+    """A table of the dataset at ``root`` as one DataFrame, read part by part (so parts whose schemas
+    differ slightly, e.g. a column that is all-null in one, still combine); hidden (``.``, ``_``) names
+    are skipped. Empty, with the table's columns where it has a schema, if there is no part."""
     d = Path(root) / table
-    if not d.is_dir() or not any(p.suffix == ".parquet" and not p.name.startswith((".", "_")) for p in d.iterdir()):
+    parts = sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_"))) if d.is_dir() else []
+    frames = [df for df in (pd.read_parquet(p) for p in parts) if len(df)]
+    if not frames:
         schema = SCHEMAS.get(table)
         return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
-    return pd.read_parquet(d)
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 class Dataset:

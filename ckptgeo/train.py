@@ -53,7 +53,7 @@ from .tasks.generators import TASKS, get_level, heldout_items, sample, suite_hea
 from .tasks.sizes import SIZES, get_size
 
 if TYPE_CHECKING:  # pragma: no cover
-    import torch
+    pass
 
 __all__ = ["TrainConfig", "GridReport", "train", "train_grid", "checkpoint_steps", "evaluate", "exact_match",
            "training_history", "run_name", "add_train_parser", "MANIFEST_NAME"]

@@ -37,31 +37,11 @@ _KEYS = ["model", "suite", "config_hash"]
 # --------------------------------------------------------------------------------------------- reading
 
 def read_table(root: str | os.PathLike, name: str) -> pd.DataFrame | None:
-    """Read table ``name`` of a dataset: every ``*.parquet`` under ``root/name`` (hidden and ``_``
-    names skipped; ``key=value`` folders become columns), concatenated. None when absent or empty.
+    """Table ``name`` of a dataset (:func:`ckptgeo.store.read_table`), or None when absent or empty."""
+    from ..store import read_table as _read
 
-    Parts are read one by one, so parts written with slightly different schemas still combine.
-    """
-    d = Path(root) / name
-    if d.is_file():
-        return pd.read_parquet(d)
-    if not d.is_dir():
-        return None
-    frames = []
-    for p in sorted(d.rglob("*.parquet")):
-        rel = p.relative_to(d).parts
-        if any(part.startswith((".", "_")) for part in rel):
-            continue
-        df = pd.read_parquet(p)
-        for part in rel[:-1]:
-            k, eq, v = part.partition("=")
-            if eq and k not in df.columns:
-                df[k] = v
-        if len(df):
-            frames.append(df)
-    if not frames:
-        return None
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df = _read(root, name)
+    return None if df.empty else df
 
 
 def _require(df: pd.DataFrame, table: str, cols: tuple[str, ...], root: Path) -> None:
