@@ -349,9 +349,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
             except OutputLockedError:
                 log.warning("%s is being measured by another process; skipping it here", rev.name)
                 result.locked.append(rev.name)
-                fut = futures.pop(i, None)
-                if fut is not None:
-                    fut.cancel()
+                _drop_prefetch(futures.pop(i, None), source, rev)
                 bar.update(1)
                 continue
             if not config.overwrite and dataset.is_done(name):
@@ -359,9 +357,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                 log.info("%s was finished by another process meanwhile; skipping it", rev.name)
                 lock.close()
                 result.skipped.append(rev.name)
-                fut = futures.pop(i, None)
-                if fut is not None:
-                    fut.cancel()
+                _drop_prefetch(futures.pop(i, None), source, rev)
                 bar.update(1)
                 continue
             try:
@@ -413,6 +409,17 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         pool.shutdown(wait=True, cancel_futures=True)
     result.duplicates = _finish(dataset)
     return result
+
+
+def _drop_prefetch(future, source, rev: Revision) -> None:
+    """A revision this process will not measure after all: cancel its download, or evict what it fetched."""
+    if future is None or future.cancel():
+        return
+    try:
+        future.result()
+    except Exception as err:  # the download failed: nothing of it to keep
+        log.debug("prefetch of %s failed: %s", rev.name, err)
+    source.release(rev)
 
 
 def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, chash: str, t0: float) -> None:
