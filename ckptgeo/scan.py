@@ -25,8 +25,8 @@ import pandas as pd
 
 from . import __version__
 from .constants import DEFAULT_N_SAMPLES, NO_PROGRESS, RANKME_EPS
-from .errors import (CkptgeoError, DiskSpaceError, DuplicateWeightsWarning, InvalidParameterError,
-                     OutputLockedError)
+from .errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
+                     InvalidParameterError, OutputLockedError)
 from .revisions import Revision, select_revisions
 from .sources.base import CheckpointSource, WeightFile, open_source
 from .store import Dataset, part_name
@@ -273,7 +273,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     from transformers import AutoTokenizer
 
     from .activations import model_batch, prepare_suite, run_suite
-    from .models import ModelHolder, sha256_file
+    from .models import ModelHolder
 
     kwargs = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in kwargs.items()}
     config = dataclasses.replace(config or ScanConfig(), **{k: v for k, v in kwargs.items() if v is not None})
@@ -375,8 +375,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                     continue
                 submit(i)
                 path = futures.pop(i).result()
-                files = [WeightFile(f.name, f.size if f.size is not None else (path / f.name).stat().st_size,
-                                    f.sha256 or sha256_file(path / f.name)) for f in files]
+                files = _verify_files(path, files, rev)
                 model = holder.load(path, revision=rev.name)
                 if prepared is None:
                     max_len = getattr(holder.config, "max_position_embeddings", None)
@@ -409,6 +408,32 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         pool.shutdown(wait=True, cancel_futures=True)
     result.duplicates = _finish(dataset)
     return result
+
+
+def _verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[WeightFile]:
+    """Size and sha256 of each fetched weight file, checked against what the source announced.
+
+    Raises
+    ------
+    CorruptCheckpointError
+        A file's bytes or sha256 differ from the source's metadata (a truncated or altered download).
+    """
+    from .models import sha256_file
+
+    out = []
+    for f in files:
+        local = path / f.name
+        if not local.exists():
+            raise CorruptCheckpointError(f"{rev.name}: weight file {f.name} is missing", revision=rev.name,
+                                         path=str(local))
+        size, digest = local.stat().st_size, sha256_file(local)
+        if (f.size is not None and f.size != size) or (f.sha256 is not None and f.sha256 != digest):
+            raise CorruptCheckpointError(
+                f"{rev.name}: {f.name} does not match the source's metadata ({size} bytes, sha256 {digest[:12]}…; "
+                f"expected {f.size} bytes, sha256 {(f.sha256 or '?')[:12]}…); delete it from the cache and rerun",
+                revision=rev.name, path=str(local))
+        out.append(WeightFile(f.name, size, digest))
+    return out
 
 
 def _drop_prefetch(future, source, rev: Revision) -> None:

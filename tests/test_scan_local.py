@@ -127,3 +127,16 @@ def test_save_states(ckpts, tmp_path):
     files = list((tmp_path / "ds" / "states").rglob("*.safetensors"))
     assert len(files) == 1
     assert load_file(str(files[0]))["states"].shape == (3, 24, 32)
+
+
+def test_weights_that_differ_from_the_announced_sha256_are_refused(ckpts, tmp_path):
+    from ckptgeo.sources.base import WeightFile
+    from ckptgeo.sources.local import LocalSource
+
+    class Announcing(LocalSource):
+        def weight_files(self, revision):
+            return [WeightFile(f.name, f.size, "0" * 64) for f in super().weight_files(revision)]
+
+    res = scan(Announcing(ckpts), out=tmp_path / "ds", revisions="step1", suites=(SUITE,), n_samples=8)
+    assert res.measured == [] and "does not match the source's metadata" in res.failed["step1"]
+    assert "CorruptCheckpointError" in res.failed["step1"]
