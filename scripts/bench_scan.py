@@ -345,7 +345,8 @@ def _report(a: RunStats, b: RunStats, *, rev_all: int, prefetch: int) -> bool:
     a2, an = (a.rss_after[1], a.rss_after[-1]) if len(a.rss_after) > 1 else (None, None)
     flat = an / a2 if a2 else float("nan")
     cache_ok = a.peak_cache <= (prefetch + 1) * rev_all
-    same_n = "" if a.n_revisions == b.n_revisions else f" (per revision: A over {a.n_revisions}, B over {b.n_revisions})"
+    same_n = ("" if a.n_revisions == b.n_revisions
+              else f" (per revision: A over {a.n_revisions}, B over {b.n_revisions})")
     lines = ["ratios:",
              f"  speed B/A {speed:.2f}x{same_n}   target >= 3x: {'MET' if speed >= 3 else 'NOT MET'}",
              f"  A RSS(rev {len(a.rss_after)}) / RSS(rev 2) {flat:.3f}   target within 10%: "
@@ -452,8 +453,11 @@ def main(argv=None) -> int:
         from ckptgeo.items import load_suite, select_items
 
         items = select_items(load_suite(args.suite), args.n_items, 0)
+        import torch
+
         print(f"suite {args.suite.name}: {len(items)} items; batch size {args.batch_size}; device {args.device}; "
-              f"prefetch K={args.prefetch}; B on {args.plain_revisions or args.revisions} revisions; torch threads {__import__('torch').get_num_threads()}", flush=True)
+              f"prefetch K={args.prefetch}; B on {args.plain_revisions or args.revisions} revisions; "
+              f"torch threads {torch.get_num_threads()}", flush=True)
         print(f"one revision: {_mb(rev_all)} on the branch ({_mb(rev_weights)} weights)", flush=True)
 
         sampler.start()
