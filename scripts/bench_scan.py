@@ -1,0 +1,483 @@
+#!/usr/bin/env python
+"""Benchmark: ``ckptgeo.scan`` against the plain way of measuring checkpoints, over loopback HTTP.
+
+Both runs measure, for every revision of the same served repository, per-layer RankMe of the last
+prompt token and multiple-choice accuracy on BIG-bench logical deduction (three objects):
+
+A. ``ckptgeo.scan.scan(repo, revisions="all", metrics=("rankme", "behavior"), prefetch=K)``: one
+   model whose weights are swapped, the prompt's pass shared by hidden states and every choice (key/
+   value cache), logits only where scored, length-sorted batches, the next K revisions downloading
+   while the current one is measured, finished revisions evicted from the cache.
+B. What a researcher writes today: ``AutoModelForCausalLM.from_pretrained(repo, revision=...)`` per
+   revision (into its own, fresh cache, never evicted), one batched ``output_hidden_states=True`` pass
+   over the prompts (right-padded, last non-pad token, all layers) for RankMe, and accuracy the
+   lm-evaluation-harness way: batches of (prompt, choice) pairs, one full sequence per pair, full
+   logits, ``log_softmax`` and the summed log-probability of the choice tokens; pick the best choice.
+
+Same items (``ckptgeo.items.select_items``, seed 0), same batch size, float32 in both, one process;
+A runs first. The served repository is built by ``scripts/make_test_repo.py`` (seeded random
+weights, so accuracy is near chance; what matters here is time, memory, disk and agreement) and
+served by ``scripts/olah_local.py`` on a free loopback port.
+
+Printed per run: wall seconds, seconds per revision, peak RSS of this process (kernel high-water
+mark reset before each run, and the 0.2 s sampled maximum), RSS after revision 2 and after the last,
+peak Hub-cache bytes (sampled every 0.2 s, and exactly before each eviction for A), then the ratios
+B/A (time), RSS(last)/RSS(2), peak cache / one revision, and the agreement of the two runs
+(accuracy per revision, RankMe per layer). Targets (issue 2): A at least 3x faster than B; RSS flat
+(after the last revision within 10% of after revision 2); A's cache never above (K+1) revisions.
+
+Cost: on 2 shared CPU cores (load ~6), A takes ~70 s per pythia-70m revision at 200 items and B about
+five times that, so the default size runs about an hour there; ``--plain-revisions 2`` times B on two
+revisions only (~25 min in all), ``--n-items 40`` cuts both five-fold. A GPU (``--device cuda``) is
+far faster.
+
+Usage::
+
+    python scripts/bench_scan.py                       # pythia-70m shape, 10 revisions, 200 items
+    python scripts/bench_scan.py --plain-revisions 2         # B on two revisions only
+    python scripts/bench_scan.py --shape tiny --revisions 4 --n-items 40   # a quick check (~20 s)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SUITE = REPO_ROOT / ".." / "shared" / "data" / "bigbench_logical_deduction" / "three_objects.json"
+ORG, NAME = "benchorg", "pythia-bench"
+
+
+# --------------------------------------------------------------------------------------------------
+# measurements of the process: RSS and cache bytes
+# --------------------------------------------------------------------------------------------------
+def _rss() -> int:
+    """Current resident set size of this process, in bytes."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _reset_hwm() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process; False where not supported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _hwm() -> int | None:
+    """The kernel's peak RSS (VmHWM) since the last reset, in bytes; None where not available."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _dir_bytes(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (symlinks not followed, partial downloads counted)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:    # deleted while walking (eviction, temp file renamed)
+                continue
+            if not os.path.islink(os.path.join(root, name)):
+                total += st.st_size
+    return total
+
+
+class _Sampler(threading.Thread):
+    """Samples this process's RSS and the bytes under ``cache`` every ``interval`` seconds."""
+
+    def __init__(self, interval: float = 0.2):
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.cache: Path | None = None
+        self.peak_rss = 0
+        self.peak_cache = 0
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def watch(self, cache: Path) -> None:
+        with self._lock:
+            self.cache, self.peak_rss, self.peak_cache = cache, _rss(), 0
+
+    def note_cache(self, nbytes: int) -> None:
+        with self._lock:
+            self.peak_cache = max(self.peak_cache, nbytes)
+
+    def run(self) -> None:
+        while not self._halt.wait(self.interval):
+            with self._lock:
+                cache = self.cache
+            rss = _rss()
+            nbytes = _dir_bytes(cache) if cache is not None and cache.exists() else 0
+            with self._lock:
+                self.peak_rss = max(self.peak_rss, rss)
+                self.peak_cache = max(self.peak_cache, nbytes)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+
+
+@dataclass
+class RunStats:
+    """What one run measured: timings (s), memory and cache (bytes), and its results."""
+
+    name: str
+    wall: float = 0.0
+    n_revisions: int = 0
+    peak_rss_sampled: int = 0
+    peak_rss_hwm: int | None = None
+    rss_after: list[int] = field(default_factory=list)           # after revision 1, 2, ...
+    peak_cache: int = 0
+    accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)   # revision -> (correct, n)
+    rankme: dict[str, list[float]] = field(default_factory=dict)          # revision -> per layer
+
+
+# --------------------------------------------------------------------------------------------------
+# the served repository
+# --------------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                response.read()
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise RuntimeError(f"olah_local did not become ready at {url} (exit code {proc.poll()}); log:\n{tail}")
+        time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------------------------------
+# run A: ckptgeo.scan
+# --------------------------------------------------------------------------------------------------
+def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _Sampler) -> RunStats:
+    import pandas as pd
+
+    from ckptgeo.scan import scan
+    from ckptgeo.sources.hub import HubSource
+
+    stats = RunStats("A ckptgeo.scan")
+
+    class InstrumentedHub(HubSource):
+        """HubSource that records the cache size just before each eviction and RSS just after it."""
+
+        def release(self, revision):
+            sampler.note_cache(_dir_bytes(cache))
+            super().release(revision)
+            stats.rss_after.append(_rss())
+
+    sampler.watch(cache)
+    _reset_hwm()
+    t0 = time.perf_counter()
+    source = InstrumentedHub(repo_id)
+    result = scan(source, revisions="all", suites=(str(suite),), metrics=("rankme", "behavior"),
+                  n_samples=args.n_items, prefetch=args.prefetch, batch_size=args.batch_size,
+                  device=args.device, out=out, on_error="raise")
+    stats.wall = time.perf_counter() - t0
+    stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = _hwm(), sampler.peak_rss, sampler.peak_cache
+    stats.n_revisions = len(result.measured)
+
+    geo = pd.read_parquet(out / "geometry")
+    geo = geo[geo.metric == "rankme"]
+    for rev, g in geo.groupby("revision"):
+        stats.rankme[rev] = g.sort_values("layer").value.tolist()
+    beh = pd.read_parquet(out / "behavior")
+    for row in beh[beh.metric == "accuracy"].itertuples():
+        stats.accuracy[row.revision] = (int(round(row.value * row.n_items)), int(row.n_items))
+    return stats
+
+
+# --------------------------------------------------------------------------------------------------
+# run B: the plain way
+# --------------------------------------------------------------------------------------------------
+def _lm_eval_loglik(model, requests, pad_id: int, batch_size: int, device) -> list[float]:
+    """Summed log-probability of each continuation given its context, as lm-evaluation-harness's
+    ``HFLM.loglikelihood`` computes it: requests sorted by total length (longest first), one
+    right-padded sequence ``(context + continuation)[:-1]`` per request, full logits, log_softmax."""
+    import torch
+
+    order = sorted(range(len(requests)), key=lambda i: -len(requests[i][0] + requests[i][1]))
+    out = [0.0] * len(requests)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        seqs = [(requests[i][0] + requests[i][1])[:-1] for i in idx]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+        for r, s in enumerate(seqs):
+            ids[r, : len(s)] = torch.tensor(s)
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(ids.to(device)).logits.float(), dim=-1).cpu()
+        for r, i in enumerate(idx):
+            cont = requests[i][1]
+            n = len(seqs[r])
+            lp = logprobs[r, n - len(cont): n]                        # positions predicting the continuation
+            target = torch.tensor(cont)
+            _greedy = bool((lp.argmax(-1) == target).all())           # lm-eval also reports is_greedy
+            out[i] = float(lp.gather(-1, target[:, None]).sum())
+    return out
+
+
+def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampler: _Sampler) -> RunStats:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ckptgeo.metrics.rankme import effective_rank
+
+    stats = RunStats("B plain from_pretrained")
+    device = torch.device(args.device)
+    sampler.watch(cache)
+    _reset_hwm()
+    t0 = time.perf_counter()
+    tok = AutoTokenizer.from_pretrained(repo_id, revision=branches[-1], cache_dir=cache)
+    tok.padding_side = "right"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+
+    def encode(text: str) -> list[int]:
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    # lm-eval's request split: the continuation is what the whole string adds after the context's tokens
+    requests, owner = [], []
+    for k, it in enumerate(items):
+        ctx = encode(it.prompt)
+        for c in it.choices:
+            whole = encode(it.prompt + c)
+            requests.append((ctx, whole[len(ctx):]))
+            owner.append(k)
+    prompts = [it.prompt for it in items]
+
+    for branch in branches:
+        model = AutoModelForCausalLM.from_pretrained(repo_id, revision=branch, cache_dir=cache,
+                                                     dtype=torch.float32).to(device).eval()
+        # RankMe: one batched pass with hidden states, last non-pad token, every layer
+        per_layer: list[list[torch.Tensor]] = []
+        for start in range(0, len(prompts), args.batch_size):
+            enc = tok(prompts[start:start + args.batch_size], padding=True, add_special_tokens=False,
+                      return_tensors="pt").to(device)
+            with torch.no_grad():
+                hidden = model(**enc, output_hidden_states=True).hidden_states
+            last = enc["attention_mask"].sum(1) - 1
+            rows = torch.arange(last.shape[0], device=device)
+            if not per_layer:
+                per_layer = [[] for _ in hidden]
+            for layer, h in enumerate(hidden):
+                per_layer[layer].append(h[rows, last].float().cpu())
+        stats.rankme[branch] = [effective_rank(torch.cat(chunks)) for chunks in per_layer]
+        # accuracy: one sequence per (prompt, choice)
+        scores = _lm_eval_loglik(model, requests, tok.pad_token_id, args.batch_size, device)
+        correct, r = 0, 0
+        for it in items:
+            n = len(it.choices)
+            s = scores[r:r + n]
+            correct += int(max(range(n), key=s.__getitem__) == it.answer)
+            r += n
+        stats.accuracy[branch] = (correct, len(items))
+        stats.rss_after.append(_rss())
+        sampler.note_cache(_dir_bytes(cache))
+    del model
+    stats.wall = time.perf_counter() - t0
+    stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = _hwm(), sampler.peak_rss, sampler.peak_cache
+    stats.n_revisions = len(branches)
+    return stats
+
+
+# --------------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------------
+def _mb(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 1e6:,.1f} MB"
+
+
+def _run_block(s: RunStats, *, rev_weights: int, rev_all: int) -> str:
+    """The figures of one run, as printed."""
+    rss2 = s.rss_after[1] if len(s.rss_after) > 1 else None
+    rssn = s.rss_after[-1] if s.rss_after else None
+    flat = f"{rssn / rss2:.3f}" if rss2 and rssn else "n/a"
+    return "\n".join([
+        f"{s.name}:",
+        f"  wall {s.wall:8.1f} s   per revision {s.wall / max(s.n_revisions, 1):7.2f} s   ({s.n_revisions} revisions)",
+        f"  peak RSS {_mb(s.peak_rss_hwm)} (kernel VmHWM since the run began), {_mb(s.peak_rss_sampled)} (sampled)",
+        f"  RSS after revision 2 {_mb(rss2)}, after revision {len(s.rss_after)} {_mb(rssn)}: ratio {flat}",
+        "  RSS after each revision (MB): " + " ".join(f"{x / 1e6:.0f}" for x in s.rss_after),
+        f"  peak cache {_mb(s.peak_cache)} = {s.peak_cache / rev_all:.2f} revisions "
+        f"({s.peak_cache / rev_weights:.2f} x the weights file)"])
+
+
+def _report(a: RunStats, b: RunStats, *, rev_all: int, prefetch: int) -> bool:
+    """Print the ratios against the targets and the agreement of the two runs; True if they agree."""
+    per_a, per_b = a.wall / max(a.n_revisions, 1), b.wall / max(b.n_revisions, 1)
+    speed = per_b / per_a
+    a2, an = (a.rss_after[1], a.rss_after[-1]) if len(a.rss_after) > 1 else (None, None)
+    flat = an / a2 if a2 else float("nan")
+    cache_ok = a.peak_cache <= (prefetch + 1) * rev_all
+    same_n = ("" if a.n_revisions == b.n_revisions
+              else f" (per revision: A over {a.n_revisions}, B over {b.n_revisions})")
+    lines = ["ratios:",
+             f"  speed B/A {speed:.2f}x{same_n}   target >= 3x: {'MET' if speed >= 3 else 'NOT MET'}",
+             f"  A RSS(rev {len(a.rss_after)}) / RSS(rev 2) {flat:.3f}   target within 10%: "
+             f"{'MET' if abs(flat - 1) <= 0.10 else 'NOT MET'}",
+             f"  A peak cache / one revision {a.peak_cache / rev_all:.2f} (K+1 = {prefetch + 1})   "
+             f"target <= K+1: {'MET' if cache_ok else 'NOT MET'}",
+             f"  B peak cache / one revision {b.peak_cache / rev_all:.2f} (never evicted)"]
+
+    ok = True
+    lines.append("agreement (accuracy as correct/n; RankMe max relative difference over layers):")
+    for rev in sorted(b.accuracy, key=lambda r: int(r[4:]) if r[4:].isdigit() else r):
+        ca, n = a.accuracy.get(rev, (None, None))
+        cb, _ = b.accuracy[rev]
+        ra, rb = a.rankme.get(rev), b.rankme[rev]
+        rel = (max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(ra, rb))
+               if ra is not None and len(ra) == len(rb) else float("inf"))
+        acc_ok = ca is not None and abs(ca - cb) <= 1
+        ok = ok and acc_ok and rel <= 1e-3
+        lines.append(f"  {rev:>10}: accuracy A {ca}/{n} B {cb}/{n} {'ok' if acc_ok else 'DIFFERENT'}   "
+                     f"RankMe (A) {' '.join(f'{x:.2f}' for x in ra or [])}; "
+                     f"max rel diff {rel:.1e} {'ok' if rel <= 1e-3 else 'DIFFERENT'}")
+    lines.append(f"agreement: {'all compared revisions agree' if ok else 'DISAGREEMENT (see above)'}")
+    print("\n".join(lines), flush=True)
+    return ok
+
+
+def _parse_args(argv):
+    parser = argparse.ArgumentParser(
+        description="Time ckptgeo.scan against from_pretrained + lm-eval-style scoring on a loopback Hub.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  python scripts/bench_scan.py                      # pythia-70m shape, 10 revisions, 200 items\n"
+               "  python scripts/bench_scan.py --shape tiny --revisions 4 --n-items 40   # quick check\n"
+               "  python scripts/bench_scan.py --prefetch 2 --keep  # keep the work folder\n")
+    parser.add_argument("--revisions", type=int, default=10, help="step branches served (default: %(default)s)")
+    parser.add_argument("--shape", default="pythia-70m", choices=["pythia-70m", "tiny"],
+                        help="model shape of the served repo (default: %(default)s)")
+    parser.add_argument("--n-items", type=int, default=200, help="items of the suite (default: %(default)s)")
+    parser.add_argument("--prefetch", type=int, default=1, help="K: revisions downloaded ahead (default: %(default)s)")
+    parser.add_argument("--plain-revisions", type=int, default=None, metavar="M",
+                        help="run B on the first M revisions only (it is the slow one); the speed ratio then "
+                             "compares seconds per revision (default: all)")
+    parser.add_argument("--batch-size", type=int, default=16, help="both runs (default: %(default)s)")
+    parser.add_argument("--device", default="cpu", help="torch device for both runs (default: %(default)s)")
+    parser.add_argument("--suite", type=Path, default=DEFAULT_SUITE,
+                        help="BIG-bench task JSON (default: ../shared/data/bigbench_logical_deduction/"
+                             "three_objects.json from the repo root)")
+    parser.add_argument("--workdir", type=Path, default=None, help="work folder (default: a new temp folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (repo, caches, dataset)")
+    args = parser.parse_args(argv)
+    if args.revisions < 3:
+        parser.error("--revisions must be at least 3 (RSS is compared after revision 2 and the last)")
+    if args.plain_revisions is not None and not 1 <= args.plain_revisions <= args.revisions:
+        parser.error("--plain-revisions must be between 1 and --revisions")
+    if not args.suite.is_file():
+        parser.error(f"--suite {args.suite} is not a file")
+    return args
+
+
+def main(argv=None) -> int:
+    args = _parse_args(argv)
+    import shutil
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="ckptgeo-bench-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    cache_a, cache_b = work / "hf_a" / "hub", work / "hf_b" / "hub"
+    cache_a.mkdir(parents=True, exist_ok=True)
+    cache_b.mkdir(parents=True, exist_ok=True)
+    # the client reads its environment once, at import: set it before anything imports huggingface_hub
+    if "huggingface_hub" in sys.modules:
+        raise RuntimeError("huggingface_hub was imported before the benchmark set HF_ENDPOINT")
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE",
+                "HUGGINGFACE_HUB_CACHE", "HF_XET_CACHE"):
+        os.environ.pop(var, None)
+    os.environ.update({"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": str(work / "hf_a"),
+                       "HF_HUB_DISABLE_TELEMETRY": "1", "CKPTGEO_NO_PROGRESS": "1",
+                       "CKPTGEO_CACHE": str(work / "ckptgeo_cache"), "TOKENIZERS_PARALLELISM": "false"})
+    sys.path.insert(0, str(REPO_ROOT))
+    from scripts.make_test_repo import make_test_repo
+
+    mirrors, log = work / "mirrors", work / "olah.log"
+    mirrors.mkdir(exist_ok=True)
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "scripts" / "olah_local.py"), "--mirrors",
+                                 str(mirrors), "--port", str(port), "--workdir", str(work / "olah")],
+                                stdout=log_file, stderr=subprocess.STDOUT, cwd=str(work))
+    sampler = _Sampler()
+    try:
+        t0 = time.perf_counter()
+        steps = [1000 * i for i in range(args.revisions)]
+        repo = make_test_repo(mirrors / "models" / ORG / NAME, steps=steps, shape=args.shape)
+        _wait_ready(f"http://127.0.0.1:{port}/api/models/{repo.repo_id}/refs", proc, log)
+        branches = [f"step{s}" for s in steps]
+        print(f"served {repo.repo_id}: {args.shape} shape, {len(branches)} revisions "
+              f"(step0..step{steps[-1]}), built in {time.perf_counter() - t0:.1f} s; work folder {work}", flush=True)
+
+        from huggingface_hub import HfApi
+
+        tree = [e for e in HfApi().list_repo_tree(repo.repo_id, revision=branches[0]) if hasattr(e, "size")]
+        rev_all = sum(e.size for e in tree)
+        rev_weights = max(repo.weight_bytes[b] for b in branches)
+
+        from ckptgeo.items import load_suite, select_items
+
+        items = select_items(load_suite(args.suite), args.n_items, 0)
+        import torch
+
+        print(f"suite {args.suite.name}: {len(items)} items; batch size {args.batch_size}; device {args.device}; "
+              f"prefetch K={args.prefetch}; B on {args.plain_revisions or args.revisions} revisions; "
+              f"torch threads {torch.get_num_threads()}", flush=True)
+        print(f"one revision: {_mb(rev_all)} on the branch ({_mb(rev_weights)} weights)", flush=True)
+
+        sampler.start()
+        a = run_scan(repo.repo_id, args.suite, args, work / "out", cache_a, sampler)
+        print(_run_block(a, rev_weights=rev_weights, rev_all=rev_all), flush=True)
+        b = run_plain(repo.repo_id, branches[: args.plain_revisions or None], items, args, cache_b, sampler)
+        print(_run_block(b, rev_weights=rev_weights, rev_all=rev_all), flush=True)
+        ok = _report(a, b, rev_all=rev_all, prefetch=args.prefetch)
+    finally:
+        sampler.stop()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
