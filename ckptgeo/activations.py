@@ -156,9 +156,10 @@ def _check_finite(states: torch.Tensor, *, revision: str, suite: str) -> None:
 
 
 @torch.no_grad()
-def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str):
+def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
+            with_probes: bool):
     states, probe_states, correct, correct_norm, labels = [], [], [], [], []
-    need_choice_states = any(p.item.label is None for p in items)
+    need_choice_states = with_probes and any(p.item.label is None for p in items)
     order = sorted(range(len(items)), key=lambda i: -len(items[i].prompt))
     results: dict[int, tuple] = {}
     for idx in _batches(order, batch_size):
@@ -197,7 +198,7 @@ def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_s
             s = score[r:r + n]
             nbytes = torch.tensor([len(ch.encode("utf-8")) for ch in p.item.choices], dtype=torch.float32)
             pick, pick_norm = int(torch.argmax(s)), int(torch.argmax(s / nbytes))
-            if p.item.label is not None:
+            if p.item.label is not None or not need_choice_states:
                 pst, plab = st[:, b:b + 1], [str(p.item.label)]
             else:
                 pst, plab = choice_states[:, r:r + n], [str(int(c == p.item.answer)) for c in range(n)]
@@ -211,7 +212,8 @@ def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_s
 
 
 @torch.no_grad()
-def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str):
+def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
+             with_probes: bool):
     states, correct, labels = [None] * len(items), np.zeros(len(items)), [None] * len(items)
     order = sorted(range(len(items)), key=lambda i: -(len(items[i].prompt) + len(items[i].conts[0])))
     for idx in _batches(order, batch_size):
@@ -233,7 +235,8 @@ def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_
 
 
 @torch.no_grad()
-def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str):
+def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
+               with_probes: bool):
     seqs = [s for p in items for s in (p.good, p.bad)]
     lp_sum = np.zeros(len(seqs))
     states = [None] * len(seqs)
@@ -262,8 +265,11 @@ _RUNNERS = {"multiple_choice": _run_mc, "generation": _run_gen, "minimal_pair": 
 
 
 def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str = "last", device="cpu",
-              revision: str = "") -> SuiteOutputs:
+              revision: str = "", with_probes: bool = True) -> SuiteOutputs:
     """One sweep over a prepared suite.
+
+    ``with_probes=False`` skips the extra states only probes read (multiple-choice items without a
+    ``label`` are probed at each prompt + choice); ``probe_states`` then repeats ``states``.
 
     Raises
     ------
@@ -275,7 +281,7 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str =
     for kind, runner in _RUNNERS.items():
         items = [p for p in ps.items if p.item.kind == kind]
         if items:
-            parts.append((kind, runner(model, items, ps, device, batch_size, position)))
+            parts.append((kind, runner(model, items, ps, device, batch_size, position, with_probes)))
     states = torch.cat([p[1][0] for p in parts], 1)
     probe_states = torch.cat([p[1][1] for p in parts], 1)
     labels = np.array([lab for p in parts for lab in p[1][2]], dtype=object)

@@ -482,7 +482,7 @@ def _measure(model, prepared, specs, config, base, common, dataset, name, model_
     for ps in prepared:
         t0 = time.perf_counter()
         outp = run_suite(model, ps, batch_size=config.batch_size, position=config.position, device=config.device,
-                         revision=rev.name)
+                         revision=rev.name, with_probes=any(s.needs == "probe_states" for s in specs.values()))
         forward_s = time.perf_counter() - t0
         row0 = {**base, "suite": ps.suite.name, **common}
         if config.save_states:
