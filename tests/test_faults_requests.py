@@ -139,7 +139,8 @@ class HubLikeSource(LocalSource):
         self.fetched = []
 
     def weight_files(self, revision):
-        return [WeightFile("model.safetensors", self.size, None)]
+        real = (self.root / revision.name / "model.safetensors").stat().st_size
+        return [WeightFile("model.safetensors", self.size or real, None)]
 
     def fetch(self, revision):
         self.fetched.append(revision.name)
@@ -163,6 +164,7 @@ def test_max_disk_below_the_peak_is_refused_before_any_download(prefetch, budget
 
 def test_max_disk_above_the_peak_runs(ckpts, tmp_path):
     src = HubLikeSource(ckpts)
+    src.size = None  # announce the true sizes: fetched files are checked against what was announced
     res = _scan(src, tmp_path / "ds", revisions="step0,step1", prefetch=1, max_disk=10**9)
     assert res.measured == ["step0", "step1"] and sorted(src.fetched) == ["step0", "step1"]
 
