@@ -15,12 +15,13 @@ Generation items are scored by teacher forcing and minimal pairs by whole-senten
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .errors import NonFiniteActivationsError
+from .errors import CkptgeoWarning, InvalidParameterError, NonFiniteActivationsError
 from .items import Item, Suite, select_items
 from .metrics.behavior import chance_level
 
@@ -112,7 +113,24 @@ def prepare_suite(suite: Suite, tokenizer, *, n_samples: int | None, seed: int =
         if not prompt:
             prompt = [bos if bos is not None else pad]
         out.append(PreparedItem(it, prompt=tuple(prompt), conts=tuple(conts)))
+    _check_vocabulary(suite.name, out, tokenizer.unk_token_id)
     return PreparedSuite(suite=suite, items=tuple(out), pad_id=pad, bos=bos)
+
+
+def _check_vocabulary(name: str, items: list[PreparedItem], unk: int | None) -> None:
+    """Refuse a suite the tokenizer mostly cannot read (e.g. an English suite on an algorithmic-task
+    vocabulary): over half its tokens unknown. Warn above 5%."""
+    if unk is None:
+        return
+    ids = [t for p in items for seq in (p.prompt, *p.conts, p.good, p.bad) for t in seq]
+    share = sum(t == unk for t in ids) / max(len(ids), 1)
+    msg = (f"suite {name!r}: {share:.0%} of its tokens are unknown to this model's tokenizer "
+           f"(its vocabulary does not cover the suite's text)")
+    if share > 0.5:
+        raise InvalidParameterError(msg + "; measure it on a model whose tokenizer reads it", name="suites",
+                                    value=name)
+    if share > 0.05:
+        warnings.warn(msg + "; results may be meaningless", CkptgeoWarning, stacklevel=3)
 
 
 def _batches(order: list[int], size: int):

@@ -103,7 +103,11 @@ def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
     if res.duplicates is not None and not res.duplicates.empty:
         for r, o in zip(res.duplicates.revision, res.duplicates.duplicate_of):
             print(f"  duplicate weights: {r} = {o}", file=sys.stderr)
-    print(f"load with: pandas.read_parquet('{res.out}/geometry')")
+    if args.save_states and not res.measured and res.skipped:
+        print("  no states saved: every revision was already measured; add --overwrite to measure and save them",
+              file=sys.stderr)
+    tables = [t for t in ("geometry", "behavior", "probes", "revisions") if (res.out / t).is_dir()]
+    print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables[:2]))
     return 1 if res.failed else 0
 
 
@@ -127,7 +131,7 @@ def _cmd_revisions(args) -> int:
     for r in revs:
         size = sizes.get(r.name, r.size)
         print(f"{r.name:>12}  {r.step:>7}  {r.commit or '-':<40}  {'' if size is None else f'{size / 1e6:.1f} MB'}")
-    print(f"{len(revs)} revisions")
+    print(f"{len(revs)} revision{'s' if len(revs) != 1 else ''}")
     return 0
 
 

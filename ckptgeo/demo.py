@@ -70,12 +70,12 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
     for s in settings:
         t0 = time.perf_counter()
         run = out / "runs" / f"{s.task}-L{s.level}-{size}-s{seed}"
-        log.warning("training %s setting: %s level %d, %d steps -> %s", s.role, s.task, s.level, s.n_steps, run)
+        log.info("training %s setting: %s level %d, %d steps -> %s", s.role, s.task, s.level, s.n_steps, run)
         train(TrainConfig(tasks=(s.task,), levels=(s.level,), out=str(run), size=size, n_steps=s.n_steps,
                           seed=seed, n_checkpoints=s.n_checkpoints, device=device))
-        log.warning("scanning %s", run)
+        log.info("scanning %s", run)
         scan(run, out=dataset, n_samples=n_samples, device=device, seed=seed)
-        log.warning("%s setting done in %.0f s", s.role, time.perf_counter() - t0)
+        log.info("%s setting done in %.0f s", s.role, time.perf_counter() - t0)
     result = analyze(dataset)
     write_report(dataset, analysis=result, plots=plots)
     return result

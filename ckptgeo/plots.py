@@ -324,7 +324,8 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
     thr = ("0.5 (halfway between chance and 1 where chance ≥ 0.5)" if cfg.acc_threshold is None
            else str(cfg.acc_threshold))
     parts = [f"# ckptgeo analysis of `{analysis.root}`\n",
-             "Definitions: SPEC.md, \"Precursor-gap analysis\". Tables: `events/events.parquet` and "
+             "Definitions: the docstrings of `ckptgeo.analysis.events` (after Billa, arXiv:2602.15997). "
+             "Tables: `events/events.parquet` and "
              "`summary/*.parquet` (read with `pandas.read_parquet`).\n",
              "## Settings\n",
              f"- accuracy threshold: {thr}; "

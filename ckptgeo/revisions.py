@@ -70,7 +70,8 @@ def _missing(wanted: str, revisions: list[Revision], source: str) -> RevisionNot
     close = closest_revisions(wanted, revisions)
     return RevisionNotFoundError(
         f"Revision {wanted!r} not found in {source}; closest existing: {', '.join(close) or '(none)'}. "
-        f"Run `ckptgeo revisions {source}` to list them.", repo_id=source, revision=wanted, closest=close)
+        f"Run `ckptgeo revisions {source}` to list them (selectors: all, every-N, log, A:B, A:B:N, main, "
+        f"or names/steps separated by commas).", repo_id=source, revision=wanted, closest=close)
 
 
 def select_revisions(revisions: list[Revision], selector: str, *, source: str = "source") -> list[Revision]:

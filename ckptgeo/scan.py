@@ -31,7 +31,7 @@ from .revisions import Revision, select_revisions
 from .sources.base import CheckpointSource, WeightFile, open_source
 from .store import Dataset, part_name
 
-__all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard"]
+__all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard", "default_out"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,17 @@ def _validate(cfg: ScanConfig) -> None:
             rng = f"[{lo}, {'inf' if hi is None else hi}]"
             raise InvalidParameterError(f"The {name!r} parameter of scan must be {typ.__name__} in {rng}. "
                                         f"Got {value!r}.", name=name, value=value)
+    if cfg.step_pattern is not None:
+        import re
+
+        try:
+            groups = re.compile(cfg.step_pattern).groups
+        except re.error as err:
+            raise InvalidParameterError(f"--step-pattern {cfg.step_pattern!r} is not a valid regular expression: "
+                                        f"{err}", name="step_pattern", value=cfg.step_pattern) from err
+        if groups < 1:
+            raise InvalidParameterError(f"--step-pattern {cfg.step_pattern!r} needs a group capturing the step, "
+                                        r"e.g. '^ckpt-(\d+)$'", name="step_pattern", value=cfg.step_pattern)
     if cfg.max_disk is not None and cfg.max_disk <= 0:
         raise InvalidParameterError(f"max_disk must be positive; got {cfg.max_disk}", name="max_disk",
                                     value=cfg.max_disk)
@@ -141,11 +152,12 @@ class ScanPlan:
         def fmt(n):
             return "unknown" if n is None else f"{n / 1e6:,.1f} MB"
 
-        lines = [f"{self.source}: {len(self.selected)} revisions selected, {len(self.done)} already done, "
-                 f"{len(self.todo)} to measure (this process)"]
+        lines = [f"{self.source}: {len(self.selected)} selected, {len(self.done)} already done, "
+                 f"{len(self.todo)} to measure (this process)",
+                 f"  {'revision':>12}  {'step':>7}  {'commit':<40}  {'weights':>10}"]
         for r in self.todo:
             size = sum(f.size or 0 for f in self.files.get(r.name, []))
-            lines.append(f"  {r.name:>12}  step {r.step:>7}  {r.commit or '':<40}  {size / 1e6:10.1f} MB")
+            lines.append(f"  {r.name:>12}  {r.step:>7}  {r.commit or '-':<40}  {size / 1e6:7.1f} MB")
         lines.append(f"bytes to fetch: {fmt(self.bytes_to_fetch)}; peak disk: {fmt(self.peak_disk)}; "
                      f"config hash {self.config_hash}")
         return "\n".join(lines)
@@ -215,9 +227,10 @@ def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | Non
 
 
 def _plan(source, selected, chash, config, out) -> ScanPlan:
+    out = Path(out) if out is not None else default_out(source)
     done: set[str] = set()
-    if out is not None and (Path(out) / "ckptgeo.json").exists() and not config.overwrite:
-        done = Dataset(out).done_revisions(source.name, chash)
+    if (out / "ckptgeo.json").exists() and not config.overwrite:
+        done = Dataset(out).done_revisions(source.name, chash) & {r.name for r in selected}
     rank, world = shard()
     mine = [r for i, r in enumerate(selected) if i % world == rank]
     todo = [r for r in mine if r.name not in done]
@@ -234,6 +247,11 @@ def _plan(source, selected, chash, config, out) -> ScanPlan:
         fetch, peak = 0, 0
     return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
                     done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak, config_hash=chash)
+
+
+def default_out(source) -> Path:
+    """Where a scan writes when ``out`` is not given: ``results/<source name>``."""
+    return Path("results") / source.name
 
 
 def _progress(total: int, desc: str):
@@ -278,7 +296,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     kwargs = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in kwargs.items()}
     config = dataclasses.replace(config or ScanConfig(), **{k: v for k, v in kwargs.items() if v is not None})
     source, selected, suites, specs, settings, chash = _resolve(source, config)
-    out = Path(out) if out is not None else Path("results") / source.name
+    out = Path(out) if out is not None else default_out(source)
     Dataset(out, create=False)  # a foreign or incompatible --out is refused before anything else
     plan = _plan(source, selected, chash, config, out)
     if config.max_disk is not None and plan.peak_disk is not None and plan.peak_disk > config.max_disk:
@@ -299,7 +317,6 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
 
     tokenizer = AutoTokenizer.from_pretrained(source.tokenizer_path())
     holder = ModelHolder(device=config.device, dtype=config.dtype)
-    prepared = None
     common_settings = {"n_samples": config.n_samples, "position": config.position, "centered": config.centered,
                        "dtype": config.dtype, "epsilon": config.epsilon, "seed": config.seed,
                        "config_hash": chash, "ckptgeo_version": __version__}
@@ -318,13 +335,19 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
 
     todo = plan.todo
     reference = selected[0]
-    if todo and todo[0].name != reference.name:
-        # resumed or sharded: the architecture to match is the first selected revision's, not the first left here
+    prepared = None
+    if todo:
+        # the architecture to match is the first selected revision's, also when resumed or sharded; its
+        # config (config.json only) also bounds prompt lengths, so suites are tokenized, and checked, up front
         try:
             holder.build(source.config_folder(reference), revision=reference.name)
         except CkptgeoError as err:
             log.warning("cannot read the architecture of %s (%s); later revisions are checked against %s",
                         reference.name, err, todo[0].name)
+        else:
+            max_len = getattr(holder.config, "max_position_embeddings", None)
+            prepared = [prepare_suite(s, tokenizer, n_samples=config.n_samples, seed=config.seed,
+                                      max_length=max_len) for s in suites]
 
     pool = ThreadPoolExecutor(max_workers=max(config.prefetch, 1))
     futures: dict[int, object] = {}

@@ -86,7 +86,9 @@ def read_table(root: str | Path, table: str) -> pd.DataFrame:
     if not frames:
         schema = SCHEMAS.get(table)
         return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    order = [c for c in ("model", "step", "suite", "layer", "metric") if c in df.columns]
+    return df.sort_values(order, kind="stable", ignore_index=True) if order else df
 
 
 class Dataset:

@@ -217,3 +217,12 @@ def test_invalid_curves():
         ev.acquisition_step([0, 10, 10], [0.1, 0.2, 0.3])
     with pytest.raises(InvalidParameterError, match="recovery"):
         ev.recovery_onset(STEPS, RANKME, ev.collapse_point(STEPS, RANKME, 70), recovery=0.0)
+
+
+def test_float_noise_is_not_a_collapse_or_an_onset():
+    from ckptgeo.analysis.events import collapse_point, onset_of_change
+
+    steps = [0, 10, 20, 30, 40]
+    flat = [1.0002046207, 1.0002046207 - 4e-13, 1.0002046207 + 1e-13, 1.0002046207 - 2e-13, 1.0002046207]
+    assert collapse_point(steps, flat, acquisition=40).status == "no_collapse"
+    assert onset_of_change(steps, flat, acquisition=40).status == "not_found"

@@ -140,3 +140,46 @@ def test_weights_that_differ_from_the_announced_sha256_are_refused(ckpts, tmp_pa
     res = scan(Announcing(ckpts), out=tmp_path / "ds", revisions="step1", suites=(SUITE,), n_samples=8)
     assert res.measured == [] and "does not match the source's metadata" in res.failed["step1"]
     assert "CorruptCheckpointError" in res.failed["step1"]
+
+
+def test_suite_the_tokenizer_cannot_read_is_refused_before_measuring(tmp_path):
+    import torch
+    from transformers import GPTNeoXForCausalLM
+
+    from ckptgeo.errors import InvalidParameterError
+    from ckptgeo.tasks.vocab import build_tokenizer, vocab_size
+    from tests._checkpoints import tiny_config
+
+    root = tmp_path / "taskmodel"
+    build_tokenizer().save_pretrained(root)
+    torch.manual_seed(0)
+    GPTNeoXForCausalLM(tiny_config(vocab_size=vocab_size())).save_pretrained(root / "step0")
+    with pytest.raises(InvalidParameterError, match=r"logic.*% of its tokens are unknown"):
+        scan(root, out=tmp_path / "ds", suites=("logic",), n_samples=20)
+    assert not (tmp_path / "ds" / "revisions").exists()
+
+
+def test_dry_run_without_out_sees_the_default_dataset_and_counts_only_the_selection(ckpts, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run(ckpts, None, revisions="step0,step1,step2")
+    assert (tmp_path / "results" / "tiny" / "geometry").is_dir()
+    plan = plan_scan(ckpts, suites=(SUITE,), n_samples=24, revisions="step1,step4")
+    assert plan.done == ["step1"] and [r.name for r in plan.todo] == ["step4"]
+
+
+@pytest.mark.parametrize("pattern,match", [("(", "not a valid regular expression"), (r"step\d+", "needs a group")])
+def test_bad_step_pattern_is_a_clear_error(ckpts, tmp_path, pattern, match):
+    from ckptgeo.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match=match):
+        run(ckpts, tmp_path / "ds", step_pattern=pattern)
+
+
+def test_mistyped_local_folder_is_not_sent_to_the_hub(tmp_path, monkeypatch):
+    from ckptgeo.errors import SourceNotFoundError
+    from ckptgeo.sources.base import open_source
+
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SourceNotFoundError, match="runs/nosuch is not a folder"):
+        open_source("runs/nosuch")

@@ -46,7 +46,8 @@ def add_analyze_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "analyze", help="find acquisition, collapse, recovery and precursor gaps in a scanned dataset",
         description="Read DIR's geometry/behavior/probes tables, write the events table, summaries, figures "
-                    "and report.md (definitions: SPEC.md, 'Precursor-gap analysis').",
+                    "and report.md (definitions: `python -m pydoc ckptgeo.analysis.events`; after Billa, "
+                    "arXiv:2602.15997).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="dataset folder written by `ckptgeo scan` (its --out)")
     p.add_argument("--acc-threshold", type=float, default=None,

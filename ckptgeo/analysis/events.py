@@ -43,6 +43,9 @@ DEFAULT_WINDOW = 3
 DEFAULT_RECOVERY = 0.1
 #: fraction of its first value a layer's RankMe must fall to for its collapse onset.
 DEFAULT_COLLAPSE_FRACTION = 0.5
+#: relative change below which a curve counts as flat: float noise (e.g. layer 0 read at a token that is
+#: the same for every item has RankMe 1.0 +- 1e-13 at every step), not a collapse or an onset.
+FLAT_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -321,7 +324,7 @@ def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition:
         the whole curve.
     min_drop : float, default=0.0
         Minimum drop, as a fraction of the first value, for a collapse to count. 0 (SPEC.md): any
-        fall below the first value.
+        fall below the first value beyond float noise (:data:`FLAT_TOLERANCE`, 1e-6 of it).
 
     Returns
     -------
@@ -347,7 +350,7 @@ def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition:
     idx = int(np.argmin(v[:m]))  # first occurrence on ties
     floor = float(v[idx])
     drop = first - floor
-    if idx == 0 or drop <= float(min_drop) * abs(first):
+    if idx == 0 or drop <= max(float(min_drop), FLAT_TOLERANCE) * abs(first):
         why = ("never falls below its first value before acquisition" if idx == 0
                else f"drop {drop:.3g} below min_drop={min_drop:g} of the first value {first:.3g}")
         return Collapse(None, None, math.nan, first, math.nan, "no_collapse", why)
@@ -428,7 +431,7 @@ def onset_of_change(steps: Sequence[float], values: Sequence[float], acquisition
                      "fewer than two measured checkpoints before acquisition")
     dev = v[:m] - v[0]
     k = int(np.argmax(np.abs(dev)))
-    if dev[k] == 0:
+    if abs(dev[k]) <= FLAT_TOLERANCE * max(abs(float(v[0])), 1e-12):
         return Onset(None, None, math.nan, "not_found", "the measure never moves before acquisition")
     sign = 1.0 if dev[k] > 0 else -1.0
     need = fraction * abs(dev[k])

@@ -18,6 +18,8 @@ import math
 import random
 import tempfile
 import warnings
+import contextlib
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -25,6 +27,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .. import constants
 from ..errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
 from ._autodiff import location, select_parameters, where
 from ._validation import check_config
@@ -229,7 +232,7 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     from devinterp.slt.sampling import sample
 
     with _rng_preserved(), tempfile.TemporaryDirectory(prefix="ckptgeo-llc-") as tmp, \
-            warnings.catch_warnings(record=True) as caught:
+            warnings.catch_warnings(record=True) as caught, _chain_bars(show=_show_progress()):
         warnings.simplefilter("always")
         tree = sample(model, _IndexDataset(n_samples), {}, lr=config.lr, n_beta=nbeta,
                       param_masks={name: None for name, _ in chosen}, num_chains=config.num_chains,
@@ -270,6 +273,25 @@ def _devinterp_version() -> str:
         return version("devinterp")
     except Exception:  # pragma: no cover - metadata missing
         return "unknown"
+
+
+def _show_progress() -> bool:
+    return not constants.NO_PROGRESS and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def _chain_bars(*, show: bool):
+    """devinterp draws one progress bar per SGLD chain and has no switch for it: hide them unless
+    progress is wanted on a terminal (``CKPTGEO_NO_PROGRESS`` unset)."""
+    import devinterp.slt.sampler as sampler
+
+    original = sampler.trange
+    if not show:
+        sampler.trange = lambda *a, **k: original(*a, **{**k, "disable": True})
+    try:
+        yield
+    finally:
+        sampler.trange = original
 
 
 @register_metric(name="llc", needs="model", cost="expensive", unit="nats (dimensionless coefficient)",

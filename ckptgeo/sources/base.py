@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..errors import SourceNotFoundError
 from ..revisions import Revision
 
 __all__ = ["CheckpointSource", "WeightFile", "open_source"]
@@ -69,14 +70,18 @@ def open_source(spec: str | Path, *, step_pattern: str | None = None, keep_cache
     from ..constants import STEP_PATTERN
 
     pattern = step_pattern or STEP_PATTERN
-    if Path(spec).expanduser().is_dir():
+    path = Path(spec).expanduser()
+    if not path.is_dir() and (path.exists() or path.parent != Path(".") and path.parent.is_dir()):
+        # "runs/nosuch" next to an existing runs/: a mistyped folder, not a Hub repo id
+        raise SourceNotFoundError(f"{spec} is not a folder of step{{N}} checkpoints (its parent {path.parent} "
+                                  f"exists locally); to use a Hub repo of that name, run from another directory",
+                                  path=str(spec))
+    if path.is_dir():
         from .local import LocalSource
 
-        return LocalSource(Path(spec).expanduser(), step_pattern=pattern)
+        return LocalSource(path, step_pattern=pattern)
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
-
-    from ..errors import SourceNotFoundError
 
     try:
         validate_repo_id(str(spec))
