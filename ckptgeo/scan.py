@@ -128,10 +128,17 @@ def parse_size(text: str | int | None) -> int | None:
 
 def shard() -> tuple[int, int]:
     """(rank, world size) from the launcher's environment (``RANK``/``WORLD_SIZE``, as set by
-    ``accelerate launch`` and ``torchrun``); (0, 1) when absent."""
-    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", 0)))
+    ``accelerate launch`` and ``torchrun``; Slurm's ``SLURM_PROCID``/``SLURM_NTASKS``); (0, 1) when absent."""
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", os.environ.get("LOCAL_RANK", 0))))
     world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1)))
     return rank, max(world, 1)
+
+
+def _rank_device(device: str) -> str:
+    """``"cuda"`` becomes ``cuda:$LOCAL_RANK`` when several processes share a machine."""
+    if device == "cuda" and shard()[1] > 1:
+        return f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
+    return device
 
 
 @dataclass
@@ -295,6 +302,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
 
     kwargs = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in kwargs.items()}
     config = dataclasses.replace(config or ScanConfig(), **{k: v for k, v in kwargs.items() if v is not None})
+    config = dataclasses.replace(config, device=_rank_device(config.device))
     source, selected, suites, specs, settings, chash = _resolve(source, config)
     out = Path(out) if out is not None else default_out(source)
     Dataset(out, create=False)  # a foreign or incompatible --out is refused before anything else

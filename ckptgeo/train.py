@@ -678,13 +678,6 @@ class GridReport:
     world_size: int
 
 
-def _rank_world() -> tuple[int, int]:
-    """(rank, world size) from the launcher's variables (``accelerate launch``, ``torchrun``)."""
-    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    return rank, world
-
-
 def train_grid(tasks: Sequence[str], levels: Sequence[int], sizes: Sequence[str], *, out: str | Path,
                seeds: Sequence[int] = (0,), template: TrainConfig | None = None, rank: int | None = None,
                world_size: int | None = None) -> GridReport:
@@ -718,7 +711,9 @@ def train_grid(tasks: Sequence[str], levels: Sequence[int], sizes: Sequence[str]
     RunMismatchError
         A run folder holds a run with other settings.
     """
-    env_rank, env_world = _rank_world()
+    from .scan import shard
+
+    env_rank, env_world = shard()
     rank = env_rank if rank is None else rank
     world_size = env_world if world_size is None else world_size
     if world_size < 1 or not 0 <= rank < world_size:
