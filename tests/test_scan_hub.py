@@ -139,3 +139,16 @@ def test_cli_scan_and_revisions(local_hub, tmp_path, capsys):
     assert len(pd.read_parquet(tmp_path / "ds" / "geometry")) == 6
     assert main(["scan", local_hub.repo_id, "--revisions", "step5", "--suite", SUITE]) == 3
     assert "closest existing: step4" in capsys.readouterr().err
+
+
+def test_probe_logic_end_to_end_over_the_hub(local_hub, tmp_path):
+    from ckptgeo.cli import main
+
+    out = tmp_path / "ds"
+    assert main(["probe", local_hub.repo_id, "--suite", "logic", "--revisions", "step0,step1000",
+                 "--n-samples", "40", "--out", str(out)]) == 0
+    p = pd.read_parquet(out / "probes")
+    assert len(p) == 2 * 3 and set(p.revision) == {"step0", "step1000"} and (p.n == 40).all()
+    assert p.control_accuracy.notna().all() and p.chance.between(0.4, 0.6).all()
+    b = pd.read_parquet(out / "behavior")
+    assert set(b.suite) == {"logic"} and b[b.metric == "accuracy"].value.between(0, 1).all()
