@@ -42,14 +42,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,27 +158,6 @@ class RunStats:
 # --------------------------------------------------------------------------------------------------
 # the served repository
 # --------------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                response.read()
-                return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-            raise RuntimeError(f"olah_local did not become ready at {url} (exit code {proc.poll()}); log:\n{tail}")
-        time.sleep(0.1)
-
-
 # --------------------------------------------------------------------------------------------------
 # run A: ckptgeo.scan
 # --------------------------------------------------------------------------------------------------
@@ -412,7 +388,10 @@ def main(argv=None) -> int:
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ckptgeo-bench-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    sys.path.insert(0, str(REPO_ROOT))
+    from scripts.olah_local import free_port, launch, wait_ready
+
+    port = free_port()
     cache_a, cache_b = work / "hf_a" / "hub", work / "hf_b" / "hub"
     cache_a.mkdir(parents=True, exist_ok=True)
     cache_b.mkdir(parents=True, exist_ok=True)
@@ -425,21 +404,17 @@ def main(argv=None) -> int:
     os.environ.update({"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": str(work / "hf_a"),
                        "HF_HUB_DISABLE_TELEMETRY": "1", "CKPTGEO_NO_PROGRESS": "1",
                        "CKPTGEO_CACHE": str(work / "ckptgeo_cache"), "TOKENIZERS_PARALLELISM": "false"})
-    sys.path.insert(0, str(REPO_ROOT))
     from scripts.make_test_repo import make_test_repo
 
     mirrors, log = work / "mirrors", work / "olah.log"
     mirrors.mkdir(exist_ok=True)
-    with open(log, "wb") as log_file:
-        proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "scripts" / "olah_local.py"), "--mirrors",
-                                 str(mirrors), "--port", str(port), "--workdir", str(work / "olah")],
-                                stdout=log_file, stderr=subprocess.STDOUT, cwd=str(work))
+    proc = launch(mirrors, port, work / "olah", log)
     sampler = _Sampler()
     try:
         t0 = time.perf_counter()
         steps = [1000 * i for i in range(args.revisions)]
         repo = make_test_repo(mirrors / "models" / ORG / NAME, steps=steps, shape=args.shape)
-        _wait_ready(f"http://127.0.0.1:{port}/api/models/{repo.repo_id}/refs", proc, log)
+        wait_ready(f"http://127.0.0.1:{port}/api/models/{repo.repo_id}/refs", proc, log, timeout=120)
         branches = [f"step{s}" for s in steps]
         print(f"served {repo.repo_id}: {args.shape} shape, {len(branches)} revisions "
               f"(step0..step{steps[-1]}), built in {time.perf_counter() - t0:.1f} s; work folder {work}", flush=True)

@@ -79,7 +79,7 @@ from importlib import metadata
 from typing import Iterator, Optional
 from urllib.parse import parse_qs
 
-__all__ = ["OLAH_VERSION", "apply_patches", "build_config", "main"]
+__all__ = ["OLAH_VERSION", "apply_patches", "build_config", "main", "free_port", "launch", "wait_ready"]
 
 logger = logging.getLogger("olah_local")
 
@@ -436,6 +436,53 @@ def build_config(mirrors: list[str], *, host: str, port: int, workdir: str):
     config.mirror_scheme = "http"
     config.mirror_netloc = config.mirror_lfs_netloc = f"{host}:{port}"
     return config
+
+
+# --------------------------------------------------------------------------------------------------
+# starting a server from another process (tests, benchmarks)
+# --------------------------------------------------------------------------------------------------
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def launch(mirrors, port: int, workdir, log):
+    """Start this launcher in a subprocess serving ``mirrors`` on ``port``; its output goes to ``log``.
+    Returns the ``subprocess.Popen``; pair with :func:`wait_ready`."""
+    import subprocess
+    from pathlib import Path
+
+    with open(log, "wb") as log_file:
+        return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--mirrors", str(mirrors),
+                                 "--port", str(port), "--workdir", str(workdir)],
+                                stdout=log_file, stderr=subprocess.STDOUT, cwd=str(Path(log).parent))
+
+
+def wait_ready(url: str, proc, log, timeout: float = 60.0) -> None:
+    """Poll ``url`` (a repo's ``/refs`` route, not ``/``) until it answers.
+
+    Raises ``RuntimeError`` with the end of ``log`` if the server exits or ``timeout`` seconds pass."""
+    import time
+    import urllib.error
+    import urllib.request
+    from pathlib import Path
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                response.read()
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = Path(log).read_text(errors="replace")[-3000:] if Path(log).exists() else ""
+            raise RuntimeError(f"local Hub did not become ready at {url} (exit code {proc.poll()}); log:\n{tail}")
+        time.sleep(0.05)
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -27,13 +27,9 @@ device (session)
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,18 +37,14 @@ from typing import Any, Mapping
 
 import pytest
 
+from scripts.olah_local import free_port  # stdlib only at import; olah is imported by the server process
+
 
 # --------------------------------------------------------------------------------------------------
 # network isolation, at import time
 # --------------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
-HUB_PORT = _free_port()
+HUB_PORT = free_port()
 HUB_URL = f"http://127.0.0.1:{HUB_PORT}"
 _SESSION_HF_HOME = tempfile.mkdtemp(prefix="ckptgeo-tests-hf-")
 
@@ -217,38 +209,19 @@ class LocalHub:
         return built
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                response.read()
-                return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-            raise RuntimeError(f"local Hub did not become ready at {url} (exit code {proc.poll()}); log:\n{tail}")
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="session")
 def local_hub(tmp_path_factory: pytest.TempPathFactory):
     """Serve ``testorg/pythia-tiny`` on ``HF_ENDPOINT`` for the whole session; yields a :class:`LocalHub`."""
     from scripts.make_test_repo import make_test_repo
+    from scripts.olah_local import launch, wait_ready
 
     root = tmp_path_factory.mktemp("local_hub")
     mirrors, workdir, log = root / "mirrors", root / "olah", root / "olah.log"
     mirrors.mkdir()
-    with open(log, "wb") as log_file:
-        # start the server first: it boots (~1 s) while the repository is being built
-        proc = subprocess.Popen(
-            [sys.executable, str(REPO_ROOT / "scripts" / "olah_local.py"), "--mirrors", str(mirrors),
-             "--port", str(HUB_PORT), "--workdir", str(workdir)],
-            stdout=log_file, stderr=subprocess.STDOUT, cwd=str(root))
+    proc = launch(mirrors, HUB_PORT, workdir, log)  # boots (~1 s) while the repository is being built
     try:
         repo = make_test_repo(mirrors / "models" / "testorg" / "pythia-tiny")
-        _wait_ready(f"{HUB_URL}/api/models/{repo.repo_id}/refs", proc, log)
+        wait_ready(f"{HUB_URL}/api/models/{repo.repo_id}/refs", proc, log)
         yield LocalHub(url=HUB_URL, repo_id=repo.repo_id, commits=repo.commits, steps=repo.steps,
                        mirrors=mirrors, repo=repo, log=log)
     finally:
