@@ -602,7 +602,13 @@ def train(config: TrainConfig) -> Path:
 
     if start == 0 and 0 in todo and not any(h["step"] == 0 for h in history):
         checkpoint(0)
-    for step in range(start + 1, config.n_steps + 1):
+    from tqdm.auto import tqdm
+
+    from .constants import NO_PROGRESS
+
+    bar = tqdm(range(start + 1, config.n_steps + 1), desc=f"train {out.name}", unit="step", initial=start,
+               total=config.n_steps, disable=NO_PROGRESS or None, dynamic_ncols=True)
+    for step in bar:
         ids, attn, target = (t.to(device) for t in batcher.batch(step))
         with autocast:
             logits = model(input_ids=ids, attention_mask=attn).logits
@@ -620,6 +626,8 @@ def train(config: TrainConfig) -> Path:
                 raise NonFiniteActivationsError(f"Training loss is not finite at step {step} of {out}; lower "
                                                 f"--lr or raise --warmup.", revision=f"step{step}")
             checkpoint(step)
+            bar.set_postfix_str("accuracy " + ", ".join(f"{v:.2f}" for v in history[-1]["accuracy"].values()))
+    bar.close()
     record["complete"] = True
     record["seconds"] = round(time.perf_counter() - clock, 3)
     _write_json_atomic(out / MANIFEST_NAME, record)
