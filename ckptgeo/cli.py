@@ -16,9 +16,9 @@ EXAMPLES = {
     "main": """examples:
   ckptgeo revisions EleutherAI/pythia-160m --revisions log
   ckptgeo scan EleutherAI/pythia-2.8b --revisions every-1000 --suite logic
-  ckptgeo scan runs/modular-L1 --out results/modular      # a folder of step{N} checkpoints
+  ckptgeo scan runs/addition-L1 --out results/addition   # a folder of step{N} checkpoints
   ckptgeo probe --suite logic
-  ckptgeo analyze results/modular
+  ckptgeo analyze results/addition
   ckptgeo demo
 
 environment: HF_ENDPOINT / HF_HOME / HF_TOKEN as for huggingface_hub; CKPTGEO_DEBUG=1 prints tracebacks;
@@ -27,7 +27,7 @@ CKPTGEO_NO_PROGRESS=1 hides progress bars.""",
   ckptgeo scan EleutherAI/pythia-160m --revisions every-10000 --suite logic --suite syntax
   ckptgeo scan EleutherAI/pythia-2.8b --revisions 1000:20000:1000 --prefetch 2 --max-disk 40GB
   ckptgeo scan EleutherAI/pythia-410m --revisions log --dry-run
-  ckptgeo scan runs/modular-L1 --metrics rankme,behavior,hessian --n-samples 100
+  ckptgeo scan runs/addition-L1 --metrics rankme,behavior,hessian --n-samples 100
   ckptgeo scan EleutherAI/pythia-160m --suite path/to/task.json --position mean --centered
   accelerate launch --num_processes 4 -m ckptgeo scan EleutherAI/pythia-2.8b --out results/p28
 
@@ -35,7 +35,7 @@ selectors: all | every-N | log | A:B | A:B:N | step1000,step2000 | 1000,2000 | m
     "revisions": """examples:
   ckptgeo revisions EleutherAI/pythia-160m
   ckptgeo revisions EleutherAI/pythia-160m --revisions every-10000
-  ckptgeo revisions runs/modular-L1""",
+  ckptgeo revisions runs/addition-L1""",
 }
 
 
