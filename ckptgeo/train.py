@@ -276,7 +276,8 @@ def _answer_loss(logits, ids, target, torch):
 # ---------------------------------------------------------------------------------------------- evaluation
 
 def exact_match(model, tokenizer, items: Sequence[Item], *, batch_size: int = 256):
-    """Per-item exact match of the greedy answer, by one teacher-forced forward pass.
+    """Per-item exact match of the greedy answer, by one teacher-forced forward pass
+    (:func:`ckptgeo.activations.run_suite`, as ``ckptgeo scan`` scores generation items).
 
     Greedy decoding reproduces the target exactly iff at every target position the arg-max next
     token, given the prompt and the target's own prefix, is the target token; so one forward pass over
@@ -304,37 +305,25 @@ def exact_match(model, tokenizer, items: Sequence[Item], *, batch_size: int = 25
         An item is not a generation item.
     """
     import numpy as np
-    import torch
+
+    from .activations import prepare_suite, run_suite
+    from .items import Suite
 
     for it in items:
         if it.kind != "generation":
             raise InvalidParameterError(f"exact_match scores generation items; item {it.id!r} is {it.kind}.",
                                         name="items", value=it.id)
-    device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    if not items:
+        return np.zeros(0)
     was_training = model.training
     model.eval()
-    out = np.zeros(len(items))
     try:
-        with torch.no_grad():
-            for start in range(0, len(items), batch_size):
-                chunk = items[start:start + batch_size]
-                full = [tokenizer(it.prompt + it.target, add_special_tokens=False)["input_ids"] for it in chunk]
-                n_prompt = [len(tokenizer(it.prompt, add_special_tokens=False)["input_ids"]) for it in chunk]
-                length = max(len(f) for f in full)
-                ids = torch.full((len(full), length), pad, dtype=torch.long)
-                attn = torch.zeros_like(ids)
-                for i, f in enumerate(full):
-                    ids[i, :len(f)] = torch.tensor(f)
-                    attn[i, :len(f)] = 1
-                ids, attn = ids.to(device), attn.to(device)
-                pred = model(input_ids=ids, attention_mask=attn).logits.argmax(-1)
-                for i, (f, n) in enumerate(zip(full, n_prompt)):
-                    got = pred[i, n - 1:len(f) - 1]
-                    out[start + i] = float(torch.equal(got, ids[i, n:len(f)]))
+        # the scan's own scoring (ckptgeo.activations), so training and scans count exact match alike
+        prepared = prepare_suite(Suite("exact_match", tuple(items)), tokenizer, n_samples=None)
+        return run_suite(model, prepared, batch_size=batch_size, device=next(model.parameters()).device,
+                         with_probes=False).correct
     finally:
         model.train(was_training)
-    return out
 
 
 def evaluate(model, tokenizer, items: Sequence[Item], *, batch_size: int = 256) -> float:

@@ -97,13 +97,15 @@ class _Oracle:
     def train(self, mode=True):
         self.training = mode
 
-    def __call__(self, input_ids, attention_mask):
+    def __call__(self, input_ids, attention_mask, output_hidden_states=False):
         import torch
 
         nxt = torch.roll(input_ids, -1, dims=1)
         if self.wrong:
             nxt = torch.zeros_like(nxt)
-        return SimpleNamespace(logits=torch.nn.functional.one_hot(nxt, 146).float())
+        logits = torch.nn.functional.one_hot(nxt, 146).float()
+        # one "layer" of hidden states (the scan's scoring reads them too)
+        return SimpleNamespace(logits=logits, hidden_states=(logits,) if output_hidden_states else None)
 
 
 def test_exact_match_is_teacher_forced_greedy():
