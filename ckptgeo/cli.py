@@ -136,7 +136,7 @@ def _cmd_revisions(args) -> int:
 
 
 # subcommands provided by other modules: (module, function adding the parser)
-_PLUGINS = [("ckptgeo.probing", "add_probe_parser"), ("ckptgeo.train", "add_train_parser"),
+_PLUGINS = [("ckptgeo.probing", "add_probe_parser"), ("ckptgeo.train_grid", "add_train_parser"),
             ("ckptgeo.analysis", "add_analyze_parser"), ("ckptgeo.demo", "add_demo_parser")]
 
 

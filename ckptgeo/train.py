@@ -15,7 +15,7 @@ A run folder, as :func:`train` writes it::
     ├── step1/ ... step{N}/      one folder per step of the schedule, written atomically
     └── train_state.pt           optimiser + scheduler at the newest checkpoint (removed when complete)
 
-``step{N}`` holds the weights after ``N`` optimiser updates. A grid folder (:func:`train_grid`) holds
+``step{N}`` holds the weights after ``N`` optimiser updates. A grid folder (:func:`ckptgeo.train_grid.train_grid`) holds
 one run folder per task, level, size and seed: ``OUT/<task>-L<level>-<size>-s<seed>/``.
 
 Training items are drawn fresh for every batch from a generator seeded by ``(seed, step)``, never
@@ -31,7 +31,6 @@ killed mid-write leaves only a hidden ``.tmp-step*`` folder, removed on the next
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -45,18 +44,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from .errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
 from .items import Item, write_jsonl
-from .tasks.generators import TASKS, get_level, heldout_items, sample, suite_header, suite_name
-from .tasks.sizes import SIZES, get_size
+from .tasks.generators import get_level, heldout_items, sample, suite_header, suite_name
+from .tasks.sizes import get_size
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
-__all__ = ["TrainConfig", "GridReport", "train", "train_grid", "checkpoint_steps", "evaluate", "exact_match",
-           "training_history", "run_name", "add_train_parser", "MANIFEST_NAME"]
+__all__ = ["TrainConfig", "train", "checkpoint_steps", "evaluate", "exact_match", "training_history", "run_name",
+           "MANIFEST_NAME"]
 
 logger = logging.getLogger(__name__)
 
@@ -648,190 +644,3 @@ def training_history(out: str | Path):
     rows = [{"step": h["step"], "suite": s, "accuracy": a, "loss": h["loss"], "lr": h["lr"], "seconds": h["seconds"]}
             for h in manifest["history"] for s, a in h["accuracy"].items()]
     return pd.DataFrame(rows, columns=["step", "suite", "accuracy", "loss", "lr", "seconds"])
-
-
-# --------------------------------------------------------------------------------------------------- grid
-
-@dataclass(frozen=True)
-class GridReport:
-    """What one process of :func:`train_grid` did.
-
-    Attributes
-    ----------
-    assigned : tuple of Path
-        The run folders this process owns (runs ``rank::world_size`` of the grid).
-    trained : tuple of Path
-        Those it trained (or finished) now.
-    skipped : tuple of Path
-        Those already complete.
-    rank, world_size : int
-        This process's share of the grid.
-    """
-
-    assigned: tuple[Path, ...]
-    trained: tuple[Path, ...]
-    skipped: tuple[Path, ...]
-    rank: int
-    world_size: int
-
-
-def train_grid(tasks: Sequence[str], levels: Sequence[int], sizes: Sequence[str], *, out: str | Path,
-               seeds: Sequence[int] = (0,), template: TrainConfig | None = None, rank: int | None = None,
-               world_size: int | None = None) -> GridReport:
-    """Train every task x level x size x seed, one run folder each, resumably and split across processes.
-
-    Runs are ordered size, task, level, seed; process ``rank`` takes runs ``rank::world_size``. A run
-    whose manifest says ``"complete": true`` is skipped; an interrupted one resumes (see :func:`train`).
-
-    Parameters
-    ----------
-    tasks, levels, sizes : sequences
-        The grid's axes.
-    out : str or Path
-        The grid folder; run ``r`` goes to ``out/<task>-L<level>-<size>-s<seed>``.
-    seeds : sequence of int, default=(0,)
-        Seeds (one run each).
-    template : TrainConfig, optional
-        Every other setting (``n_steps``, ``lr``, ``n_checkpoints``, ``device`` ...); its ``tasks``,
-        ``levels``, ``size``, ``seed`` and ``out`` are replaced per run.
-    rank, world_size : int, optional
-        This process's share; default from ``RANK`` and ``WORLD_SIZE`` (set by ``accelerate launch``).
-
-    Returns
-    -------
-    GridReport
-
-    Raises
-    ------
-    InvalidParameterError
-        An unknown task, level or size, or a rank outside ``0 .. world_size - 1``.
-    RunMismatchError
-        A run folder holds a run with other settings.
-    """
-    from .scan import shard
-
-    env_rank, env_world = shard()
-    rank = env_rank if rank is None else rank
-    world_size = env_world if world_size is None else world_size
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise InvalidParameterError(f"Rank {rank} is outside 0..{world_size - 1} (WORLD_SIZE={world_size}).",
-                                    name="rank", value=rank)
-    for task in tasks:
-        for level in levels:
-            get_level(task, level)
-    for size in sizes:
-        get_size(size)
-    base = template or TrainConfig(tasks=(tasks[0],), levels=(levels[0],), out=str(out))
-    out = Path(out)
-    runs = [(s, t, l, seed) for s in sizes for t in tasks for l in levels for seed in seeds]
-    mine = runs[rank::world_size]
-    assigned, trained, skipped = [], [], []
-    for size, task, level, seed in mine:
-        folder = out / run_name(task, level, size, seed)
-        assigned.append(folder)
-        manifest = folder / MANIFEST_NAME
-        if manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
-            skipped.append(folder)
-            continue
-        logger.info("rank %d/%d: training %s", rank, world_size, folder.name)
-        train(dataclasses.replace(base, tasks=(task,), levels=(level,), size=size, seed=seed, out=str(folder)))
-        trained.append(folder)
-    return GridReport(tuple(assigned), tuple(trained), tuple(skipped), rank, world_size)
-
-
-# ---------------------------------------------------------------------------------------------------- CLI
-
-_EPILOG = """\
-examples:
-  # the smallest model on modular addition (level 1), 2000 steps, ~100 checkpoints
-  ckptgeo train --task modular --level 1 --size tiny --steps 2000 --out runs/modular-L1-tiny
-
-  # a mixture of two tasks in one model, denser checkpoints, on a GPU
-  ckptgeo train --tasks copy,sort --level 2 --size mini --steps 3000 --checkpoints 150 \\
-      --device cuda --out runs/copy-sort-L2-mini
-
-  # a grid: all eight tasks x three levels x two sizes, one folder per run, resumable
-  ckptgeo train --grid --tasks all --levels 1,2,3 --sizes tiny,mini --steps 3000 --out runs/grid
-
-  # the same grid split over 8 GPUs (process r trains runs r::8)
-  accelerate launch --num_processes 8 -m ckptgeo train --grid --tasks all --sizes tiny,mini,small \\
-      --steps 3000 --out runs/grid
-
-  # on a shared CPU, one thread avoids contention
-  ckptgeo train --task copy --level 1 --steps 300 --threads 1 --out runs/copy-L1-tiny
-
-  # then measure it
-  ckptgeo scan runs/modular-L1-tiny
-
-tasks: copy reverse compare parity addition modular sort multiplication (levels 1, 2, 3).
-sizes: tiny (2x128) mini (4x256) small (6x384) medium (8x512) large (12x768) xl (12x1024).
-A rerun with the same settings resumes or skips finished runs; other settings in the same --out
-folder are refused.
-"""
-
-
-def _csv(text: str | None, cast=str) -> list:
-    return [cast(x.strip()) for x in text.split(",") if x.strip()] if text else []
-
-
-def add_train_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``train`` subcommand to an argparse ``subparsers`` object (handler in ``func``)."""
-    p = subparsers.add_parser(
-        "train", help="train small GPT-NeoX models on algorithmic tasks, writing step{N} checkpoints",
-        description="Train a GPT-NeoX decoder on an algorithmic task (or a mixture, or a grid of runs) and "
-                    "write a dense checkpoint suite that `ckptgeo scan DIR` reads with no other flag.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", choices=TASKS, help="the task of a single run")
-    p.add_argument("--tasks", help="comma-separated tasks: a mixture in one model, or the grid's tasks "
-                                   "with --grid ('all' = all eight)")
-    p.add_argument("--level", type=int, default=1, choices=(1, 2, 3), help="difficulty level (default 1)")
-    p.add_argument("--levels", help="comma-separated levels: one per --tasks entry, or the grid's levels "
-                                    "(default with --grid: 1,2,3)")
-    p.add_argument("--size", default="tiny", choices=list(SIZES), help="model size (default tiny)")
-    p.add_argument("--sizes", help="comma-separated sizes of the grid (default: --size)")
-    p.add_argument("--steps", type=int, default=1000, help="optimiser steps (default 1000)")
-    p.add_argument("--out", required=True, help="run folder (grid: the folder of run folders)")
-    p.add_argument("--seed", type=int, default=0, help="seed of weights and items (default 0)")
-    p.add_argument("--seeds", help="comma-separated seeds of the grid (default: --seed)")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--batch-size", type=int, default=128, help="items per step (default 128)")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate (default 1e-3)")
-    p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay (default 0.1)")
-    p.add_argument("--warmup", type=int, default=100, help="warm-up steps (default 100)")
-    p.add_argument("--checkpoints", type=int, default=100, help="largest number of checkpoints (default 100)")
-    p.add_argument("--heldout", type=int, default=200, help="held-out items per task (default 200)")
-    p.add_argument("--grid", action="store_true", help="train tasks x levels x sizes x seeds, one run each")
-    p.add_argument("--threads", type=int, help="torch intra-op CPU threads (on a busy machine 1 can be much "
-                                               "faster than several)")
-    p.set_defaults(func=_cmd_train)
-    return p
-
-
-def _cmd_train(args: argparse.Namespace) -> int:
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    tasks = list(TASKS) if args.tasks == "all" else _csv(args.tasks)
-    if args.task and tasks:
-        raise InvalidParameterError("Give --task or --tasks, not both.", name="tasks", value=args.tasks)
-    tasks = tasks or ([args.task] if args.task else [])
-    if not tasks:
-        raise InvalidParameterError("Name a task: --task TASK, --tasks a,b, or --grid --tasks all.", name="tasks")
-    levels = _csv(args.levels, int)
-    template = TrainConfig(tasks=tuple(tasks), levels=(args.level,) * len(tasks), out=args.out, size=args.size,
-                           n_steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
-                           weight_decay=args.weight_decay, warmup_steps=min(args.warmup, args.steps),
-                           n_checkpoints=args.checkpoints, n_heldout=args.heldout, device=args.device)
-    if args.grid:
-        report = train_grid(tasks, levels or [1, 2, 3], _csv(args.sizes) or [args.size], out=args.out,
-                            seeds=_csv(args.seeds, int) or [args.seed], template=template)
-        print(f"rank {report.rank}/{report.world_size}: {len(report.trained)} trained, "
-              f"{len(report.skipped)} already complete, in {args.out}")
-        return 0
-    if levels:
-        if len(levels) == 1:
-            levels = levels * len(tasks)
-        template = dataclasses.replace(template, levels=tuple(levels))
-    print(train(template))
-    return 0

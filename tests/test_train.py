@@ -15,8 +15,8 @@ from ckptgeo import train as train_mod
 from ckptgeo.errors import InvalidParameterError, RunMismatchError
 from ckptgeo.items import load_suite
 from ckptgeo.tasks import build_tokenizer, generate
-from ckptgeo.train import (GridReport, TrainConfig, add_train_parser, checkpoint_steps, evaluate, exact_match, train,
-                           train_grid, training_history)
+from ckptgeo.train import TrainConfig, checkpoint_steps, evaluate, exact_match, train, training_history
+from ckptgeo.train_grid import GridReport, add_train_parser, train_grid
 
 
 @pytest.fixture(autouse=True)
