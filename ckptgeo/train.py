@@ -15,8 +15,9 @@ A run folder, as :func:`train` writes it::
     ├── step1/ ... step{N}/      one folder per step of the schedule, written atomically
     └── train_state.pt           optimiser + scheduler at the newest checkpoint (removed when complete)
 
-``step{N}`` holds the weights after ``N`` optimiser updates. A grid folder (:func:`ckptgeo.train_grid.train_grid`) holds
-one run folder per task, level, size and seed: ``OUT/<task>-L<level>-<size>-s<seed>/``.
+``step{N}`` holds the weights after ``N`` optimiser updates. A grid folder
+(:func:`ckptgeo.train_grid.train_grid`) holds one run folder per task, level, size and seed:
+``OUT/<task>-L<level>-<size>-s<seed>/``.
 
 Training items are drawn fresh for every batch from a generator seeded by ``(seed, step)``, never
 repeating a held-out prompt; held-out items are drawn from their own seed. So a step's batch does not
