@@ -69,7 +69,8 @@ def add_scan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-states", action="store_true", help="keep the measured hidden states (safetensors)")
     p.add_argument("--on-error", choices=["skip", "raise"], default="skip",
                    help="skip: record a failed revision and continue (default); raise: stop")
-    p.add_argument("--dry-run", action="store_true", help="print the selection, bytes to fetch and peak disk; fetch nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the selection, bytes to fetch and peak disk; fetch nothing")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
 
 
