@@ -341,6 +341,12 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         d = _weights_digest(plan.files.get(r.name, []))
         return d is None or meta_first.get(d) == r.name
 
+    def prepare_all():
+        """Tokenize every suite once; prompts are bounded by the built model's context length."""
+        max_len = getattr(holder.config, "max_position_embeddings", None)
+        return [prepare_suite(s, tokenizer, n_samples=config.n_samples, seed=config.seed, max_length=max_len)
+                for s in suites]
+
     todo = plan.todo
     reference = selected[0]
     prepared = None
@@ -353,9 +359,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
             log.warning("cannot read the architecture of %s (%s); later revisions are checked against %s",
                         reference.name, err, todo[0].name)
         else:
-            max_len = getattr(holder.config, "max_position_embeddings", None)
-            prepared = [prepare_suite(s, tokenizer, n_samples=config.n_samples, seed=config.seed,
-                                      max_length=max_len) for s in suites]
+            prepared = prepare_all()
 
     pool = ThreadPoolExecutor(max_workers=max(config.prefetch, 1))
     futures: dict[int, object] = {}
@@ -397,11 +401,8 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                     orig = meta_first[_weights_digest(files)]
                     warnings.warn(f"{rev.name} holds the same weights as {orig}; not fetched, not measured",
                                   DuplicateWeightsWarning, stacklevel=2)
-                    dataset.write_part("revisions", name, [{
-                        **base, "status": "duplicate", "error": None, "files": [f.name for f in files],
-                        "sha256": [f.sha256 for f in files], "bytes": [f.size for f in files],
-                        "weights_sha256": _weights_digest(files), "duplicate_of": orig,
-                        "seconds": time.perf_counter() - t0, "config_hash": chash, "ckptgeo_version": __version__}])
+                    dataset.write_part("revisions", name, [_revision_row(base, "duplicate", chash, t0, files=files,
+                                                                         duplicate_of=orig)])
                     result.measured.append(rev.name)
                     continue
                 submit(i)
@@ -409,19 +410,13 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                 files = _verify_files(path, files, rev)
                 model = holder.load(path, revision=rev.name)
                 if prepared is None:
-                    max_len = getattr(holder.config, "max_position_embeddings", None)
-                    prepared = [prepare_suite(s, tokenizer, n_samples=config.n_samples, seed=config.seed,
-                                              max_length=max_len) for s in suites]
+                    prepared = prepare_all()
                 rows = _measure(model, prepared, specs, config, base, common_settings, dataset, name,
                                 model_batch, run_suite, rev)
                 for table, trows in rows.items():
                     if trows:
                         dataset.write_part(table, name, trows)
-                dataset.write_part("revisions", name, [{
-                    **base, "status": "ok", "error": None, "files": [f.name for f in files],
-                    "sha256": [f.sha256 for f in files], "bytes": [f.size for f in files],
-                    "weights_sha256": _weights_digest(files), "duplicate_of": None,
-                    "seconds": time.perf_counter() - t0, "config_hash": chash, "ckptgeo_version": __version__}])
+                dataset.write_part("revisions", name, [_revision_row(base, "ok", chash, t0, files=files)])
                 result.measured.append(rev.name)
             except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
                 if isinstance(err, DiskSpaceError) or config.on_error == "raise":
@@ -478,12 +473,19 @@ def _drop_prefetch(future, source, rev: Revision) -> None:
     source.release(rev)
 
 
+def _revision_row(base: dict, status: str, chash: str, t0: float, *, files: list[WeightFile] = (),
+                  error: str | None = None, duplicate_of: str | None = None) -> dict:
+    """The ``revisions`` row of one revision: status, error, its weight files' names, sha256 and bytes."""
+    return {**base, "status": status, "error": error, "files": [f.name for f in files],
+            "sha256": [f.sha256 for f in files], "bytes": [f.size for f in files],
+            "weights_sha256": _weights_digest(files), "duplicate_of": duplicate_of,
+            "seconds": time.perf_counter() - t0, "config_hash": chash, "ckptgeo_version": __version__}
+
+
 def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, chash: str, t0: float) -> None:
     try:
-        dataset.write_part("revisions", name, [{
-            **base, "status": "failed", "error": f"{type(err).__name__}: {err}", "files": [], "sha256": [],
-            "bytes": [], "weights_sha256": None, "duplicate_of": None, "seconds": time.perf_counter() - t0,
-            "config_hash": chash, "ckptgeo_version": __version__}])
+        dataset.write_part("revisions", name, [_revision_row(base, "failed", chash, t0,
+                                                             error=f"{type(err).__name__}: {err}")])
     except OSError:
         log.exception("could not record the failure of %s", base["revision"])
 
