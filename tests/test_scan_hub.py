@@ -152,3 +152,31 @@ def test_probe_logic_end_to_end_over_the_hub(local_hub, tmp_path):
     assert p.control_accuracy.notna().all() and p.chance.between(0.4, 0.6).all()
     b = pd.read_parquet(out / "behavior")
     assert set(b.suite) == {"logic"} and b[b.metric == "accuracy"].value.between(0, 1).all()
+
+
+def test_blimp_subset_from_a_hub_dataset_repo(local_hub, tmp_path):
+    """`--suite hf:ORG/NAME` reads a dataset repo through `datasets` from the loopback Hub."""
+    import json
+    import subprocess
+
+    from ckptgeo.items import load_suite
+    from tests._checkpoints import BLIMP
+
+    work = tmp_path / "w"
+    work.mkdir()
+    raw = (BLIMP / "anaphor_gender_agreement.jsonl").read_text().splitlines()[:50]
+    (work / "anaphor.jsonl").write_text("\n".join(raw) + "\n")
+    for args in (["init", "-q", "-b", "main"], ["config", "user.email", "t@e.invalid"], ["config", "user.name", "t"],
+                 ["add", "-A"], ["commit", "-q", "-m", "data"]):
+        subprocess.run(["git", "-C", str(work), *args], check=True, capture_output=True)
+    repo = local_hub.mirrors / "datasets" / "testorg" / "blimp-mini"
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repo)], check=True, capture_output=True)
+    suite = load_suite("hf:testorg/blimp-mini")
+    assert len(suite) == 50 and suite.kinds == {"minimal_pair"}
+    first = json.loads(raw[0])
+    assert (suite.items[0].good, suite.items[0].bad) == (first["sentence_good"], first["sentence_bad"])
+    res = scan(local_hub.repo_id, revisions="step0", suites=("hf:testorg/blimp-mini",), n_samples=20,
+               out=tmp_path / "ds")
+    assert res.measured == ["step0"]
+    assert set(pd.read_parquet(tmp_path / "ds" / "behavior").suite) == {"blimp-mini"}
