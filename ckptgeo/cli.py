@@ -30,6 +30,7 @@ CKPTGEO_NO_PROGRESS=1 hides progress bars.""",
   ckptgeo scan runs/addition-L1 --metrics rankme,behavior,hessian --n-samples 100
   ckptgeo scan EleutherAI/pythia-160m --suite path/to/task.json --position mean --centered
   accelerate launch --num_processes 4 -m ckptgeo scan EleutherAI/pythia-2.8b --out results/p28
+  torchrun --nproc_per_node 2 -m ckptgeo scan runs/addition-L1      # several CPU processes
 
 selectors: all | every-N | log | A:B | A:B:N | step1000,step2000 | 1000,2000 | main | final""",
     "revisions": """examples:

@@ -183,3 +183,19 @@ def test_mistyped_local_folder_is_not_sent_to_the_hub(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SourceNotFoundError, match="runs/nosuch is not a folder"):
         open_source("runs/nosuch")
+
+
+@pytest.mark.slow
+def test_torchrun_splits_revisions_across_processes(ckpts, tmp_path):
+    import shutil
+
+    out = tmp_path / "ds"
+    torchrun = shutil.which("torchrun") or pytest.skip("torchrun is not on PATH")
+    proc = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "ckptgeo", "scan", str(ckpts), "--suite", SUITE,
+                           "--n-samples", "16", "--out", str(out), "--threads", "1"], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "CKPTGEO_NO_PROGRESS": "1"}, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("measured 3,") == 2, proc.stdout  # 6 revisions, 3 per process
+    rv = pd.read_parquet(out / "revisions")
+    assert sorted(rv.revision) == sorted(["step0", "step1", "step2", "step4", "step100", "step200"])
+    assert rv.set_index("revision").loc["step200", "duplicate_of"] == "step100"
