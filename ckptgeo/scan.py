@@ -530,6 +530,8 @@ def _measure(model, prepared, specs, config, base, common, dataset, name, model_
             cfg = spec.default_config()
             if mname == "rankme":
                 cfg = dataclasses.replace(cfg, centered=config.centered, eps=config.epsilon)
+            elif cfg is not None and "seed" in {f.name for f in dataclasses.fields(cfg)}:
+                cfg = dataclasses.replace(cfg, seed=config.seed)  # e.g. the probe's folds: the scan's --seed
             settings = json.dumps(dataclasses.asdict(cfg) if cfg is not None else {}, sort_keys=True, default=str)
             if spec.needs == "hidden_states":
                 for layer in range(outp.states.shape[0]):

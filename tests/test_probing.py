@@ -51,3 +51,14 @@ def test_probe_on_local_checkpoints_writes_probes_per_layer(tmp_path):
     b = pd.read_parquet(out / "behavior")
     assert set(b.suite) == {"logic"} and len(b) == 4
     assert not (out / "geometry").exists()
+
+
+def test_probe_folds_follow_the_scan_seed(tmp_path):
+    import json
+
+    ck = make_checkpoints(tmp_path / "ck", steps=(0,))
+    for seed in (0, 3):
+        assert main(["probe", str(ck), "--suite", "logic", "--n-samples", "40", "--seed", str(seed),
+                     "--out", str(tmp_path / f"ds{seed}")]) == 0
+    seeds = [json.loads(pd.read_parquet(tmp_path / f"ds{s}" / "probes").settings.iloc[0])["seed"] for s in (0, 3)]
+    assert seeds == [0, 3]
