@@ -183,7 +183,23 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+#: TrainConfig fields -> the flags that set them, so command-line errors name what the user typed.
+_FLAGS = {"n_steps": "--steps", "n_checkpoints": "--checkpoints", "n_heldout": "--heldout", "warmup_steps": "--warmup",
+          "batch_size": "--batch-size", "lr": "--lr", "weight_decay": "--weight-decay", "seed": "--seed",
+          "levels": "--levels"}
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
+    try:
+        return _train_from_args(args)
+    except InvalidParameterError as err:
+        if err.name not in _FLAGS:
+            raise
+        raise InvalidParameterError(f"{_FLAGS[err.name]} {err.value!r} is not valid: {err}", name=err.name,
+                                    value=err.value) from err
+
+
+def _train_from_args(args: argparse.Namespace) -> int:
     if args.threads:
         import torch
 

@@ -284,3 +284,11 @@ def test_tiny_model_acquires_a_level_one_task(tmp_path):
     step = _acquisition_step(history, manifest["chance"]["copy-L1"])
     assert step is not None and 0 < step <= 250, history
     assert history[0]["accuracy"] < 0.05 and history[-1]["accuracy"] > 0.95, history
+
+
+def test_cli_errors_name_the_flag(capsys, tmp_path):
+    from ckptgeo.cli import main
+
+    assert main(["train", "--task", "copy", "--steps", "0", "--out", str(tmp_path / "r")]) == 2
+    assert "--steps 0 is not valid" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
