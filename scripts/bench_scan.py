@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -389,7 +388,7 @@ def main(argv=None) -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ckptgeo-bench-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(REPO_ROOT))
-    from scripts.olah_local import free_port, launch, wait_ready
+    from scripts.olah_local import free_port, launch, stop, wait_ready
 
     port = free_port()
     cache_a, cache_b = work / "hf_a" / "hub", work / "hf_b" / "hub"
@@ -443,12 +442,7 @@ def main(argv=None) -> int:
         ok = _report(a, b, rev_all=rev_all, prefetch=args.prefetch)
     finally:
         sampler.stop()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         if not args.keep and args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1

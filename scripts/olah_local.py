@@ -79,7 +79,7 @@ from importlib import metadata
 from typing import Iterator, Optional
 from urllib.parse import parse_qs
 
-__all__ = ["OLAH_VERSION", "apply_patches", "build_config", "main", "free_port", "launch", "wait_ready"]
+__all__ = ["OLAH_VERSION", "apply_patches", "build_config", "main", "free_port", "launch", "wait_ready", "stop"]
 
 logger = logging.getLogger("olah_local")
 
@@ -460,6 +460,18 @@ def launch(mirrors, port: int, workdir, log):
         return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--mirrors", str(mirrors),
                                  "--port", str(port), "--workdir", str(workdir)],
                                 stdout=log_file, stderr=subprocess.STDOUT, cwd=str(Path(log).parent))
+
+
+def stop(proc, timeout: float = 10.0) -> None:
+    """Terminate a server started by :func:`launch`; kill it if it has not exited after ``timeout`` s."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_ready(url: str, proc, log, timeout: float = 60.0) -> None:

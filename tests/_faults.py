@@ -36,7 +36,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["KILL_POINTS", "killed_scan", "scans_at_once", "FaultRule", "FaultProxy", "StubUpstream"]
+__all__ = ["KILL_POINTS", "killed_scan", "scans_at_once", "quiet_scan", "FaultRule", "FaultProxy", "StubUpstream"]
+
+#: the small suite every fault test scans: 8 BIG-bench three-object items
+SUITE = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "bigbench_logical_deduction"
+            / "three_objects.json")
+
+
+def quiet_scan(ck, out, **kw):
+    """``ckptgeo.scan.scan`` on the fault tests' suite (8 items), keyword arguments overriding; the
+    warnings a fault is expected to raise (duplicates, vocabulary) are silenced."""
+    import warnings
+
+    from ckptgeo.scan import scan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return scan(ck, out=out, **{"suites": (SUITE,), "n_samples": 8, **kw})
 
 # ------------------------------------------------------------------------------------------------
 # kills

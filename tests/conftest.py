@@ -27,7 +27,6 @@ device (session)
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -213,7 +212,7 @@ class LocalHub:
 def local_hub(tmp_path_factory: pytest.TempPathFactory):
     """Serve ``testorg/pythia-tiny`` on ``HF_ENDPOINT`` for the whole session; yields a :class:`LocalHub`."""
     from scripts.make_test_repo import make_test_repo
-    from scripts.olah_local import launch, wait_ready
+    from scripts.olah_local import launch, stop, wait_ready
 
     root = tmp_path_factory.mktemp("local_hub")
     mirrors, workdir, log = root / "mirrors", root / "olah", root / "olah.log"
@@ -225,9 +224,4 @@ def local_hub(tmp_path_factory: pytest.TempPathFactory):
         yield LocalHub(url=HUB_URL, repo_id=repo.repo_id, commits=repo.commits, steps=repo.steps,
                        mirrors=mirrors, repo=repo, log=log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

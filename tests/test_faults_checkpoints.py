@@ -5,7 +5,6 @@ other revisions complete and the bad one is recorded in ``revisions/``; a rerun 
 from __future__ import annotations
 
 import shutil
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -15,11 +14,10 @@ from safetensors.torch import load_file, save_file
 
 from ckptgeo.cli import main
 from ckptgeo.errors import (ArchitectureMismatchError, CorruptCheckpointError, NonFiniteActivationsError)
-from ckptgeo.scan import scan
 from tests._checkpoints import BIGBENCH, make_checkpoints, tiny_config
+from tests._faults import quiet_scan
 
 SUITE = str(BIGBENCH / "three_objects.json")
-KW = dict(suites=(SUITE,), n_samples=8)
 
 
 @pytest.fixture(scope="module")
@@ -108,17 +106,11 @@ def _damaged(good: Path, tmp_path: Path, case: str, rev: str = "step1") -> Path:
     return ck
 
 
-def _scan(ck, out, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return scan(ck, out=out, **KW, **kw)
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_bad_revision_is_skipped_recorded_and_named(case, good, tmp_path):
     ck = _damaged(good, tmp_path, case)
     out = tmp_path / "ds"
-    res = _scan(ck, out)
+    res = quiet_scan(ck, out)
     assert res.measured == ["step0", "step2"]
     assert list(res.failed) == ["step1"]
     err_cls, words = CASES[case][1], CASES[case][2]
@@ -137,12 +129,12 @@ def test_bad_revision_is_skipped_recorded_and_named(case, good, tmp_path):
 def test_rerun_retries_the_failed_revision(case, good, tmp_path):
     ck = _damaged(good, tmp_path, case)
     out = tmp_path / "ds"
-    _scan(ck, out)
-    again = _scan(ck, out)  # still broken: retried, fails again, nothing else redone
+    quiet_scan(ck, out)
+    again = quiet_scan(ck, out)  # still broken: retried, fails again, nothing else redone
     assert again.measured == [] and list(again.failed) == ["step1"] and again.skipped == ["step0", "step2"]
     shutil.rmtree(ck / "step1")
     shutil.copytree(good / "step1", ck / "step1")
-    fixed = _scan(ck, out)
+    fixed = quiet_scan(ck, out)
     assert fixed.measured == ["step1"] and fixed.failed == {}
     rv = pd.read_parquet(out / "revisions")
     assert len(rv) == 3 and set(rv.status) == {"ok"}
@@ -152,7 +144,7 @@ def test_rerun_retries_the_failed_revision(case, good, tmp_path):
 
 def test_bad_first_revision_does_not_poison_the_rest(good, tmp_path):
     ck = _damaged(good, tmp_path, "truncated", rev="step0")
-    res = _scan(ck, tmp_path / "ds")
+    res = quiet_scan(ck, tmp_path / "ds")
     assert res.measured == ["step1", "step2"] and list(res.failed) == ["step0"]
 
 
@@ -189,6 +181,6 @@ def test_shard_checks_architecture_against_the_first_selected_revision(good, tmp
     ck = _damaged(good, tmp_path, "other-hidden-size")
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    res = _scan(ck, tmp_path / "ds")
+    res = quiet_scan(ck, tmp_path / "ds")
     assert res.measured == [] and list(res.failed) == ["step1"]
     assert "ArchitectureMismatchError" in res.failed["step1"] and "hidden_size" in res.failed["step1"]

@@ -4,16 +4,14 @@ clear message for the run that finds a revision taken."""
 from __future__ import annotations
 
 import logging
-import warnings
 
 import pandas as pd
 import pytest
 
 from ckptgeo.cli import main
-from ckptgeo.scan import scan
 from ckptgeo.store import Dataset, part_name
 from tests._checkpoints import BIGBENCH, make_checkpoints
-from tests._faults import scans_at_once
+from tests._faults import quiet_scan, scans_at_once
 from tests.test_faults_kill import KEYS, _canon, check_dataset
 
 SUITE = str(BIGBENCH / "three_objects.json")
@@ -26,19 +24,13 @@ def ckpts(tmp_path_factory):
     return make_checkpoints(tmp_path_factory.mktemp("ck") / "tiny", steps=(0, 1, 2, 4))
 
 
-def _scan(ck, out, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return scan(ck, out=out, **{**KW, **kw})
-
-
 def test_revision_locked_by_another_run_is_skipped_with_a_message(ckpts, tmp_path, caplog, capsys):
     out = tmp_path / "ds"
-    first = _scan(ckpts, out, revisions="step0")
+    first = quiet_scan(ckpts, out, revisions="step0")
     held = Dataset(out).lock(part_name("tiny", "step1", first.config_hash)[: -len(".parquet")])
     try:
         with caplog.at_level(logging.WARNING, logger="ckptgeo.scan"):
-            res = _scan(ckpts, out)
+            res = quiet_scan(ckpts, out)
         assert res.locked == ["step1"] and res.measured == ["step2", "step4"] and res.skipped == ["step0"]
         assert "step1 is being measured by another process; skipping it here" in caplog.text
         code = main(["scan", str(ckpts), "--out", str(out), "--suite", SUITE, "--n-samples", "8"])
@@ -46,7 +38,7 @@ def test_revision_locked_by_another_run_is_skipped_with_a_message(ckpts, tmp_pat
         assert "measured 0, already done 3, failed 0, locked by another run 1" in capsys.readouterr().out
     finally:
         held.close()
-    res = _scan(ckpts, out)  # lock gone (also when its holder is killed: flock dies with the process)
+    res = quiet_scan(ckpts, out)  # lock gone (also when its holder is killed: flock dies with the process)
     assert res.measured == ["step1"]
     rv = pd.read_parquet(out / "revisions")
     assert sorted(rv.revision) == REVS and set(rv.status) == {"ok"}
@@ -61,12 +53,12 @@ def test_revision_finished_by_another_run_meanwhile_is_not_measured_again(ckpts,
     def lock(self, name):
         if not state["nested"] and "step0" in name:
             state["nested"] = True
-            other = _scan(ckpts, out, revisions="step0")  # "run A", complete, before B takes the lock
+            other = quiet_scan(ckpts, out, revisions="step0")  # "run A", complete, before B takes the lock
             assert other.measured == ["step0"]
         return orig(self, name)
 
     monkeypatch.setattr(Dataset, "lock", lock)
-    res = _scan(ckpts, out, revisions="step0,step1")
+    res = quiet_scan(ckpts, out, revisions="step0,step1")
     assert res.measured == ["step1"] and "step0" in res.skipped
     assert len(pd.read_parquet(out / "geometry")) == 2 * 3
 
@@ -74,7 +66,7 @@ def test_revision_finished_by_another_run_meanwhile_is_not_measured_again(ckpts,
 @pytest.mark.slow
 def test_two_runs_at_once_measure_each_revision_once(ckpts, tmp_path):
     ref_out = tmp_path / "ref"
-    _scan(ckpts, ref_out)
+    quiet_scan(ckpts, ref_out)
     reference = {t: _canon(pd.read_parquet(ref_out / t), t) for t in KEYS}
     out = tmp_path / "ds"  # does not exist yet: both create it
     results = scans_at_once(2, ckpts, out, tmp_path, **KW)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -21,24 +20,18 @@ from ckptgeo.errors import (DatasetLayoutError, DiskSpaceError, EmptySelectionEr
                             NonFiniteActivationsError, RevisionNotFoundError, SourceNotFoundError,
                             SuiteFormatError)
 from ckptgeo.metrics.rankme import rankme
-from ckptgeo.scan import plan_scan, scan
+from ckptgeo.scan import plan_scan
 from ckptgeo.sources.base import WeightFile
 from ckptgeo.sources.local import LocalSource
 from tests._checkpoints import BIGBENCH, make_checkpoints
+from tests._faults import quiet_scan
 
 SUITE = str(BIGBENCH / "three_objects.json")
-KW = dict(suites=(SUITE,), n_samples=8)
 
 
 @pytest.fixture(scope="module")
 def ckpts(tmp_path_factory):
     return make_checkpoints(tmp_path_factory.mktemp("ck") / "tiny", steps=(0, 1, 2, 4))
-
-
-def _scan(ck, out, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return scan(ck, out=out, **{**KW, **kw})
 
 
 def _snapshot(folder: Path) -> dict:
@@ -62,7 +55,7 @@ def _one_error_line(capsys) -> str:
 @pytest.mark.parametrize("spec", ["/no/such/checkpoints", "./no/such/dir", "~/no/such"])
 def test_missing_local_folder(spec, tmp_path, capsys):
     with pytest.raises(SourceNotFoundError, match="not an existing checkpoint folder"):
-        _scan(spec, tmp_path / "ds")
+        quiet_scan(spec, tmp_path / "ds")
     assert not (tmp_path / "ds").exists()
     assert main(_cli(spec, "--out", tmp_path / "ds")) == 3
     assert spec in _one_error_line(capsys)
@@ -70,7 +63,7 @@ def test_missing_local_folder(spec, tmp_path, capsys):
 
 def test_unknown_revision_names_the_closest(ckpts, tmp_path, capsys):
     with pytest.raises(RevisionNotFoundError) as exc:
-        _scan(ckpts, tmp_path / "ds", revisions="step0,step3")
+        quiet_scan(ckpts, tmp_path / "ds", revisions="step0,step3")
     assert exc.value.revision == "step3" and exc.value.closest[:2] == ("step2", "step4")
     assert "closest existing: step2, step4" in str(exc.value)
     assert not (tmp_path / "ds").exists()
@@ -81,7 +74,7 @@ def test_unknown_revision_names_the_closest(ckpts, tmp_path, capsys):
 @pytest.mark.parametrize("selector", ["5:50", "3:3"])
 def test_empty_selection(selector, ckpts, tmp_path, capsys):
     with pytest.raises(EmptySelectionError, match="matched no revision"):
-        _scan(ckpts, tmp_path / "ds", revisions=selector)
+        quiet_scan(ckpts, tmp_path / "ds", revisions=selector)
     assert main(_cli(ckpts, "--out", tmp_path / "ds", "--revisions", selector)) == 3
     assert "steps 0..4" in _one_error_line(capsys)
     assert not (tmp_path / "ds").exists()
@@ -89,7 +82,7 @@ def test_empty_selection(selector, ckpts, tmp_path, capsys):
 
 def test_unparseable_selector(ckpts, tmp_path):
     with pytest.raises(InvalidParameterError, match="Cannot parse revision selector"):
-        _scan(ckpts, tmp_path / "ds", revisions="step1;rm")
+        quiet_scan(ckpts, tmp_path / "ds", revisions="step1;rm")
 
 
 MC = {"id": "a", "suite": "s", "kind": "multiple_choice", "prompt": "Q?", "choices": ["x", "y"], "answer": 0}
@@ -111,7 +104,7 @@ def test_broken_suite_file_names_line_and_field(name, text, line, field, words, 
     path = tmp_path / name
     path.write_text(text)
     with pytest.raises(SuiteFormatError) as exc:
-        _scan(ckpts, tmp_path / "ds", suites=(str(path),))
+        quiet_scan(ckpts, tmp_path / "ds", suites=(str(path),))
     err = exc.value
     assert err.line == line and err.field == field and words in str(err) and err.path == str(path)
     if line is not None:
@@ -123,7 +116,7 @@ def test_broken_suite_file_names_line_and_field(name, text, line, field, words, 
 
 def test_unknown_suite_name(ckpts, tmp_path):
     with pytest.raises(InvalidParameterError, match="Unknown suite 'no-such-suite'"):
-        _scan(ckpts, tmp_path / "ds", suites=("no-such-suite",))
+        quiet_scan(ckpts, tmp_path / "ds", suites=("no-such-suite",))
 
 
 class HubLikeSource(LocalSource):
@@ -155,7 +148,7 @@ def test_max_disk_below_the_peak_is_refused_before_any_download(prefetch, budget
     src = HubLikeSource(ckpts)
     out = tmp_path / "ds"
     with pytest.raises(DiskSpaceError) as exc:
-        _scan(src, out, revisions="all", prefetch=prefetch, max_disk=parse_size(budget))
+        quiet_scan(src, out, revisions="all", prefetch=prefetch, max_disk=parse_size(budget))
     assert f"peak of {peak}" in str(exc.value) and exc.value.available == parse_size(budget)
     assert src.fetched == [] and not out.exists()
     plan = plan_scan(src, revisions="all", prefetch=prefetch, suites=(SUITE,))
@@ -165,18 +158,18 @@ def test_max_disk_below_the_peak_is_refused_before_any_download(prefetch, budget
 def test_max_disk_above_the_peak_runs(ckpts, tmp_path):
     src = HubLikeSource(ckpts)
     src.size = None  # announce the true sizes: fetched files are checked against what was announced
-    res = _scan(src, tmp_path / "ds", revisions="step0,step1", prefetch=1, max_disk=10**9)
+    res = quiet_scan(src, tmp_path / "ds", revisions="step0,step1", prefetch=1, max_disk=10**9)
     assert res.measured == ["step0", "step1"] and sorted(src.fetched) == ["step0", "step1"]
 
 
 def test_output_of_another_schema_is_refused_and_untouched(ckpts, tmp_path, capsys):
     out = tmp_path / "ds"
-    _scan(ckpts, out, revisions="step0")
+    quiet_scan(ckpts, out, revisions="step0")
     meta = json.loads((out / "ckptgeo.json").read_text())
     (out / "ckptgeo.json").write_text(json.dumps({**meta, "schema_version": 99, "writer": "9.9.9"}))
     before = _snapshot(out)
     with pytest.raises(DatasetLayoutError) as exc:
-        _scan(ckpts, out)
+        quiet_scan(ckpts, out)
     assert "schema 99" in str(exc.value) and "writes schema 1" in str(exc.value) and "9.9.9" in str(exc.value)
     assert main(_cli(ckpts, "--out", out)) == 6
     assert "table schema 99" in _one_error_line(capsys)
@@ -188,7 +181,7 @@ def test_unreadable_marker_is_refused(ckpts, tmp_path):
     out.mkdir()
     (out / "ckptgeo.json").write_text("{trunc")
     with pytest.raises(DatasetLayoutError, match="unreadable"):
-        _scan(ckpts, out)
+        quiet_scan(ckpts, out)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -204,7 +197,7 @@ def test_non_dataset_folder_is_refused_and_untouched(ckpts, tmp_path, capsys):
     assert main(_cli(ckpts, "--out", mine)) == 6
     assert "not a ckptgeo dataset" in _one_error_line(capsys)
     with pytest.raises(DatasetLayoutError):
-        _scan(ckpts, mine)
+        quiet_scan(ckpts, mine)
     assert _snapshot(mine) == before
 
 
@@ -216,7 +209,7 @@ def test_out_is_a_file_or_the_checkpoints_themselves(ckpts, tmp_path, capsys):
     assert f.read_bytes() == b"mine"
     before = {p: p.stat().st_mtime_ns for p in ckpts.rglob("*")}
     with pytest.raises(DatasetLayoutError, match="not a ckptgeo dataset"):
-        _scan(ckpts, ckpts)
+        quiet_scan(ckpts, ckpts)
     assert {p: p.stat().st_mtime_ns for p in ckpts.rglob("*")} == before
 
 
@@ -232,7 +225,7 @@ def test_all_zero_hidden_states_give_nan_with_a_reason(ckpts, tmp_path):
     w = ck / "step0" / "model.safetensors"
     state = load_file(str(w))
     save_file({k: torch.zeros_like(v) for k, v in state.items()}, str(w), metadata={"format": "pt"})
-    res = _scan(ck, tmp_path / "ds")
+    res = quiet_scan(ck, tmp_path / "ds")
     assert res.measured == ["step0"] and res.failed == {}
     g = pd.read_parquet(tmp_path / "ds" / "geometry")
     assert len(g) == 3 and g.value.isna().all() and (g.reason == "all-zero hidden states").all()
@@ -257,12 +250,12 @@ def test_one_item_suite_and_n_samples_bounds(ckpts, tmp_path):
     one = tmp_path / "one.jsonl"
     one.write_text(json.dumps({**MC, "prompt": "The red book is left of the blue one. Which is leftmost?",
                                "choices": ["red", "blue"]}) + "\n")
-    res = _scan(ckpts, tmp_path / "ds", revisions="step0", suites=(str(one),), n_samples=24)
+    res = quiet_scan(ckpts, tmp_path / "ds", revisions="step0", suites=(str(one),), n_samples=24)
     assert res.measured == ["step0"]
     g = pd.read_parquet(tmp_path / "ds" / "geometry")
     assert len(g) == 3 and g.value.round(4).eq(1.0).all()  # a single row has rank 1
     with pytest.raises(InvalidParameterError, match="'n_samples'"):
-        _scan(ckpts, tmp_path / "ds2", n_samples=1)
+        quiet_scan(ckpts, tmp_path / "ds2", n_samples=1)
 
 
 @pytest.mark.skip(reason="the probe metric (ckptgeo/metrics/probe.py) is another helper's issue; one-class and "
