@@ -297,7 +297,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     """
     from transformers import AutoTokenizer
 
-    from .activations import model_batch, prepare_suite, run_suite
+    from .activations import prepare_suite
     from .models import ModelHolder
 
     kwargs = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in kwargs.items()}
@@ -411,8 +411,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                 model = holder.load(path, revision=rev.name)
                 if prepared is None:
                     prepared = prepare_all()
-                rows = _measure(model, prepared, specs, config, base, common_settings, dataset, name,
-                                model_batch, run_suite, rev)
+                rows = _measure(model, prepared, specs, config, base, common_settings, dataset, name, rev)
                 for table, trows in rows.items():
                     if trows:
                         dataset.write_part(table, name, trows)
@@ -506,9 +505,11 @@ def _finish(dataset: Dataset) -> pd.DataFrame:
     return dups
 
 
-def _measure(model, prepared, specs, config, base, common, dataset, name, model_batch, run_suite, rev):
+def _measure(model, prepared, specs, config, base, common, dataset, name, rev):
+    """Every selected metric of one revision over the prepared suites: rows per table."""
     import torch
 
+    from .activations import model_batch, run_suite
     from .metrics.registry import ModelContext
 
     rows: dict[str, list[dict]] = {"geometry": [], "behavior": [], "probes": []}
