@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""Benchmark: ``ckptgeo.scan`` against the plain way of measuring checkpoints, over loopback HTTP.
+"""Benchmark: ``ckptgeo.engine.scan`` against the plain way of measuring checkpoints, over loopback HTTP.
 
 Both runs measure, for every revision of the same served repository, per-layer RankMe of the last
 prompt token and multiple-choice accuracy on BIG-bench logical deduction (three objects):
 
-A. ``ckptgeo.scan.scan(repo, revisions="all", metrics=("rankme", "behavior"), prefetch=K)``: one
+A. ``ckptgeo.engine.scan.scan(repo, revisions="all", metrics=("rankme", "behavior"), prefetch=K)``: one
    model whose weights are swapped, the prompt's pass shared by hidden states and every choice (key/
    value cache), logits only where scored, length-sorted batches, the next K revisions downloading
    while the current one is measured, finished revisions evicted from the cache.
@@ -14,7 +14,7 @@ B. What a researcher writes today: ``AutoModelForCausalLM.from_pretrained(repo, 
    lm-evaluation-harness way: batches of (prompt, choice) pairs, one full sequence per pair, full
    logits, ``log_softmax`` and the summed log-probability of the choice tokens; pick the best choice.
 
-Same items (``ckptgeo.items.select_items``, seed 0), same batch size, float32 in both, one process;
+Same items (``ckptgeo.suites.items.select_items``, seed 0), same batch size, float32 in both, one process;
 A runs first. The served repository is built by ``scripts/make_test_repo.py`` (seeded random
 weights, so accuracy is near chance; what matters here is time, memory, disk and agreement) and
 served by ``scripts/olah_local.py`` on a free loopback port.
@@ -158,15 +158,15 @@ class RunStats:
 # the served repository
 # --------------------------------------------------------------------------------------------------
 # --------------------------------------------------------------------------------------------------
-# run A: ckptgeo.scan
+# run A: ckptgeo.engine.scan
 # --------------------------------------------------------------------------------------------------
 def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _Sampler) -> RunStats:
     import pandas as pd
 
-    from ckptgeo.scan import scan
+    from ckptgeo.engine.scan import scan
     from ckptgeo.sources.hub import HubSource
 
-    stats = RunStats("A ckptgeo.scan")
+    stats = RunStats("A ckptgeo.engine.scan")
 
     class InstrumentedHub(HubSource):
         """HubSource that records the cache size just before each eviction and RSS just after it."""
@@ -350,7 +350,7 @@ def _report(a: RunStats, b: RunStats, *, rev_all: int, prefetch: int) -> bool:
 
 def _parse_args(argv):
     parser = argparse.ArgumentParser(
-        description="Time ckptgeo.scan against from_pretrained + lm-eval-style scoring on a loopback Hub.",
+        description="Time ckptgeo.engine.scan against from_pretrained + lm-eval-style scoring on a loopback Hub.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  python scripts/bench_scan.py                      # pythia-70m shape, 10 revisions, 200 items\n"
@@ -424,7 +424,7 @@ def main(argv=None) -> int:
         rev_all = sum(e.size for e in tree)
         rev_weights = max(repo.weight_bytes[b] for b in branches)
 
-        from ckptgeo.items import load_suite, select_items
+        from ckptgeo.suites.items import load_suite, select_items
 
         items = select_items(load_suite(args.suite), args.n_items, 0)
         import torch

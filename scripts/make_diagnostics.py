@@ -3,7 +3,7 @@
 
 Writes ``syntax``, ``semantics``, ``logic``, ``arithmetic``, ``icl``, ``factual``, ``general`` and
 ``logical_deduction`` as JSON lines, each starting with a ``suite_header`` line, after checking every
-suite with :func:`ckptgeo.diagnostics_gen.check_items`. Exits 1 (writing nothing) if a check fails.
+suite with :func:`ckptgeo.suites.generators.check_items`. Exits 1 (writing nothing) if a check fails.
 
 Examples
 --------
@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ckptgeo.diagnostics_gen import SUITES, check_items, generate_suite  # noqa: E402
-from ckptgeo.items import write_jsonl  # noqa: E402
+from ckptgeo.suites.generators import SUITES, check_items, generate_suite  # noqa: E402
+from ckptgeo.suites.items import write_jsonl  # noqa: E402
 
 NAMES = [s.name for s in SUITES] + ["logical_deduction"]
 

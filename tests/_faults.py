@@ -44,11 +44,11 @@ SUITE = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "bigbench_
 
 
 def quiet_scan(ck, out, **kw):
-    """``ckptgeo.scan.scan`` on the fault tests' suite (8 items), keyword arguments overriding; the
+    """``ckptgeo.engine.scan.scan`` on the fault tests' suite (8 items), keyword arguments overriding; the
     warnings a fault is expected to raise (duplicates, vocabulary) are silenced."""
     import warnings
 
-    from ckptgeo.scan import scan
+    from ckptgeo.engine.scan import scan
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -59,7 +59,7 @@ def quiet_scan(ck, out, **kw):
 # ------------------------------------------------------------------------------------------------
 
 _PRELOAD = ["torch", "transformers", "tokenizers", "safetensors.torch", "pyarrow.parquet", "pandas",
-            "ckptgeo.scan", "ckptgeo.store", "ckptgeo.models", "ckptgeo.activations", "ckptgeo.sources.local",
+            "ckptgeo.engine.scan", "ckptgeo.store.dataset", "ckptgeo.engine.model", "ckptgeo.engine.forward", "ckptgeo.sources.local",
             "ckptgeo.metrics.registry", "transformers.models.gpt_neox.modeling_gpt_neox"]
 _CTX = None
 
@@ -109,7 +109,7 @@ def _is_static(cls: type, attr: str) -> bool:
 
 
 class _OsProxy:
-    """``os`` for :mod:`ckptgeo.store` only, with ``replace`` wrapped (other modules keep the real one)."""
+    """``os`` for :mod:`ckptgeo.store.dataset` only, with ``replace`` wrapped (other modules keep the real one)."""
 
     def __init__(self, replace):
         self.replace = replace
@@ -125,13 +125,13 @@ def _kill_fetch(n):  # "while downloading": before the n-th fetch returns (in th
 
 
 def _kill_load(n):  # before the n-th revision's weights are read
-    from ckptgeo.models import ModelHolder
+    from ckptgeo.engine.model import ModelHolder
 
     _wrap(ModelHolder, "load", n)
 
 
 def _kill_swap(n):  # weights read and checked, not yet copied into the model
-    import ckptgeo.models as models
+    import ckptgeo.engine.model as models
 
     _wrap(models, "load_state_dict", n, after=True)
 
@@ -155,7 +155,7 @@ def _kill_metric(n):  # at the n-th RankMe (one per layer)
 
 
 def _kill_write(n):  # "while writing a part": before the n-th Parquet part is written
-    import ckptgeo.store as store
+    import ckptgeo.store.dataset as store
 
     _wrap(store.pq, "write_table", n)
 
@@ -163,7 +163,7 @@ def _kill_write(n):  # "while writing a part": before the n-th Parquet part is w
 def _kill_torn(n):  # mid-write: half of the n-th part's bytes are in its temp file, then the kill
     import io
 
-    import ckptgeo.store as store
+    import ckptgeo.store.dataset as store
 
     orig = store.pq.write_table
     count = _Counter(n)
@@ -182,7 +182,7 @@ def _kill_torn(n):  # mid-write: half of the n-th part's bytes are in its temp f
 
 
 def _kill_replace(n):  # just after the n-th rename into place (marker, run record or part)
-    import ckptgeo.store as store
+    import ckptgeo.store.dataset as store
 
     count = _Counter(n)
 
@@ -195,7 +195,7 @@ def _kill_replace(n):  # just after the n-th rename into place (marker, run reco
 
 
 def _kill_small(n):  # the n-th small JSON (ckptgeo.json, runs/<hash>.json) is in its temp file, not renamed
-    import ckptgeo.store as store
+    import ckptgeo.store.dataset as store
 
     count = _Counter(n)
 
@@ -208,7 +208,7 @@ def _kill_small(n):  # the n-th small JSON (ckptgeo.json, runs/<hash>.json) is i
 
 
 def _kill_resolve(n):  # inside the duplicate resolution of the n-th finishing process
-    from ckptgeo.store import Dataset
+    from ckptgeo.store.dataset import Dataset
 
     _wrap(Dataset, "resolve_duplicates", n)
 
@@ -237,7 +237,7 @@ def _child(point: str, n: int, source: str, out: str, kwargs: dict) -> None:
     tqdm.tqdm.set_lock(threading.RLock())  # no multiprocessing semaphore left behind by the kill
     os.environ["CKPTGEO_NO_PROGRESS"] = "1"
     KILL_POINTS[point](n)
-    from ckptgeo.scan import scan
+    from ckptgeo.engine.scan import scan
 
     scan(source, out=out, **kwargs)
 
@@ -265,7 +265,7 @@ def _child_result(source: str, out: str, kwargs: dict, result_path: str, start) 
     os.environ["CKPTGEO_NO_PROGRESS"] = "1"
     import warnings
 
-    from ckptgeo.scan import scan
+    from ckptgeo.engine.scan import scan
 
     start.wait(60)
     with warnings.catch_warnings():

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from ckptgeo.activations import model_batch, prepare_suite, run_suite
-from ckptgeo.items import Item, Suite, load_suite
+from ckptgeo.engine.forward import model_batch, prepare_suite, run_suite
+from ckptgeo.suites.items import Item, Suite, load_suite
 from ckptgeo.metrics.registry import ModelContext
 
 from tests._checkpoints import BIGBENCH, tiny_config, train_tokenizer

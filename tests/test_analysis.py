@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from ckptgeo.analysis import add_analyze_parser, analyze
+from ckptgeo.analysis import analyze
+from ckptgeo.cli.analyze import add_parser as add_analyze_parser
 from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
 
 STEPS = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]
@@ -225,7 +226,7 @@ def test_thresholds_recorded(dataset, tmp_path):
 
 
 def test_report_and_figures(tmp_path):
-    from ckptgeo.plots import write_report
+    from ckptgeo.analysis.figures import write_report
 
     curves = [("toy-4x32", "modular-L3", 0.01, _acc(70), _hard(4, 2.0), {}),
               ("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})]
@@ -296,7 +297,7 @@ def test_cli_parser(result, dataset, capsys):
 
 
 def test_geometry_without_behavior_and_behavior_without_geometry(tmp_path):
-    from ckptgeo.plots import write_report
+    from ckptgeo.analysis.figures import write_report
 
     root = _write_dataset(tmp_path / "ds", [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
     import shutil

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ckptgeo.deduction import generate_deduction_items, generate_puzzle, solve
+from ckptgeo.suites.deduction import generate_deduction_items, generate_puzzle, solve
 from ckptgeo.errors import InvalidParameterError
 
 
@@ -58,7 +58,7 @@ def test_every_generated_item_is_unique_and_solved():
 
 
 def test_bundled_file_matches_solver():
-    from ckptgeo.items import load_suite
+    from ckptgeo.suites.items import load_suite
 
     suite = load_suite("logical_deduction")
     assert len(suite) >= 200 and {it.extra["n_objects"] for it in suite.items} == {3, 5, 7}

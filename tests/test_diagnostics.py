@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from ckptgeo.diagnostics_gen import SUITES, check_items, generate_suite
-from ckptgeo.items import available_suites, diagnostics_dir, load_suite
+from ckptgeo.suites.generators import SUITES, check_items, generate_suite
+from ckptgeo.suites.items import available_suites, diagnostics_dir, load_suite
 
 NAMES = [s.name for s in SUITES] + ["logical_deduction"]
 

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from ckptgeo.demo import DemoSetting, run_demo
+from ckptgeo.studies.demo import DemoSetting, run_demo
 
 
 @pytest.mark.slow

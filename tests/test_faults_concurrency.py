@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ckptgeo.cli import main
-from ckptgeo.store import Dataset, part_name
+from ckptgeo.store.dataset import Dataset, part_name
 from tests._checkpoints import BIGBENCH, make_checkpoints
 from tests._faults import quiet_scan, scans_at_once
 from tests.test_faults_kill import KEYS, _canon, check_dataset
@@ -29,7 +29,7 @@ def test_revision_locked_by_another_run_is_skipped_with_a_message(ckpts, tmp_pat
     first = quiet_scan(ckpts, out, revisions="step0")
     held = Dataset(out).lock(part_name("tiny", "step1", first.config_hash)[: -len(".parquet")])
     try:
-        with caplog.at_level(logging.WARNING, logger="ckptgeo.scan"):
+        with caplog.at_level(logging.WARNING, logger="ckptgeo.engine.scan"):
             res = quiet_scan(ckpts, out)
         assert res.locked == ["step1"] and res.measured == ["step2", "step4"] and res.skipped == ["step0"]
         assert "step1 is being measured by another process; skipping it here" in caplog.text

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from ckptgeo.scan import scan
+from ckptgeo.engine.scan import scan
 from tests._checkpoints import BIGBENCH, make_checkpoints
 from tests._faults import killed_scan
 

@@ -182,7 +182,7 @@ def test_server_always_slower_than_the_timeout_gives_a_clear_error(hub, proxy, t
 
 @pytest.mark.slow
 def test_scan_records_a_revision_the_network_never_delivers(hub, proxy, tmp_path):
-    from ckptgeo.scan import scan
+    from ckptgeo.engine.scan import scan
 
     commit = hub.commits["step2"]
     proxy.add(FaultRule(rf"GET .*/resolve/{commit}/model\.safetensors", status=503, times=None))
@@ -204,7 +204,7 @@ def test_scan_records_a_revision_the_network_never_delivers(hub, proxy, tmp_path
 def test_eviction_keeps_revisions_cached_before_the_scan(hub, tmp_path):
     from huggingface_hub import scan_cache_dir, snapshot_download
 
-    from ckptgeo.scan import scan
+    from ckptgeo.engine.scan import scan
     from ckptgeo.sources.hub import HubSource
 
     cache = tmp_path / "cache"

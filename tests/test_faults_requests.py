@@ -20,8 +20,8 @@ from ckptgeo.errors import (DatasetLayoutError, DiskSpaceError, EmptySelectionEr
                             NonFiniteActivationsError, RevisionNotFoundError, SourceNotFoundError,
                             SuiteFormatError)
 from ckptgeo.metrics.rankme import rankme
-from ckptgeo.scan import plan_scan
-from ckptgeo.sources.base import WeightFile
+from ckptgeo.engine.scan import plan_scan
+from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.local import LocalSource
 from tests._checkpoints import BIGBENCH, make_checkpoints
 from tests._faults import quiet_scan
@@ -143,7 +143,7 @@ class HubLikeSource(LocalSource):
 @pytest.mark.parametrize("prefetch,budget,peak", [(1, "500MB", "800.0 MB"), (0, "300MB", "400.0 MB"),
                                                   (2, "1GB", "1,200.0 MB")])
 def test_max_disk_below_the_peak_is_refused_before_any_download(prefetch, budget, peak, ckpts, tmp_path):
-    from ckptgeo.scan import parse_size
+    from ckptgeo.engine.scan import parse_size
 
     src = HubLikeSource(ckpts)
     out = tmp_path / "ds"

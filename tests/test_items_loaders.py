@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ckptgeo.errors import SourceNotFoundError, SuiteFormatError
-from ckptgeo.items import load_blimp, load_bigbench, load_hf, load_suite
+from ckptgeo.suites.items import load_blimp, load_bigbench, load_hf, load_suite
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 if not DATA.is_dir():
@@ -149,7 +149,7 @@ def test_hf_loader_errors(tmp_path, datasets_cache):
 
 
 def test_hf_spec_parsing():
-    from ckptgeo.items import _parse_hf_spec
+    from ckptgeo.suites.items import _parse_hf_spec
 
     assert _parse_hf_spec("blimp/anaphor_gender_agreement") == ("nyu-mll/blimp", "anaphor_gender_agreement", None)
     assert _parse_hf_spec("org/name:cfg@test") == ("org/name", "cfg", "test")

@@ -7,7 +7,7 @@ import pytest
 
 from ckptgeo.cli import build_parser, main
 from ckptgeo.errors import HubUnreachableError, InvalidParameterError
-from ckptgeo.probing import probe_checkpoints
+from ckptgeo.engine.probe import probe_checkpoints
 from tests._checkpoints import make_checkpoints
 
 

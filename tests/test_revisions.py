@@ -1,7 +1,7 @@
 import pytest
 
 from ckptgeo.errors import EmptySelectionError, InvalidParameterError, RevisionNotFoundError
-from ckptgeo.revisions import Revision, parse_step, pythia_steps, select_revisions
+from ckptgeo.sources.revisions import Revision, parse_step, pythia_steps, select_revisions
 
 REVS = [Revision(s, f"step{s}", commit=f"{s:040x}") for s in pythia_steps()]
 

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from ckptgeo.errors import DiskSpaceError, DuplicateWeightsWarning, RevisionNotFoundError, SourceNotFoundError
-from ckptgeo.revisions import select_revisions
-from ckptgeo.scan import plan_scan, scan
+from ckptgeo.sources.revisions import select_revisions
+from ckptgeo.engine.scan import plan_scan, scan
 from ckptgeo.sources.hub import HubSource
 from tests._checkpoints import BIGBENCH
 
@@ -116,7 +116,7 @@ def test_two_processes_equal_one(local_hub, tmp_path):
     one = tmp_path / "one"
     scan(local_hub.repo_id, revisions=FIVE, suites=(SUITE,), n_samples=16, out=one)
     two = tmp_path / "two"
-    code = ("from ckptgeo.scan import scan; "
+    code = ("from ckptgeo.engine.scan import scan; "
             f"scan({local_hub.repo_id!r}, out={str(two)!r}, suites=({SUITE!r},), n_samples=16, revisions={FIVE!r})")
     env = {**os.environ, "WORLD_SIZE": "2", "CKPTGEO_NO_PROGRESS": "1"}
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**env, "RANK": str(r)}) for r in range(2)]
@@ -159,7 +159,7 @@ def test_blimp_subset_from_a_hub_dataset_repo(local_hub, tmp_path):
     import json
     import subprocess
 
-    from ckptgeo.items import load_suite
+    from ckptgeo.suites.items import load_suite
     from tests._checkpoints import BLIMP
 
     work = tmp_path / "w"

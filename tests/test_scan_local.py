@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ckptgeo.errors import DatasetLayoutError, DuplicateWeightsWarning
-from ckptgeo.scan import plan_scan, scan
+from ckptgeo.engine.scan import plan_scan, scan
 from tests._checkpoints import BIGBENCH, make_checkpoints
 
 SUITE = str(BIGBENCH / "three_objects.json")
@@ -61,7 +61,7 @@ def test_two_processes_equal_one(ckpts, tmp_path):
     one = tmp_path / "one"
     run(ckpts, one, revisions="step0,step1,step2,step4,step100")
     two = tmp_path / "two"
-    code = ("import sys; from ckptgeo.scan import scan; "
+    code = ("import sys; from ckptgeo.engine.scan import scan; "
             f"scan({str(ckpts)!r}, out={str(two)!r}, suites=({SUITE!r},), n_samples=24, "
             "revisions='step0,step1,step2,step4,step100')")
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
@@ -130,7 +130,7 @@ def test_save_states(ckpts, tmp_path):
 
 
 def test_weights_that_differ_from_the_announced_sha256_are_refused(ckpts, tmp_path):
-    from ckptgeo.sources.base import WeightFile
+    from ckptgeo.sources.protocol import WeightFile
     from ckptgeo.sources.local import LocalSource
 
     class Announcing(LocalSource):
@@ -147,7 +147,7 @@ def test_suite_the_tokenizer_cannot_read_is_refused_before_measuring(tmp_path):
     from transformers import GPTNeoXForCausalLM
 
     from ckptgeo.errors import InvalidParameterError
-    from ckptgeo.tasks.vocab import build_tokenizer, vocab_size
+    from ckptgeo.training.vocab import build_tokenizer, vocab_size
     from tests._checkpoints import tiny_config
 
     root = tmp_path / "taskmodel"
@@ -177,7 +177,7 @@ def test_bad_step_pattern_is_a_clear_error(ckpts, tmp_path, pattern, match):
 
 def test_mistyped_local_folder_is_not_sent_to_the_hub(tmp_path, monkeypatch):
     from ckptgeo.errors import SourceNotFoundError
-    from ckptgeo.sources.base import open_source
+    from ckptgeo.sources.registry import open_source
 
     (tmp_path / "runs").mkdir()
     monkeypatch.chdir(tmp_path)

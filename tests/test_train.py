@@ -11,12 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from ckptgeo import train as train_mod
+from ckptgeo.training import trainer as train_mod
 from ckptgeo.errors import InvalidParameterError, RunMismatchError
-from ckptgeo.items import load_suite
-from ckptgeo.tasks import build_tokenizer, generate
-from ckptgeo.train import TrainConfig, checkpoint_steps, evaluate, exact_match, train, training_history
-from ckptgeo.train_grid import GridReport, add_train_parser, train_grid
+from ckptgeo.suites.items import load_suite
+from ckptgeo.training import build_tokenizer, generate
+from ckptgeo.training.trainer import TrainConfig, checkpoint_steps, evaluate, exact_match, train, training_history
+from ckptgeo.cli.train import add_parser as add_train_parser
+from ckptgeo.training.grid import GridReport, train_grid
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InvalidParameterError
+from ckptgeo.errors import InvalidParameterError
 
 __all__ = [
     "DEFAULT_ACC_THRESHOLD", "DEFAULT_WINDOW", "DEFAULT_RECOVERY", "DEFAULT_COLLAPSE_FRACTION",

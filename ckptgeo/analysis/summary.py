@@ -21,7 +21,7 @@ Each file is written to a hidden temporary name in its folder and moved into pla
 ``os.replace``; readers of the folder skip names starting with ``.``.
 
 Choices made where SPEC.md leaves room (all recorded or documented; reading and labelling live in
-:mod:`ckptgeo.analysis.dataset`):
+:mod:`ckptgeo.analysis.tables`):
 
 * Revisions the ``revisions`` table flags ``status == "duplicate"`` are dropped from every table.
   Remaining rows at the same (curve, step) are averaged.
@@ -59,9 +59,9 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import DatasetLayoutError, InvalidParameterError
-from . import events as ev
-from .dataset import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _drop_duplicates, _require,
+from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
+from ckptgeo.analysis import events as ev
+from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _drop_duplicates, _require,
                       _with_defaults, model_size, read_table, split_seed)
 
 __all__ = [
@@ -504,7 +504,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     ----------
     Billa, "The Geometric Anatomy of Capability Acquisition in Transformers", arXiv:2602.15997.
     """
-    from .. import __version__
+    from ckptgeo import __version__
 
     cfg = AnalysisConfig(acc_threshold=acc_threshold, window=window, recovery=recovery, probe_margin=probe_margin,
                          collapse_fraction=collapse_fraction, min_drop=min_drop,

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-from ..errors import InvalidParameterError
+from ckptgeo.errors import InvalidParameterError
 
 __all__: list[str] = []
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .registry import register_metric
+from ckptgeo.metrics.registry import register_metric
 
 __all__ = ["BehaviorConfig", "behavior", "chance_level"]
 

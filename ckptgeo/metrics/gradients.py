@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..constants import RANKME_EPS
-from ..errors import InvalidParameterError, NonFiniteActivationsError
-from ._autodiff import eager_attention, eval_mode, location, select_parameters, where
-from ._validation import check_config
-from .rankme import effective_rank, entropy_rank_from_spectrum
-from .registry import MetricValue, ModelContext, register_metric
+from ckptgeo.constants import RANKME_EPS
+from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError
+from ckptgeo.metrics._autodiff import eager_attention, eval_mode, location, select_parameters, where
+from ckptgeo._params import check_config
+from ckptgeo.metrics.rankme import effective_rank, entropy_rank_from_spectrum
+from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
 __all__ = ["GradientRankConfig", "count_sketch", "gradient_effective_rank", "gradient_covariance_rank",
            "per_sample_gradients", "PerSampleGradients", "grad_rank", "grad_cov_rank"]

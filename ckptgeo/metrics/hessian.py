@@ -17,10 +17,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..errors import InvalidParameterError, NegativeCurvatureWarning, NonFiniteActivationsError
-from ._autodiff import eager_attention, eval_mode, gradients_on, location, select_parameters, where
-from ._validation import check_config
-from .registry import MetricValue, ModelContext, register_metric
+from ckptgeo.errors import InvalidParameterError, NegativeCurvatureWarning, NonFiniteActivationsError
+from ckptgeo.metrics._autodiff import eager_attention, eval_mode, gradients_on, location, select_parameters, where
+from ckptgeo._params import check_config
+from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
 __all__ = ["HessianConfig", "HessianSpectrum", "HessianVectorProduct", "hessian_eigenvalues", "hutchinson_trace",
            "hessian"]

@@ -27,11 +27,11 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .. import constants
-from ..errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
-from ._autodiff import location, select_parameters, where
-from ._validation import check_config
-from .registry import MetricValue, ModelContext, register_metric
+from ckptgeo import constants
+from ckptgeo.errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
+from ckptgeo.metrics._autodiff import location, select_parameters, where
+from ckptgeo._params import check_config
+from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
 __all__ = ["LLCConfig", "LLCEstimate", "estimate_llc", "llc"]
 

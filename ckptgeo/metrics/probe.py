@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidParameterError, NonFiniteActivationsError, ProbeConvergenceWarning
-from .registry import register_metric
+from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError, ProbeConvergenceWarning
+from ckptgeo.metrics.registry import register_metric
 
 __all__ = ["ProbeConfig", "ProbeResult", "probe"]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..constants import RANKME_EPS
-from ..errors import InvalidParameterError, NonFiniteActivationsError
-from .registry import register_metric
+from ckptgeo.constants import RANKME_EPS
+from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError
+from ckptgeo.metrics.registry import register_metric
 
 __all__ = ["RankMeConfig", "rankme", "effective_rank", "entropy_rank_from_spectrum"]
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import InvalidParameterError
+from ckptgeo.errors import InvalidParameterError
 
 __all__ = ["MetricSpec", "MetricValue", "ModelContext", "register_metric", "get_metric", "all_metrics",
            "default_metrics", "parse_metrics"]
@@ -130,7 +130,7 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
 
 def _load_builtin() -> None:
     # importing the modules registers their metrics
-    from . import rankme, behavior  # noqa: F401
+    from ckptgeo.metrics import rankme, behavior  # noqa: F401
     import importlib
 
     for mod in ("probe", "gradients", "hessian", "llc"):

@@ -21,11 +21,11 @@ import re
 import time
 from pathlib import Path
 
-from ..constants import NO_PROGRESS, PYTHIA_TOKENS_PER_STEP, STEP_PATTERN
-from ..errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
+from ckptgeo.constants import NO_PROGRESS, PYTHIA_TOKENS_PER_STEP, STEP_PATTERN
+from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
                       SourceNotFoundError)
-from ..revisions import Revision
-from .base import WeightFile
+from ckptgeo.sources.revisions import Revision
+from ckptgeo.sources.protocol import WeightFile
 
 __all__ = ["HubSource"]
 
@@ -215,7 +215,7 @@ class HubSource:
                                cache_dir=self.cache_dir))
 
     def default_suites(self) -> list[str]:
-        from ..items import available_suites
+        from ckptgeo.suites.items import available_suites
 
         return available_suites()
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..constants import STEP_PATTERN
-from ..errors import SourceNotFoundError
-from ..revisions import Revision
-from .base import WeightFile
+from ckptgeo.constants import STEP_PATTERN
+from ckptgeo.errors import SourceNotFoundError
+from ckptgeo.sources.revisions import Revision
+from ckptgeo.sources.protocol import WeightFile
 
 __all__ = ["LocalSource", "weight_files_in"]
 

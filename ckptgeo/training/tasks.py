@@ -1,10 +1,10 @@
 """Eight algorithmic tasks at three difficulty levels, as seeded generators of generation items.
 
-Every item is a :class:`ckptgeo.items.Item` of kind ``"generation"``: the prompt is the task's marker
+Every item is a :class:`ckptgeo.suites.items.Item` of kind ``"generation"``: the prompt is the task's marker
 token, the input tokens and the separator ``=``, space-separated; the target is the answer tokens,
 each preceded by a space; the label is the answer class (compare, parity, modular) or the first answer
 token. Numbers are written digit by digit, zero-padded to the level's width, except the operands and
-residues of ``modular``, which are single tokens (see :mod:`ckptgeo.tasks.vocab`).
+residues of ``modular``, which are single tokens (see :mod:`ckptgeo.training.vocab`).
 
 ====================  ================================  =======================================
 task                  example (prompt -> target)         level 1 / level 2 / level 3
@@ -56,9 +56,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-from ..errors import InvalidParameterError
-from ..items import Item
-from .vocab import SEPARATOR
+from ckptgeo.errors import InvalidParameterError
+from ckptgeo.suites.items import Item
+from ckptgeo.training.vocab import SEPARATOR
 
 __all__ = ["TASKS", "LEVELS", "LevelSpec", "get_level", "suite_name", "chance", "space_size", "sample",
            "generate", "heldout_items", "suite_header", "MODULUS"]

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import CkptgeoWarning, InvalidParameterError, NonFiniteActivationsError
-from .items import Item, Suite, select_items
-from .metrics.behavior import chance_level
+from ckptgeo.errors import CkptgeoWarning, InvalidParameterError, NonFiniteActivationsError
+from ckptgeo.suites.items import Item, Suite, select_items
+from ckptgeo.metrics.behavior import chance_level
 
 __all__ = ["PreparedItem", "PreparedSuite", "SuiteOutputs", "prepare_suite", "run_suite", "model_batch"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from .errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError
-from .sources.local import weight_files_in
+from ckptgeo.errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError
+from ckptgeo.sources.local import weight_files_in
 
 __all__ = ["ModelHolder", "load_state_dict", "sha256_file", "DTYPES"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import InvalidParameterError
+from ckptgeo.errors import InvalidParameterError
 
 __all__: list[str] = []
 

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..errors import SourceNotFoundError
-from ..revisions import Revision
+from ckptgeo.sources.revisions import Revision
 
-__all__ = ["CheckpointSource", "WeightFile", "open_source"]
+__all__ = ["CheckpointSource", "WeightFile"]
 
 
 @dataclass(frozen=True)
@@ -56,38 +55,3 @@ class CheckpointSource(Protocol):
 
     def default_suites(self) -> list[str]:
         """Suite specs measured when the user names none."""
-
-
-def open_source(spec: str | Path, *, step_pattern: str | None = None, keep_cache: bool = False,
-                cache_dir: str | Path | None = None) -> CheckpointSource:
-    """A :class:`LocalSource` when ``spec`` is an existing folder, else a :class:`HubSource` repo id.
-
-    Raises
-    ------
-    SourceNotFoundError
-        ``spec`` is neither an existing folder nor a valid repo id (e.g. a mistyped path).
-    """
-    from ..constants import STEP_PATTERN
-
-    pattern = step_pattern or STEP_PATTERN
-    path = Path(spec).expanduser()
-    if not path.is_dir() and (path.exists() or path.parent != Path(".") and path.parent.is_dir()):
-        # "runs/nosuch" next to an existing runs/: a mistyped folder, not a Hub repo id
-        raise SourceNotFoundError(f"{spec} is not a folder of step{{N}} checkpoints (its parent {path.parent} "
-                                  f"exists locally); to use a Hub repo of that name, run from another directory",
-                                  path=str(spec))
-    if path.is_dir():
-        from .local import LocalSource
-
-        return LocalSource(path, step_pattern=pattern)
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(str(spec))
-    except HFValidationError as err:
-        raise SourceNotFoundError(f"{spec} is not an existing checkpoint folder, nor a Hub repo id ('org/name')",
-                                  path=str(spec)) from err
-    from .hub import HubSource
-
-    return HubSource(str(spec), step_pattern=pattern, keep_cache=keep_cache, cache_dir=cache_dir)

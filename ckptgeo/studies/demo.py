@@ -15,13 +15,12 @@ prints the events table. Every stage resumes: a rerun skips finished training ru
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DemoSetting", "DEMO_SETTINGS", "run_demo", "add_demo_parser"]
+__all__ = ["DemoSetting", "DEMO_SETTINGS", "run_demo"]
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +55,14 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
     settings : sequence of DemoSetting
         The runs to train (default :data:`DEMO_SETTINGS`: copy level 1, addition level 1).
     size : str, default="tiny"
-        Model size name (``ckptgeo.tasks.SIZES``); the tiny model has about 0.4M parameters.
+        Model size name (``ckptgeo.training.SIZES``); the tiny model has about 0.4M parameters.
     n_samples : int, default=200
         Held-out items measured per checkpoint.
     """
-    from .analysis.summary import analyze
-    from .plots import write_report
-    from .scan import scan
-    from .train import TrainConfig, train
+    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.engine.scan import scan
+    from ckptgeo.training.trainer import TrainConfig, train
 
     out = Path(out)
     dataset = out / "dataset"
@@ -79,43 +78,3 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
     result = analyze(dataset)
     write_report(dataset, analysis=result, plots=plots)
     return result
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from .analysis.summary import events_text
-
-    logging.getLogger("ckptgeo").setLevel(logging.INFO)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    t0 = time.perf_counter()
-    result = run_demo(args.out, size=args.size, seed=args.seed, device=args.device, plots=not args.no_plots)
-    print(events_text(result.events))
-    dataset = Path(args.out) / "dataset"
-    print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s")
-    print(f"tables:   {dataset}/geometry, behavior, revisions, events  (pandas.read_parquet)")
-    if not args.no_plots:
-        print(f"figures:  {dataset}/figures")
-    print(f"report:   {dataset}/report.md")
-    return 0
-
-
-def add_demo_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``ckptgeo demo`` to ``subparsers``."""
-    p = subparsers.add_parser(
-        "demo", help="train a small algorithmic suite on the CPU, scan it, analyse it",
-        description="The whole job in minutes on a CPU: train the smallest model on an easy (copy) and a hard "
-                    "(multi-digit addition) task with dense checkpoints, scan every checkpoint, find acquisition, "
-                    "collapse, recovery and the precursor gap, and write figures and a report.",
-        epilog="examples:\n  ckptgeo demo\n  ckptgeo demo --out /tmp/demo --no-plots\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="results/demo", help="output folder (default results/demo)")
-    p.add_argument("--size", default="tiny", help="model size name (default tiny, ~0.4M parameters)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--no-plots", action="store_true", help="skip the figures")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's choice; 1 is faster for the tiny model on a busy machine)")
-    p.set_defaults(func=_cmd_demo)
-    return p

@@ -26,8 +26,8 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
-from .errors import SuiteFormatError
-from .items import item_from_dict
+from ckptgeo.errors import SuiteFormatError
+from ckptgeo.suites.items import item_from_dict
 
 __all__ = ["GENERATOR_VERSION", "SUITES", "SuiteSpec", "generate_suite", "check_items", "SuiteCheck"]
 
@@ -390,7 +390,7 @@ def generate_suite(name: str, *, seed: int = 0) -> tuple[dict, list[dict]]:
     ('multiple_choice', True, [' valid', ' invalid'])
     """
     if name == "logical_deduction":
-        from .deduction import generate_deduction_items
+        from ckptgeo.suites.deduction import generate_deduction_items
 
         raw = generate_deduction_items(80, seed=seed)
         description = ("Logical deduction: 3, 5 or 7 objects in a fixed order stated by pairwise constraints "
@@ -407,7 +407,7 @@ def generate_suite(name: str, *, seed: int = 0) -> tuple[dict, list[dict]]:
         description, kind = spec.description, spec.kind
         items = [{"id": f"{name}-{i:04d}", "suite": name, **it} for i, it in enumerate(raw)]
     header = {"name": name, "description": description, "kind": kind, "chance": _chance(items),
-              "n_items": len(items), "seed": seed, "generator": "ckptgeo.diagnostics_gen",
+              "n_items": len(items), "seed": seed, "generator": "ckptgeo.suites.generators",
               "generator_version": GENERATOR_VERSION}
     labels = Counter(str(it["label"]) for it in items if "label" in it)
     if labels:

@@ -16,7 +16,7 @@ A run folder, as :func:`train` writes it::
     └── train_state.pt           optimiser + scheduler at the newest checkpoint (removed when complete)
 
 ``step{N}`` holds the weights after ``N`` optimiser updates. A grid folder
-(:func:`ckptgeo.train_grid.train_grid`) holds one run folder per task, level, size and seed:
+(:func:`ckptgeo.training.grid.train_grid`) holds one run folder per task, level, size and seed:
 ``OUT/<task>-L<level>-<size>-s<seed>/``.
 
 Training items are drawn fresh for every batch from a generator seeded by ``(seed, step)``, never
@@ -47,10 +47,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
-from .items import Item, write_jsonl
-from .tasks.generators import get_level, heldout_items, sample, suite_header, suite_name
-from .tasks.sizes import get_size
+from ckptgeo.errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
+from ckptgeo.suites.items import Item, write_jsonl
+from ckptgeo.training.tasks import get_level, heldout_items, sample, suite_header, suite_name
+from ckptgeo.training.sizes import get_size
 
 __all__ = ["TrainConfig", "train", "checkpoint_steps", "evaluate", "exact_match", "training_history", "run_name",
            "MANIFEST_NAME"]
@@ -72,14 +72,14 @@ class TrainConfig:
     Attributes
     ----------
     tasks : tuple of str
-        Tasks from :data:`ckptgeo.tasks.TASKS`; more than one trains a mixture (each item's task drawn
+        Tasks from :data:`ckptgeo.training.TASKS`; more than one trains a mixture (each item's task drawn
         uniformly).
     levels : tuple of int
         The level of each task (same length as ``tasks``).
     out : str
         The run folder.
     size : str, default="tiny"
-        A name from :data:`ckptgeo.tasks.SIZES`.
+        A name from :data:`ckptgeo.training.SIZES`.
     n_steps : int, default=1000
         Optimiser updates.
     seed : int, default=0
@@ -274,7 +274,7 @@ def _answer_loss(logits, ids, target, torch):
 
 def exact_match(model, tokenizer, items: Sequence[Item], *, batch_size: int = 256):
     """Per-item exact match of the greedy answer, by one teacher-forced forward pass
-    (:func:`ckptgeo.activations.run_suite`, as ``ckptgeo scan`` scores generation items).
+    (:func:`ckptgeo.engine.forward.run_suite`, as ``ckptgeo scan`` scores generation items).
 
     Greedy decoding reproduces the target exactly iff at every target position the arg-max next
     token, given the prompt and the target's own prefix, is the target token; so one forward pass over
@@ -303,8 +303,8 @@ def exact_match(model, tokenizer, items: Sequence[Item], *, batch_size: int = 25
     """
     import numpy as np
 
-    from .activations import prepare_suite, run_suite
-    from .items import Suite
+    from ckptgeo.engine.forward import prepare_suite, run_suite
+    from ckptgeo.suites.items import Suite
 
     for it in items:
         if it.kind != "generation":
@@ -315,7 +315,7 @@ def exact_match(model, tokenizer, items: Sequence[Item], *, batch_size: int = 25
     was_training = model.training
     model.eval()
     try:
-        # the scan's own scoring (ckptgeo.activations), so training and scans count exact match alike
+        # the scan's own scoring (ckptgeo.engine.forward), so training and scans count exact match alike
         prepared = prepare_suite(Suite("exact_match", tuple(items)), tokenizer, n_samples=None)
         return run_suite(model, prepared, batch_size=batch_size, device=next(model.parameters()).device,
                          with_probes=False).correct
@@ -386,7 +386,7 @@ def _versions() -> dict:
     import torch
     import transformers
 
-    from . import __version__
+    from ckptgeo import __version__
 
     return {"ckptgeo": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "tokenizers": tokenizers.__version__, "python": sys.version.split()[0]}
@@ -499,8 +499,8 @@ def train(config: TrainConfig) -> Path:
     import torch
     from transformers import GPTNeoXForCausalLM
 
-    from .tasks.sizes import build_config
-    from .tasks.vocab import build_tokenizer
+    from ckptgeo.training.sizes import build_config
+    from ckptgeo.training.vocab import build_tokenizer
 
     out = Path(config.out)
     manifest = _check_out(out, config)
@@ -590,7 +590,7 @@ def train(config: TrainConfig) -> Path:
         checkpoint(0)
     from tqdm.auto import tqdm
 
-    from .constants import NO_PROGRESS
+    from ckptgeo.constants import NO_PROGRESS
 
     bar = tqdm(range(start + 1, config.n_steps + 1), desc=f"train {out.name}", unit="step", initial=start,
                total=config.n_steps, disable=NO_PROGRESS or None, dynamic_ncols=True)

@@ -23,13 +23,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__
-from .constants import DEFAULT_N_SAMPLES, NO_PROGRESS, RANKME_EPS
-from .errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
+from ckptgeo import __version__
+from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS, RANKME_EPS
+from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
                      InvalidParameterError, OutputLockedError)
-from .revisions import Revision, select_revisions
-from .sources.base import CheckpointSource, WeightFile, open_source
-from .store import Dataset, part_name
+from ckptgeo.sources.revisions import Revision, select_revisions
+from ckptgeo.sources.protocol import CheckpointSource, WeightFile
+from ckptgeo.sources.registry import open_source
+from ckptgeo.store.dataset import Dataset, part_name
 
 __all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard", "default_out"]
 
@@ -199,8 +200,8 @@ def _hash(settings: dict) -> str:
 
 
 def _resolve(source, config: ScanConfig):
-    from .items import load_suite
-    from .metrics.registry import get_metric, parse_metrics
+    from ckptgeo.suites.items import load_suite
+    from ckptgeo.metrics.registry import get_metric, parse_metrics
 
     _validate(config)
     label = str(source) if isinstance(source, (str, Path)) else getattr(source, "repo_id", source.name)
@@ -297,8 +298,8 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     """
     from transformers import AutoTokenizer
 
-    from .activations import prepare_suite
-    from .models import ModelHolder
+    from ckptgeo.engine.forward import prepare_suite
+    from ckptgeo.engine.model import ModelHolder
 
     kwargs = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in kwargs.items()}
     config = dataclasses.replace(config or ScanConfig(), **{k: v for k, v in kwargs.items() if v is not None})
@@ -443,7 +444,7 @@ def _verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[We
     CorruptCheckpointError
         A file's bytes or sha256 differ from the source's metadata (a truncated or altered download).
     """
-    from .models import sha256_file
+    from ckptgeo.engine.model import sha256_file
 
     out = []
     for f in files:
@@ -509,8 +510,8 @@ def _measure(model, prepared, specs, config, base, common, dataset, name, rev):
     """Every selected metric of one revision over the prepared suites: rows per table."""
     import torch
 
-    from .activations import model_batch, run_suite
-    from .metrics.registry import ModelContext
+    from ckptgeo.engine.forward import model_batch, run_suite
+    from ckptgeo.metrics.registry import ModelContext
 
     rows: dict[str, list[dict]] = {"geometry": [], "behavior": [], "probes": []}
     for ps in prepared:

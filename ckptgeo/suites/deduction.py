@@ -25,7 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .errors import InvalidParameterError
+from ckptgeo.errors import InvalidParameterError
 
 __all__ = ["Puzzle", "Scene", "SCENES", "solve", "generate_puzzle", "puzzle_to_item", "generate_deduction_items",
            "DEDUCTION_PREFIX"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import InvalidParameterError, SuiteFormatError
+from ckptgeo.errors import InvalidParameterError, SuiteFormatError
 
 __all__ = [
     "Item", "Suite", "load_suite", "load_jsonl", "load_bigbench", "item_from_dict", "write_jsonl",
@@ -248,7 +248,7 @@ def diagnostics_dir() -> Path:
             return p
     except (ModuleNotFoundError, TypeError):
         pass
-    return Path(__file__).resolve().parent.parent / "diagnostics"
+    return Path(__file__).resolve().parents[2] / "diagnostics"
 
 
 def available_suites() -> list[str]:
@@ -459,7 +459,7 @@ def load_hf(spec: str, *, name: str | None = None, cache_dir: str | None = None)
     SuiteFormatError
         Rows are neither BLiMP-shaped nor in the item schema; the message names the columns.
     """
-    from .errors import HubUnreachableError, SourceNotFoundError
+    from ckptgeo.errors import HubUnreachableError, SourceNotFoundError
 
     import datasets
 

@@ -20,7 +20,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import DatasetLayoutError
+from ckptgeo.errors import DatasetLayoutError
 
 __all__ = ["read_table", "model_size", "split_seed"]
 
@@ -37,8 +37,8 @@ _KEYS = ["model", "suite", "config_hash"]
 # --------------------------------------------------------------------------------------------- reading
 
 def read_table(root: str | os.PathLike, name: str) -> pd.DataFrame | None:
-    """Table ``name`` of a dataset (:func:`ckptgeo.store.read_table`), or None when absent or empty."""
-    from ..store import read_table as _read
+    """Table ``name`` of a dataset (:func:`ckptgeo.store.dataset.read_table`), or None when absent or empty."""
+    from ckptgeo.store.dataset import read_table as _read
 
     df = _read(root, name)
     return None if df.empty else df
@@ -143,7 +143,7 @@ def split_seed(name: str) -> tuple[str, int | None]:
 @lru_cache(maxsize=256)
 def _header_difficulty(suite: str) -> str | None:
     try:
-        from ..items import diagnostics_dir
+        from ckptgeo.suites.items import diagnostics_dir
 
         path = diagnostics_dir() / f"{suite}.jsonl"
         if not path.is_file():

@@ -33,9 +33,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import __version__
-from .constants import DATASET_SCHEMA_VERSION
-from .errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
+from ckptgeo import __version__
+from ckptgeo.constants import DATASET_SCHEMA_VERSION
+from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 
 __all__ = ["Dataset", "SCHEMAS", "part_name", "read_table"]
 

@@ -204,7 +204,7 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     Path or None
         None when there is no event for ``metric``.
     """
-    from .analysis.summary import _summary_rows, model_size
+    from ckptgeo.analysis.summary import _summary_rows, model_size
 
     e = _summary_rows(analysis.events)
     e = e[e["metric"] == metric] if len(e) else e
@@ -313,7 +313,7 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
     Path
         The report, in the analysis output folder.
     """
-    from .analysis.summary import _summary_rows, analyze
+    from ckptgeo.analysis.summary import _summary_rows, analyze
 
     if analysis is None:
         analysis = analyze(dir, **analyze_kwargs)

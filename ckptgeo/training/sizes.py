@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidParameterError
-from .vocab import EOS, PAD, BOS, VOCAB
+from ckptgeo.errors import InvalidParameterError
+from ckptgeo.training.vocab import EOS, PAD, BOS, VOCAB
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import GPTNeoXConfig

@@ -21,7 +21,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from .errors import EmptySelectionError, InvalidParameterError, RevisionNotFoundError
+from ckptgeo.errors import EmptySelectionError, InvalidParameterError, RevisionNotFoundError
 
 __all__ = ["Revision", "select_revisions", "parse_step", "pythia_steps", "closest_revisions"]
 

@@ -1,0 +1,71 @@
+"""The ``ckptgeo`` command line: one module per subcommand, thin wrappers over the Python API.
+
+Each subcommand module has ``add_parser(subparsers)``; the built-in ones are listed in
+:data:`ckptgeo.registry.COMMANDS` and third-party packages add more through the ``ckptgeo.commands``
+entry-point group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ckptgeo import __version__
+from ckptgeo._registry import Registry
+from ckptgeo.constants import DEBUG
+
+__all__ = ["main", "build_parser", "COMMANDS"]
+
+_EPILOG = """examples:
+  ckptgeo revisions EleutherAI/pythia-160m --revisions log
+  ckptgeo scan EleutherAI/pythia-2.8b --revisions every-1000 --suite logic
+  ckptgeo scan runs/addition-L1 --out results/addition   # a folder of step{N} checkpoints
+  ckptgeo probe --suite logic
+  ckptgeo analyze results/addition
+  ckptgeo demo
+
+environment: HF_ENDPOINT / HF_HOME / HF_TOKEN as for huggingface_hub; CKPTGEO_DEBUG=1 prints tracebacks;
+CKPTGEO_NO_PROGRESS=1 hides progress bars."""
+
+
+#: The built-in subcommands, in the order ``--help`` lists them; ``ckptgeo.commands`` entry points add more.
+COMMANDS = Registry("command", "ckptgeo.commands", {
+    name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "train", "analyze", "demo")})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``ckptgeo`` parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="ckptgeo", description="Walk training checkpoints and measure representation geometry, behaviour "
+        "and probes at each one.", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"ckptgeo {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS.names():
+        COMMANDS.get(name)(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ckptgeo`` console script; returns the exit code."""
+    from ckptgeo.errors import CkptgeoError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except CkptgeoError as err:
+        if DEBUG:
+            raise
+        print(f"ckptgeo: error: {err}", file=sys.stderr)
+        print("(set CKPTGEO_DEBUG=1 for the traceback)", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("ckptgeo: interrupted; finished revisions are saved, rerun to resume", file=sys.stderr)
+        return 130

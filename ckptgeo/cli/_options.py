@@ -1,0 +1,81 @@
+"""Options shared by the subcommands that walk checkpoints (``scan``, ``probe``, ``revisions``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["add_source_options", "add_scan_options", "run_scan_command"]
+
+
+def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = True) -> None:
+    """SOURCE, ``--revisions`` and ``--step-pattern``, shared by every command that walks checkpoints."""
+    if source_required:
+        p.add_argument("source", help="Hub repo id (EleutherAI/pythia-160m) or a folder of step{N} checkpoints")
+    p.add_argument("--revisions", default=None,
+                   help="revision selector (default: all for a folder, every-1000 for a Hub repo)")
+    p.add_argument("--step-pattern", default=None, help=r"regex mapping branch names to steps (default ^step(\d+)$)")
+
+
+def add_scan_options(p: argparse.ArgumentParser) -> None:
+    """The measurement options shared by ``scan`` and ``probe``."""
+    p.add_argument("--suite", action="append", dest="suites", metavar="NAME|PATH",
+                   help="suite name, file path or loader spec; repeat for several (default: the source's suites)")
+    p.add_argument("--out", default=None, help="dataset folder (default results/<source name>)")
+    p.add_argument("--n-samples", type=int, default=200, help="items per suite (default 200)")
+    p.add_argument("--position", choices=["last", "mean"], default="last",
+                   help="token read for hidden states (default last)")
+    p.add_argument("--centered", action="store_true", help="centred RankMe (default uncentred, as Garrido et al.)")
+    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"],
+                   help="forward-pass dtype (metrics never run in half precision; default float32)")
+    p.add_argument("--batch-size", type=int, default=16, help="items per forward batch (default 16)")
+    p.add_argument("--seed", type=int, default=0, help="seed for item selection and metrics (default 0)")
+    p.add_argument("--prefetch", type=int, default=1, help="revisions downloaded ahead (default 1)")
+    p.add_argument("--max-disk", default=None, help="refuse to start if the peak download exceeds this (e.g. 40GB)")
+    p.add_argument("--keep-cache", action="store_true", help="do not evict measured revisions from the Hub cache")
+    p.add_argument("--overwrite", action="store_true", help="measure again revisions already done")
+    p.add_argument("--save-states", action="store_true", help="keep the measured hidden states (safetensors)")
+    p.add_argument("--on-error", choices=["skip", "raise"], default="skip",
+                   help="skip: record a failed revision and continue (default); raise: stop")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the selection, bytes to fetch and peak disk; fetch nothing")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+
+
+def _scan_kwargs(args) -> dict:
+    from ckptgeo.engine.scan import parse_size
+
+    return dict(revisions=args.revisions, suites=tuple(args.suites or ()), n_samples=args.n_samples,
+                position=args.position, centered=args.centered, device=args.device, dtype=args.dtype,
+                batch_size=args.batch_size, seed=args.seed, prefetch=args.prefetch,
+                max_disk=parse_size(args.max_disk), keep_cache=args.keep_cache, overwrite=args.overwrite,
+                save_states=args.save_states, on_error=args.on_error, step_pattern=args.step_pattern)
+
+
+def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
+    """Shared body of ``scan`` and ``probe``: dry run or scan, then a summary."""
+    from ckptgeo.engine.scan import ScanConfig, plan_scan, scan
+
+    config = ScanConfig(**_scan_kwargs(args), metrics=metrics)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.dry_run:
+        print(plan_scan(args.source, config, out=args.out).summary())
+        return 0
+    res = scan(args.source, out=args.out, config=config)
+    print(f"measured {len(res.measured)}, already done {len(res.skipped)}, failed {len(res.failed)}, "
+          f"locked by another run {len(res.locked)}; tables in {res.out}")
+    for name, err in res.failed.items():
+        print(f"  failed {name}: {err}", file=sys.stderr)
+    if res.duplicates is not None and not res.duplicates.empty:
+        for r, o in zip(res.duplicates.revision, res.duplicates.duplicate_of):
+            print(f"  duplicate weights: {r} = {o}", file=sys.stderr)
+    if args.save_states and not res.measured and res.skipped:
+        print("  no states saved: every revision was already measured; add --overwrite to measure and save them",
+              file=sys.stderr)
+    tables = [t for t in ("geometry", "behavior", "probes", "revisions") if (res.out / t).is_dir()]
+    print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables[:2]))
+    return 1 if res.failed else 0

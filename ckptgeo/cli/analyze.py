@@ -1,0 +1,61 @@
+"""``ckptgeo analyze``: events, summaries, figures and report.md of a scanned dataset."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_parser"]
+
+_EPILOG = """\
+examples:
+  ckptgeo analyze results/pythia-160m
+  ckptgeo analyze results/demo --acc-threshold 0.6 --window 5 --recovery 0.2
+  ckptgeo analyze results/demo --no-plots --all-layers
+
+outputs (inside DIR, or --out):
+  events/events.parquet   one row per (model, suite, config_hash, metric, layer)
+  summary/*.parquet       acquisitions, precursor rates, top-down, probe lead, across sizes, seeds
+  figures/*.png           RankMe per layer with accuracy; layer x step heatmaps; gaps by task and size
+  report.md               tables and figures together
+"""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``ckptgeo analyze DIR`` to an argparse ``subparsers`` object and return its parser."""
+    p = subparsers.add_parser(
+        "analyze", help="find acquisition, collapse, recovery and precursor gaps in a scanned dataset",
+        description="Read DIR's geometry/behavior/probes tables, write the events table, summaries, figures "
+                    "and report.md (definitions: `python -m pydoc ckptgeo.analysis.events`; after Billa, "
+                    "arXiv:2602.15997).",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="dataset folder written by `ckptgeo scan` (its --out)")
+    p.add_argument("--acc-threshold", type=float, default=None,
+                   help="accuracy threshold (default 0.5; halfway between chance and 1 where chance >= 0.5)")
+    p.add_argument("--window", type=int, default=3, help="consecutive checkpoints above threshold (default 3)")
+    p.add_argument("--recovery", type=float, default=0.1,
+                   help="fraction of the RankMe drop regained / of a measure's departure moved (default 0.1)")
+    p.add_argument("--probe-margin", type=float, default=0.1,
+                   help="probe accuracy over its shuffled-label control that marks the probe onset (default 0.1)")
+    p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR)")
+    p.add_argument("--no-plots", action="store_true", help="skip figures (report.md is still written)")
+    p.add_argument("--all-layers", action="store_true", help="print every layer, not only the summary layer")
+    p.set_defaults(func=_run_analyze)
+    return p
+
+
+def _run_analyze(args: argparse.Namespace) -> int:
+    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.summary import analyze, events_text
+
+    result = analyze(args.dir, acc_threshold=args.acc_threshold, window=args.window, recovery=args.recovery,
+                     probe_margin=args.probe_margin, out=args.out)
+    report = write_report(result.root, analysis=result, plots=not args.no_plots)
+    print(events_text(result.events, all_layers=args.all_layers))
+    print()
+    print(f"events table:  {result.out / 'events'}  ({len(result.events)} rows)")
+    print(f"summaries:     {result.out / 'summary'}")
+    if not args.no_plots:
+        print(f"figures:       {result.out / 'figures'}")
+    print(f"report:        {report}")
+    return 0
+

@@ -1,0 +1,39 @@
+"""``ckptgeo scan``: measure every selected revision and write Parquet tables."""
+
+from __future__ import annotations
+
+import argparse
+
+from ckptgeo.cli._options import add_scan_options, add_source_options, run_scan_command
+
+__all__ = ["add_parser"]
+
+_EPILOG = """examples:
+  ckptgeo scan EleutherAI/pythia-160m --revisions every-10000 --suite logic --suite syntax
+  ckptgeo scan EleutherAI/pythia-2.8b --revisions 1000:20000:1000 --prefetch 2 --max-disk 40GB
+  ckptgeo scan EleutherAI/pythia-410m --revisions log --dry-run
+  ckptgeo scan runs/addition-L1 --metrics rankme,behavior,hessian --n-samples 100
+  ckptgeo scan EleutherAI/pythia-160m --suite path/to/task.json --position mean --centered
+  accelerate launch --num_processes 4 -m ckptgeo scan EleutherAI/pythia-2.8b --out results/p28
+  torchrun --nproc_per_node 2 -m ckptgeo scan runs/addition-L1      # several CPU processes
+
+selectors: all | every-N | log | A:B | A:B:N | step1000,step2000 | 1000,2000 | main | final"""
+
+
+def _cmd_scan(args) -> int:
+    metrics = tuple(m for v in args.metrics or () for m in v.split(",") if m)
+    return run_scan_command(args, metrics=metrics)
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``ckptgeo scan`` to an argparse ``subparsers`` object and return its parser."""
+    p = subparsers.add_parser("scan", help="measure every selected revision; write Parquet tables",
+                       description="Measure per-layer RankMe, accuracy (and opt-in metrics) at each revision.",
+                       epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_options(p)
+    add_scan_options(p)
+    p.add_argument("--metrics", action="append", metavar="M1,M2",
+                   help="metrics (default: rankme,behavior); opt-in: probe, grad_rank, grad_cov_rank, hessian, "
+                        "llc; 'all' for every one")
+    p.set_defaults(func=_cmd_scan)
+    return p
