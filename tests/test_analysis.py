@@ -182,6 +182,33 @@ def test_probe_lead(result):
     assert pd.isna(pl.loc[1, "probe_step"]) and pl.loc[1, "status"] == "no_probe_onset"
 
 
+def test_probe_lead_needs_chance_control_and_significance(tmp_path):
+    """The onset beats max(chance, control) by the margin with p < alpha; an undefined probe is "not measured"."""
+    def rows(layer, accs, ctl, chance, pvals, reason=None):
+        return [dict(model="toy-2x16", revision=f"step{s}", step=s, suite="modular-L1", config_hash="p1",
+                     layer=layer, accuracy=a, accuracy_std=0.01, chance=chance, control_accuracy=c, n=200, k=5,
+                     reason=reason, p_value=pv, **_COMMON) for s, a, c, pv in zip(STEPS, accs, ctl, pvals)]
+
+    nan = float("nan")
+    probes = (
+        # the issue's case: control below chance (0.17 < 0.28); a probe at 0.3 beats the control by 0.13 only
+        rows(0, [0.3] * 10, [0.17] * 10, 0.28, [0.4] * 10)
+        # beats chance by the margin from step 20, significantly only from step 40
+        + rows(1, [0.3, 0.3, 0.45, 0.45, 0.5, 0.6, 0.9, 0.9, 0.9, 0.9], [0.2] * 10, 0.28,
+               [0.5, 0.5, 0.2, 0.1, 0.01, 0.01, 0.001, 0.001, 0.001, 0.001])
+        # every checkpoint undefined (97 classes over 200 items)
+        + rows(2, [nan] * 10, [nan] * 10, 0.02, [nan] * 10, reason="class 5 has a single member"))
+    root = _write_dataset(tmp_path / "ds", [("toy-2x16", "modular-L1", 0.01, _acc(70), _easy(2, 3.0), {})],
+                          probes=probes)
+    pl = analyze(root).probe_lead.set_index("layer")
+    assert pl.loc[0, "status"] == "no_probe_onset" and pd.isna(pl.loc[0, "probe_step"])
+    assert (pl.loc[1, "probe_step"], pl.loc[1, "lead_steps"], pl.loc[1, "status"]) == (40, 30, "leads")
+    assert pl.loc[1, "p_value_at_onset"] == pytest.approx(0.01) and pl.loc[1, "probe_alpha"] == 0.05
+    assert pl.loc[2, "status"] == "not_measured" and "single member" in pl.loc[2, "reason"]
+    strict = analyze(root, probe_alpha=0.005, write=False).probe_lead.set_index("layer")
+    assert strict.loc[1, "probe_step"] == 60
+
+
 def test_precursor_rates(result):
     r = result.precursor_rates
     r = r[r["metric"] == "rankme"].set_index("difficulty")

@@ -189,9 +189,48 @@ def test_chance_aware_threshold():
 
 def test_probe_onset():
     o = ev.probe_onset(STEPS, [0.5, 0.5, 0.55, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9], [0.5] * 10, margin=0.1)
-    assert (o.step, o.resolution_steps) == (30, 10)
+    assert (o.step, o.resolution_steps) == (30, 10) and "margin alone" in o.reason  # no p-values given
     o = ev.probe_onset(STEPS, [0.5] * 10, [0.5] * 10)
     assert o.status == "not_found"
+
+
+def test_probe_onset_baseline_is_the_better_of_chance_and_control():
+    acc, ctl = [0.3] * 10, [0.17] * 10
+    assert ev.probe_onset(STEPS, acc, ctl, p_value=[0.01] * 10).step == 0  # control alone: 0.13 over it
+    o = ev.probe_onset(STEPS, acc, ctl, chance=0.28, p_value=[0.01] * 10)
+    assert o.status == "not_found" and "+0.02" in o.reason
+    # chance per checkpoint; the margin met at 30 but significant only at 50
+    o = ev.probe_onset(STEPS, [0.3, 0.3, 0.3, 0.5, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6], ctl, chance=[0.28] * 10,
+                       p_value=[0.9, 0.9, 0.9, 0.2, 0.06, 0.01, 0.01, 0.01, 0.01, 0.01])
+    assert (o.step, o.status) == (50, "found")
+
+
+def test_probe_onset_not_measured_is_no_data():
+    nan = float("nan")
+    o = ev.probe_onset(STEPS, [nan] * 10, [nan] * 10, chance=0.3, p_value=[nan] * 10)
+    assert o.status == "no_data" and o.step is None
+    o = ev.probe_onset(STEPS, [nan] * 5 + [0.9] * 5, [0.1] * 10, p_value=[0.001] * 10)
+    assert (o.step, o.resolution_steps) == (50, None)  # the first measured checkpoint
+
+
+def test_probe_onset_never_fires_on_random_states():
+    """Probes of states that carry no information about the labels (20 seeds x 8 checkpoints, balanced and
+    imbalanced labels, two to ten classes) never give an onset."""
+    from ckptgeo.metrics.probe import ProbeConfig, probe
+
+    fired = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        n_classes = (2, 3, 10)[seed % 3]
+        weights = np.r_[4.0, np.ones(n_classes - 1)] if seed % 2 else np.ones(n_classes)
+        y = rng.choice(n_classes, size=120, p=weights / weights.sum())
+        res = [probe(rng.normal(size=(120, 16)), y, ProbeConfig(k=5, seed=seed)) for _ in range(8)]
+        o = ev.probe_onset(list(range(8)), [r.accuracy for r in res], [r.control_accuracy for r in res],
+                           chance=[r.chance for r in res], p_value=[r.p_value for r in res])
+        assert o.status != "no_data", res[0]
+        if o.step is not None:
+            fired.append((seed, o.step))
+    assert not fired
 
 
 def test_empty_curve():

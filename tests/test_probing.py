@@ -62,3 +62,25 @@ def test_probe_folds_follow_the_scan_seed(tmp_path):
                      "--out", str(tmp_path / f"ds{seed}")]) == 0
     seeds = [json.loads(pd.read_parquet(tmp_path / f"ds{s}" / "probes").settings.iloc[0])["seed"] for s in (0, 3)]
     assert seeds == [0, 3]
+
+
+def test_probes_undefined_everywhere_warn_and_analyze_says_not_measured(tmp_path, capsys):
+    """A suite whose label has a class of one item (as modular-L1 with the exact answer as label) has no
+    defined probe: the command warns, and the analysis calls it "not measured", not "no probe onset"."""
+    import dataclasses
+
+    from ckptgeo.analysis import analyze
+    from ckptgeo.suites.items import load_suite, write_jsonl
+
+    items = load_suite("logic").items[:40]
+    items = [dataclasses.replace(it, label="rare" if i == 0 else f"c{i % 3}") for i, it in enumerate(items)]
+    write_jsonl(tmp_path / "relabelled.jsonl", items)
+    ck = make_checkpoints(tmp_path / "ck", steps=(0, 10))
+    out = tmp_path / "ds"
+    assert main(["probe", str(ck), "--suite", str(tmp_path / "relabelled.jsonl"), "--n-samples", "40",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "undefined at every layer in 2 of 2 revision(s)" in err and "single member" in err
+    lead = analyze(out, write=False).probe_lead
+    assert len(lead) == 3 and set(lead.status) == {"not_measured"}
+    assert lead.reason.str.contains("single member").all()

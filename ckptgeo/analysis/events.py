@@ -476,42 +476,75 @@ def collapse_onset(steps: Sequence[float], values: Sequence[float], *,
 
 
 def probe_onset(steps: Sequence[float], accuracy: Sequence[float], control_accuracy: Sequence[float], *,
-                margin: float = 0.1) -> Onset:
-    """The first checkpoint at which a probe beats its shuffled-label control by ``margin``.
+                chance: Sequence[float] | float | None = None, p_value: Sequence[float] | None = None,
+                margin: float = 0.1, alpha: float = 0.05) -> Onset:
+    """The first checkpoint at which a probe beats the better of chance and its control, significantly.
+
+    A checkpoint counts when ``accuracy - max(chance, control_accuracy) >= margin`` and its
+    ``p_value < alpha`` (the probe's own test, see :func:`ckptgeo.metrics.probe.fold_test`). Beating
+    the control alone is not enough: a probe fitted to shuffled labels can score below the majority
+    class, and a probe at chance would then "beat" it.
 
     Parameters
     ----------
     steps : array-like of shape (n_checkpoints,)
     accuracy, control_accuracy : array-like of shape (n_checkpoints,)
-        Probe and control cross-validated accuracy; a NaN in either drops the checkpoint.
+        Probe and control cross-validated accuracy; a NaN in either drops the checkpoint (not measured).
+    chance : float or array-like of shape (n_checkpoints,), optional
+        Majority-class rate; None or NaN: the control alone is the baseline.
+    p_value : array-like of shape (n_checkpoints,), optional
+        One-sided p-value per checkpoint; a NaN there is not significant. None (datasets written before
+        probes recorded one): the margin alone decides, and the onset's ``reason`` says so.
     margin : float, default=0.1
-        Required ``accuracy - control_accuracy`` (a 1e-12 tolerance absorbs rounding).
+        Required lead over the baseline (a 1e-12 tolerance absorbs rounding).
+    alpha : float, default=0.05
+        Significance level.
 
     Returns
     -------
     Onset
-        ``level`` is the margin.
+        ``level`` is the margin. status "no_data" when no checkpoint was measured (every accuracy NaN):
+        "not measured", which is not "no onset".
 
     Examples
     --------
-    >>> probe_onset([0, 10, 20], [0.5, 0.55, 0.7], [0.5, 0.5, 0.5]).step
+    >>> probe_onset([0, 10, 20], [0.5, 0.55, 0.7], [0.5, 0.5, 0.5], p_value=[0.5, 0.2, 0.01]).step
     20
+    >>> probe_onset([0, 10], [0.3, 0.3], [0.17, 0.17], chance=0.28, p_value=[0.6, 0.6]).status
+    'not_found'
     """
-    acc = np.asarray(accuracy, dtype=np.float64)
-    ctl = np.asarray(control_accuracy, dtype=np.float64)
+    acc = np.asarray(accuracy, dtype=np.float64).reshape(-1)
+    ctl = np.asarray(control_accuracy, dtype=np.float64).reshape(-1)
     if acc.shape != ctl.shape:
         raise InvalidParameterError(
             f"'accuracy' and 'control_accuracy' must have the same length. Got {acc.size} and {ctl.size}.",
             name="control_accuracy", value=(acc.size, ctl.size))
-    s, d = _clean(steps, acc - ctl, "accuracy")
+    ch = np.broadcast_to(np.asarray(np.nan if chance is None else chance, dtype=np.float64), acc.shape)
+    baseline = np.where(np.isfinite(ch), np.fmax(ctl, ch), ctl)
+    measured = np.isfinite(acc) & np.isfinite(ctl)
+    tested = p_value is not None
+    if tested:
+        p = np.asarray(p_value, dtype=np.float64).reshape(-1)
+        if p.shape != acc.shape:
+            raise InvalidParameterError(f"'p_value' must have one value per checkpoint. Got {p.size} for "
+                                        f"{acc.size}.", name="p_value", value=p.size)
+        significant = np.where(np.isfinite(p), p, 1.0) < float(alpha)
+    else:
+        significant = np.ones(acc.shape, dtype=bool)
+    lead = acc - baseline
+    # the measured checkpoints, sorted by step: _clean on their positions in the input
+    s, pos = _clean(steps, np.where(measured, np.arange(acc.size, dtype=np.float64), np.nan), "accuracy")
     if s.size == 0:
-        return Onset(None, None, float(margin), "no_data", "no measured checkpoint")
-    hit = np.nonzero(d >= float(margin) - 1e-12)[0]
+        return Onset(None, None, float(margin), "no_data", "no checkpoint with a measured probe")
+    pos = pos.astype(np.int64)
+    hit = np.nonzero((lead[pos] >= float(margin) - 1e-12) & significant[pos])[0]
     if hit.size == 0:
-        return Onset(None, None, float(margin), "not_found",
-                     f"probe never beats its control by {margin:g} (best {d.max():+.3g})")
+        why = f"probe never beats max(chance, control) by {margin:g}"
+        why += f" with p < {alpha:g}" if tested else ""
+        return Onset(None, None, float(margin), "not_found", f"{why} (best lead {lead[pos].max():+.3g})")
     i = int(hit[0])
-    return Onset(int(s[i]), i, float(margin), "found", None, _spacing(s, i))
+    note = None if tested else "no p-values recorded: onset by the margin alone"
+    return Onset(int(s[i]), i, float(margin), "found", note, _spacing(s, i))
 
 
 def precursor_gap(acquisition: Acquisition, onset: Onset) -> Gap:

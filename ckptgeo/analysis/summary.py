@@ -86,7 +86,10 @@ class AnalysisConfig:
     recovery : float
         Fraction of the drop regained (recovery onset) or of the departure moved (onset of change).
     probe_margin : float
-        Probe accuracy over its shuffled-label control that counts as "information present".
+        Probe accuracy over the better of majority-class chance and its shuffled-label control that
+        counts as "information present".
+    probe_alpha : float
+        Significance level of the probe's test (its ``p_value`` must be below it).
     collapse_fraction : float
         Fraction of its first value a layer's RankMe must fall to (collapse onset).
     min_drop : float
@@ -99,6 +102,7 @@ class AnalysisConfig:
     window: int = ev.DEFAULT_WINDOW
     recovery: float = ev.DEFAULT_RECOVERY
     probe_margin: float = 0.1
+    probe_alpha: float = 0.05
     collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION
     min_drop: float = 0.0
     collapse_metrics: tuple[str, ...] = ("rankme",)
@@ -325,32 +329,57 @@ def _top_down(events: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
 
 
 def _probe_lead(probes: pd.DataFrame | None, acc_groups: dict, cfg: AnalysisConfig) -> pd.DataFrame:
+    """Probe onset against acquisition per (model, suite, config_hash, layer).
+
+    status: "leads" / "synchronous" / "lags" (onset before / at / after acquisition), "no_probe_onset"
+    (measured, never beat max(chance, control) by the margin with p < alpha), "not_measured" (no
+    checkpoint has a defined probe: the reason the probe gave), or the acquisition's status
+    ("never_acquired", "acquired_at_start", "no_data") when the probe was measured but there is no
+    acquisition to lead.
+    """
     cols = _KEYS + ["layer", "n_checkpoints", "probe_step", "acquisition_step", "lead_steps", "leads",
-                    "resolution_steps", "status", "reason", "probe_margin"]
+                    "resolution_steps", "status", "reason", "probe_margin", "probe_alpha", "p_value_at_onset"]
     if probes is None or probes.empty:
         return pd.DataFrame(columns=cols)
     p = _with_defaults(probes)
+    has_p = "p_value" in p.columns and p["p_value"].notna().any()
     p = p[p["step"].notna()].assign(
         accuracy=pd.to_numeric(p["accuracy"], errors="coerce"),
-        control_accuracy=pd.to_numeric(p["control_accuracy"], errors="coerce"))
+        control_accuracy=pd.to_numeric(p["control_accuracy"], errors="coerce"),
+        chance=pd.to_numeric(p["chance"], errors="coerce") if "chance" in p.columns else math.nan,
+        p_value=pd.to_numeric(p["p_value"], errors="coerce") if has_p else math.nan,
+        reason=p["reason"].astype("object") if "reason" in p.columns else None)
     p = p.groupby(_KEYS + ["layer", "step"], sort=True).agg(
-        accuracy=("accuracy", "mean"), control_accuracy=("control_accuracy", "mean")).reset_index()
+        accuracy=("accuracy", "mean"), control_accuracy=("control_accuracy", "mean"), chance=("chance", "mean"),
+        p_value=("p_value", "max"), reason=("reason", "first")).reset_index()
     rows = []
     for (model, suite, chash, layer), g in p.groupby(_KEYS + ["layer"], sort=True):
-        onset = ev.probe_onset(g["step"].to_numpy(), g["accuracy"].to_numpy(), g["control_accuracy"].to_numpy(),
-                               margin=cfg.probe_margin)
+        steps = g["step"].to_numpy()
+        onset = ev.probe_onset(steps, g["accuracy"].to_numpy(), g["control_accuracy"].to_numpy(),
+                               chance=g["chance"].to_numpy(), p_value=g["p_value"].to_numpy() if has_p else None,
+                               margin=cfg.probe_margin, alpha=cfg.probe_alpha)
         match = _match_behavior(acc_groups, model, suite, chash)
         acq = match[2] if match else ev.Acquisition(None, None, math.nan, cfg.window, None, "no_data",
                                                     "no behavior rows for this model and suite")
         gap = ev.precursor_gap(acq, onset)
-        status = {"precursor": "leads", "lagging": "lags", "no_onset": "no_probe_onset"}.get(gap.status, gap.status)
+        if onset.status == "no_data":
+            reasons = g["reason"].dropna().astype(str)
+            status = "not_measured"
+            reason = "probe undefined at every checkpoint" + (f": {reasons.iloc[0]}" if len(reasons) else "")
+        else:
+            status = {"precursor": "leads", "lagging": "lags", "no_onset": "no_probe_onset"}.get(gap.status,
+                                                                                                gap.status)
+            reason = gap.reason if gap.status != "no_onset" else onset.reason
+            if onset.reason and gap.status != "no_onset":
+                reason = "; ".join(r for r in (reason, onset.reason) if r)
+        at = g.loc[g["step"] == onset.step, "p_value"] if onset.step is not None else pd.Series(dtype=float)
         rows.append({"model": model, "suite": suite, "config_hash": chash, "layer": int(layer),
                      "n_checkpoints": int(g[["accuracy", "control_accuracy"]].notna().all(axis=1).sum()),
                      "probe_step": _opt(onset.step), "acquisition_step": _opt(acq.step),
                      "lead_steps": _opt(gap.gap_steps), "leads": bool(gap.precursor),
-                     "resolution_steps": _opt(gap.resolution_steps), "status": status,
-                     "reason": gap.reason if gap.status != "no_onset" else onset.reason,
-                     "probe_margin": cfg.probe_margin})
+                     "resolution_steps": _opt(gap.resolution_steps), "status": status, "reason": reason,
+                     "probe_margin": cfg.probe_margin, "probe_alpha": cfg.probe_alpha,
+                     "p_value_at_onset": float(at.iloc[0]) if len(at) else math.nan})
     df = pd.DataFrame(rows, columns=cols)
     for c in ("layer", "n_checkpoints", "probe_step", "acquisition_step", "lead_steps", "resolution_steps"):
         df[c] = df[c].astype("Int64")
@@ -446,7 +475,7 @@ def _validate(cfg: AnalysisConfig) -> None:
                                     name="window", value=cfg.window)
     for name in ("recovery", "collapse_fraction"):
         ev._check_fraction(getattr(cfg, name), name)
-    for name, lo, hi in (("probe_margin", 0.0, 1.0), ("min_drop", 0.0, 1.0)):
+    for name, lo, hi in (("probe_margin", 0.0, 1.0), ("min_drop", 0.0, 1.0), ("probe_alpha", 0.0, 1.0)):
         v = getattr(cfg, name)
         if not (isinstance(v, (int, float)) and lo <= v < hi):
             raise InvalidParameterError(f"The {name!r} parameter must be a float in [{lo:g}, {hi:g}). Got {v!r}.",
@@ -457,7 +486,8 @@ def _validate(cfg: AnalysisConfig) -> None:
 
 
 def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, window: int = ev.DEFAULT_WINDOW,
-            recovery: float = ev.DEFAULT_RECOVERY, probe_margin: float = 0.1, out: str | os.PathLike | None = None,
+            recovery: float = ev.DEFAULT_RECOVERY, probe_margin: float = 0.1, probe_alpha: float = 0.05,
+            out: str | os.PathLike | None = None,
             collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION, min_drop: float = 0.0,
             collapse_metrics: tuple[str, ...] = ("rankme",), difficulty: Mapping[str, str] | None = None,
             write: bool = True) -> Analysis:
@@ -475,7 +505,9 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     recovery : float in (0, 1], default=0.1
         Fraction of the drop regained (RankMe) or of the departure moved (other measures).
     probe_margin : float in [0, 1), default=0.1
-        Probe accuracy over its shuffled-label control that marks the probe onset.
+        Probe accuracy over max(majority-class chance, shuffled-label control) that marks the probe onset.
+    probe_alpha : float in (0, 1), default=0.05
+        The probe onset also needs the probe's p-value (``probes.p_value``) below this.
     out : path or None, default=None
         Where ``events/`` and ``summary/`` go; None: ``dir`` itself.
     collapse_fraction : float in (0, 1], default=0.5
@@ -507,6 +539,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     from ckptgeo import __version__
 
     cfg = AnalysisConfig(acc_threshold=acc_threshold, window=window, recovery=recovery, probe_margin=probe_margin,
+                         probe_alpha=probe_alpha,
                          collapse_fraction=collapse_fraction, min_drop=min_drop,
                          collapse_metrics=tuple(collapse_metrics))
     _validate(cfg)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["add_source_options", "add_scan_options", "run_scan_command"]
+__all__ = ["add_source_options", "add_scan_options", "run_scan_command", "undefined_probe_warnings"]
 
 
 def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = True) -> None:
@@ -76,6 +76,33 @@ def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
     if args.save_states and not res.measured and res.skipped:
         print("  no states saved: every revision was already measured; add --overwrite to measure and save them",
               file=sys.stderr)
+    for line in undefined_probe_warnings(res.out, res.config_hash, res.measured):
+        print(f"  warning: {line}", file=sys.stderr)
     tables = [t for t in ("geometry", "behavior", "probes", "revisions") if (res.out / t).is_dir()]
     print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables[:2]))
     return 1 if res.failed else 0
+
+
+def undefined_probe_warnings(out, config_hash: str, revisions) -> list[str]:
+    """One line per suite whose probes are undefined (NaN) at every layer of some measured revision.
+
+    A probe that cannot be fitted (one class, a class of a single member) is recorded with NaN and a
+    reason, not as an error; a scan whose probes are all undefined would otherwise report "failed 0".
+    """
+    from ckptgeo.store.dataset import read_table
+
+    probes = read_table(out, "probes")
+    if probes.empty or not revisions:
+        return []
+    p = probes[(probes["config_hash"] == config_hash) & probes["revision"].isin(list(revisions))]
+    lines = []
+    for suite, g in p.groupby("suite", sort=True):
+        dead = g.groupby("revision")["accuracy"].apply(lambda a: bool(a.isna().all()))
+        dead = sorted(dead[dead].index)
+        if dead:
+            reason = g["reason"].dropna()
+            lines.append(f"probes of suite {suite!r} are undefined at every layer in {len(dead)} of "
+                         f"{g['revision'].nunique()} revision(s) (e.g. {dead[0]}): "
+                         f"{reason.iloc[0] if len(reason) else 'no reason recorded'}; `ckptgeo analyze` "
+                         f"reports them as not measured")
+    return lines

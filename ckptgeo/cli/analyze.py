@@ -35,7 +35,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--recovery", type=float, default=0.1,
                    help="fraction of the RankMe drop regained / of a measure's departure moved (default 0.1)")
     p.add_argument("--probe-margin", type=float, default=0.1,
-                   help="probe accuracy over its shuffled-label control that marks the probe onset (default 0.1)")
+                   help="probe accuracy over the better of chance and its shuffled-label control that marks the "
+                        "probe onset (default 0.1)")
+    p.add_argument("--probe-alpha", type=float, default=0.05,
+                   help="the probe onset also needs the probe's p-value below this (default 0.05)")
     p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR)")
     p.add_argument("--no-plots", action="store_true", help="skip figures (report.md is still written)")
     p.add_argument("--all-layers", action="store_true", help="print every layer, not only the summary layer")
@@ -48,7 +51,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.summary import analyze, events_text
 
     result = analyze(args.dir, acc_threshold=args.acc_threshold, window=args.window, recovery=args.recovery,
-                     probe_margin=args.probe_margin, out=args.out)
+                     probe_margin=args.probe_margin, probe_alpha=args.probe_alpha, out=args.out)
     report = write_report(result.root, analysis=result, plots=not args.no_plots)
     print(events_text(result.events, all_layers=args.all_layers))
     print()

@@ -557,7 +557,8 @@ def _measure(model, prepared, specs, config, base, common, dataset, name, rev):
                     d = res if isinstance(res, dict) else dataclasses.asdict(res)
                     rows["probes"].append({**row0, "layer": layer, "settings": settings,
                                            **{k: d.get(k) for k in ("accuracy", "accuracy_std", "chance",
-                                                                    "control_accuracy", "n", "k", "reason")}})
+                                                                    "control_accuracy", "n", "k", "reason",
+                                                                    "p_value")}})
             elif spec.needs == "model":
                 ctx = ModelContext(model=model, batch=model_batch(ps, config.model_items, config.device),
                                    device=torch.device(config.device), seed=config.seed, revision=rev.name,

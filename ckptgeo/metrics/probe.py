@@ -3,9 +3,11 @@
 The probe is scikit-learn's :class:`~sklearn.linear_model.LogisticRegression` on standardised states
 (a :class:`~sklearn.pipeline.Pipeline` of :class:`~sklearn.preprocessing.StandardScaler` and the
 classifier, so each fold's scaler is fitted on its training part only), scored by stratified k-fold
-cross-validation. Each result carries the chance level (the majority class's rate) and a
-shuffled-label control: the same cross-validation on labels permuted with the same seed, which
-estimates what the probe reaches by fitting noise (Hewitt & Liang 2019 argue for such controls).
+cross-validation. Each result carries the chance level (the majority class's rate), a
+shuffled-label control (the same cross-validation, on the same folds, of labels permuted with the same
+seed, which estimates what the probe reaches by fitting noise; Hewitt & Liang 2019 argue for such
+controls), and a one-sided p-value that the probe beats the *better* of the two (a corrected paired
+t-test over the folds, see :func:`probe`).
 
 A label set that cannot be probed (one class; a class with a single member, which stratified
 cross-validation cannot place in both a training and a test fold) gives a result with NaN accuracy
@@ -24,7 +26,7 @@ import numpy as np
 from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError, ProbeConvergenceWarning
 from ckptgeo.metrics.registry import register_metric
 
-__all__ = ["ProbeConfig", "ProbeResult", "probe"]
+__all__ = ["ProbeConfig", "ProbeResult", "probe", "fold_test"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,8 @@ class ProbeResult:
     ``accuracy`` and ``accuracy_std``: mean and standard deviation over the ``k`` test folds;
     ``chance``: the majority class's rate; ``control_accuracy``: the same probe on shuffled labels;
     ``n``: items; ``k``: folds used (0 when not probed); ``seed``; ``reason``: why the accuracies are
-    NaN, else None.
+    NaN, else None; ``p_value``: one-sided p-value of "the probe beats max(chance, control)" over the
+    folds (NaN when not probed).
     """
 
     accuracy: float
@@ -60,6 +63,7 @@ class ProbeResult:
     k: int
     seed: int
     reason: str | None = None
+    p_value: float = math.nan
 
 
 def _as_float64(states) -> np.ndarray:
@@ -68,15 +72,57 @@ def _as_float64(states) -> np.ndarray:
     return np.asarray(states, dtype=np.float64)
 
 
-def _cv_accuracy(x: np.ndarray, y: np.ndarray, k: int, config: ProbeConfig) -> np.ndarray:
+def _cv_accuracy(x: np.ndarray, y: np.ndarray, folds: list, config: ProbeConfig) -> np.ndarray:
     from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.model_selection import cross_val_score
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     model = make_pipeline(StandardScaler(), LogisticRegression(C=config.C, max_iter=config.max_iter))
-    folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=config.seed)
     return cross_val_score(model, x, y, cv=folds, scoring="accuracy")
+
+
+def fold_test(scores: np.ndarray, baseline: np.ndarray, n_test: np.ndarray, n: int) -> float:
+    """One-sided p-value that ``scores`` exceed ``baseline``, paired over cross-validation folds.
+
+    The Nadeau & Bengio (2003) corrected resampled t-test: with d_f = scores_f - baseline_f over k folds,
+    t = mean(d) / sqrt((1/k + n_test/n_train) var(d)), compared with Student's t on k - 1 degrees of
+    freedom. The correction widens the variance for the overlap of the folds' training sets, which the
+    plain paired t-test ignores (and so fires too often). Folds that all differ by the same amount give
+    0 (a positive difference) or 1.
+
+    Parameters
+    ----------
+    scores, baseline : ndarray of shape (k,)
+        Per-fold accuracy of the probe and of what it must beat.
+    n_test : ndarray of shape (k,)
+        Test items per fold.
+    n : int
+        Items in all.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+
+    Examples
+    --------
+    >>> fold_test(np.array([0.9, 0.8, 0.9]), np.array([0.5, 0.5, 0.5]), np.array([10, 10, 10]), 30) < 0.05
+    True
+    >>> fold_test(np.array([0.5, 0.6]), np.array([0.5, 0.6]), np.array([5, 5]), 10)
+    1.0
+    """
+    from scipy.stats import t as student_t
+
+    d = np.asarray(scores, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
+    k = d.size
+    mean = float(d.mean())
+    var = float(d.var(ddof=1)) if k > 1 else 0.0
+    if var <= 1e-15:
+        return 0.0 if mean > 1e-12 else 1.0
+    ratio = float(np.mean(n_test)) / max(n - float(np.mean(n_test)), 1.0)
+    t = mean / math.sqrt((1.0 / k + ratio) * var)
+    return float(student_t.sf(t, df=k - 1))
 
 
 @register_metric(name="probe", needs="probe_states", cost="expensive", unit="fraction correct", range=(0.0, 1.0),
@@ -97,8 +143,8 @@ def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     -------
     ProbeResult
         Accuracy (mean over folds), its standard deviation, chance (majority rate), the
-        shuffled-label control, ``n``, ``k``, ``seed``. With one class, or a class of a single member,
-        the accuracies are NaN, ``k`` is 0 and ``reason`` says why.
+        shuffled-label control, ``n``, ``k``, ``seed`` and ``p_value``. With one class, or a class of a
+        single member, the accuracies are NaN, ``k`` is 0 and ``reason`` says why.
 
     Raises
     ------
@@ -115,11 +161,15 @@ def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     Notes
     -----
     k = min(config.k, n_rarest); folds come from ``StratifiedKFold(k, shuffle=True,
-    random_state=seed)``; the control permutes the labels with ``numpy.random.default_rng(seed)`` and
-    reuses the same fold settings. Chance = max_c n_c / n.
+    random_state=seed)`` on the true labels; the control permutes the labels with
+    ``numpy.random.default_rng(seed)`` and is scored on the same folds. Chance = max_c n_c / n.
+    ``p_value`` = :func:`fold_test` of the per-fold accuracies against max(chance, control accuracy of
+    that fold): the probe must beat the *better* of the two, since a control can score below chance
+    (a probe fitted to shuffled labels predicts them worse than the majority class does).
 
     References
     ----------
+    Nadeau & Bengio, "Inference for the Generalization Error", Machine Learning 52, 2003.
     Alain & Bengio, "Understanding intermediate layers using linear classifier probes", 2016.
     Hewitt & Liang, "Designing and Interpreting Probes with Control Tasks", EMNLP 2019.
 
@@ -129,8 +179,8 @@ def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     >>> y = np.repeat([0, 1], 20)
     >>> x = rng.normal(size=(40, 3)) + 4.0 * y[:, None]
     >>> r = probe(x, y)
-    >>> r.accuracy, r.chance, r.k
-    (1.0, 0.5, 5)
+    >>> r.accuracy, r.chance, r.k, r.p_value < 0.01
+    (1.0, 0.5, 5, True)
     >>> probe(x, np.zeros(40)).reason
     'one class (0.0): nothing to probe'
     """
@@ -156,7 +206,7 @@ def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     nan = math.nan
 
     def unprobed(reason: str) -> ProbeResult:
-        return ProbeResult(nan, nan, chance, nan, n, 0, config.seed, reason)
+        return ProbeResult(nan, nan, chance, nan, n, 0, config.seed, reason, nan)
 
     if n == 0:
         return unprobed("no items")
@@ -166,12 +216,15 @@ def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     if singles:
         return unprobed(f"class {', '.join(singles)} has a single member; stratified k-fold needs two per class")
     k = min(config.k, min(counts.values()))
+    from sklearn.model_selection import StratifiedKFold
+
     _, y_codes = np.unique(y.astype(str), return_inverse=True)
     y_control = np.random.default_rng(config.seed).permutation(y_codes)
+    folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=config.seed).split(x, y_codes))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        scores = _cv_accuracy(x, y_codes, k, config)
-        control = _cv_accuracy(x, y_control, k, config)
+        scores = _cv_accuracy(x, y_codes, folds, config)
+        control = _cv_accuracy(x, y_control, folds, config)
     n_conv = sum(1 for w in caught if w.category.__name__ == "ConvergenceWarning")
     for w in caught:
         if w.category.__name__ != "ConvergenceWarning":
@@ -179,5 +232,8 @@ def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     if n_conv:
         warnings.warn(f"the probe's solver did not converge in {n_conv} of {2 * k} fits (max_iter="
                       f"{config.max_iter}); raise max_iter or C", ProbeConvergenceWarning, stacklevel=2)
+    n_test = np.array([len(test) for _, test in folds])
+    p_value = fold_test(scores, np.maximum(control, chance), n_test, n)
     return ProbeResult(accuracy=float(np.mean(scores)), accuracy_std=float(np.std(scores)), chance=float(chance),
-                       control_accuracy=float(np.mean(control)), n=n, k=int(k), seed=config.seed)
+                       control_accuracy=float(np.mean(control)), n=n, k=int(k), seed=config.seed,
+                       p_value=p_value)
