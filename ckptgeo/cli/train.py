@@ -29,6 +29,10 @@ examples:
   accelerate launch --num_processes 8 -m ckptgeo train --grid --tasks all --sizes tiny,mini,small \\
       --steps 3000 --out runs/grid
 
+  # watch it live: per-layer RankMe, accuracy and events every 25 steps, written to OUT/monitor
+  ckptgeo train --task copy --level 1 --steps 300 --monitor 25 --out runs/copy-L1-live
+  ckptgeo analyze runs/copy-L1-live/monitor
+
   # on a shared CPU, one thread avoids contention
   ckptgeo train --task copy --level 1 --steps 300 --threads 1 --out runs/copy-L1-tiny
 
@@ -73,6 +77,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--checkpoints", type=int, default=100, help="largest number of checkpoints (default 100)")
     p.add_argument("--heldout", type=int, default=200, help="held-out items per task (default 200)")
     p.add_argument("--grid", action="store_true", help="train tasks x levels x sizes x seeds, one run each")
+    p.add_argument("--monitor", type=int, default=0, metavar="N",
+                   help="measure the live model every N steps (and at 0 and the powers of two below N): per-layer "
+                        "RankMe and accuracy into OUT/monitor (analyze it like a scan), live collapse / recovery / "
+                        "acquisition lines and a status in the progress bar; 0 = off (default)")
     p.add_argument("--threads", type=int, help="torch intra-op CPU threads (on a busy machine 1 can be much "
                                                "faster than several)")
     p.set_defaults(func=_cmd_train)
@@ -82,7 +90,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 #: TrainConfig fields -> the flags that set them, so command-line errors name what the user typed.
 _FLAGS = {"n_steps": "--steps", "n_checkpoints": "--checkpoints", "n_heldout": "--heldout", "warmup_steps": "--warmup",
           "batch_size": "--batch-size", "lr": "--lr", "weight_decay": "--weight-decay", "seed": "--seed",
-          "levels": "--levels"}
+          "levels": "--levels", "monitor": "--monitor"}
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -110,7 +118,12 @@ def _train_from_args(args: argparse.Namespace) -> int:
     template = TrainConfig(tasks=tuple(tasks), levels=(args.level,) * len(tasks), out=args.out, size=args.size,
                            n_steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
                            weight_decay=args.weight_decay, warmup_steps=min(args.warmup, args.steps),
-                           n_checkpoints=args.checkpoints, n_heldout=args.heldout, device=args.device)
+                           n_checkpoints=args.checkpoints, n_heldout=args.heldout, device=args.device,
+                           monitor=args.monitor)
+    if args.monitor:
+        import logging
+
+        logging.getLogger("ckptgeo.monitor").setLevel(logging.INFO)  # the live event lines
     if args.grid:
         report = train_grid(tasks, levels or [1, 2, 3], _csv(args.sizes) or [args.size], out=args.out,
                             seeds=_csv(args.seeds, int) or [args.seed], template=template)

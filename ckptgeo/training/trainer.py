@@ -13,7 +13,9 @@ A run folder, as :func:`train` writes it::
     │   ├── tokenizer.json
     │   └── tokenizer_config.json
     ├── step1/ ... step{N}/      one folder per step of the schedule, written atomically
-    └── train_state.pt           optimiser + scheduler at the newest checkpoint (removed when complete)
+    ├── train_state.pt           optimiser + scheduler at the newest checkpoint (removed when complete)
+    └── monitor/                 with ``monitor=N``: a ckptgeo dataset of the live model's per-layer RankMe
+                                 and accuracy every N steps (powers of two below N), as a scan writes it
 
 ``step{N}`` holds the weights after ``N`` optimiser updates. A grid folder
 (:func:`ckptgeo.training.grid.train_grid`) holds one run folder per task, level, size and seed:
@@ -61,8 +63,8 @@ MANIFEST_NAME = "manifest.json"
 _STATE_NAME = "train_state.pt"
 _FORMAT = "ckptgeo-train"
 _FORMAT_VERSION = 1
-#: settings that may change between a run and its resumption.
-_RESUME_FREE = frozenset({"out", "device"})
+#: settings that may change between a run and its resumption (they do not change the weights).
+_RESUME_FREE = frozenset({"out", "device", "monitor"})
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,11 @@ class TrainConfig:
     device : str, default="auto"
         ``"auto"`` (``cuda:$LOCAL_RANK`` when CUDA is present, else ``cpu``), ``"cpu"``, ``"cuda"``,
         ``"cuda:1"`` ... On CUDA the forward pass runs under bf16 autocast; weights stay float32.
+    monitor : int, default=0
+        Measure the live model every ``monitor`` steps (step 0 and the powers of two below it too) with
+        :class:`ckptgeo.monitor.Monitor`: per-layer RankMe and accuracy on the held-out items into
+        ``OUT/monitor/`` (the rows ``ckptgeo scan OUT`` would write, no checkpoint needed), live events
+        in the log and a live status in the progress bar. 0 turns it off. Free to change on resume.
     """
 
     tasks: tuple[str, ...]
@@ -120,6 +127,7 @@ class TrainConfig:
     n_checkpoints: int = 100
     n_heldout: int = 200
     device: str = "auto"
+    monitor: int = 0
 
 
 # name -> (types, low, high, low inclusive); the validation table of TrainConfig's numbers.
@@ -134,6 +142,7 @@ _NUMERIC_RULES = {
     "grad_clip": ((int, float), 0, math.inf, True),
     "n_checkpoints": (int, 2, math.inf, True),
     "n_heldout": (int, 1, math.inf, True),
+    "monitor": (int, 0, math.inf, True),
 }
 
 
@@ -589,30 +598,39 @@ def train(config: TrainConfig) -> Path:
     if start == 0 and 0 in todo and not any(h["step"] == 0 for h in history):
         checkpoint(0)
     from tqdm.auto import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
     from ckptgeo.constants import NO_PROGRESS
 
+    monitor = _monitor(config, out, suites, tokenizer)
     bar = tqdm(range(start + 1, config.n_steps + 1), desc=f"train {out.name}", unit="step", initial=start,
                total=config.n_steps, disable=NO_PROGRESS or None, dynamic_ncols=True)
-    for step in bar:
-        ids, attn, target = (t.to(device) for t in batcher.batch(step))
-        with autocast:
-            logits = model(input_ids=ids, attention_mask=attn).logits
-        loss = _answer_loss(logits, ids, target, torch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        loss_sum += loss.detach()
-        n_since += 1
-        if step in todo:
-            if not math.isfinite(float(loss_sum)):
-                raise NonFiniteActivationsError(f"Training loss is not finite at step {step} of {out}; lower "
-                                                f"--lr or raise --warmup.", revision=f"step{step}")
-            checkpoint(step)
-            bar.set_postfix_str("accuracy " + ", ".join(f"{v:.2f}" for v in history[-1]["accuracy"].values()))
+    # the monitor's event lines go above the bar, not through it
+    with logging_redirect_tqdm() if monitor is not None else contextlib.nullcontext():
+        if monitor is not None and monitor.step(model, start) is not None:
+            bar.set_postfix_str(monitor.status())
+        for step in bar:
+            ids, attn, target = (t.to(device) for t in batcher.batch(step))
+            with autocast:
+                logits = model(input_ids=ids, attention_mask=attn).logits
+            loss = _answer_loss(logits, ids, target, torch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            loss_sum += loss.detach()
+            n_since += 1
+            if step in todo:
+                if not math.isfinite(float(loss_sum)):
+                    raise NonFiniteActivationsError(f"Training loss is not finite at step {step} of {out}; lower "
+                                                    f"--lr or raise --warmup.", revision=f"step{step}")
+                checkpoint(step)
+                if monitor is None:
+                    bar.set_postfix_str("accuracy " + ", ".join(f"{v:.2f}" for v in history[-1]["accuracy"].values()))
+            if monitor is not None and monitor.step(model, step) is not None:
+                bar.set_postfix_str(monitor.status())
     bar.close()
     record["complete"] = True
     record["seconds"] = round(time.perf_counter() - clock, 3)
@@ -620,6 +638,17 @@ def train(config: TrainConfig) -> Path:
     if state_path.exists():
         state_path.unlink()
     return out
+
+
+def _monitor(config: TrainConfig, out: Path, suites: dict[str, str], tokenizer):
+    """The live monitor of ``config.monitor`` (None when off): the run's held-out suite files, read as
+    ``ckptgeo scan OUT`` reads them, so its rows carry the config hash of a default scan of OUT."""
+    if not config.monitor:
+        return None
+    from ckptgeo.monitor.core import Monitor
+
+    return Monitor(tokenizer, [str(out / rel) for rel in suites.values()], out / "monitor", schedule=config.monitor,
+                   model_name=out.name)
 
 
 def training_history(out: str | Path):

@@ -1,0 +1,78 @@
+"""The monitor as a ``transformers.TrainerCallback``.
+
+::
+
+    monitor = Monitor(tokenizer, ["copy-L1"], "runs/live", schedule=25)
+    trainer = Trainer(model=model, args=args, train_dataset=data, data_collator=collate)
+    trainer.add_callback(MonitorCallback(monitor, trainer=trainer))
+    trainer.train()
+
+The callback measures at step 0 (``on_train_begin``) and at every scheduled step (``on_step_end``,
+after the optimiser update of that step, so the weights equal the ``checkpoint-N`` the Trainer would
+save there). Given the ``trainer``, it logs ``rankme/L{k}`` and ``accuracy`` through
+:meth:`transformers.Trainer.log`, so every reporting integration the Trainer was set up with
+(TensorBoard, W&B, MLflow, ...) and ``trainer.state.log_history`` get them, and it puts the monitor's
+one-line status in the Trainer's progress bar. Without ``trainer`` it still measures, writes the
+dataset and reports events. Only the world's main process measures (``state.is_world_process_zero``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from transformers import TrainerCallback
+
+from ckptgeo.monitor.core import Monitor
+
+__all__ = ["MonitorCallback"]
+
+log = logging.getLogger("ckptgeo.monitor")
+
+
+class MonitorCallback(TrainerCallback):
+    """Run a :class:`~ckptgeo.monitor.core.Monitor` inside ``transformers.Trainer``.
+
+    Parameters
+    ----------
+    monitor : Monitor
+    trainer : transformers.Trainer, optional
+        Logs the values through ``trainer.log`` and shows the status in its progress bar.
+    measure_start : bool, default=True
+        Measure step 0 (the initial weights) at ``on_train_begin`` if the schedule includes it.
+    """
+
+    def __init__(self, monitor: Monitor, *, trainer=None, measure_start: bool = True):
+        self.monitor = monitor
+        self.trainer = trainer
+        self.measure_start = measure_start
+
+    def _bar(self):
+        if self.trainer is None:
+            return None
+        from transformers.trainer_callback import ProgressCallback
+
+        for cb in self.trainer.callback_handler.callbacks:
+            if isinstance(cb, ProgressCallback):
+                return cb.training_bar
+        return None
+
+    def _measure(self, state, model) -> None:
+        if not state.is_world_process_zero:
+            return
+        if model is None and self.trainer is not None:
+            model = self.trainer.model
+        reading = self.monitor.step(model, state.global_step)
+        if reading is None:
+            return
+        if self.trainer is not None:
+            self.trainer.log(reading.log_values())
+        bar = self._bar()
+        if bar is not None:
+            bar.set_postfix_str(self.monitor.status(), refresh=False)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.measure_start and state.global_step == 0:
+            self._measure(state, model)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self._measure(state, model)

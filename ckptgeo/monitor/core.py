@@ -1,0 +1,402 @@
+"""The training-time monitor: a scan of the live model at scheduled steps, no checkpoint saved.
+
+A :class:`Monitor` is built once from the model's tokenizer and the suites to watch; at each
+scheduled step, :meth:`Monitor.step` runs the suites' fixed items through the live model (eval mode,
+forward passes without gradients, the training mode and the random-number state restored after) and
+writes the same rows a scan of a saved checkpoint would, with the scan's own measuring code, into a
+ckptgeo dataset::
+
+    OUT/                            a ckptgeo dataset (layout: ckptgeo.store.dataset)
+      geometry/<model>--step{N}--<config_hash>.parquet     per-layer RankMe (and other metrics)
+      behavior/ ...  probes/ ...                           accuracy; probes when asked for
+      revisions/<model>--step{N}--<config_hash>.parquet    written last: step N is done
+      runs/<config_hash>.json                              the settings
+
+``revision`` is ``step{N}``; the config hash is the one ``ckptgeo scan`` gives the same settings and
+items, so ``ckptgeo analyze OUT`` (and every figure) works unchanged, and rows from a monitor and from
+a later scan of the same weights can be compared directly. Live events (collapse, recovery onset,
+acquisition) are found as the curve arrives (:mod:`ckptgeo.monitor.live`) and logged under the
+``ckptgeo.monitor`` logger, and handed to ``on_event``.
+
+Several processes (``accelerate launch``, ``torchrun``): only the main process measures and writes;
+a wrapped model (DDP, DeepSpeed, ``torch.compile``) is unwrapped first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from ckptgeo import __version__
+from ckptgeo.analysis import events as ev
+from ckptgeo.constants import DEFAULT_N_SAMPLES, RANKME_EPS
+from ckptgeo.errors import InvalidParameterError
+from ckptgeo.monitor.live import LiveEvent, LiveTracker
+from ckptgeo.monitor.schedule import Schedule
+from ckptgeo.suites.items import Suite
+
+__all__ = ["MonitorConfig", "Monitor", "Reading", "task_suite"]
+
+log = logging.getLogger("ckptgeo.monitor")
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Settings of a monitor. The measuring ones mean what they mean in
+    :class:`~ckptgeo.engine.scan.ScanConfig` and enter the same config hash; the event ones what they
+    mean in :func:`ckptgeo.analysis.summary.analyze`.
+
+    Attributes
+    ----------
+    metrics : tuple of str, default=()
+        Metric names (empty: the cheap ones, RankMe and behaviour). ``probe`` adds per-layer probes.
+    n_samples : int, default=200
+        Items per suite.
+    position : {"last", "mean"}, default="last"
+    centered : bool, default=False
+    epsilon : float, default=1e-7
+    seed : int, default=0
+        Item selection, probe folds; also the held-out items of an algorithmic task named as a suite.
+    batch_size : int, default=64
+        Items per forward pass (does not change values).
+    model_items : int, default=32
+        Items in the fixed batch of whole-model metrics.
+    acc_threshold : float or None, default=None
+    window : int, default=3
+    recovery : float, default=0.1
+    event_layers : "last", "all" or tuple of int, default="last"
+        RankMe layers whose events are reported.
+    """
+
+    metrics: tuple[str, ...] = ()
+    n_samples: int = DEFAULT_N_SAMPLES
+    position: str = "last"
+    centered: bool = False
+    epsilon: float = RANKME_EPS
+    seed: int = 0
+    batch_size: int = 64
+    model_items: int = 32
+    acc_threshold: float | None = None
+    window: int = ev.DEFAULT_WINDOW
+    recovery: float = ev.DEFAULT_RECOVERY
+    event_layers: str | tuple[int, ...] = "last"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one measuring step gave.
+
+    Attributes
+    ----------
+    step : int
+    rankme : dict of str to dict of int to float
+        RankMe per suite and layer.
+    accuracy : dict of str to float
+        Accuracy per suite.
+    events : tuple of LiveEvent
+        Events this step revealed.
+    seconds : float
+        Wall time of the measurement (forward passes, metrics, writing).
+    """
+
+    step: int
+    rankme: dict
+    accuracy: dict
+    events: tuple[LiveEvent, ...] = ()
+    seconds: float = 0.0
+
+    def log_values(self) -> dict[str, float]:
+        """Flat values for a training logger: ``rankme/L{k}`` and ``accuracy`` for one suite;
+        ``rankme/{suite}/L{k}`` and ``accuracy/{suite}`` for several."""
+        one = len(self.accuracy) <= 1 and len(self.rankme) <= 1
+        out = {}
+        for suite, layers in self.rankme.items():
+            for k, v in layers.items():
+                out[f"rankme/L{k}" if one else f"rankme/{suite}/L{k}"] = v
+        for suite, a in self.accuracy.items():
+            out["accuracy" if one else f"accuracy/{suite}"] = a
+        return out
+
+
+_TASK_SPEC = re.compile(r"^([a-z]+)-L([123])$")
+
+
+def task_suite(task: str, level: int, *, n_items: int = DEFAULT_N_SAMPLES, seed: int = 0) -> Suite:
+    """The held-out items of an algorithmic task level as a suite, the same ``ckptgeo train`` writes to
+    ``suites/<task>-L<level>.jsonl`` for that seed.
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown task or level, or more items than half the level's prompts.
+    """
+    from ckptgeo.training.tasks import heldout_items, suite_header, suite_name
+
+    items = heldout_items(task, level, n_items, seed=seed)
+    return Suite(suite_name(task, level), items, source=f"ckptgeo.training.tasks:{task}-L{level}",
+                 header=suite_header(task, level, n_items=n_items))
+
+
+def _load_suite(spec, n_items: int, seed: int) -> Suite:
+    from ckptgeo.suites.items import available_suites, load_suite
+    from ckptgeo.training.tasks import TASKS
+
+    if isinstance(spec, Suite):
+        return spec
+    if isinstance(spec, tuple) and len(spec) == 2:
+        return task_suite(spec[0], spec[1], n_items=n_items, seed=seed)
+    m = _TASK_SPEC.match(str(spec))
+    if m and m.group(1) in TASKS and not Path(str(spec)).is_file() and str(spec) not in available_suites():
+        return task_suite(m.group(1), int(m.group(2)), n_items=n_items, seed=seed)
+    return load_suite(spec)
+
+
+def _unwrap(model):
+    from accelerate.utils import extract_model_from_parallel
+
+    return extract_model_from_parallel(model)
+
+
+class Monitor:
+    """Measure a live model at scheduled steps, writing a ckptgeo dataset and reporting live events.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+        The model's tokenizer (suites are tokenized once, at the first measuring step).
+    suites : sequence of str, Path, Suite or (task, level)
+        Bundled suite names, suite files, :class:`~ckptgeo.suites.items.Suite` objects, or algorithmic
+        tasks as ``"modular-L1"`` / ``("modular", 1)`` (their held-out items, see :func:`task_suite`).
+    out : path
+        The dataset folder (created; an existing ckptgeo dataset is added to).
+    schedule : Schedule, int, iterable of int or None, default=None
+        When to measure: a :class:`Schedule`, an ``every`` interval, explicit steps, or the default
+        (step 0, powers of two below 25, then every 25 steps).
+    config : MonitorConfig, optional
+    model_name : str, optional
+        The ``model`` column (default: the name of ``out``).
+    tokens_per_step : int, optional
+        Fills the ``tokens`` column (step x tokens_per_step).
+    on_event : callable, optional
+        Called with each :class:`~ckptgeo.monitor.live.LiveEvent` as it is found.
+    overwrite : bool, default=False
+        Measure a step again although the dataset holds it; otherwise a step already written (a
+        resumed run) is skipped and its values feed the live curves.
+    main_process : bool, optional
+        Whether this process writes (default: rank 0 of ``RANK``/``WORLD_SIZE``, as set by ``accelerate
+        launch`` and ``torchrun``; always True in one process).
+
+    Raises
+    ------
+    InvalidParameterError
+        A setting is out of range, or an unknown suite or metric.
+    DatasetLayoutError
+        ``out`` is a folder that is not a ckptgeo dataset.
+
+    Examples
+    --------
+    >>> monitor = Monitor(tokenizer, ["modular-L1"], "runs/live", schedule=50)  # doctest: +SKIP
+    >>> for step in range(n_steps + 1):                                          # doctest: +SKIP
+    ...     monitor.step(model, step)            # measures only at scheduled steps
+    ...     train_one_step(model)
+    """
+
+    def __init__(self, tokenizer, suites: Sequence, out, *, schedule: Schedule | int | Iterable[int] | None = None,
+                 config: MonitorConfig | None = None, model_name: str | None = None,
+                 tokens_per_step: int | None = None, on_event: Callable[[LiveEvent], None] | None = None,
+                 overwrite: bool = False, main_process: bool | None = None):
+        from ckptgeo.engine.scan import ScanConfig, _validate
+        from ckptgeo.metrics.registry import get_metric, parse_metrics
+        from ckptgeo.store.dataset import Dataset
+
+        self.config = config or MonitorConfig()
+        cfg = self.config
+        _validate(ScanConfig(n_samples=cfg.n_samples, position=cfg.position, epsilon=cfg.epsilon, seed=cfg.seed,
+                             batch_size=cfg.batch_size, model_items=cfg.model_items))
+        if isinstance(suites, (str, Path, Suite)):
+            suites = [suites]
+        if not suites:
+            raise InvalidParameterError("Monitor needs at least one suite (a name, a path, a Suite or a task such "
+                                        "as 'modular-L1').", name="suites", value=())
+        self.tokenizer = tokenizer
+        self.suites = [_load_suite(s, cfg.n_samples, cfg.seed) for s in suites]
+        names = parse_metrics(list(cfg.metrics) if cfg.metrics else None)
+        self.specs = {n: get_metric(n) for n in names}
+        self.schedule = Schedule.of(schedule)
+        self.out = Path(out)
+        self.model_name = model_name or self.out.resolve().name
+        self.tokens_per_step = tokens_per_step
+        self.on_event = on_event
+        self.overwrite = overwrite
+        if main_process is None:
+            from ckptgeo.engine.scan import shard
+
+            main_process = shard()[0] == 0
+        self.main_process = main_process
+        self.tracker = LiveTracker(acc_threshold=cfg.acc_threshold, window=cfg.window, recovery=cfg.recovery,
+                                   layers=cfg.event_layers)
+        self.dataset = Dataset(self.out) if main_process else None
+        self.readings: list[Reading] = []
+        self.seconds = 0.0
+        self._prepared = None
+        self._scan_config = None
+        self.config_hash: str | None = None
+        self._done: set[int] = set()
+
+    # -------------------------------------------------------------------------------------------- set-up
+    def _setup(self, model) -> None:
+        """At the first measurement: tokenize the suites (bounded by the model's context), fix the settings
+        and their hash (the model's dtype is one of them), and replay steps already in the dataset."""
+        from ckptgeo.engine.forward import prepare_suite
+        from ckptgeo.engine.scan import ScanConfig, _hash, _settings
+
+        cfg = self.config
+        param = next(model.parameters())
+        dtype = str(param.dtype).removeprefix("torch.")
+        self._scan_config = ScanConfig(suites=tuple(s.name for s in self.suites), metrics=tuple(self.specs),
+                                       n_samples=cfg.n_samples, position=cfg.position, centered=cfg.centered,
+                                       dtype=dtype, epsilon=cfg.epsilon, seed=cfg.seed, batch_size=cfg.batch_size,
+                                       device=str(param.device), model_items=cfg.model_items)
+        settings = _settings(self._scan_config, self.suites, self.specs)
+        self.config_hash = _hash(settings)
+        self.dataset.write_run(self.config_hash, {**settings, "source": f"monitor:{self.model_name}",
+                                                  "ckptgeo_version": __version__})
+        max_len = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        self._prepared = [prepare_suite(s, self.tokenizer, n_samples=cfg.n_samples, seed=cfg.seed, max_length=max_len)
+                          for s in self.suites]
+        self._common = {"n_samples": cfg.n_samples, "position": cfg.position, "centered": cfg.centered, "dtype": dtype,
+                        "epsilon": cfg.epsilon, "seed": cfg.seed, "config_hash": self.config_hash,
+                        "ckptgeo_version": __version__}
+        self._replay()
+
+    def _replay(self) -> None:
+        """Feed steps this dataset already holds (same model and hash) to the live curves, silently."""
+        revs = self.dataset.read("revisions")
+        if revs.empty:
+            return
+        mine = revs[(revs.model == self.model_name) & (revs.config_hash == self.config_hash)
+                    & revs.status.isin(["ok"])]
+        if mine.empty or self.overwrite:
+            return
+        self._done = set(int(s) for s in mine.step)
+        geo, beh = self.dataset.read("geometry"), self.dataset.read("behavior")
+        geo = geo[(geo.model == self.model_name) & (geo.config_hash == self.config_hash) & (geo.metric == "rankme")]
+        beh = beh[(beh.model == self.model_name) & (beh.config_hash == self.config_hash) & (beh.metric == "accuracy")]
+        for step in sorted(self._done):
+            self._track(step, *self._values(geo[geo.step == step], beh[beh.step == step]), report=False)
+
+    @staticmethod
+    def _values(geo, beh) -> tuple[dict, dict, dict]:
+        rankme: dict = {}
+        for r in geo.itertuples():
+            rankme.setdefault(r.suite, {})[int(r.layer)] = float(r.value)
+        accuracy = {r.suite: float(r.value) for r in beh.itertuples()}
+        chance = {r.suite: float(r.chance) for r in beh.itertuples()}
+        return rankme, accuracy, chance
+
+    def _track(self, step: int, rankme: dict, accuracy: dict, chance: dict, *, report: bool) -> list[LiveEvent]:
+        found = []
+        for suite in accuracy:
+            found += self.tracker.update(suite, step, accuracy=accuracy[suite], rankme=rankme.get(suite, {}),
+                                         chance=chance.get(suite), report=report)
+        return found
+
+    # ---------------------------------------------------------------------------------------- measuring
+    def due(self, step: int) -> bool:
+        """Whether :meth:`step` would measure at ``step``: scheduled, not yet written, on the main process."""
+        return self.main_process and self.schedule.due(step) and (self.overwrite or step not in self._done)
+
+    def step(self, model, step: int, *, force: bool = False) -> Reading | None:
+        """Measure ``model`` at training step ``step`` if the schedule says so (or ``force``).
+
+        Parameters
+        ----------
+        model : torch.nn.Module
+            The live causal LM (a wrapper from DDP, DeepSpeed, accelerate or ``torch.compile`` is unwrapped).
+        step : int
+            Optimiser updates applied so far (0 before the first).
+        force : bool, default=False
+            Measure although the step is not scheduled.
+
+        Returns
+        -------
+        Reading or None
+            None when nothing was measured (not scheduled, already written, or not the main process).
+
+        Raises
+        ------
+        NonFiniteActivationsError
+            NaN or inf in the hidden states (step, layer and suite named).
+        """
+        if not self.main_process or (not force and not self.due(step)):
+            return None
+        import torch
+
+        t0 = time.perf_counter()
+        model = _unwrap(model)
+        if self._prepared is None:
+            self._setup(model)
+            if not force and not self.due(step):  # written by an earlier run of this monitor
+                return None
+        was_training = model.training
+        device = next(model.parameters()).device
+        model.eval()
+        try:
+            # probes and LLC draw random numbers: training's random stream must not see them
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                rows = self._measure(model, step)
+        finally:
+            model.train(was_training)
+        rankme, accuracy, chance = self._values(*(_frame(rows, t) for t in ("geometry", "behavior")))
+        found = self._track(step, rankme, accuracy, chance, report=True)
+        self._done.add(step)
+        for e in found:
+            log.info("%s", e.message)
+            if self.on_event is not None:
+                self.on_event(e)
+        seconds = time.perf_counter() - t0
+        self.seconds += seconds
+        reading = Reading(step, rankme, accuracy, tuple(found), seconds)
+        self.readings.append(reading)
+        return reading
+
+    def _measure(self, model, step: int) -> dict[str, list[dict]]:
+        """The scan's measurement of one revision, on the live model; rows written as a scan writes them."""
+        from ckptgeo.engine.scan import _measure, _revision_row
+        from ckptgeo.sources.revisions import Revision
+        from ckptgeo.store.dataset import part_name
+
+        t0 = time.perf_counter()
+        rev = Revision(step=int(step), name=f"step{int(step)}")
+        name = part_name(self.model_name, rev.name, self.config_hash)
+        base = {"model": self.model_name, "revision": rev.name, "step": rev.step, "commit": None,
+                "tokens": rev.step * self.tokens_per_step if self.tokens_per_step else None}
+        cfg = dataclasses.replace(self._scan_config, device=str(next(model.parameters()).device))
+        rows = _measure(model, self._prepared, self.specs, cfg, base, self._common, self.dataset, name, rev)
+        for table, trows in rows.items():
+            if trows:
+                self.dataset.write_part(table, name, trows)
+        self.dataset.write_part("revisions", name, [_revision_row(base, "ok", self.config_hash, t0)])
+        return rows
+
+    # ----------------------------------------------------------------------------------------- reading
+    @property
+    def events(self) -> list[LiveEvent]:
+        """Every event reported so far, in order."""
+        return list(self.tracker.events)
+
+    def status(self) -> str:
+        """The one-line live status, e.g. ``L2 RankMe 1.1 (collapsed at 207) · acc 0.02``."""
+        return self.tracker.status()
+
+
+def _frame(rows: dict, table: str):
+    import pandas as pd
+
+    return pd.DataFrame(rows.get(table) or [], columns=["suite", "layer", "metric", "value", "chance"])[
+        lambda d: d.metric.isin(["rankme", "accuracy"])]
