@@ -286,7 +286,29 @@ def _tensor_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _weights(config: dict, seed: int) -> bytes:
+def _weights(config: dict, seed: int, shards: int = 1) -> dict[str, bytes]:
+    """Weight files of a GPT-NeoX with seeded random weights: ``{"model.safetensors": bytes}``, or with
+    ``shards > 1`` the files ``model-0000K-of-0000S.safetensors`` plus ``model.safetensors.index.json``
+    (as ``save_pretrained`` shards them)."""
+    if shards <= 1:
+        return {"model.safetensors": _weights_one(config, seed)}
+    import numpy as np
+    from safetensors.numpy import load, save
+
+    tensors = load(_weights_one(config, seed))
+    names = list(tensors)
+    files, weight_map, total = {}, {}, 0
+    for k in range(shards):
+        fname = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for n in names[k::shards]}
+        files[fname] = save(part, metadata={"format": "pt"})
+        weight_map.update({n: fname for n in part})
+        total += sum(int(np.asarray(t).nbytes) for t in part.values())
+    files["model.safetensors.index.json"] = _json({"metadata": {"total_size": total}, "weight_map": weight_map})
+    return files
+
+
+def _weights_one(config: dict, seed: int) -> bytes:
     """Serialized safetensors of a GPT-NeoX with seeded random weights (every tensor seed-dependent).
 
     numpy rather than torch keeps the build free of torch/transformers imports (~2 s saved).
@@ -387,6 +409,11 @@ def make_test_repo(
     config_tweak: Sequence[str] = (),
     corrupt: Sequence[str] = (),
     lfs: bool = True,
+    branches: Optional[Sequence[str]] = None,
+    weightless: Sequence[str] = (),
+    shards: int = 1,
+    share_shard: Optional[Mapping[str, str]] = None,
+    subfolders: Sequence[str] = (),
 ) -> CheckpointRepo:
     """Build a bare git repository with one GPT-NeoX checkpoint per ``step{N}`` branch.
 
@@ -416,6 +443,19 @@ def make_test_repo(
         Store weights as git-lfs objects, as the Hub does, so ``model_info(files_metadata=True)``,
         ``list_repo_tree`` and ``get_paths_info`` report their sha256. ``False`` stores plain blobs
         (then the Hub API gives sizes and git blob ids only).
+    branches : sequence of str, optional
+        Names of the regular branches instead of ``step{N}`` (another suite's naming, e.g. OLMo-2's
+        ``stage1-step1000-tokens5B``); weights seeded by the name; ``main`` is the last one given.
+    weightless : sequence of str, default=()
+        Branches with config and tokenizer but no weight file (pythia#107).
+    shards : int, default=1
+        Weight files per checkpoint: above 1, ``model-0000K-of-0000S.safetensors`` plus an index.
+    share_shard : mapping of str to str, optional
+        ``{"step3000": "step2000"}`` (with ``shards > 1``): branch ``step3000``'s first shard is byte for
+        byte ``step2000``'s; the other shards are its own (pythia#206).
+    subfolders : sequence of str, default=()
+        Instead of branches, one ``main`` commit holding a full checkpoint in each of these folders
+        (a Trainer's ``checkpoint-{N}/``), tokenizer files at the top level.
 
     Returns
     -------
@@ -432,17 +472,25 @@ def make_test_repo(
     """
     shape = SHAPES[shape] if isinstance(shape, str) else shape
     duplicate = dict(duplicate or {})
-    steps = sorted(set(int(s) for s in steps))
-    if not steps or steps[0] < 0:
-        raise ValueError(f"steps must be a non-empty list of non-negative ints; got {steps!r}.")
-    regular = [f"step{s}" for s in steps]
-    for src in duplicate.values():
+    share_shard = dict(share_shard or {})
+    if branches is not None:
+        regular = list(dict.fromkeys(branches))
+        if not regular:
+            raise ValueError("branches must name at least one branch.")
+    else:
+        steps = sorted(set(int(s) for s in steps))
+        if not steps or steps[0] < 0:
+            raise ValueError(f"steps must be a non-empty list of non-negative ints; got {steps!r}.")
+        regular = [f"step{s}" for s in steps]
+    for src in [*duplicate.values(), *share_shard.values()]:
         if src not in regular or src in duplicate:
             raise ValueError(f"duplicate source {src!r} must be one of the regular step branches {regular}.")
-    special = [*duplicate, *arch_changed, *config_tweak, *corrupt]
-    for name in special:
+    if share_shard and shards < 2:
+        raise ValueError("share_shard needs shards >= 2.")
+    special = [*duplicate, *arch_changed, *config_tweak, *corrupt, *weightless, *share_shard]
+    for name in [*special, *regular]:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or name == "main":
-            raise ValueError(f"invalid fault branch name {name!r}.")
+            raise ValueError(f"invalid branch name {name!r}.")
     path = Path(path)
     if path.exists() and any(path.iterdir()):
         raise ValueError(f"{path} exists and is not empty; choose a new path.")
@@ -469,28 +517,58 @@ def make_test_repo(
     root = git.commit(git.tree({**common, "config.json": config_blob()[1]}), "Initial commit: tokenizer and config",
                       None, _EPOCH)
 
-    branches = regular + [b for b in dict.fromkeys(special) if b not in regular]
-    commits, sha256, nbytes, served, config_of = {}, {}, {}, {}, {}
-
     def step_seed(branch: str) -> int:
-        step = _step_of(branch)
+        step = _step_of(branch) if branches is None else None
         ident = step if step is not None else int(hashlib.sha256(branch.encode()).hexdigest()[:8], 16)
         return seed * 1_000_003 + ident
 
-    # regular branches first, so duplicates can copy them
-    for branch in sorted(branches, key=lambda b: b in duplicate):
+    def main_weights(files: Mapping[str, bytes]) -> bytes:
+        return files.get("model.safetensors") or files[min(n for n in files if n.endswith(".safetensors"))]
+
+    if subfolders:
+        tree_files, sha256, nbytes = dict(common), {}, {}
+        for folder in subfolders:
+            cfg, cfg_blob = config_blob()
+            files = _weights(cfg, step_seed(folder), shards)
+            tree_files[f"{folder}/config.json"] = cfg_blob
+            for fname, data in files.items():
+                tree_files[f"{folder}/{fname}"] = _store_weights(git, data, lfs) if fname.endswith(
+                    ".safetensors") else git.blob(data)
+            sha256[folder] = hashlib.sha256(main_weights(files)).hexdigest()
+            nbytes[folder] = len(main_weights(files))
+        commit = git.commit(_nested_tree(git, tree_files), "Trainer checkpoints", root, _EPOCH + 60)
+        git("update-ref", "refs/heads/main", commit)
+        git("symbolic-ref", "HEAD", "refs/heads/main")
+        return CheckpointRepo(
+            path=path, commits=MappingProxyType({"main": commit}), steps=(), weight_sha256=MappingProxyType(sha256),
+            weight_bytes=MappingProxyType(nbytes), duplicates=MappingProxyType({}), arch_changed=(), config_tweak=(),
+            corrupt=(), shape=shape, lfs=lfs)
+
+    all_branches = regular + [b for b in dict.fromkeys(special) if b not in regular]
+    commits, sha256, nbytes, served, config_of = {}, {}, {}, {}, {}
+
+    # regular branches first, so duplicates and shared shards can copy them
+    for k, branch in enumerate(sorted(all_branches, key=lambda b: b in duplicate or b in share_shard)):
         cfg, cfg_blob = config_blob(extra_layer=branch in arch_changed, tweak=branch in config_tweak)
         if branch in duplicate:
-            data, cfg_blob = served[duplicate[branch]], config_of[duplicate[branch]]
+            files, cfg_blob = served[duplicate[branch]], config_of[duplicate[branch]]
         else:
-            data = _weights(cfg, step_seed(branch))
+            files = _weights(cfg, step_seed(branch), shards)
+        if branch in share_shard:
+            src = served[share_shard[branch]]
+            first = min(n for n in src if n.endswith(".safetensors"))
+            files = {**files, first: src[first]}
         if branch in corrupt:
-            data = data[: len(data) // 2]
-        served[branch], config_of[branch] = data, cfg_blob
-        weights_blob = _store_weights(git, data, lfs)
-        tree = git.tree({**common, "config.json": cfg_blob, "model.safetensors": weights_blob})
+            files = {n: (d[: len(d) // 2] if n.endswith(".safetensors") else d) for n, d in files.items()}
+        served[branch], config_of[branch] = files, cfg_blob
+        tree = {**common, "config.json": cfg_blob}
+        if branch not in weightless:
+            tree.update({n: (_store_weights(git, d, lfs) if n.endswith(".safetensors") else git.blob(d))
+                         for n, d in files.items()})
         step = _step_of(branch)
-        commits[branch] = git.commit(tree, f"Checkpoint {branch}", root, _EPOCH + 60 * (1 + (step or 0)))
+        when = _EPOCH + 60 * (1 + (step if step is not None and branches is None else k))
+        commits[branch] = git.commit(git.tree(tree), f"Checkpoint {branch}", root, when)
+        data = b"" if branch in weightless else main_weights(files)
         sha256[branch] = hashlib.sha256(data).hexdigest()
         nbytes[branch] = len(data)
 
@@ -507,6 +585,21 @@ def make_test_repo(
         weight_sha256=MappingProxyType(sha256), weight_bytes=MappingProxyType(nbytes),
         duplicates=MappingProxyType(duplicate), arch_changed=tuple(arch_changed),
         config_tweak=tuple(config_tweak), corrupt=tuple(corrupt), shape=shape, lfs=lfs)
+
+
+def _nested_tree(git: _Git, files: Mapping[str, str]) -> str:
+    """A git tree of ``{"dir/name": blob sha}`` with sub-trees for folders."""
+    top: dict[str, str] = {}
+    sub: dict[str, dict[str, str]] = {}
+    for name, sha in files.items():
+        head, _, rest = name.partition("/")
+        if rest:
+            sub.setdefault(head, {})[rest] = sha
+        else:
+            top[name] = sha
+    lines = [f"100644 blob {sha}\t{name}\n" for name, sha in top.items()]
+    lines += [f"040000 tree {_nested_tree(git, entries)}\t{name}\n" for name, entries in sub.items()]
+    return git("mktree", data="".join(sorted(lines, key=lambda l: l.split("\t")[1])).encode())
 
 
 # --------------------------------------------------------------------------------------------------

@@ -61,3 +61,53 @@ def test_bad_selector():
 def test_parse_step_pattern():
     assert parse_step("ckpt-300", r"^ckpt-(\d+)$") == 300
     assert parse_step("main") is None
+
+
+@pytest.mark.parametrize("name,step,stage,tokens", [
+    ("step143000", 143000, None, None),
+    ("step1000-tokens4B", 1000, None, 4 * 10**9),
+    ("stage1-step928646-tokens3896B", 928646, "stage1", 3896 * 10**9),
+    ("stage2-ingredient3-step11931-tokens50B", 11931, "stage2-ingredient3", 50 * 10**9),
+    ("step-125000", 125000, None, None),
+    ("step-001000-2BT", 1000, None, 2 * 10**9),
+    ("checkpoint-500", 500, None, None),
+    ("global_step1000", 1000, None, None),
+])
+def test_builtin_naming_schemes(name, step, stage, tokens):
+    from ckptgeo.sources.revisions import revision_from_name
+
+    r = revision_from_name(name)
+    assert (r.step, r.stage, r.tokens) == (step, stage, tokens)
+
+
+def test_names_that_are_no_checkpoint():
+    from ckptgeo.sources.naming import parse_name
+
+    assert [parse_name(n) for n in ("main", "step", "stepX", "stage1-step5", "checkpoint-", "v1.0")] == [None] * 6
+
+
+def test_same_step_in_two_stages_is_two_revisions_ordered_by_stage():
+    from ckptgeo.sources.revisions import revision_from_name
+
+    names = ["stage2-ingredient1-step0-tokens9B", "stage1-step2000-tokens9B", "stage1-step0-tokens0B",
+             "stage2-ingredient2-step0-tokens9B"]
+    revs = sorted(revision_from_name(n) for n in names)
+    assert [r.name for r in revs] == ["stage1-step0-tokens0B", "stage1-step2000-tokens9B",
+                                      "stage2-ingredient1-step0-tokens9B", "stage2-ingredient2-step0-tokens9B"]
+    assert len(set(revs)) == 4
+    assert [r.name for r in select_revisions(revs, "0")] == [names[2], names[0], names[3]]
+
+
+def test_tokens_from_tokens_per_step_and_custom_pattern():
+    from ckptgeo.sources.revisions import revision_from_name
+
+    assert revision_from_name("step10", tokens_per_step=2_097_152).tokens == 20_971_520
+    r = revision_from_name("ep1-it300-t7B", pattern=r"^(?P<stage>ep\d+)-it(?P<step>\d+)-t(?P<tokens>\d+)B$")
+    assert (r.stage, r.step, r.tokens) == ("ep1", 300, 7 * 10**9)
+
+
+def test_mixed_schemes_keep_the_majority(caplog):
+    from ckptgeo.sources.naming import parse_names
+
+    assert sorted(parse_names(["step1", "step2", "checkpoint-7", "main"])) == ["step1", "step2"]
+    assert "checkpoint-7" in caplog.text

@@ -13,8 +13,12 @@ def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = Tr
     if source_required:
         p.add_argument("source", help="Hub repo id (EleutherAI/pythia-160m) or a folder of step{N} checkpoints")
     p.add_argument("--revisions", default=None,
-                   help="revision selector (default: all for a folder, every-1000 for a Hub repo)")
-    p.add_argument("--step-pattern", default=None, help=r"regex mapping branch names to steps (default ^step(\d+)$)")
+                   help="revision selector: all, every-N, log, A:B[:N], main, names/steps, or STAGE:SEL such as "
+                        "'stage2-ingredient1:*' (default: all for a folder, every-1000 for a Hub repo)")
+    p.add_argument("--step-pattern", default=None,
+                   help=r"regex mapping branch names to steps: group 'step' (or the first), optional 'stage' and "
+                        r"'tokens' (billions); default: the built-in schemes step{N}, [stageK[-ingredientJ]-]"
+                        r"step{N}-tokens{T}B, step-{N}, step-{N}-{T}BT, checkpoint-{N}, global_step{N}")
 
 
 def add_scan_options(p: argparse.ArgumentParser) -> None:

@@ -11,7 +11,32 @@ __all__ = ["add_parser"]
 _EPILOG = """examples:
   ckptgeo revisions EleutherAI/pythia-160m
   ckptgeo revisions EleutherAI/pythia-160m --revisions every-10000
+  ckptgeo revisions allenai/OLMo-2-1124-7B --revisions 'stage2-ingredient1:*'
   ckptgeo revisions runs/addition-L1"""
+
+
+def _tokens(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 1e9:g}B" if n >= 1e8 else f"{n / 1e6:g}M"
+
+
+def format_revisions(revs, sizes: dict | None = None) -> str:
+    """The table ``ckptgeo revisions`` prints: revision, stage, step, tokens, seed (families only),
+    commit and size, one line per revision, then the count."""
+    sizes = sizes or {}
+    seeds = any(r.seed is not None for r in revs)
+    w = max([12] + [len(r.name) for r in revs])
+    ws = max([5] + [len(r.stage or "-") for r in revs])
+    head = f"{'revision':<{w}}  {'stage':<{ws}}  {'step':>7}  {'tokens':>8}  " + ("seed  " if seeds else "")
+    lines = [head + f"{'commit':<40}  size"]
+    for r in revs:
+        size = sizes.get(r.name, r.size)
+        seed = (f"{'-' if r.seed is None else r.seed:>4}  " if seeds else "")
+        lines.append(f"{r.name:<{w}}  {r.stage or '-':<{ws}}  {r.step:>7}  {_tokens(r.tokens):>8}  {seed}"
+                     f"{r.commit or '-':<40}  {'' if size is None else f'{size / 1e6:.1f} MB'}".rstrip())
+    lines.append(f"{len(revs)} revision{'s' if len(revs) != 1 else ''}")
+    return "\n".join(lines)
 
 
 def _cmd_revisions(args) -> int:
@@ -21,15 +46,11 @@ def _cmd_revisions(args) -> int:
     source = open_source(args.source, step_pattern=args.step_pattern, keep_cache=True)
     revs = source.revisions()
     if args.revisions:
-        revs = select_revisions(revs, args.revisions, source=args.source)
+        revs = select_revisions(revs, args.revisions, source=args.source, note=getattr(source, "missing_note", None))
     sizes = {}
     if args.sizes:
         sizes = {r.name: sum(f.size or 0 for f in source.weight_files(r)) for r in revs}
-    print(f"{'revision':>12}  {'step':>7}  {'commit':<40}  size")
-    for r in revs:
-        size = sizes.get(r.name, r.size)
-        print(f"{r.name:>12}  {r.step:>7}  {r.commit or '-':<40}  {'' if size is None else f'{size / 1e6:.1f} MB'}")
-    print(f"{len(revs)} revision{'s' if len(revs) != 1 else ''}")
+    print(format_revisions(revs, sizes))
     return 0
 
 
@@ -37,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``ckptgeo revisions`` to an argparse ``subparsers`` object and return its parser."""
     p = subparsers.add_parser("revisions", help="list a source's revisions", epilog=_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="List revision, step, commit and size of a Hub repo or checkpoint folder.")
+                       description="List revision, stage, step, tokens, commit and size of a Hub repo or checkpoint folder.")
     add_source_options(p)
     p.add_argument("--sizes", action="store_true", help="also ask the Hub for each revision's weight bytes")
     p.set_defaults(func=_cmd_revisions)

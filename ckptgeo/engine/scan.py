@@ -377,9 +377,10 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                 submit(j)
             t0 = time.perf_counter()
             name = part_name(source.name, rev.name, chash)
-            tokens = rev.step * source.tokens_per_step if source.tokens_per_step else None
-            base = {"model": source.name, "revision": rev.name, "step": rev.step, "commit": rev.commit,
-                    "tokens": tokens}
+            tokens = rev.tokens if rev.tokens is not None else (
+                rev.step * source.tokens_per_step if source.tokens_per_step else None)
+            base = {"model": rev.model or source.name, "revision": rev.name, "step": rev.step, "stage": rev.stage,
+                    "commit": rev.commit, "tokens": tokens, "run_seed": rev.seed}
             try:
                 lock = dataset.lock(name[: -len(".parquet")])
             except OutputLockedError:

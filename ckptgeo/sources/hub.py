@@ -21,10 +21,11 @@ import re
 import time
 from pathlib import Path
 
-from ckptgeo.constants import NO_PROGRESS, PYTHIA_TOKENS_PER_STEP, STEP_PATTERN
+from ckptgeo.constants import NO_PROGRESS, PYTHIA_TOKENS_PER_STEP
 from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
                       SourceNotFoundError)
-from ckptgeo.sources.revisions import Revision
+from ckptgeo.sources.naming import parse_names
+from ckptgeo.sources.revisions import Revision, revision_from_name
 from ckptgeo.sources.protocol import WeightFile
 
 __all__ = ["HubSource"]
@@ -53,8 +54,9 @@ class HubSource:
     ----------
     repo_id : str
         ``"EleutherAI/pythia-160m"``.
-    step_pattern : str
-        Regex whose first group is the step, matched against branch names (default ``^step(\\d+)$``).
+    step_pattern : str, optional
+        Regex reading the step (named group ``step`` or the first group; optional ``stage``, ``tokens``)
+        from branch names; default: the built-in naming schemes of :mod:`ckptgeo.sources.naming`.
     keep_cache : bool
         Never evict fetched revisions.
     cache_dir : path, optional
@@ -71,7 +73,7 @@ class HubSource:
     downloads = True
     default_selector = "every-1000"
 
-    def __init__(self, repo_id: str, *, step_pattern: str = STEP_PATTERN, keep_cache: bool = False,
+    def __init__(self, repo_id: str, *, step_pattern: str | None = None, keep_cache: bool = False,
                  cache_dir: str | Path | None = None):
         from huggingface_hub import HfApi
 
@@ -136,12 +138,10 @@ class HubSource:
     def revisions(self) -> list[Revision]:
         if self._revisions is None:
             refs = self._call(f"listing branches of {self.repo_id}", self._api.list_repo_refs, self.repo_id)
-            out = []
-            for b in refs.branches:
-                m = re.match(self.step_pattern, b.name)
-                if m:
-                    out.append(Revision(step=int(m.group(1)), name=b.name, commit=b.target_commit))
-            self._revisions = sorted(out)
+            commits = {b.name: b.target_commit for b in refs.branches}
+            parsed = parse_names(list(commits), self.step_pattern, where=self.repo_id)
+            self._revisions = sorted(revision_from_name(n, pattern=self.step_pattern, commit=commits[n],
+                                                        tokens_per_step=self.tokens_per_step) for n in parsed)
         return self._revisions
 
     def weight_files(self, revision: Revision) -> list[WeightFile]:

@@ -1,4 +1,5 @@
-"""Checkpoints in a local folder: ``ROOT/step{N}/`` folders written by ``save_pretrained``.
+"""Checkpoints in a local folder: ``ROOT/step{N}/`` (or any built-in naming scheme, e.g. a Trainer's
+``checkpoint-{N}/``) folders written by ``save_pretrained``.
 
 ::
 
@@ -11,12 +12,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from ckptgeo.constants import STEP_PATTERN
 from ckptgeo.errors import SourceNotFoundError
-from ckptgeo.sources.revisions import Revision
+from ckptgeo.sources.naming import parse_names
+from ckptgeo.sources.revisions import Revision, revision_from_name
 from ckptgeo.sources.protocol import WeightFile
 
 __all__ = ["LocalSource", "weight_files_in"]
@@ -43,7 +43,7 @@ class LocalSource:
     downloads = False
     default_selector = "all"
 
-    def __init__(self, root: str | Path, *, step_pattern: str = STEP_PATTERN):
+    def __init__(self, root: str | Path, *, step_pattern: str | None = None):
         self.root = Path(root)
         if not self.root.is_dir():
             raise SourceNotFoundError(f"Checkpoint folder {self.root} does not exist", path=str(self.root))
@@ -51,12 +51,11 @@ class LocalSource:
         self.step_pattern = step_pattern
 
     def revisions(self) -> list[Revision]:
+        names = [p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]
         out = []
-        for p in self.root.iterdir():
-            m = re.match(self.step_pattern, p.name)
-            if m and p.is_dir() and not p.name.startswith("."):
-                size = sum(f.stat().st_size for f in weight_files_in(p))
-                out.append(Revision(step=int(m.group(1)), name=p.name, commit=None, size=size))
+        for name in parse_names(names, self.step_pattern, where=str(self.root)):
+            size = sum(f.stat().st_size for f in weight_files_in(self.root / name))
+            out.append(revision_from_name(name, pattern=self.step_pattern, size=size))
         return sorted(out)
 
     def weight_files(self, revision: Revision) -> list[WeightFile]:

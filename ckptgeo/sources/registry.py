@@ -19,9 +19,7 @@ def open_source(spec: str | Path, *, step_pattern: str | None = None, keep_cache
     SourceNotFoundError
         ``spec`` is neither an existing folder nor a valid repo id (e.g. a mistyped path).
     """
-    from ckptgeo.constants import STEP_PATTERN
-
-    pattern = step_pattern or STEP_PATTERN
+    pattern = step_pattern
     path = Path(spec).expanduser()
     if not path.is_dir() and (path.exists() or path.parent != Path(".") and path.parent.is_dir()):
         # "runs/nosuch" next to an existing runs/: a mistyped folder, not a Hub repo id

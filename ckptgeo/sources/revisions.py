@@ -1,50 +1,123 @@
 """Revisions (one checkpoint each) and the selectors that choose among them.
 
-A :class:`Revision` keeps the user-facing name (``"step3000"``), the training step, and the resolved
-commit (a Hub sha, or ``None`` for a local folder). Selectors (:func:`select_revisions`):
+A :class:`Revision` keeps the user-facing name (``"step3000"``, ``"stage2-ingredient1-step500-tokens3B"``),
+the training step, the optional ``stage`` and ``tokens`` its name encodes (see
+:mod:`ckptgeo.sources.naming`), and the resolved commit (a Hub sha, or ``None`` for a local folder).
+Revisions sort by (stage order, step): steps restart in each OLMo-2 stage-2 ingredient, so two
+revisions with the same step in different stages are different revisions.
 
-====================  =========================================================
-``all``               every step revision (not ``main``)
-``every-N``           steps divisible by N (step 0 included)
-``log``               step 0 and the powers of two present
-``A:B`` / ``A:B:N``   steps in [A, B] (inclusive), optionally divisible by N
-``a,b,...``           a list of names (``step1000``) or steps (``1000``)
-``main`` / ``final``  the last step
-====================  =========================================================
+Selectors (:func:`select_revisions`):
+
+=======================  =========================================================
+``all`` / ``*``          every step revision (not ``main``)
+``every-N``              steps divisible by N (step 0 included)
+``log``                  step 0 and the powers of two present
+``A:B`` / ``A:B:N``      steps in [A, B] (inclusive), optionally divisible by N
+``a,b,...``              a list of names (``step1000``) or steps (``1000``: every revision at that step)
+``main`` / ``final``     the last revision
+``STAGE:SEL``            SEL within the stages matching STAGE (a glob): ``stage2-ingredient1:*``,
+                         ``stage1:every-1000``, ``stage2-*:final``; ``-`` names revisions without a stage
+=======================  =========================================================
 
 Pythia's grid (:func:`pythia_steps`): step 0, log-spaced 1 ... 512, then every 1000 to 143000.
 """
 
 from __future__ import annotations
 
-import bisect
+import fnmatch
+import functools
 import re
 from dataclasses import dataclass
 
 from ckptgeo.errors import EmptySelectionError, InvalidParameterError, RevisionNotFoundError
+from ckptgeo.sources.naming import parse_name, stage_order
 
-__all__ = ["Revision", "select_revisions", "parse_step", "pythia_steps", "closest_revisions"]
+__all__ = ["Revision", "revision_from_name", "select_revisions", "parse_step", "pythia_steps", "closest_revisions"]
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering
+@dataclass(frozen=True)
 class Revision:
-    """One checkpoint: ``step`` (training steps), ``name`` (branch or folder name), ``commit`` (sha or None),
-    ``size`` (bytes of its weight files where known, else None)."""
+    """One checkpoint.
+
+    Attributes
+    ----------
+    step : int
+        Training steps (counted from the start of its stage where a suite restarts them).
+    name : str
+        Branch, folder or family-member name; unique within a source.
+    commit : str or None
+        Hub commit sha (None for a local folder).
+    size : int or None
+        Bytes of its weight files where known.
+    stage : str or None
+        Training stage (OLMo-2 ``stage1``, ``stage2-ingredient2``); None where the suite has one.
+    tokens : int or None
+        Training tokens seen, from the name (``tokens4B``) or step x tokens per step where known.
+    seed : int or None
+        The training run's seed, for a family of repos (PolyPythia ``-seed{k}``, MultiBERTs ``seed_{s}``).
+    repo_id : str or None
+        The Hub repo holding it when not the source's own (a family member).
+    subfolder : str or None
+        Folder inside the commit holding it (a Trainer's ``checkpoint-{N}/``); None: the top level.
+    model : str or None
+        Model name written in its rows when not the source's (a family member's).
+
+    Revisions sort by (stage order, step, seed, name).
+    """
 
     step: int
     name: str
     commit: str | None = None
     size: int | None = None
+    stage: str | None = None
+    tokens: int | None = None
+    seed: int | None = None
+    repo_id: str | None = None
+    subfolder: str | None = None
+    model: str | None = None
+
+    @property
+    def sort_key(self) -> tuple:
+        return (stage_order(self.stage), self.step, -1 if self.seed is None else self.seed, self.name)
+
+    def __lt__(self, other: "Revision") -> bool:
+        if not isinstance(other, Revision):
+            return NotImplemented
+        return self.sort_key < other.sort_key
+
+    @property
+    def label(self) -> str:
+        """``stage/step`` (or the step) for messages: ``stage2-ingredient1 step 500``."""
+        return f"{self.stage} step {self.step}" if self.stage else f"step {self.step}"
 
 
-def parse_step(name: str, pattern: str = r"^step(\d+)$") -> int | None:
-    """The step encoded in a branch/folder ``name`` by ``pattern`` (first group), or None.
+def revision_from_name(name: str, *, pattern: str | None = None, tokens_per_step: int | None = None,
+                       **fields) -> Revision | None:
+    """The :class:`Revision` a branch/folder ``name`` encodes (see :mod:`ckptgeo.sources.naming`), or None.
 
-    >>> parse_step("step3000"), parse_step("main")
-    (3000, None)
+    ``tokens`` comes from the name, else ``step * tokens_per_step`` where that is known.
+
+    >>> revision_from_name("stage1-step1000-tokens5B", commit="ab")
+    Revision(step=1000, name='stage1-step1000-tokens5B', commit='ab', size=None, stage='stage1', tokens=5000000000, seed=None, repo_id=None, subfolder=None, model=None)
     """
-    m = re.match(pattern, name)
-    return int(m.group(1)) if m else None
+    parsed = parse_name(name, pattern)
+    if parsed is None:
+        return None
+    tokens = parsed.tokens
+    if tokens is None and tokens_per_step:
+        tokens = parsed.step * tokens_per_step
+    return Revision(step=parsed.step, name=name, stage=parsed.stage, tokens=tokens, **fields)
+
+
+def parse_step(name: str, pattern: str | None = None) -> int | None:
+    """The step encoded in a branch/folder ``name`` (built-in naming schemes, or ``pattern``), or None.
+
+    >>> parse_step("step3000"), parse_step("step-3000"), parse_step("main")
+    (3000, 3000, None)
+    """
+    parsed = parse_name(name, pattern)
+    return None if parsed is None else parsed.step
 
 
 def pythia_steps() -> list[int]:
@@ -57,25 +130,36 @@ def pythia_steps() -> list[int]:
 
 
 def closest_revisions(wanted: str, revisions: list[Revision], n: int = 3) -> tuple[str, ...]:
-    """Names of the ``n`` existing revisions nearest to ``wanted`` (by step when it has one)."""
-    step = parse_step(wanted) if not wanted.isdigit() else int(wanted)
+    """Names of the ``n`` existing revisions nearest to ``wanted`` (by stage and step when it names one)."""
+    parsed = parse_name(wanted) if not wanted.isdigit() else None
+    step = int(wanted) if wanted.isdigit() else (parsed.step if parsed else None)
     if step is None:
         import difflib
 
         return tuple(difflib.get_close_matches(wanted, [r.name for r in revisions], n=n))
-    return tuple(r.name for r in sorted(revisions, key=lambda r: (abs(r.step - step), r.step))[:n])
+    stage = parsed.stage if parsed else None
+    return tuple(r.name for r in sorted(revisions, key=lambda r: (r.stage != stage, abs(r.step - step), r.sort_key))[:n])
 
 
-def _missing(wanted: str, revisions: list[Revision], source: str) -> RevisionNotFoundError:
+def _missing(wanted: str, revisions: list[Revision], source: str, note: str | None) -> RevisionNotFoundError:
     close = closest_revisions(wanted, revisions)
+    where = f"{source} ({note})" if note else source
     return RevisionNotFoundError(
-        f"Revision {wanted!r} not found in {source}; closest existing: {', '.join(close) or '(none)'}. "
+        f"Revision {wanted!r} not found in {where}; closest existing: {', '.join(close) or '(none)'}. "
         f"Run `ckptgeo revisions {source}` to list them (selectors: all, every-N, log, A:B, A:B:N, main, "
-        f"or names/steps separated by commas).", repo_id=source, revision=wanted, closest=close)
+        f"STAGE:SEL, or names/steps separated by commas).", repo_id=source, revision=wanted, closest=close)
 
 
-def select_revisions(revisions: list[Revision], selector: str, *, source: str = "source") -> list[Revision]:
-    """Apply ``selector`` (see module docstring) to ``revisions``; returns them sorted by step.
+def stages(revisions: list[Revision]) -> list[str | None]:
+    """The distinct stages of ``revisions`` in training order."""
+    return sorted({r.stage for r in revisions}, key=stage_order)
+
+
+def select_revisions(revisions: list[Revision], selector: str, *, source: str = "source",
+                     note: str | None = None) -> list[Revision]:
+    """Apply ``selector`` (see module docstring) to ``revisions``; returns them sorted by (stage, step).
+
+    ``note`` is added to the error naming a missing revision (e.g. that only the local cache was read).
 
     Raises
     ------
@@ -93,14 +177,30 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
     [0, 2000]
     >>> [r.step for r in select_revisions(revs, "1:1000")]
     [1, 2, 4, 1000]
+    >>> olmo = [revision_from_name(n) for n in ("stage1-step0-tokens0B", "stage1-step10-tokens1B",
+    ...         "stage2-ingredient1-step0-tokens1B", "stage2-ingredient1-step10-tokens2B")]
+    >>> [r.name for r in select_revisions(olmo, "stage2-ingredient1:*")]
+    ['stage2-ingredient1-step0-tokens1B', 'stage2-ingredient1-step10-tokens2B']
     """
     revs = sorted(revisions)
     if not revs:
         raise EmptySelectionError(f"{source} has no step revisions")
     sel = selector.strip()
+    m = re.fullmatch(r"([A-Za-z*?\[\-][\w*?\[\]\-]*):(.*)", sel)
+    if m and m.group(1) not in ("every",):
+        pattern, rest = m.group(1), m.group(2) or "all"
+        known = stages(revs)
+        picked = [r for r in revs if (r.stage is None and pattern == "-")
+                  or (r.stage is not None and fnmatch.fnmatchcase(r.stage, pattern))]
+        if not picked:
+            names = ", ".join("-" if s is None else s for s in known)
+            raise EmptySelectionError(f"No stage of {source} matches {pattern!r} (stages: {names})")
+        return select_revisions(picked, rest, source=source, note=note)
     by_name = {r.name: r for r in revs}
-    by_step = {r.step: r for r in revs}
-    if sel == "all":
+    by_step: dict[int, list[Revision]] = {}
+    for r in revs:
+        by_step.setdefault(r.step, []).append(r)
+    if sel in ("all", "*"):
         out = revs
     elif sel in ("main", "final"):
         out = [revs[-1]]
@@ -112,14 +212,13 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
             raise InvalidParameterError(f"every-N needs N >= 1; got {sel!r}", name="revisions", value=sel)
         out = [r for r in revs if r.step % n == 0]
     elif m := re.fullmatch(r"(\d*):(\d*)(?::(\d+))?", sel):
-        lo = int(m.group(1)) if m.group(1) else revs[0].step
-        hi = int(m.group(2)) if m.group(2) else revs[-1].step
+        lo = int(m.group(1)) if m.group(1) else min(r.step for r in revs)
+        hi = int(m.group(2)) if m.group(2) else max(r.step for r in revs)
         n = int(m.group(3)) if m.group(3) else 1
         if n < 1 or lo > hi:
             raise InvalidParameterError(f"step range {sel!r} needs A <= B and N >= 1", name="revisions", value=sel)
-        lo_i = bisect.bisect_left([r.step for r in revs], lo)
-        out = [r for r in revs[lo_i:] if r.step <= hi and r.step % n == 0]
-    elif re.fullmatch(r"[\w.\-]+(,[\w.\-]+)*", sel):
+        out = [r for r in revs if lo <= r.step <= hi and r.step % n == 0]
+    elif re.fullmatch(r"[\w.@\-]+(,[\w.@\-]+)*", sel):
         out = []
         for part in sel.split(","):
             if part in by_name:
@@ -127,15 +226,16 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
             elif part in ("main", "final"):
                 out.append(revs[-1])
             elif part.isdigit() and int(part) in by_step:
-                out.append(by_step[int(part)])
+                out.extend(by_step[int(part)])
             else:
-                raise _missing(part, revs, source)
+                raise _missing(part, revs, source, note)
         out = sorted(set(out))
     else:
         raise InvalidParameterError(
-            f"Cannot parse revision selector {selector!r}; use all, every-N, log, A:B, A:B:N, main, "
+            f"Cannot parse revision selector {selector!r}; use all, every-N, log, A:B, A:B:N, main, STAGE:SEL, "
             f"or a comma list of names/steps", name="revisions", value=selector)
     if not out:
+        steps = f"steps {min(r.step for r in revs)}..{max(r.step for r in revs)}"
         raise EmptySelectionError(f"Selector {selector!r} matched no revision of {source} "
-                                  f"(steps {revs[0].step}..{revs[-1].step}, {len(revs)} revisions)")
+                                  f"({steps}, {len(revs)} revisions)")
     return out

@@ -39,8 +39,11 @@ from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 
 __all__ = ["Dataset", "SCHEMAS", "part_name", "read_table"]
 
-_COMMON = [("model", pa.string()), ("revision", pa.string()), ("step", pa.int64()), ("commit", pa.string()),
-           ("tokens", pa.int64()), ("suite", pa.string())]
+#: ``stage`` (OLMo-2 ``stage2-ingredient1``; null where the suite has none), ``tokens`` (from the name, or
+#: step x tokens per step), ``run_seed`` (the training run's seed in a family of repos; the scan's own
+#: ``--seed`` is the ``seed`` column).
+_COMMON = [("model", pa.string()), ("revision", pa.string()), ("step", pa.int64()), ("stage", pa.string()),
+           ("commit", pa.string()), ("tokens", pa.int64()), ("run_seed", pa.int64()), ("suite", pa.string())]
 _SETTINGS = [("n_samples", pa.int64()), ("position", pa.string()), ("centered", pa.bool_()),
              ("dtype", pa.string()), ("epsilon", pa.float64()), ("seed", pa.int64()),
              ("config_hash", pa.string()), ("ckptgeo_version", pa.string())]
@@ -58,7 +61,8 @@ SCHEMAS: dict[str, pa.Schema] = {
                                    ("reason", pa.string()), ("settings", pa.string()),
                                    ("p_value", pa.float64())] + _SETTINGS),
     "revisions": pa.schema([("model", pa.string()), ("revision", pa.string()), ("step", pa.int64()),
-                            ("commit", pa.string()), ("tokens", pa.int64()), ("status", pa.string()),
+                            ("stage", pa.string()), ("commit", pa.string()), ("tokens", pa.int64()),
+                            ("run_seed", pa.int64()), ("status", pa.string()),
                             ("error", pa.string()), ("files", pa.list_(pa.string())),
                             ("sha256", pa.list_(pa.string())), ("bytes", pa.list_(pa.int64())),
                             ("weights_sha256", pa.string()), ("duplicate_of", pa.string()),

@@ -1,0 +1,137 @@
+"""How public training runs name their checkpoints, and reading step / stage / tokens from a name.
+
+Built-in schemes (recognised without ``--step-pattern``; they never match the same name twice):
+
+===========  ================================================  ==============================
+scheme       name                                              example
+===========  ================================================  ==============================
+``pythia``   ``step{N}``                                       ``step143000``
+``olmo``     ``[stageK[-ingredientJ]-]step{N}-tokens{T}B``     ``stage2-ingredient1-step500-tokens3B``
+``smollm2``  ``step-{N}``                                      ``step-125000``
+``fineweb``  ``step-{N:06d}-{T}BT``                            ``step-001000-2BT``
+``trainer``  ``checkpoint-{N}``                                ``checkpoint-500``
+``bloom``    ``global_step{N}``                                ``global_step1000``
+===========  ================================================  ==============================
+
+``tokens`` is read from the name where it says (``tokens{T}B`` and ``{T}BT`` are billions of tokens).
+A custom ``--step-pattern`` is a regex whose named groups ``step`` (else the first group), and
+optionally ``stage`` and ``tokens`` (billions), are read the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+__all__ = ["NamingScheme", "SCHEMES", "ParsedName", "parse_name", "stage_order"]
+
+log = logging.getLogger(__name__)
+
+_BILLION = 10**9
+
+
+@dataclass(frozen=True)
+class NamingScheme:
+    """One way of naming checkpoints: ``pattern`` has a ``step`` group and optionally ``stage`` and
+    ``tokens`` (in billions of tokens)."""
+
+    name: str
+    pattern: str
+    example: str
+
+    def match(self, name: str) -> "ParsedName | None":
+        return _read(re.fullmatch(self.pattern, name), self.name)
+
+
+SCHEMES: tuple[NamingScheme, ...] = (
+    NamingScheme("pythia", r"step(?P<step>\d+)", "step143000"),
+    NamingScheme("olmo", r"(?:(?P<stage>stage\d+(?:-ingredient\d+)?)-)?step(?P<step>\d+)-tokens(?P<tokens>\d+(?:\.\d+)?)B",
+                 "stage2-ingredient1-step500-tokens3B"),
+    NamingScheme("smollm2", r"step-(?P<step>\d+)", "step-125000"),
+    NamingScheme("fineweb", r"step-(?P<step>\d+)-(?P<tokens>\d+(?:\.\d+)?)BT", "step-001000-2BT"),
+    NamingScheme("trainer", r"checkpoint-(?P<step>\d+)", "checkpoint-500"),
+    NamingScheme("bloom", r"global_step(?P<step>\d+)", "global_step1000"),
+)
+
+
+@dataclass(frozen=True)
+class ParsedName:
+    """What a checkpoint name says: ``step``, ``stage`` (None if none), ``tokens`` (None if the name does
+    not say), and the ``scheme`` that read it."""
+
+    step: int
+    stage: str | None = None
+    tokens: int | None = None
+    scheme: str = "custom"
+
+
+def _read(m: re.Match | None, scheme: str) -> ParsedName | None:
+    if m is None:
+        return None
+    groups = m.groupdict()
+    step = groups.get("step") if "step" in groups else m.group(1)
+    if step is None:
+        return None
+    tokens = groups.get("tokens")
+    return ParsedName(step=int(step), stage=groups.get("stage") or None,
+                      tokens=None if tokens is None else round(float(tokens) * _BILLION), scheme=scheme)
+
+
+def parse_name(name: str, pattern: str | None = None) -> ParsedName | None:
+    """Step, stage and tokens encoded in a branch or folder ``name``, or None if it names no checkpoint.
+
+    ``pattern`` None: the built-in :data:`SCHEMES`; else that regex (``re.match``), as ``--step-pattern``.
+
+    Examples
+    --------
+    >>> parse_name("stage2-ingredient1-step500-tokens3B")
+    ParsedName(step=500, stage='stage2-ingredient1', tokens=3000000000, scheme='olmo')
+    >>> parse_name("step-001000-2BT").tokens, parse_name("checkpoint-40").step, parse_name("main")
+    (2000000000, 40, None)
+    """
+    if pattern is not None:
+        return _read(re.match(pattern, name), "custom")
+    for scheme in SCHEMES:
+        parsed = scheme.match(name)
+        if parsed is not None:
+            return parsed
+    return None
+
+
+def parse_names(names: list[str], pattern: str | None = None, *, where: str = "") -> dict[str, ParsedName]:
+    """The names that name checkpoints, parsed. With the built-in schemes, when names of several schemes
+    are present the one most names follow wins and the others are left out with a warning (pass
+    ``--step-pattern`` to choose).
+
+    >>> sorted(parse_names(["main", "step1", "step2", "checkpoint-3"]))
+    ['step1', 'step2']
+    """
+    parsed = {n: p for n in names if (p := parse_name(n, pattern)) is not None}
+    if pattern is not None or not parsed:
+        return parsed
+    counts = Counter(p.scheme for p in parsed.values())
+    if len(counts) > 1:
+        best = max(SCHEMES, key=lambda s: (counts.get(s.name, 0), -SCHEMES.index(s))).name
+        left = sorted(n for n, p in parsed.items() if p.scheme != best)
+        log.warning("%s names checkpoints in several ways; using the %s scheme (%d names) and leaving out %s; "
+                    "pass --step-pattern to choose", where or "the source", best, counts[best],
+                    ", ".join(left[:5]) + (" ..." if len(left) > 5 else ""))
+        parsed = {n: p for n, p in parsed.items() if p.scheme == best}
+    return parsed
+
+
+def stage_order(stage: str | None) -> tuple:
+    """Sort key of a training stage: no stage first, then ``stage1``, ``stage2-ingredient1``,
+    ``stage2-ingredient2``, ..., then any other stage name alphabetically.
+
+    >>> sorted(["stage2-ingredient2", None, "stage10", "stage2-ingredient1", "stage1"], key=stage_order)
+    [None, 'stage1', 'stage2-ingredient1', 'stage2-ingredient2', 'stage10']
+    """
+    if stage is None:
+        return (0, 0, 0, "")
+    m = re.fullmatch(r"stage(\d+)(?:-ingredient(\d+))?", stage)
+    if m:
+        return (1, int(m.group(1)), int(m.group(2) or 0), "")
+    return (2, 0, 0, stage)

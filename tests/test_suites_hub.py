@@ -1,0 +1,101 @@
+"""Public checkpoint suites as the Hub has them, over the loopback Hub (tests/conftest.py: local_hub):
+repos named and shaped like OLMo-2, SmolLM2, PolyPythia, MultiBERTs, a Trainer push and a Pythia repo with
+a weightless branch and a shared shard. Each is listed, scanned once, resumed, with a bounded cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ckptgeo.engine.scan import scan
+from ckptgeo.errors import EmptySelectionError
+from ckptgeo.sources.hub import HubSource
+from ckptgeo.sources.revisions import select_revisions
+from tests._checkpoints import BIGBENCH
+
+SUITE = str(BIGBENCH / "three_objects.json")
+
+#: OLMo-2: stage 1, then two stage-2 ingredients whose steps restart at 0 (overlapping step numbers)
+OLMO = ("stage1-step0-tokens0B", "stage1-step1000-tokens5B", "stage1-step2000-tokens9B",
+        "stage2-ingredient1-step0-tokens9B", "stage2-ingredient1-step1000-tokens14B",
+        "stage2-ingredient2-step0-tokens9B", "stage2-ingredient2-step1000-tokens14B")
+SMOL = ("step-0", "step-2000", "step-4000")
+
+
+def cache_bytes() -> int:
+    import huggingface_hub.constants as hc
+
+    return sum(p.stat().st_size for p in Path(hc.HF_HUB_CACHE).rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def quiet(source, out, **kw):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return scan(source, out=out, **{"suites": (SUITE,), "n_samples": 8, **kw})
+
+
+@pytest.fixture
+def olmo(local_hub):
+    return local_hub.add_repo("OLMo-2-tiny", branches=OLMO)
+
+
+def test_olmo2_branches_carry_stage_step_and_tokens(olmo):
+    revs = HubSource(olmo.repo_id).revisions()
+    assert [(r.stage, r.step, r.tokens) for r in revs] == [
+        ("stage1", 0, 0), ("stage1", 1000, 5 * 10**9), ("stage1", 2000, 9 * 10**9),
+        ("stage2-ingredient1", 0, 9 * 10**9), ("stage2-ingredient1", 1000, 14 * 10**9),
+        ("stage2-ingredient2", 0, 9 * 10**9), ("stage2-ingredient2", 1000, 14 * 10**9)]
+    assert all(r.commit == olmo.commits[r.name] for r in revs)
+    one = select_revisions(revs, "stage2-ingredient1:*")
+    assert [r.name for r in one] == ["stage2-ingredient1-step0-tokens9B", "stage2-ingredient1-step1000-tokens14B"]
+    assert [r.name for r in select_revisions(revs, "stage2-*:final")] == ["stage2-ingredient2-step1000-tokens14B"]
+    assert [r.stage for r in select_revisions(revs, "1000")] == ["stage1", "stage2-ingredient1", "stage2-ingredient2"]
+    assert [r.step for r in select_revisions(revs, "stage1:every-2000")] == [0, 2000]
+    with pytest.raises(EmptySelectionError, match="stage3.*stage1, stage2-ingredient1"):
+        select_revisions(revs, "stage3:*")
+
+
+def test_cli_revisions_shows_stage_step_tokens(olmo, capsys):
+    from ckptgeo.cli import main
+
+    assert main(["revisions", olmo.repo_id]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["revision", "stage", "step", "tokens"]
+    row = next(line for line in lines if line.startswith("stage2-ingredient2-step1000-tokens14B"))
+    assert row.split()[1:4] == ["stage2-ingredient2", "1000", "14B"]
+    assert lines[-1] == "7 revisions"
+
+
+def test_olmo2_scan_measures_each_stage_once_and_resumes(olmo, tmp_path):
+    out = tmp_path / "ds"
+    res = quiet(olmo.repo_id, out, revisions="all")
+    assert sorted(res.measured) == sorted(OLMO)
+    assert cache_bytes() < 100_000, "measured revisions are evicted"
+    g = pd.read_parquet(out / "geometry")
+    # same step, different stage: two revisions, not one
+    at0 = g[(g.step == 0) & (g.layer == 2)].set_index("stage").value
+    assert sorted(at0.index) == ["stage1", "stage2-ingredient1", "stage2-ingredient2"] and at0.nunique() == 3
+    assert dict(zip(g.revision, g.tokens))["stage2-ingredient1-step1000-tokens14B"] == 14 * 10**9
+    rv = pd.read_parquet(out / "revisions")
+    assert len(rv) == 7 and set(rv.status) == {"ok"} and rv.stage.notna().all()
+    res2 = quiet(olmo.repo_id, out, revisions="all")
+    assert res2.measured == [] and len(res2.skipped) == 7
+    assert len(pd.read_parquet(out / "geometry")) == len(g)
+
+
+def test_smollm2_step_dash_names(local_hub, tmp_path):
+    repo = local_hub.add_repo("SmolLM2-tiny", branches=SMOL)
+    revs = HubSource(repo.repo_id).revisions()
+    assert [(r.name, r.step, r.stage, r.tokens) for r in revs] == [(n, int(n[5:]), None, None) for n in SMOL]
+    res = quiet(repo.repo_id, tmp_path / "ds", revisions="every-2000")
+    assert res.measured == list(SMOL)
+    g = pd.read_parquet(tmp_path / "ds" / "geometry")
+    assert sorted(set(g.step)) == [0, 2000, 4000] and g.stage.isna().all()
+    assert quiet(repo.repo_id, tmp_path / "ds", revisions="every-2000").measured == []
+    assert cache_bytes() < 100_000
