@@ -296,7 +296,7 @@ def _weights(config: dict, seed: int, shards: int = 1) -> dict[str, bytes]:
     from safetensors.numpy import load, save
 
     tensors = load(_weights_one(config, seed))
-    names = list(tensors)
+    names = sorted(tensors)
     files, weight_map, total = {}, {}, 0
     for k in range(shards):
         fname = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"

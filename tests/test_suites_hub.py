@@ -99,3 +99,48 @@ def test_smollm2_step_dash_names(local_hub, tmp_path):
     assert sorted(set(g.step)) == [0, 2000, 4000] and g.stage.isna().all()
     assert quiet(repo.repo_id, tmp_path / "ds", revisions="every-2000").measured == []
     assert cache_bytes() < 100_000
+
+
+@pytest.fixture
+def pythia_hazards(local_hub):
+    """Pythia-shaped, two shards per checkpoint; step1000 has no weight file (pythia#107); step3000's first
+    shard is step2000's (pythia#206)."""
+    return local_hub.add_repo("pythia-hazards", steps=(0, 1000, 2000, 3000), shards=2, weightless=("step1000",),
+                              share_shard={"step3000": "step2000"})
+
+
+def test_weightless_branch_fails_alone_and_shared_shard_is_flagged(pythia_hazards, tmp_path):
+    from ckptgeo.errors import DuplicateWeightsWarning
+
+    out = tmp_path / "ds"
+    with pytest.warns(DuplicateWeightsWarning, match=r"step3000 has model-00001-of-00002\.safetensors of step2000"):
+        res = scan(pythia_hazards.repo_id, out=out, revisions="all", suites=(SUITE,), n_samples=8,
+                   on_error="skip")
+    assert res.measured == ["step0", "step2000", "step3000"]
+    assert list(res.failed) == ["step1000"] and "no weight files" in res.failed["step1000"]
+    rv = pd.read_parquet(out / "revisions").set_index("revision").sort_values("step")
+    print(rv[["step", "status", "error", "files", "duplicate_of", "shared_shards_with"]].to_string())
+    assert rv.status.to_dict() == {"step0": "ok", "step1000": "failed", "step2000": "ok", "step3000": "ok"}
+    assert "has no weight files" in rv.loc["step1000", "error"]
+    assert list(rv.loc["step3000", "shared_shards_with"]) == ["step2000"]
+    assert rv.loc[["step0", "step2000"], "shared_shards_with"].isna().all()
+    assert rv.duplicate_of.isna().all(), "a shared shard is not a whole duplicate"
+    first = {r: rv.loc[r, "sha256"][list(rv.loc[r, "files"]).index("model-00001-of-00002.safetensors")]
+             for r in ("step2000", "step3000")}
+    assert first["step2000"] == first["step3000"]
+    g = pd.read_parquet(out / "geometry")
+    assert sorted(set(g.revision)) == ["step0", "step2000", "step3000"]
+    assert g[g.layer == 2].value.nunique() == 3, "step3000's second shard is its own: different values"
+    # a rerun measures only what failed, and it fails again the same way
+    res2 = quiet(pythia_hazards.repo_id, out, revisions="all")
+    assert res2.measured == [] and list(res2.failed) == ["step1000"] and len(res2.skipped) == 3
+    assert cache_bytes() < 100_000
+
+
+def test_weightless_branch_with_on_error_raise_stops_there(pythia_hazards, tmp_path):
+    from ckptgeo.errors import CorruptCheckpointError
+
+    with pytest.raises(CorruptCheckpointError, match="step1000 has no weight files"):
+        quiet(pythia_hazards.repo_id, tmp_path / "ds", revisions="all", on_error="raise")
+    rv = pd.read_parquet(tmp_path / "ds" / "revisions").set_index("revision")
+    assert rv.status.to_dict() == {"step0": "ok", "step1000": "failed"}

@@ -26,7 +26,7 @@ import pandas as pd
 from ckptgeo import __version__
 from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS, RANKME_EPS
 from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
-                     InvalidParameterError, OutputLockedError)
+                     InvalidParameterError, OutputLockedError, RevisionNotFoundError)
 from ckptgeo.sources.revisions import Revision, select_revisions
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.registry import open_source
@@ -155,6 +155,7 @@ class ScanPlan:
     bytes_to_fetch: int | None
     peak_disk: int | None
     config_hash: str
+    errors: dict[str, Exception] = field(default_factory=dict)
 
     def summary(self) -> str:
         def fmt(n):
@@ -165,7 +166,8 @@ class ScanPlan:
                  f"  {'revision':>12}  {'step':>7}  {'commit':<40}  {'weights':>10}"]
         for r in self.todo:
             size = sum(f.size or 0 for f in self.files.get(r.name, []))
-            lines.append(f"  {r.name:>12}  {r.step:>7}  {r.commit or '-':<40}  {size / 1e6:7.1f} MB")
+            lines.append(f"  {r.name:>12}  {r.step:>7}  {r.commit or '-':<40}  {size / 1e6:7.1f} MB"
+                         + (f"  fails: {self.errors[r.name]}" if r.name in self.errors else ""))
         lines.append(f"bytes to fetch: {fmt(self.bytes_to_fetch)}; peak disk: {fmt(self.peak_disk)}; "
                      f"config hash {self.config_hash}")
         return "\n".join(lines)
@@ -244,8 +246,16 @@ def _plan(source, selected, chash, config, out) -> ScanPlan:
     todo = [r for r in mine if r.name not in done]
     # metadata of every selected revision (not only this process's share), so that duplicates found
     # before download are the same in every process and in a one-process run
+    def metadata(r: Revision):
+        try:
+            return source.weight_files(r)
+        except (CorruptCheckpointError, RevisionNotFoundError) as err:  # e.g. a branch without weights (pythia#107):
+            return err                                               # that revision fails, not the whole scan
+
     with ThreadPoolExecutor(max_workers=8) as pool:
-        files = dict(zip([r.name for r in selected], pool.map(source.weight_files, selected)))
+        got = dict(zip([r.name for r in selected], pool.map(metadata, selected)))
+    errors = {n: v for n, v in got.items() if isinstance(v, Exception)}
+    files = {n: [] if n in errors else v for n, v in got.items()}
     sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
              for fs in (files[r.name] for r in todo)]
     known = all(s is not None for s in sizes)
@@ -254,7 +264,8 @@ def _plan(source, selected, chash, config, out) -> ScanPlan:
     if not source.downloads:
         fetch, peak = 0, 0
     return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
-                    done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak, config_hash=chash)
+                    done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak, config_hash=chash,
+                    errors=errors)
 
 
 def default_out(source) -> Path:
@@ -339,6 +350,8 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
             meta_first.setdefault(d, r.name)
 
     def needs_fetch(r: Revision) -> bool:
+        if r.name in plan.errors:
+            return False
         d = _weights_digest(plan.files.get(r.name, []))
         return d is None or meta_first.get(d) == r.name
 
@@ -398,6 +411,8 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                 bar.update(1)
                 continue
             try:
+                if rev.name in plan.errors:
+                    raise plan.errors[rev.name]
                 files = plan.files.get(rev.name, [])
                 if not needs_fetch(rev):
                     orig = meta_first[_weights_digest(files)]
@@ -504,6 +519,13 @@ def _finish(dataset: Dataset) -> pd.DataFrame:
     if not dups.empty:
         pairs = ", ".join(f"{r} = {o}" for r, o in zip(dups.revision, dups.duplicate_of))
         warnings.warn(f"revisions with identical weights: {pairs}", DuplicateWeightsWarning, stacklevel=3)
+    from ckptgeo.store.dataset import shared_shards
+
+    shared = shared_shards(dataset.read("revisions"))
+    if shared:
+        which = "; ".join(f"{r} has {', '.join(fs)} of {o}" for _, r, o, fs in shared)
+        warnings.warn(f"revisions sharing weight files with another revision: {which}", DuplicateWeightsWarning,
+                      stacklevel=3)
     return dups
 
 

@@ -37,7 +37,7 @@ from ckptgeo import __version__
 from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 
-__all__ = ["Dataset", "SCHEMAS", "part_name", "read_table"]
+__all__ = ["Dataset", "SCHEMAS", "part_name", "read_table", "shared_shards"]
 
 #: ``stage`` (OLMo-2 ``stage2-ingredient1``; null where the suite has none), ``tokens`` (from the name, or
 #: step x tokens per step), ``run_seed`` (the training run's seed in a family of repos; the scan's own
@@ -66,6 +66,7 @@ SCHEMAS: dict[str, pa.Schema] = {
                             ("error", pa.string()), ("files", pa.list_(pa.string())),
                             ("sha256", pa.list_(pa.string())), ("bytes", pa.list_(pa.int64())),
                             ("weights_sha256", pa.string()), ("duplicate_of", pa.string()),
+                            ("shared_shards_with", pa.list_(pa.string())),
                             ("seconds", pa.float64()), ("config_hash", pa.string()),
                             ("ckptgeo_version", pa.string())]),
 }
@@ -225,26 +226,79 @@ class Dataset:
         return f
 
     def resolve_duplicates(self) -> pd.DataFrame:
-        """Set ``duplicate_of`` in every ``revisions`` part: the earliest-step revision of the same model with
-        identical weights (same ``weights_sha256``). Rewrites only parts whose value changes; returns the
-        pairs found as a DataFrame (model, revision, duplicate_of)."""
+        """Set ``duplicate_of`` and ``shared_shards_with`` in every ``revisions`` part.
+
+        ``duplicate_of``: the earliest (stage, step) revision of the same model with identical weights (same
+        ``weights_sha256``). ``shared_shards_with``: the earlier revisions of the same model one of whose
+        weight files (not ``*.json`` indexes) is byte-identical to one of this revision's, where the whole
+        set is not (pythia#206, OLMo#915); see :func:`shared_shards`. Rewrites only parts whose values change;
+        returns the duplicate pairs as a DataFrame (model, revision, duplicate_of)."""
         d = self.root / "revisions"
         if not d.is_dir():
             return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
         parts = {p: pq.read_table(p) for p in sorted(d.glob("*.parquet")) if not p.name.startswith((".", "_"))}
         if not parts:
             return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
-        allrev = pd.concat([t.to_pandas() for t in parts.values()], ignore_index=True)
-        allrev = allrev[allrev.weights_sha256.notna()].drop_duplicates(["model", "revision"])
-        first = allrev.sort_values(["step", "revision"]).groupby(["model", "weights_sha256"]).revision.first()
+        everything = pd.concat([t.to_pandas() for t in parts.values()], ignore_index=True)
+        allrev = everything[everything.weights_sha256.notna()].drop_duplicates(["model", "revision"])
+        first = _in_training_order(allrev).groupby(["model", "weights_sha256"]).revision.first()
+        shared: dict[tuple, list[str]] = {}
+        for m, r, other, _ in shared_shards(everything):
+            shared.setdefault((m, r), []).append(other)
         found = []
         for path, tbl in parts.items():
             cols = tbl.to_pydict()
             new = [None if sha is None or first.get((m, sha)) in (None, r) else first.get((m, sha))
                    for m, r, sha in zip(cols["model"], cols["revision"], cols["weights_sha256"])]
-            if new != cols["duplicate_of"]:
-                i = tbl.schema.get_field_index("duplicate_of")
-                self._write_table("revisions", path.name,
-                                  tbl.set_column(i, "duplicate_of", pa.array(new, pa.string())))
+            new_shared = [sorted(set(shared[(m, r)])) if (m, r) in shared else None
+                          for m, r in zip(cols["model"], cols["revision"])]
+            if new != cols["duplicate_of"] or new_shared != cols.get("shared_shards_with", [None] * len(new)):
+                for name, values, typ in (("duplicate_of", new, pa.string()),
+                                          ("shared_shards_with", new_shared, pa.list_(pa.string()))):
+                    i = tbl.schema.get_field_index(name)
+                    arr = pa.array(values, typ)
+                    tbl = tbl.set_column(i, name, arr) if i >= 0 else tbl.append_column(name, arr)
+                self._write_table("revisions", path.name, tbl)
             found += [(m, r, o) for m, r, o in zip(cols["model"], cols["revision"], new) if o is not None]
         return pd.DataFrame(found, columns=["model", "revision", "duplicate_of"]).drop_duplicates()
+
+
+def _in_training_order(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows sorted by (stage, step, revision), revisions without a stage first."""
+    if "stage" not in df.columns:
+        df = df.assign(stage=None)
+    return df.assign(_s=df["stage"].fillna("")).sort_values(["_s", "step", "revision"], kind="stable").drop(columns="_s")
+
+
+def shared_shards(revisions: pd.DataFrame) -> list[tuple[str, str, str, list[str]]]:
+    """Weight files shared between revisions whose whole weight sets differ.
+
+    For each revision (rows of a ``revisions`` table), the earlier revisions in (stage, step) order of the
+    same model holding a byte-identical weight file (same sha256; ``*.json`` indexes, which are equal for
+    every checkpoint of one layout, are not compared). Whole duplicates (same ``weights_sha256``) are
+    ``duplicate_of``'s business and are left out.
+
+    Returns
+    -------
+    list of (model, revision, earlier revision, [its files that this revision also has])
+    """
+    if revisions.empty or "sha256" not in revisions.columns:
+        return []
+    rows = _in_training_order(revisions.drop_duplicates(["model", "revision"], keep="last"))
+    owner: dict[tuple[str, str], tuple[str, str, str | None]] = {}
+    out = []
+    for m, r, files, shas, whole in zip(rows["model"], rows["revision"], rows["files"], rows["sha256"],
+                                        rows["weights_sha256"]):
+        pairs = [(f, s) for f, s in zip(list(files if files is not None else []),
+                                        list(shas if shas is not None else []))
+                 if s is not None and not str(f).endswith(".json")]
+        hits: dict[str, list[str]] = {}
+        for f, sha in pairs:
+            if (m, sha) in owner:
+                other, other_file, other_whole = owner[(m, sha)]
+                if other != r and (whole is None or other_whole != whole):
+                    hits.setdefault(other, []).append(f)
+            else:
+                owner[(m, sha)] = (r, f, whole)
+        out += [(m, r, other, sorted(fs)) for other, fs in hits.items()]
+    return out
