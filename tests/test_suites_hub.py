@@ -144,3 +144,95 @@ def test_weightless_branch_with_on_error_raise_stops_there(pythia_hazards, tmp_p
         quiet(pythia_hazards.repo_id, tmp_path / "ds", revisions="all", on_error="raise")
     rv = pd.read_parquet(tmp_path / "ds" / "revisions").set_index("revision")
     assert rv.status.to_dict() == {"step0": "ok", "step1000": "failed"}
+
+
+# ------------------------------------------------------------------------------------------------
+# offline: fetch on a "login node", scan with HF_HUB_OFFLINE=1 on a "compute node"
+# ------------------------------------------------------------------------------------------------
+def test_fetch_then_offline_scan_and_uncached_revision_fails_without_network(local_hub, tmp_path, monkeypatch,
+                                                                               capsys):
+    import time
+
+    import huggingface_hub.constants as hc
+
+    from ckptgeo.cli import main
+    from ckptgeo.errors import RevisionNotFoundError
+    from tests._faults import FaultProxy
+
+    repo = local_hub.repo_id
+    one = local_hub.repo.weight_bytes["step0"]
+    assert main(["fetch", repo, "--revisions", "step1000,step2000", "--max-disk", str(one)]) == 5  # DiskSpaceError
+    assert "need" in capsys.readouterr().err and cache_bytes() < 50_000, "refused before downloading"
+    assert main(["fetch", repo, "--revisions", "step1000,step2000", "--max-disk", str(3 * one)]) == 0
+    assert "fetched 2 revisions" in capsys.readouterr().out
+    with FaultProxy(local_hub.url) as proxy:  # any request the offline code makes would show up here
+        monkeypatch.setattr(hc, "ENDPOINT", proxy.url)
+        monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+        src = HubSource(repo)
+        assert [(r.name, r.commit) for r in src.revisions()] == [
+            (n, local_hub.commits[n]) for n in ("step1000", "step2000")]
+        assert main(["revisions", repo]) == 0 and "2 revisions" in capsys.readouterr().out
+        res = quiet(repo, tmp_path / "ds", revisions="all")
+        assert res.measured == ["step1000", "step2000"] and not res.failed
+        rv = pd.read_parquet(tmp_path / "ds" / "revisions").set_index("revision")
+        assert rv.loc["step2000", "sha256"][0] == local_hub.repo.weight_sha256["step2000"]
+        t0 = time.perf_counter()
+        with pytest.raises(RevisionNotFoundError, match=r"'step3000' not found .*HF_HUB_OFFLINE=1.*local cache"):
+            quiet(repo, tmp_path / "ds2", revisions="step3000")
+        print(f"uncached revision refused offline in {time.perf_counter() - t0:.3f} s")
+        assert proxy.log == [], "offline: no HTTP request at all"
+    assert cache_bytes() > 2 * one, "the scan kept the fetched revisions (the user's own cache)"
+
+
+def test_offline_cli_in_a_fresh_process(local_hub, tmp_path):
+    """HF_HUB_OFFLINE=1 from the environment, as on a compute node (huggingface_hub reads it at import)."""
+    import os
+    import subprocess
+    import sys
+
+    import huggingface_hub.constants as hc
+
+    from ckptgeo.cli import main
+
+    assert main(["fetch", local_hub.repo_id, "--revisions", "step4"]) == 0
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": hc.HF_HUB_CACHE}
+    root = Path(__file__).resolve().parents[1]
+    run = lambda *a: subprocess.run([sys.executable, "-m", "ckptgeo", *a], cwd=root, env={**env, "PYTHONPATH": str(root)},
+                                    capture_output=True, text=True, timeout=120)
+    ok = run("revisions", local_hub.repo_id)
+    assert ok.returncode == 0 and ok.stdout.split()[-2:] == ["1", "revision"], ok.stderr
+    bad = run("revisions", local_hub.repo_id, "--revisions", "step8")
+    assert bad.returncode != 0 and "'step8' not found" in bad.stderr and "local cache" in bad.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# a Trainer push: checkpoint-N/ folders in one commit
+# ------------------------------------------------------------------------------------------------
+def test_trainer_subfolders_are_revisions_fetched_one_at_a_time(local_hub, tmp_path):
+    repo = local_hub.add_repo("trainer-tiny", subfolders=("checkpoint-100", "checkpoint-200", "checkpoint-300"))
+    revs = HubSource(repo.repo_id).revisions()
+    assert [(r.name, r.step, r.subfolder, r.commit) for r in revs] == [
+        (f"checkpoint-{s}", s, f"checkpoint-{s}", repo.commits["main"]) for s in (100, 200, 300)]
+    peaks = []
+    orig = HubSource.fetch
+
+    def fetch(self, revision):
+        path = orig(self, revision)
+        peaks.append(cache_bytes())
+        return path
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(HubSource, "fetch", fetch)
+    try:
+        res = quiet(repo.repo_id, tmp_path / "ds", revisions="all", prefetch=0)
+    finally:
+        mp.undo()
+    assert res.measured == ["checkpoint-100", "checkpoint-200", "checkpoint-300"]
+    one = max(repo.weight_bytes.values())
+    assert max(peaks) < 1.5 * one, ("one folder at a time", peaks, one)
+    assert cache_bytes() < 100_000, "each folder is evicted after it is measured"
+    rv = pd.read_parquet(tmp_path / "ds" / "revisions").set_index("revision")
+    assert all(rv.loc[n, "sha256"][0] == repo.weight_sha256[n] for n in rv.index)
+    g = pd.read_parquet(tmp_path / "ds" / "geometry")
+    assert g[g.layer == 2].value.nunique() == 3
+    assert quiet(repo.repo_id, tmp_path / "ds", revisions="all").measured == []

@@ -31,7 +31,7 @@ CKPTGEO_NO_PROGRESS=1 hides progress bars."""
 
 #: The built-in subcommands, in the order ``--help`` lists them; ``ckptgeo.commands`` entry points add more.
 COMMANDS = Registry("command", "ckptgeo.commands", {
-    name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "train", "analyze", "demo")})
+    name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "fetch", "train", "analyze", "demo")})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -210,7 +210,7 @@ def _resolve(source, config: ScanConfig):
     if isinstance(source, (str, Path)):
         source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
     selector = config.revisions or source.default_selector
-    selected = select_revisions(source.revisions(), selector, source=label)
+    selected = select_revisions(source.revisions(), selector, source=label, note=getattr(source, "missing_note", None))
     specs = list(config.suites) or source.default_suites()
     if not specs:
         raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",

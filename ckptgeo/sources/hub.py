@@ -1,4 +1,7 @@
-"""Checkpoints on the Hugging Face Hub: one git branch per checkpoint (Pythia's ``step{N}``).
+"""Checkpoints on the Hugging Face Hub: one git branch per checkpoint (Pythia's ``step{N}``, OLMo-2's
+``stage1-step1000-tokens5B``, ... see :mod:`ckptgeo.sources.naming`), or, where no branch names a
+checkpoint, one folder per checkpoint in ``main`` (a Trainer's ``checkpoint-{N}/``), fetched one folder at
+a time with ``allow_patterns``.
 
 Everything goes through huggingface_hub, so ``HF_HOME``, ``HF_HUB_CACHE``, ``HF_ENDPOINT`` and
 ``HF_TOKEN`` behave as the client documents. Files land in the client's normal cache::
@@ -12,11 +15,21 @@ Only ``config.json`` and the weight files are fetched per revision, the tokenize
 revision is measured, :meth:`HubSource.release` deletes its snapshot with the client's cache API
 (``scan_cache_dir().delete_revisions(...).execute()``) unless ``keep_cache`` is set or the revision was
 already in the cache before the scan (the user's own files are never evicted).
+
+Offline (``HF_HUB_OFFLINE=1``, the usual set-up on compute nodes): revisions are read from the cache's
+``refs/`` and ``snapshots/`` only; a revision whose weights are not in the cache is not listed, and
+selecting it is a :class:`~ckptgeo.errors.RevisionNotFoundError` saying so, without any network call.
+``ckptgeo fetch`` fills the cache beforehand (it records ``refs/<branch>`` for every revision it fetches).
+
+Rate limits: HTTP 429 is retried after the server's ``Retry-After`` (or ``RateLimit`` reset) seconds,
+for at most :data:`MAX_RATE_LIMIT_WAIT` seconds in all per call, with a warning each time; downloads of
+files are retried by huggingface_hub itself (``http_backoff``), which also honours ``Retry-After``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -35,6 +48,8 @@ log = logging.getLogger(__name__)
 _TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                        "merges.txt", "tokenizer.model"]
 _RETRIES = 3
+#: seconds one Hub call may spend waiting on HTTP 429 answers before it gives up
+MAX_RATE_LIMIT_WAIT = 300.0
 
 
 def _is_weight(name: str) -> bool:
@@ -88,19 +103,30 @@ class HubSource:
             from huggingface_hub.utils import disable_progress_bars
 
             disable_progress_bars()
+        from huggingface_hub import constants
+
+        self.offline = bool(constants.HF_HUB_OFFLINE)
+        self.downloads = not self.offline
+        #: added to the error naming a revision that is not there
+        self.missing_note = ("HF_HUB_OFFLINE=1: only revisions whose weights are in the local cache are listed; "
+                             "run `ckptgeo fetch` where the Hub is reachable") if self.offline else None
         self._revisions: list[Revision] | None = None
-        self._files: dict[str, list[WeightFile]] = {}
+        self._files: dict[tuple, list[WeightFile]] = {}
         self._preexisting = self._cached_commits()
+        self._had_files: set[str] = set()
 
     # -- errors -------------------------------------------------------------------------------
     def _call(self, what: str, fn, *args, label: str | None = None, **kwargs):
-        """Run a Hub call with retries on transport / 5xx errors, mapping failures to ckptgeo errors."""
+        """Run a Hub call with retries on transport / 5xx errors and waits on 429, mapping failures to
+        ckptgeo errors."""
         from huggingface_hub import constants
-        from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError)
+        from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, OfflineModeIsEnabled,
+                                            RepositoryNotFoundError)
         from huggingface_hub.errors import RevisionNotFoundError as HubRevisionNotFound
 
-        delay = 0.5
-        for attempt in range(1, _RETRIES + 1):
+        delay, attempt, waited = 0.5, 0, 0.0
+        while True:
+            attempt += 1
             try:
                 return fn(*args, **kwargs)
             except HubRevisionNotFound as err:
@@ -114,9 +140,26 @@ class HubSource:
             except EntryNotFoundError as err:
                 raise CorruptCheckpointError(f"{what}: a file listed for {label} is missing on the Hub",
                                              revision=label) from err
+            except OfflineModeIsEnabled as err:
+                raise HubUnreachableError(f"{what}: HF_HUB_OFFLINE=1 and it is not in the local cache; run "
+                                          f"`ckptgeo fetch` where the Hub is reachable") from err
             except HfHubHTTPError as err:
-                status = getattr(getattr(err, "response", None), "status_code", None)
-                if status is not None and status < 500 and status != 429:
+                response = getattr(err, "response", None)
+                status = getattr(response, "status_code", None)
+                if status == 429:
+                    wait = _retry_after(getattr(response, "headers", {}) or {}, default=delay)
+                    if waited + wait > MAX_RATE_LIMIT_WAIT:
+                        raise HubUnreachableError(
+                            f"{what}: rate limited by {constants.ENDPOINT} (HTTP 429) after waiting {waited:.0f} s; "
+                            f"the server asks for {wait:.0f} s more, beyond the {MAX_RATE_LIMIT_WAIT:.0f} s allowed. "
+                            f"Set HF_TOKEN (higher limits), or retry later: finished revisions are kept.") from err
+                    log.warning("%s: rate limited (HTTP 429); waiting %.1f s as the server asks (%.1f s of at most "
+                                "%.0f s waited so far)", what, wait, waited, MAX_RATE_LIMIT_WAIT)
+                    time.sleep(wait)
+                    waited += wait
+                    attempt -= 1  # a rate limit is not a failed attempt
+                    continue
+                if status is not None and status < 500:
                     raise
                 last = err
             except (OSError, ConnectionError) as err:
@@ -126,9 +169,10 @@ class HubSource:
                     raise
                 last = err
             log.warning("%s failed (attempt %d/%d): %s", what, attempt, _RETRIES, last)
-            if attempt < _RETRIES:
-                time.sleep(delay)
-                delay *= 4
+            if attempt >= _RETRIES:
+                break
+            time.sleep(delay)
+            delay *= 4
         detail = " ".join(str(last).split())  # httpx messages span lines; the CLI prints one
         raise HubUnreachableError(
             f"{what} failed after {_RETRIES} attempts against {constants.ENDPOINT}: {detail}. Check the network, "
@@ -137,25 +181,56 @@ class HubSource:
     # -- protocol -----------------------------------------------------------------------------
     def revisions(self) -> list[Revision]:
         if self._revisions is None:
-            refs = self._call(f"listing branches of {self.repo_id}", self._api.list_repo_refs, self.repo_id)
-            commits = {b.name: b.target_commit for b in refs.branches}
-            parsed = parse_names(list(commits), self.step_pattern, where=self.repo_id)
-            self._revisions = sorted(revision_from_name(n, pattern=self.step_pattern, commit=commits[n],
-                                                        tokens_per_step=self.tokens_per_step) for n in parsed)
+            self._revisions = self._cached_revisions() if self.offline else self._hub_revisions()
         return self._revisions
 
+    def _hub_revisions(self) -> list[Revision]:
+        refs = self._call(f"listing branches of {self.repo_id}", self._api.list_repo_refs, self.repo_id)
+        commits = {b.name: b.target_commit for b in refs.branches}
+        out = self._parse(commits)
+        if not out and "main" in commits:  # no branch names a checkpoint: folders of main may (checkpoint-N/)
+            entries = self._call(f"listing folders of {self.repo_id}",
+                                 lambda: list(self._api.list_repo_tree(self.repo_id, revision=commits["main"])),
+                                 label="main")
+            folders = [e.path for e in entries if not hasattr(e, "size")]
+            out = self._parse({f: commits["main"] for f in folders}, subfolders=True)
+        return sorted(out)
+
+    def _parse(self, commits: dict[str, str], *, subfolders: bool = False) -> list[Revision]:
+        parsed = parse_names(list(commits), self.step_pattern, where=self.repo_id)
+        return [revision_from_name(n, pattern=self.step_pattern, commit=commits[n], tokens_per_step=self.tokens_per_step,
+                                   subfolder=n if subfolders else None) for n in parsed]
+
+    def _cached_revisions(self) -> list[Revision]:
+        """Offline: the revisions whose weights are in the cache (refs -> snapshots)."""
+        repo = self._cache_repo()
+        if repo is None:
+            raise SourceNotFoundError(f"{self.repo_id} is not in the local cache ({self._cache_root()}) and "
+                                      f"HF_HUB_OFFLINE=1; run `ckptgeo fetch {self.repo_id} --revisions ...` where "
+                                      f"the Hub is reachable", repo_id=self.repo_id)
+        commits = {ref: r.commit_hash for r in repo.revisions for ref in r.refs}
+        snapshots = {r.commit_hash: r.snapshot_path for r in repo.revisions}
+        out = [r for r in self._parse(commits) if _pick_weights(_files_in(snapshots[r.commit]))]
+        if not out and "main" in commits:
+            main = snapshots[commits["main"]]
+            folders = [p.name for p in main.iterdir() if p.is_dir()]
+            out = [r for r in self._parse({f: commits["main"] for f in folders}, subfolders=True)
+                   if _pick_weights(_files_in(main / r.subfolder))]
+        return sorted(out)
+
     def weight_files(self, revision: Revision) -> list[WeightFile]:
-        key = revision.commit or revision.name
+        key = (revision.commit or revision.name, revision.subfolder)
         if key not in self._files:
-            self._files[key] = self._list_weight_files(revision)
+            self._files[key] = self._cached_weight_files(revision) if self.offline else self._list_weight_files(revision)
         return self._files[key]
 
     def _list_weight_files(self, revision: Revision) -> list[WeightFile]:
         ref = revision.commit or revision.name
+        sub = revision.subfolder
         entries = self._call(f"listing files of {self.repo_id}@{revision.name}",
-                             lambda: list(self._api.list_repo_tree(self.repo_id, revision=ref)),
+                             lambda: list(self._api.list_repo_tree(self.repo_id, revision=ref, path_in_repo=sub)),
                              label=revision.name)
-        files = {e.path: e for e in entries if hasattr(e, "size")}
+        files = {e.path[len(sub) + 1:] if sub else e.path: e for e in entries if hasattr(e, "size")}
         picked = _pick_weights(list(files))
         if not picked:
             raise CorruptCheckpointError(f"{self.repo_id}@{revision.name} has no weight files "
@@ -170,25 +245,64 @@ class HubSource:
             out.append(WeightFile(name, int(e.size) if e.size is not None else None, sha))
         return out
 
-    def fetch(self, revision: Revision) -> Path:
-        from huggingface_hub import snapshot_download
+    def _cached_weight_files(self, revision: Revision) -> list[WeightFile]:
+        folder = self._snapshot(revision)
+        picked = _pick_weights(_files_in(folder)) if folder is not None else []
+        if not picked:
+            raise RevisionNotFoundError(
+                f"Revision {revision.name!r} of {self.repo_id} is not in the local cache (HF_HUB_OFFLINE=1); run "
+                f"`ckptgeo fetch {self.repo_id} --revisions {revision.name}` where the Hub is reachable",
+                repo_id=self.repo_id, revision=revision.name)
+        out = []
+        for name in picked:
+            blob = (folder / name).resolve()
+            sha = blob.name if re.fullmatch(r"[0-9a-f]{64}", blob.name) else None  # LFS blobs are named by sha256
+            out.append(WeightFile(name, blob.stat().st_size, sha))
+        return out
 
+    def fetch(self, revision: Revision) -> Path:
         names = [w.name for w in self.weight_files(revision)]
-        path = self._call(f"downloading {self.repo_id}@{revision.name}", snapshot_download, self.repo_id,
-                          revision=revision.commit or revision.name, allow_patterns=["config.json", *names],
-                          cache_dir=self.cache_dir, label=revision.name)
-        return Path(path)
+        if self.offline:
+            return self._snapshot(revision)
+        sub = revision.subfolder
+        if sub is not None:
+            folder = self._snapshot(revision)
+            if folder is not None and all((folder / n).exists() for n in names):
+                self._had_files.add(revision.name)  # in the cache before: never evicted
+        allow = [f"{sub}/{n}" if sub else n for n in ["config.json", *names]]
+        path = self._download(f"downloading {self.repo_id}@{revision.name}", revision, allow)
+        return path / sub if sub else path
 
     def config_folder(self, revision: Revision) -> Path:
         """A cache folder holding ``revision``'s ``config.json`` (only that file is downloaded)."""
+        sub = revision.subfolder
+        if self.offline:
+            folder = self._snapshot(revision)
+            if folder is None or not (folder / "config.json").exists():
+                raise RevisionNotFoundError(f"config.json of {self.repo_id}@{revision.name} is not in the local cache "
+                                            f"(HF_HUB_OFFLINE=1)", repo_id=self.repo_id, revision=revision.name)
+            return folder
+        path = self._download(f"downloading config.json of {self.repo_id}@{revision.name}", revision,
+                              [f"{sub}/config.json" if sub else "config.json"])
+        return path / sub if sub else path
+
+    def _download(self, what: str, revision: Revision, allow: list[str]) -> Path:
         from huggingface_hub import snapshot_download
 
-        return Path(self._call(f"downloading config.json of {self.repo_id}@{revision.name}", snapshot_download,
-                               self.repo_id, revision=revision.commit or revision.name,
-                               allow_patterns=["config.json"], cache_dir=self.cache_dir))
+        path = Path(self._call(what, snapshot_download, self.repo_id, revision=revision.commit or revision.name,
+                               allow_patterns=allow, cache_dir=self.cache_dir, label=revision.name))
+        if revision.commit and revision.subfolder is None:
+            _remember_ref(path, revision.name, revision.commit)
+        elif revision.commit:
+            _remember_ref(path, "main", revision.commit)
+        return path
 
     def release(self, revision: Revision) -> None:
-        if self.keep_cache or revision.commit is None or revision.commit in self._preexisting:
+        if self.keep_cache or self.offline or revision.commit is None or revision.commit in self._preexisting:
+            return
+        if revision.subfolder is not None:
+            if revision.name not in self._had_files:
+                self._evict_folder(revision)
             return
         from huggingface_hub import scan_cache_dir
 
@@ -205,14 +319,41 @@ class HubSource:
                     strategy.execute()
                 return
 
-    def tokenizer_path(self) -> Path:
-        from huggingface_hub import snapshot_download
+    def _evict_folder(self, revision: Revision) -> None:
+        """Delete one ``checkpoint-N/`` folder of a snapshot and the blobs no other snapshot file links to."""
+        folder = self._snapshot(revision)
+        if folder is None or not folder.is_dir():
+            return
+        root = folder.parents[2] if revision.subfolder else folder.parents[1]
+        blobs = {p.resolve() for p in folder.rglob("*") if p.is_symlink()}
+        for p in sorted(folder.rglob("*"), reverse=True):
+            p.unlink() if not p.is_dir() or p.is_symlink() else p.rmdir()
+        folder.rmdir()
+        still = {p.resolve() for p in (root / "snapshots").rglob("*") if p.is_symlink()}
+        for blob in blobs - still:
+            blob.unlink(missing_ok=True)
+        log.debug("evicted %s@%s", self.repo_id, revision.name)
 
+    def tokenizer_path(self) -> Path:
         revs = self.revisions()
-        ref = revs[-1].commit if revs else "main"
-        return Path(self._call(f"downloading the tokenizer of {self.repo_id}", snapshot_download, self.repo_id,
-                               revision=ref, allow_patterns=_TOKENIZER_PATTERNS + ["config.json"],
-                               cache_dir=self.cache_dir))
+        last = revs[-1] if revs else Revision(0, "main")
+        sub = last.subfolder
+        if self.offline:  # the last cached revision's tokenizer, else any cached snapshot's
+            repo = self._cache_repo()
+            folders = [f for r in reversed(revs) if (f := self._snapshot(r)) is not None]
+            folders = [c for f in folders for c in ([f.parent, f] if sub else [f])]
+            folders += [r.snapshot_path for r in sorted(repo.revisions, key=lambda r: -r.last_modified)] if repo else []
+            for candidate in folders:
+                if any((candidate / f).exists() for f in _TOKENIZER_PATTERNS[:2]):
+                    return candidate
+            raise RevisionNotFoundError(f"no tokenizer of {self.repo_id} in the local cache (HF_HUB_OFFLINE=1); "
+                                        f"run `ckptgeo fetch` where the Hub is reachable", repo_id=self.repo_id)
+        patterns = _TOKENIZER_PATTERNS + ["config.json"]
+        path = self._download(f"downloading the tokenizer of {self.repo_id}", last,
+                              patterns + ([f"{sub}/{p}" for p in patterns] if sub else []))
+        if sub and not any((path / f).exists() for f in _TOKENIZER_PATTERNS[:2]):
+            return path / sub
+        return path
 
     def default_suites(self) -> list[str]:
         from ckptgeo.suites.items import available_suites
@@ -220,11 +361,62 @@ class HubSource:
         return available_suites()
 
     # -- helpers ------------------------------------------------------------------------------
-    def _cached_commits(self) -> set[str]:
+    def _cache_root(self) -> Path:
+        from huggingface_hub import constants
+
+        return Path(self.cache_dir or constants.HF_HUB_CACHE)
+
+    def _cache_repo(self):
         from huggingface_hub import scan_cache_dir
 
         try:
             info = scan_cache_dir(self.cache_dir)
         except Exception:
-            return set()
-        return {r.commit_hash for repo in info.repos if repo.repo_id == self.repo_id for r in repo.revisions}
+            return None
+        return next((r for r in info.repos if r.repo_id == self.repo_id and r.repo_type == "model"), None)
+
+    def _snapshot(self, revision: Revision) -> Path | None:
+        """The cache folder of ``revision`` (its subfolder included), or None when its commit is not cached."""
+        commit = revision.commit
+        root = self._cache_root() / ("models--" + self.repo_id.replace("/", "--"))
+        if commit is None:
+            ref = root / "refs" / revision.name
+            commit = ref.read_text().strip() if ref.is_file() else None
+        if commit is None or not (root / "snapshots" / commit).is_dir():
+            return None
+        folder = root / "snapshots" / commit
+        return folder / revision.subfolder if revision.subfolder else folder
+
+    def _cached_commits(self) -> set[str]:
+        repo = self._cache_repo()
+        return {r.commit_hash for r in repo.revisions} if repo is not None else set()
+
+
+def _files_in(folder: Path) -> list[str]:
+    """Names of the files directly in ``folder`` (empty when it does not exist)."""
+    return [p.name for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+
+
+def _remember_ref(snapshot: Path, branch: str, commit: str) -> None:
+    """Write ``refs/<branch>`` of the cache (as huggingface_hub does for a download by branch name), so
+    that the revision is found by name offline. ``snapshot`` is ``<repo cache>/snapshots/<commit>``."""
+    ref = snapshot.parents[1] / "refs" / branch
+    try:
+        if not ref.is_file() or ref.read_text().strip() != commit:
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            tmp = ref.with_name(f".{ref.name}.tmp-{os.getpid()}")
+            tmp.write_text(commit)
+            os.replace(tmp, ref)
+    except OSError as err:  # a read-only cache: offline use then needs a download by name
+        log.debug("could not record %s -> %s: %s", ref, commit, err)
+
+
+def _retry_after(headers, *, default: float) -> float:
+    """Seconds a 429 answer asks to wait: ``Retry-After`` (seconds), else the ``RateLimit`` header's reset
+    (``t=``), else ``default``."""
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    if value is not None and str(value).strip().isdigit():
+        return float(value)
+    limit = headers.get("RateLimit") or headers.get("ratelimit")
+    m = re.search(r"\bt=(\d+)", str(limit or ""))
+    return float(m.group(1)) if m else default
