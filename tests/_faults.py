@@ -307,7 +307,7 @@ class FaultRule:
     ``status``: answer it instead of forwarding. ``drop_after``: forward, send the upstream's headers
     (its full Content-Length) and only this many body bytes, then reset the connection. ``delay``:
     seconds to wait before answering (alone: a slow but correct server). ``times``: how many matching
-    requests the rule applies to (None: all).
+    requests the rule applies to (None: all). ``headers``: sent with a ``status`` answer (``Retry-After``).
     """
 
     pattern: str
@@ -316,6 +316,7 @@ class FaultRule:
     delay: float = 0.0
     times: int | None = 1
     hits: int = 0
+    headers: dict | None = None
 
     def take(self, line: str) -> bool:
         if (self.times is not None and self.hits >= self.times) or not re.search(self.pattern, line):
@@ -401,6 +402,8 @@ class FaultProxy:
             h.send_response(rule.status)
             h.send_header("Content-Type", "application/json")
             h.send_header("Content-Length", str(len(body)))
+            for k, v in (rule.headers or {}).items():
+                h.send_header(k, str(v))
             h.end_headers()
             if h.command != "HEAD":
                 h.wfile.write(body)

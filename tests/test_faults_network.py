@@ -217,3 +217,28 @@ def test_eviction_keeps_revisions_cached_before_the_scan(hub, tmp_path):
     commits = {r.commit_hash for repo in scan_cache_dir(cache).repos for r in repo.revisions}
     assert hub.commits["step1"] in commits  # the user's own download stays
     assert hub.commits["step2"] not in commits  # what the scan fetched is evicted
+
+
+def test_429_with_retry_after_is_waited_out_and_the_scan_succeeds(hub, proxy, tmp_path, caplog):
+    from tests._faults import quiet_scan
+
+    rule = proxy.add(FaultRule(r"GET /api/models/.*/refs", status=429, times=2, headers={"Retry-After": "1"}))
+    dl = proxy.add(FaultRule(r"GET .*/resolve/.*model\.safetensors", status=429, times=2, headers={"Retry-After": "1"}))
+    t0 = time.monotonic()
+    res = quiet_scan(hub.repo_id, tmp_path / "ds", revisions="step4", prefetch=0)
+    waited = time.monotonic() - t0
+    assert res.measured == ["step4"] and not res.failed
+    assert rule.hits == 2 and len(proxy.requests(r"/refs")) == 3, "listed again after each 429"
+    assert dl.hits == 2, "the download was answered 429 twice, then served"
+    assert waited >= 2.0, "Retry-After: 1 was honoured on the listing"
+    assert "rate limited (HTTP 429); waiting 1.0 s" in caplog.text
+
+
+def test_429_forever_gives_a_clear_error_after_a_bounded_wait(hub, proxy, tmp_path, monkeypatch):
+    import ckptgeo.sources.hub as hubmod
+
+    monkeypatch.setattr(hubmod, "MAX_RATE_LIMIT_WAIT", 2.5)
+    proxy.add(FaultRule(r"GET /api/models/.*/refs", status=429, times=None, headers={"Retry-After": "1"}))
+    with pytest.raises(HubUnreachableError, match=r"rate limited .*HTTP 429.* after waiting 2 s"):
+        _source(hub, tmp_path).revisions()
+    assert len(proxy.requests(r"/refs")) == 3, "waited 1 s twice, then gave up instead of waiting past the bound"

@@ -236,3 +236,65 @@ def test_trainer_subfolders_are_revisions_fetched_one_at_a_time(local_hub, tmp_p
     g = pd.read_parquet(tmp_path / "ds" / "geometry")
     assert g[g.layer == 2].value.nunique() == 3
     assert quiet(repo.repo_id, tmp_path / "ds", revisions="all").measured == []
+
+
+# ------------------------------------------------------------------------------------------------
+# families of repos
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture
+def polypythia(local_hub):
+    """Three seeds of one run, one repo each, branches step0, step1000, step2000 (PolyPythia's shape)."""
+    return [local_hub.add_repo(f"pythia-tiny-seed{k}", steps=(0, 1000, 2000), seed=k) for k in (1, 2, 3)]
+
+
+@pytest.fixture
+def multiberts(local_hub):
+    """One repo per (seed, checkpoint), the checkpoint in main (MultiBERTs' shape)."""
+    return {(s, k): local_hub.add_repo(f"multiberts-tiny-seed_{s}-step_{k}k", branches=("final",), seed=10 * s + k)
+            for s in (0, 1) for k in (20, 40)}
+
+
+def test_polypythia_seed_family_lists_scans_and_resumes(polypythia, tmp_path, capsys):
+    from ckptgeo.cli import main
+
+    spec = "testorg/pythia-tiny-seed{1..3}"
+    assert main(["revisions", spec]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    lines = out.splitlines()
+    assert lines[0].split()[:5] == ["revision", "stage", "step", "tokens", "seed"] and lines[-1] == "9 revisions"
+    row = next(line for line in lines if line.startswith("pythia-tiny-seed2@step1000"))
+    assert row.split()[2:5] == ["1000", "-", "2"] and polypythia[1].commits["step1000"] in row
+    res = quiet(spec, tmp_path / "ds", revisions="every-1000")
+    assert len(res.measured) == 9 and not res.failed
+    g = pd.read_parquet(tmp_path / "ds" / "geometry")
+    assert sorted(set(zip(g.model, g.run_seed))) == [(f"pythia-tiny-seed{k}", k) for k in (1, 2, 3)]
+    top = g[(g.layer == 2) & (g.step == 1000)]
+    assert top.value.nunique() == 3, "each seed's own weights"
+    assert cache_bytes() < 100_000
+    assert quiet(spec, tmp_path / "ds", revisions="every-1000").measured == []
+    assert len(pd.read_parquet(tmp_path / "ds" / "geometry")) == len(g)
+
+
+def test_multiberts_repo_per_checkpoint_family(multiberts, tmp_path, capsys):
+    from ckptgeo.cli import main
+
+    spec = "testorg/multiberts-tiny-seed_{0,1}-step_{20,40}k"
+    assert main(["revisions", spec]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert out.splitlines()[-1] == "4 revisions"
+    from ckptgeo.sources.registry import open_source
+
+    fam = open_source(spec)
+    assert [(r.name, r.step, r.seed, r.model, r.commit) for r in fam.revisions()] == [
+        (f"multiberts-tiny-seed_{s}-step_{k}k", 1000 * k, s, f"multiberts-tiny-seed_{s}", multiberts[(s, k)].commits["main"])
+        for k in (20, 40) for s in (0, 1)]
+    res = quiet(spec, tmp_path / "ds")
+    assert len(res.measured) == 4
+    rv = pd.read_parquet(tmp_path / "ds" / "revisions")
+    assert sorted(zip(rv.model, rv.step, rv.run_seed)) == [
+        (f"multiberts-tiny-seed_{s}", 1000 * k, s) for s in (0, 1) for k in (20, 40)]
+    assert all(rv.sha256.map(lambda x: x[0]).values == [multiberts[(s, k // 1000)].weight_sha256["main"]
+                                                        for s, k in zip(rv.run_seed, rv.step)])
+    assert quiet(spec, tmp_path / "ds").measured == [] and cache_bytes() < 100_000

@@ -240,7 +240,8 @@ def _plan(source, selected, chash, config, out) -> ScanPlan:
     out = Path(out) if out is not None else default_out(source)
     done: set[str] = set()
     if (out / "ckptgeo.json").exists() and not config.overwrite:
-        done = Dataset(out).done_revisions(source.name, chash) & {r.name for r in selected}
+        ds = Dataset(out)  # by part name: a family's rows carry each member's model name
+        done = {r.name for r in selected if ds.is_done(part_name(source.name, r.name, chash))}
     rank, world = shard()
     mine = [r for i, r in enumerate(selected) if i % world == rank]
     todo = [r for r in mine if r.name not in done]

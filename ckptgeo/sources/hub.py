@@ -111,6 +111,8 @@ class HubSource:
         self.missing_note = ("HF_HUB_OFFLINE=1: only revisions whose weights are in the local cache are listed; "
                              "run `ckptgeo fetch` where the Hub is reachable") if self.offline else None
         self._revisions: list[Revision] | None = None
+        #: branch -> commit, as listed by :meth:`revisions` (offline: the cache's refs)
+        self.branches: dict[str, str] = {}
         self._files: dict[tuple, list[WeightFile]] = {}
         self._preexisting = self._cached_commits()
         self._had_files: set[str] = set()
@@ -187,6 +189,7 @@ class HubSource:
     def _hub_revisions(self) -> list[Revision]:
         refs = self._call(f"listing branches of {self.repo_id}", self._api.list_repo_refs, self.repo_id)
         commits = {b.name: b.target_commit for b in refs.branches}
+        self.branches = commits
         out = self._parse(commits)
         if not out and "main" in commits:  # no branch names a checkpoint: folders of main may (checkpoint-N/)
             entries = self._call(f"listing folders of {self.repo_id}",
@@ -209,6 +212,7 @@ class HubSource:
                                       f"HF_HUB_OFFLINE=1; run `ckptgeo fetch {self.repo_id} --revisions ...` where "
                                       f"the Hub is reachable", repo_id=self.repo_id)
         commits = {ref: r.commit_hash for r in repo.revisions for ref in r.refs}
+        self.branches = commits
         snapshots = {r.commit_hash: r.snapshot_path for r in repo.revisions}
         out = [r for r in self._parse(commits) if _pick_weights(_files_in(snapshots[r.commit]))]
         if not out and "main" in commits:

@@ -12,7 +12,8 @@ __all__ = ["open_source"]
 
 def open_source(spec: str | Path, *, step_pattern: str | None = None, keep_cache: bool = False,
                 cache_dir: str | Path | None = None) -> CheckpointSource:
-    """A :class:`LocalSource` when ``spec`` is an existing folder, else a :class:`HubSource` repo id.
+    """A :class:`LocalSource` when ``spec`` is an existing folder, a :class:`FamilySource` for a list or
+    brace pattern of repo ids (``org/pythia-160m-seed{1..3}``), else a :class:`HubSource` repo id.
 
     Raises
     ------
@@ -32,6 +33,19 @@ def open_source(spec: str | Path, *, step_pattern: str | None = None, keep_cache
         return LocalSource(path, step_pattern=pattern)
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
+
+    from ckptgeo.sources.family import expand_family, is_family_spec
+
+    if is_family_spec(str(spec)):
+        for member in expand_family(str(spec)):
+            try:
+                validate_repo_id(member)
+            except HFValidationError as err:
+                raise SourceNotFoundError(f"{member!r} (in the family {spec}) is not a Hub repo id ('org/name')",
+                                          path=str(spec)) from err
+        from ckptgeo.sources.family import FamilySource
+
+        return FamilySource(str(spec), step_pattern=pattern, keep_cache=keep_cache, cache_dir=cache_dir)
 
     try:
         validate_repo_id(str(spec))
