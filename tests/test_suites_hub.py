@@ -197,8 +197,12 @@ def test_offline_cli_in_a_fresh_process(local_hub, tmp_path):
     assert main(["fetch", local_hub.repo_id, "--revisions", "step4"]) == 0
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": hc.HF_HUB_CACHE}
     root = Path(__file__).resolve().parents[1]
-    run = lambda *a: subprocess.run([sys.executable, "-m", "ckptgeo", *a], cwd=root, env={**env, "PYTHONPATH": str(root)},
-                                    capture_output=True, text=True, timeout=120)
+    env["PYTHONPATH"] = str(root)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "ckptgeo", *args], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=120)
+
     ok = run("revisions", local_hub.repo_id)
     assert ok.returncode == 0 and ok.stdout.split()[-2:] == ["1", "revision"], ok.stderr
     bad = run("revisions", local_hub.repo_id, "--revisions", "step8")
@@ -288,8 +292,8 @@ def test_multiberts_repo_per_checkpoint_family(multiberts, tmp_path, capsys):
 
     fam = open_source(spec)
     assert [(r.name, r.step, r.seed, r.model, r.commit) for r in fam.revisions()] == [
-        (f"multiberts-tiny-seed_{s}-step_{k}k", 1000 * k, s, f"multiberts-tiny-seed_{s}", multiberts[(s, k)].commits["main"])
-        for k in (20, 40) for s in (0, 1)]
+        (f"multiberts-tiny-seed_{s}-step_{k}k", 1000 * k, s, f"multiberts-tiny-seed_{s}",
+         multiberts[(s, k)].commits["main"]) for k in (20, 40) for s in (0, 1)]
     res = quiet(spec, tmp_path / "ds")
     assert len(res.measured) == 4
     rv = pd.read_parquet(tmp_path / "ds" / "revisions")

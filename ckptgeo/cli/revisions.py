@@ -58,7 +58,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``ckptgeo revisions`` to an argparse ``subparsers`` object and return its parser."""
     p = subparsers.add_parser("revisions", help="list a source's revisions", epilog=_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="List revision, stage, step, tokens, commit and size of a Hub repo or checkpoint folder.")
+                       description="List revision, stage, step, tokens, commit and size of a Hub repo, a family "
+                                   "of repos or a checkpoint folder.")
     add_source_options(p)
     p.add_argument("--sizes", action="store_true", help="also ask the Hub for each revision's weight bytes")
     p.set_defaults(func=_cmd_revisions)

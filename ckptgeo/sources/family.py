@@ -62,7 +62,8 @@ def expand_family(spec: str) -> list[str]:
             m = re.fullmatch(r"\{(\d+)\.\.(\d+)\}", part)
             if m:
                 lo, hi = int(m.group(1)), int(m.group(2))
-                choices.append([str(v) for v in range(lo, hi + 1)] if lo <= hi else [str(v) for v in range(lo, hi - 1, -1)])
+                step = 1 if lo <= hi else -1
+                choices.append([str(v) for v in range(lo, hi + step, step)])
             elif re.fullmatch(r"\{[^{}]*,[^{}]*\}", part):
                 choices.append([c.strip() for c in part[1:-1].split(",")])
             else:

@@ -201,8 +201,9 @@ class HubSource:
 
     def _parse(self, commits: dict[str, str], *, subfolders: bool = False) -> list[Revision]:
         parsed = parse_names(list(commits), self.step_pattern, where=self.repo_id)
-        return [revision_from_name(n, pattern=self.step_pattern, commit=commits[n], tokens_per_step=self.tokens_per_step,
-                                   subfolder=n if subfolders else None) for n in parsed]
+        return [revision_from_name(n, pattern=self.step_pattern, commit=commits[n],
+                                   tokens_per_step=self.tokens_per_step, subfolder=n if subfolders else None)
+                for n in parsed]
 
     def _cached_revisions(self) -> list[Revision]:
         """Offline: the revisions whose weights are in the cache (refs -> snapshots)."""
@@ -225,7 +226,8 @@ class HubSource:
     def weight_files(self, revision: Revision) -> list[WeightFile]:
         key = (revision.commit or revision.name, revision.subfolder)
         if key not in self._files:
-            self._files[key] = self._cached_weight_files(revision) if self.offline else self._list_weight_files(revision)
+            lister = self._cached_weight_files if self.offline else self._list_weight_files
+            self._files[key] = lister(revision)
         return self._files[key]
 
     def _list_weight_files(self, revision: Revision) -> list[WeightFile]:

@@ -47,8 +47,8 @@ class NamingScheme:
 
 SCHEMES: tuple[NamingScheme, ...] = (
     NamingScheme("pythia", r"step(?P<step>\d+)", "step143000"),
-    NamingScheme("olmo", r"(?:(?P<stage>stage\d+(?:-ingredient\d+)?)-)?step(?P<step>\d+)-tokens(?P<tokens>\d+(?:\.\d+)?)B",
-                 "stage2-ingredient1-step500-tokens3B"),
+    NamingScheme("olmo", r"(?:(?P<stage>stage\d+(?:-ingredient\d+)?)-)?step(?P<step>\d+)"
+                         r"-tokens(?P<tokens>\d+(?:\.\d+)?)B", "stage2-ingredient1-step500-tokens3B"),
     NamingScheme("smollm2", r"step-(?P<step>\d+)", "step-125000"),
     NamingScheme("fineweb", r"step-(?P<step>\d+)-(?P<tokens>\d+(?:\.\d+)?)BT", "step-001000-2BT"),
     NamingScheme("trainer", r"checkpoint-(?P<step>\d+)", "checkpoint-500"),

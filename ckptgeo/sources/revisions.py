@@ -98,8 +98,9 @@ def revision_from_name(name: str, *, pattern: str | None = None, tokens_per_step
 
     ``tokens`` comes from the name, else ``step * tokens_per_step`` where that is known.
 
-    >>> revision_from_name("stage1-step1000-tokens5B", commit="ab")
-    Revision(step=1000, name='stage1-step1000-tokens5B', commit='ab', size=None, stage='stage1', tokens=5000000000, seed=None, repo_id=None, subfolder=None, model=None)
+    >>> r = revision_from_name("stage1-step1000-tokens5B", commit="ab")
+    >>> r.step, r.stage, r.tokens, r.commit
+    (1000, 'stage1', 5000000000, 'ab')
     """
     parsed = parse_name(name, pattern)
     if parsed is None:
@@ -138,7 +139,8 @@ def closest_revisions(wanted: str, revisions: list[Revision], n: int = 3) -> tup
 
         return tuple(difflib.get_close_matches(wanted, [r.name for r in revisions], n=n))
     stage = parsed.stage if parsed else None
-    return tuple(r.name for r in sorted(revisions, key=lambda r: (r.stage != stage, abs(r.step - step), r.sort_key))[:n])
+    near = sorted(revisions, key=lambda r: (r.stage != stage, abs(r.step - step), r.sort_key))
+    return tuple(r.name for r in near[:n])
 
 
 def _missing(wanted: str, revisions: list[Revision], source: str, note: str | None) -> RevisionNotFoundError:

@@ -267,7 +267,8 @@ def _in_training_order(df: pd.DataFrame) -> pd.DataFrame:
     """Rows sorted by (stage, step, revision), revisions without a stage first."""
     if "stage" not in df.columns:
         df = df.assign(stage=None)
-    return df.assign(_s=df["stage"].fillna("")).sort_values(["_s", "step", "revision"], kind="stable").drop(columns="_s")
+    df = df.assign(_s=df["stage"].fillna(""))
+    return df.sort_values(["_s", "step", "revision"], kind="stable").drop(columns="_s")
 
 
 def shared_shards(revisions: pd.DataFrame) -> list[tuple[str, str, str, list[str]]]:
