@@ -19,13 +19,15 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 
 _EPILOG = """examples:
   ckptgeo revisions EleutherAI/pythia-160m --revisions log
+  ckptgeo revisions allenai/OLMo-2-1124-7B --revisions 'stage2-ingredient1:*'
+  ckptgeo fetch EleutherAI/pythia-160m --revisions every-10000 --max-disk 20GB   # then HF_HUB_OFFLINE=1
   ckptgeo scan EleutherAI/pythia-2.8b --revisions every-1000 --suite logic
   ckptgeo scan runs/addition-L1 --out results/addition   # a folder of step{N} checkpoints
   ckptgeo probe --suite logic
   ckptgeo analyze results/addition
   ckptgeo demo
 
-environment: HF_ENDPOINT / HF_HOME / HF_TOKEN as for huggingface_hub; CKPTGEO_DEBUG=1 prints tracebacks;
+environment: HF_ENDPOINT / HF_HOME / HF_TOKEN / HF_HUB_OFFLINE as for huggingface_hub; CKPTGEO_DEBUG=1 prints tracebacks;
 CKPTGEO_NO_PROGRESS=1 hides progress bars."""
 
 

@@ -11,7 +11,8 @@ __all__ = ["add_source_options", "add_scan_options", "run_scan_command", "undefi
 def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = True) -> None:
     """SOURCE, ``--revisions`` and ``--step-pattern``, shared by every command that walks checkpoints."""
     if source_required:
-        p.add_argument("source", help="Hub repo id (EleutherAI/pythia-160m) or a folder of step{N} checkpoints")
+        p.add_argument("source", help="Hub repo id (EleutherAI/pythia-160m), a family of repos "
+                                      "('org/pythia-160m-seed{1..3}' or 'org/a,org/b'), or a folder of checkpoints")
     p.add_argument("--revisions", default=None,
                    help="revision selector: all, every-N, log, A:B[:N], main, names/steps, or STAGE:SEL such as "
                         "'stage2-ingredient1:*' (default: all for a folder, every-1000 for a Hub repo)")

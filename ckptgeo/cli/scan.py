@@ -17,7 +17,8 @@ _EPILOG = """examples:
   accelerate launch --num_processes 4 -m ckptgeo scan EleutherAI/pythia-2.8b --out results/p28
   torchrun --nproc_per_node 2 -m ckptgeo scan runs/addition-L1      # several CPU processes
 
-selectors: all | every-N | log | A:B | A:B:N | step1000,step2000 | 1000,2000 | main | final"""
+selectors: all | every-N | log | A:B | A:B:N | step1000,step2000 | 1000,2000 | main | final | STAGE:SEL
+sources: a Hub repo, a folder, or a family of repos: 'org/pythia-160m-seed{1..3}' or 'org/a,org/b'"""
 
 
 def _cmd_scan(args) -> int:
