@@ -18,6 +18,8 @@ _EPILOG = """examples:
 def _tokens(n: int | None) -> str:
     if n is None:
         return "-"
+    if n == 0:
+        return "0"
     return f"{n / 1e9:g}B" if n >= 1e8 else f"{n / 1e6:g}M"
 
 
