@@ -199,3 +199,21 @@ def test_torchrun_splits_revisions_across_processes(ckpts, tmp_path):
     rv = pd.read_parquet(out / "revisions")
     assert sorted(rv.revision) == sorted(["step0", "step1", "step2", "step4", "step100", "step200"])
     assert rv.set_index("revision").loc["step200", "duplicate_of"] == "step100"
+
+
+def test_trainer_output_dir_of_checkpoint_folders(ckpts, tmp_path):
+    """A Trainer's output_dir (checkpoint-{N}/ folders) is walked with no --step-pattern."""
+    import shutil
+
+    root = tmp_path / "trainer-out"
+    root.mkdir()
+    for step in (0, 100):
+        shutil.copytree(ckpts / f"step{step}", root / f"checkpoint-{step}")
+    for f in ckpts.iterdir():  # the tokenizer files beside them
+        if f.is_file():
+            shutil.copy(f, root / f.name)
+    (root / "runs").mkdir()  # TensorBoard logs: not a checkpoint
+    res = run(root, tmp_path / "ds", n_samples=8)
+    assert res.measured == ["checkpoint-0", "checkpoint-100"]
+    g = pd.read_parquet(tmp_path / "ds" / "geometry")
+    assert sorted(set(g.step)) == [0, 100]

@@ -302,3 +302,30 @@ def test_multiberts_repo_per_checkpoint_family(multiberts, tmp_path, capsys):
     assert all(rv.sha256.map(lambda x: x[0]).values == [multiberts[(s, k // 1000)].weight_sha256["main"]
                                                         for s, k in zip(rv.run_seed, rv.step)])
     assert quiet(spec, tmp_path / "ds").measured == [] and cache_bytes() < 100_000
+
+
+def test_offline_trainer_folders_and_seed_family(local_hub, polypythia, tmp_path, monkeypatch):
+    """What `ckptgeo fetch` put in the cache scans offline for the other shapes too: one folder of a
+    Trainer push, one step of each seed of a family."""
+    import huggingface_hub.constants as hc
+
+    from ckptgeo.cli import main
+    from ckptgeo.errors import RevisionNotFoundError
+
+    trainer = local_hub.add_repo("trainer-tiny", subfolders=("checkpoint-100", "checkpoint-200", "checkpoint-300"))
+    family = "testorg/pythia-tiny-seed{1..3}"
+    assert main(["fetch", trainer.repo_id, "--revisions", "checkpoint-200"]) == 0
+    assert main(["fetch", family, "--revisions", "1000"]) == 0
+    monkeypatch.setattr(hc, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+    assert [r.name for r in HubSource(trainer.repo_id).revisions()] == ["checkpoint-200"]
+    res = quiet(trainer.repo_id, tmp_path / "t", revisions="all")
+    assert res.measured == ["checkpoint-200"]
+    rv = pd.read_parquet(tmp_path / "t" / "revisions")
+    assert rv.sha256[0][0] == trainer.weight_sha256["checkpoint-200"]
+    with pytest.raises(RevisionNotFoundError, match="checkpoint-300.*local cache"):
+        quiet(trainer.repo_id, tmp_path / "t2", revisions="checkpoint-300")
+    res = quiet(family, tmp_path / "f", revisions="all")
+    assert sorted(res.measured) == [f"pythia-tiny-seed{k}@step1000" for k in (1, 2, 3)]
+    g = pd.read_parquet(tmp_path / "f" / "geometry")
+    assert sorted(set(g.run_seed)) == [1, 2, 3] and set(g.step) == {1000}
