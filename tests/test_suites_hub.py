@@ -87,6 +87,11 @@ def test_olmo2_scan_measures_each_stage_once_and_resumes(olmo, tmp_path):
     res2 = quiet(olmo.repo_id, out, revisions="all")
     assert res2.measured == [] and len(res2.skipped) == 7
     assert len(pd.read_parquet(out / "geometry")) == len(g)
+    from ckptgeo.analysis.summary import analyze
+
+    analyze(out)  # the analysis reads stages as separate curves
+    ev = pd.read_parquet(out / "events")
+    assert sorted(set(ev.model)) == [f"OLMo-2-tiny@{s}" for s in ("stage1", "stage2-ingredient1", "stage2-ingredient2")]
 
 
 def test_smollm2_step_dash_names(local_hub, tmp_path):
@@ -329,3 +334,17 @@ def test_offline_trainer_folders_and_seed_family(local_hub, polypythia, tmp_path
     assert sorted(res.measured) == [f"pythia-tiny-seed{k}@step1000" for k in (1, 2, 3)]
     g = pd.read_parquet(tmp_path / "f" / "geometry")
     assert sorted(set(g.run_seed)) == [1, 2, 3] and set(g.step) == {1000}
+
+
+def test_analysis_keeps_stages_apart():
+    """Same step in two stages: two curves, not one averaged point (tables._clean_geometry)."""
+    from ckptgeo.analysis.tables import _clean_geometry
+
+    rows = [{"model": "OLMo-2", "suite": "s", "config_hash": "h", "metric": "rankme", "layer": 0, "step": step,
+             "stage": stage, "value": value}
+            for stage, step, value in (("stage1", 0, 1.0), ("stage1", 1000, 2.0), ("stage2-ingredient1", 0, 5.0),
+                                       ("stage2-ingredient1", 1000, 7.0))]
+    curves = _clean_geometry(pd.DataFrame(rows))
+    got = {(m, s): v for m, s, v in zip(curves.model, curves.step, curves.value)}
+    assert got == {("OLMo-2@stage1", 0): 1.0, ("OLMo-2@stage1", 1000): 2.0,
+                   ("OLMo-2@stage2-ingredient1", 0): 5.0, ("OLMo-2@stage2-ingredient1", 1000): 7.0}

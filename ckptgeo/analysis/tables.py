@@ -68,6 +68,9 @@ def _with_defaults(df: pd.DataFrame) -> pd.DataFrame:
         df["config_hash"] = ""
     df["config_hash"] = df["config_hash"].astype("object").where(df["config_hash"].notna(), "").astype(str)
     df["model"] = df["model"].astype(str)
+    if "stage" in df.columns and df["stage"].notna().any():
+        # steps restart in each stage (OLMo-2's stage-2 ingredients): one curve per model and stage
+        df["model"] = [m if s is None or pd.isna(s) else f"{m}@{s}" for m, s in zip(df["model"], df["stage"])]
     df["suite"] = df["suite"].astype(str)
     return df
 
