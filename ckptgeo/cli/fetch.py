@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ckptgeo.cli._options import add_source_options
 
@@ -35,7 +36,7 @@ def fetch_revisions(source, selector: str | None = None, *, max_disk: int | None
     Raises
     ------
     DiskSpaceError
-        The selection exceeds ``max_disk``.
+        The selection exceeds ``max_disk`` or the free disk of the cache.
     RevisionNotFoundError, EmptySelectionError, SourceNotFoundError, HubUnreachableError
         As for a scan.
     """
@@ -54,6 +55,17 @@ def fetch_revisions(source, selector: str | None = None, *, max_disk: int | None
         raise DiskSpaceError(f"the {len(revs)} selected revisions of {label} need {need / 1e6:,.1f} MB, above "
                              f"--max-disk {max_disk / 1e6:,.1f} MB; select fewer (e.g. every-N) or raise it",
                              needed=need, available=max_disk)
+    if need and getattr(source, "downloads", False):
+        import shutil
+
+        from huggingface_hub import constants
+
+        root = Path(getattr(source, "cache_dir", None) or constants.HF_HUB_CACHE)
+        root = next((p for p in [root, *root.parents] if p.exists()), Path("/"))
+        free = shutil.disk_usage(root).free
+        if need > free:
+            raise DiskSpaceError(f"the {len(revs)} selected revisions of {label} need {need / 1e6:,.1f} MB, "
+                                 f"{free / 1e6:,.1f} MB free on {root}", needed=need, available=free)
     out = [(r, source.fetch(r)) for r in revs]
     source.tokenizer_path()
     return out
