@@ -45,7 +45,8 @@ def add_scan_options(p: argparse.ArgumentParser) -> None:
                    help="skip: record a failed revision and continue (default); raise: stop")
     p.add_argument("--dry-run", action="store_true",
                    help="print the selection, bytes to fetch and peak disk; fetch nothing")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: 1 for models under 10M parameters, else the physical cores)")
 
 
 def _scan_kwargs(args) -> dict:
@@ -55,7 +56,8 @@ def _scan_kwargs(args) -> dict:
                 position=args.position, centered=args.centered, device=args.device, dtype=args.dtype,
                 batch_size=args.batch_size, seed=args.seed, prefetch=args.prefetch,
                 max_disk=parse_size(args.max_disk), keep_cache=args.keep_cache, overwrite=args.overwrite,
-                save_states=args.save_states, on_error=args.on_error, step_pattern=args.step_pattern)
+                save_states=args.save_states, on_error=args.on_error, step_pattern=args.step_pattern,
+                threads=args.threads)
 
 
 def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
@@ -63,10 +65,6 @@ def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
     from ckptgeo.engine.scan import ScanConfig, plan_scan, scan
 
     config = ScanConfig(**_scan_kwargs(args), metrics=metrics)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     if args.dry_run:
         print(plan_scan(args.source, config, out=args.out).summary())
         return 0

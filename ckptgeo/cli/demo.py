@@ -15,12 +15,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.summary import events_text
 
     logging.getLogger("ckptgeo").setLevel(logging.INFO)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    result = run_demo(args.out, size=args.size, seed=args.seed, device=args.device, plots=not args.no_plots)
+    result = run_demo(args.out, size=args.size, seed=args.seed, device=args.device, plots=not args.no_plots,
+                      threads=args.threads)
     print(events_text(result.events))
     dataset = Path(args.out) / "dataset"
     print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s")
@@ -46,7 +43,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's choice; 1 is faster for the tiny model on a busy machine)")
+                   help="torch CPU threads (default: 1 for models under 10M parameters, else the physical cores)")
     p.set_defaults(func=_cmd_demo)
     return p
 

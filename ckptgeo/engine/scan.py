@@ -8,6 +8,7 @@ from the cache. A rerun with the same settings skips finished revisions; other s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo import __version__
+from ckptgeo._threads import thread_record, torch_threads
 from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS, RANKME_EPS
 from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
                      InvalidParameterError, OutputLockedError, RevisionNotFoundError)
@@ -47,6 +49,8 @@ class ScanConfig:
     ``metrics``: metric names (empty: the cheap ones). ``n_samples``: items per suite (default 200).
     ``position``: ``"last"`` or ``"mean"``. ``model_items``: items in the fixed batch of whole-model metrics.
     ``on_error``: ``"skip"`` records a failed revision and goes on; ``"raise"`` stops.
+    ``threads``: torch CPU threads (None: :func:`ckptgeo._threads.default_threads` of the model's size);
+    recorded, with torch's deterministic settings, in ``runs/<config_hash>.json`` under ``runtime``.
     """
 
     revisions: str | None = None
@@ -68,11 +72,12 @@ class ScanConfig:
     on_error: str = "skip"
     step_pattern: str | None = None
     model_items: int = 32
+    threads: int | None = None
 
 
 _CONSTRAINTS = {
     "n_samples": (int, 2, None), "batch_size": (int, 1, None), "prefetch": (int, 0, 64), "seed": (int, 0, None),
-    "model_items": (int, 1, None), "epsilon": (float, 0.0, 1.0),
+    "model_items": (int, 1, None), "epsilon": (float, 0.0, 1.0), "threads": (int, 1, None),
     "position": ("choice", ("last", "mean")), "on_error": ("choice", ("skip", "raise")),
     "dtype": ("choice", ("float32", "float64", "bfloat16", "float16")),
 }
@@ -81,6 +86,8 @@ _CONSTRAINTS = {
 def _validate(cfg: ScanConfig) -> None:
     for name, rule in _CONSTRAINTS.items():
         value = getattr(cfg, name)
+        if name == "threads" and value is None:
+            continue
         if rule[0] == "choice":
             if value not in rule[1]:
                 raise InvalidParameterError(f"The {name!r} parameter of scan must be one of {list(rule[1])}. "
@@ -333,7 +340,6 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
             raise DiskSpaceError(f"{plan.peak_disk / 1e6:,.1f} MB needed for downloads, {free / 1e6:,.1f} MB free "
                                  f"on {cache_root}", needed=plan.peak_disk, available=free)
     dataset = Dataset(out)
-    dataset.write_run(chash, {**settings, "source": plan.source, "ckptgeo_version": __version__})
     result = ScanResult(out=out, skipped=plan.done, config_hash=chash)
 
     tokenizer = AutoTokenizer.from_pretrained(source.tokenizer_path())
@@ -376,6 +382,12 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         else:
             prepared = prepare_all()
 
+    threads = contextlib.ExitStack()
+    n_params = sum(p.numel() for p in holder.model.parameters()) if holder.model is not None else None
+    threads.enter_context(torch_threads(n_params, config.threads))
+    runtime = thread_record("threads" if config.threads else "default rule")
+    dataset.write_run(chash, {**settings, "source": plan.source, "ckptgeo_version": __version__,
+                              "runtime": runtime})
     pool = ThreadPoolExecutor(max_workers=max(config.prefetch, 1))
     futures: dict[int, object] = {}
 
@@ -449,6 +461,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     finally:
         bar.close()
         pool.shutdown(wait=True, cancel_futures=True)
+        threads.close()
     result.duplicates = _finish(dataset)
     return result
 

@@ -45,7 +45,7 @@ DEMO_SETTINGS = (
 
 
 def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: str = "tiny", seed: int = 0,
-             n_samples: int = 200, device: str = "cpu", plots: bool = True):
+             n_samples: int = 200, device: str = "cpu", plots: bool = True, threads: int | None = None):
     """Train, scan and analyse the demo settings; returns the :class:`~ckptgeo.analysis.summary.Analysis`.
 
     Parameters
@@ -58,6 +58,9 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
         Model size name (``ckptgeo.training.SIZES``); the tiny model has about 0.4M parameters.
     n_samples : int, default=200
         Held-out items measured per checkpoint.
+    threads : int or None, default=None
+        torch CPU threads for training and scanning; None = the size rule of :mod:`ckptgeo._threads`
+        (one thread for the tiny model).
     """
     from ckptgeo.analysis.summary import analyze
     from ckptgeo.analysis.figures import write_report
@@ -71,9 +74,9 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
         run = out / "runs" / f"{s.task}-L{s.level}-{size}-s{seed}"
         log.info("training %s setting: %s level %d, %d steps -> %s", s.role, s.task, s.level, s.n_steps, run)
         train(TrainConfig(tasks=(s.task,), levels=(s.level,), out=str(run), size=size, n_steps=s.n_steps,
-                          seed=seed, n_checkpoints=s.n_checkpoints, device=device))
+                          seed=seed, n_checkpoints=s.n_checkpoints, device=device, threads=threads))
         log.info("scanning %s", run)
-        scan(run, out=dataset, n_samples=n_samples, device=device, seed=seed)
+        scan(run, out=dataset, n_samples=n_samples, device=device, seed=seed, threads=threads)
         log.info("%s setting done in %.0f s", s.role, time.perf_counter() - t0)
     result = analyze(dataset)
     write_report(dataset, analysis=result, plots=plots)

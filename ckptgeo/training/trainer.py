@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ckptgeo._threads import thread_record, torch_threads
 from ckptgeo.errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
 from ckptgeo.suites.items import Item, write_jsonl
 from ckptgeo.training.tasks import get_level, heldout_items, sample, suite_header, suite_name
@@ -64,7 +65,7 @@ _STATE_NAME = "train_state.pt"
 _FORMAT = "ckptgeo-train"
 _FORMAT_VERSION = 1
 #: settings that may change between a run and its resumption (they do not change the weights).
-_RESUME_FREE = frozenset({"out", "device", "monitor"})
+_RESUME_FREE = frozenset({"out", "device", "monitor", "threads"})
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,10 @@ class TrainConfig:
         :class:`ckptgeo.monitor.Monitor`: per-layer RankMe and accuracy on the held-out items into
         ``OUT/monitor/`` (the rows ``ckptgeo scan OUT`` would write, no checkpoint needed), live events
         in the log and a live status in the progress bar. 0 turns it off. Free to change on resume.
+    threads : int or None, default=None
+        torch CPU threads; None = :func:`ckptgeo._threads.default_threads` of the model's size (1 below
+        10M parameters). Results can differ in the last bits between thread counts, so the count and
+        torch's deterministic settings are recorded in the manifest (``runtime``, one entry per start).
     """
 
     tasks: tuple[str, ...]
@@ -128,6 +133,7 @@ class TrainConfig:
     n_heldout: int = 200
     device: str = "auto"
     monitor: int = 0
+    threads: int | None = None
 
 
 # name -> (types, low, high, low inclusive); the validation table of TrainConfig's numbers.
@@ -505,6 +511,11 @@ def train(config: TrainConfig) -> Path:
     ['step0', 'step3']
     """
     _validate(config)
+    with torch_threads(get_size(config.size).n_parameters(), config.threads):
+        return _train(config)
+
+
+def _train(config: TrainConfig) -> Path:
     import torch
     from transformers import GPTNeoXForCausalLM
 
@@ -568,6 +579,8 @@ def train(config: TrainConfig) -> Path:
         "suites": suites, "chance": {n: suite_header(t, l)["chance"] for n, (t, l) in
                                      zip(suites, zip(config.tasks, config.levels))},
         "versions": _versions(), "device": str(device), "history": history,
+        "runtime": [*(manifest or {}).get("runtime", []),
+                    {**thread_record("threads" if config.threads else "default rule"), "from_step": start}],
     }
     _write_json_atomic(out / MANIFEST_NAME, record)
 

@@ -1,0 +1,69 @@
+"""The thread rule: one helper chooses torch's CPU threads; scans and training runs record them."""
+
+import json
+
+import pytest
+import torch
+
+from ckptgeo._threads import SMALL_MODEL_PARAMETERS, default_threads, physical_cores, thread_record, torch_threads
+from ckptgeo.errors import InvalidParameterError
+from tests._checkpoints import BIGBENCH, make_checkpoints
+
+
+def test_rule_one_thread_below_the_threshold_else_the_physical_cores():
+    assert default_threads(434_176) == 1
+    assert default_threads(SMALL_MODEL_PARAMETERS - 1) == 1
+    assert default_threads(SMALL_MODEL_PARAMETERS) == physical_cores()
+    assert default_threads(None) == physical_cores()
+    assert 1 <= physical_cores() <= (torch.get_num_threads() + 256)
+
+
+def test_torch_threads_sets_then_restores_and_override_wins():
+    before = torch.get_num_threads()
+    with torch_threads(100) as n:
+        assert n == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with torch_threads(100, threads=2) as n:
+        assert n == 2 and torch.get_num_threads() == 2
+    assert torch.get_num_threads() == before
+    with pytest.raises(InvalidParameterError, match="'threads'.*Got 0"):
+        with torch_threads(100, threads=0):
+            pass
+
+
+def test_record_names_threads_and_deterministic_settings():
+    with torch_threads(100):
+        rec = thread_record("default rule")
+    assert rec["threads"] == 1 and rec["threads_from"] == "default rule"
+    assert rec["deterministic_algorithms"] is torch.are_deterministic_algorithms_enabled()
+    assert {"interop_threads", "cudnn_deterministic", "cudnn_benchmark", "physical_cores"} <= set(rec)
+
+
+def test_scan_runs_record_their_threads(tmp_path):
+    from ckptgeo.engine.scan import scan
+
+    ck = make_checkpoints(tmp_path / "ck", steps=(0, 1))
+    before = torch.get_num_threads()
+    res = scan(ck, out=tmp_path / "a", suites=(str(BIGBENCH / "three_objects.json"),), n_samples=8)
+    run = json.loads((tmp_path / "a" / "runs" / f"{res.config_hash}.json").read_text())
+    assert run["runtime"]["threads"] == 1 and run["runtime"]["threads_from"] == "default rule"
+    assert "deterministic_algorithms" in run["runtime"]
+    assert torch.get_num_threads() == before
+    res2 = scan(ck, out=tmp_path / "b", suites=(str(BIGBENCH / "three_objects.json"),), n_samples=8, threads=2)
+    assert res2.config_hash == res.config_hash  # threads do not key resume
+    run2 = json.loads((tmp_path / "b" / "runs" / f"{res2.config_hash}.json").read_text())
+    assert run2["runtime"]["threads"] == 2 and run2["runtime"]["threads_from"] == "threads"
+
+
+def test_training_manifest_records_threads_per_start(tmp_path):
+    from ckptgeo.training.trainer import TrainConfig, train
+
+    cfg = TrainConfig(tasks=("copy",), levels=(1,), out=str(tmp_path / "run"), n_steps=2, batch_size=4,
+                      warmup_steps=1, n_checkpoints=2, n_heldout=8, device="cpu")
+    train(cfg)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert [r["threads"] for r in manifest["runtime"]] == [1]
+    assert manifest["runtime"][0]["from_step"] == 0 and "deterministic_algorithms" in manifest["runtime"][0]
+    with pytest.raises(InvalidParameterError, match="threads"):
+        train(TrainConfig(tasks=("copy",), levels=(1,), out=str(tmp_path / "r2"), n_steps=2, warmup_steps=1,
+                          threads=-1))
