@@ -109,3 +109,55 @@ def test_model_batch_scores_answer_tokens_only(model, tokenizer):
         cont = p.conts[p.item.answer]
         nll = -naive_logprob(model, p.prompt, cont) / len(cont)
         assert per_item[k].item() == pytest.approx(nll, rel=1e-4)
+
+
+def _tokens_run(model, fn):
+    """(result of fn(), input tokens the model embedded while it ran)."""
+    seen = []
+    handle = model.gpt_neox.embed_in.register_forward_hook(lambda m, args, out: seen.append(args[0].numel()))
+    try:
+        return fn(), sum(seen)
+    finally:
+        handle.remove()
+
+
+def _close(a, b, rtol=1e-5):
+    a, b = torch.as_tensor(np.asarray(a, dtype=np.float64)), torch.as_tensor(np.asarray(b, dtype=np.float64))
+    torch.testing.assert_close(a, b, rtol=rtol, atol=rtol * float(b.abs().max()))
+
+
+@pytest.mark.parametrize("position", ["last", "mean"])
+def test_shared_task_prefix_runs_once_and_equals_the_unshared_way(model, tokenizer, position):
+    from ckptgeo.engine.forward import shared_prefix_length
+
+    suite = load_suite(BIGBENCH / "three_objects.json")  # every prompt starts with the task_prefix
+    ps = prepare_suite(suite, tokenizer, n_samples=12, seed=1)
+    k = shared_prefix_length([p.prompt for p in ps.items])
+    assert k >= 20, k
+    shared, n_shared = _tokens_run(model, lambda: run_suite(model, ps, batch_size=6, position=position))
+    plain, n_plain = _tokens_run(model, lambda: run_suite(model, ps, batch_size=6, position=position,
+                                                          share_prefix=False))
+    assert n_plain - n_shared >= 2 * 5 * k, (n_plain, n_shared, k)  # two batches of six: five prefixes saved each
+    _close(shared.states, plain.states)
+    _close(shared.probe_states, plain.probe_states)
+    _close(shared.extra["choice_logprob"], plain.extra["choice_logprob"])
+    assert shared.correct.tolist() == plain.correct.tolist()
+    assert shared.correct_norm.tolist() == plain.correct_norm.tolist()
+    # and the plain way is the reference scoring, one full sequence per prompt + choice
+    naive = [naive_logprob(model, p.prompt, c) for p in ps.items for c in p.conts]
+    _close(shared.extra["choice_logprob"], naive, rtol=1e-4)
+
+
+def test_shared_few_shot_context_in_generation_equals_the_unshared_way(model, tokenizer):
+    shots = "The red book is leftmost. The blue book is rightmost. The green book is in the middle. "
+    items = tuple(Item(id=str(i), suite="g", kind="generation", prompt=shots + q, target=t)
+                  for i, (q, t) in enumerate([("The owl is", " the"), ("The black book is", " to the left"),
+                                              ("Which book", " is"), ("The orange", " book is")]))
+    ps = prepare_suite(Suite("g", items), tokenizer, n_samples=None)
+    for position in ("last", "mean"):
+        shared, n_shared = _tokens_run(model, lambda: run_suite(model, ps, batch_size=4, position=position))
+        plain, n_plain = _tokens_run(model, lambda: run_suite(model, ps, batch_size=4, position=position,
+                                                              share_prefix=False))
+        assert n_shared < n_plain
+        _close(shared.states, plain.states)
+        assert shared.correct.tolist() == plain.correct.tolist()

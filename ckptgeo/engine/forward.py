@@ -8,7 +8,11 @@ is after the final layer norm. Positions: ``"last"`` reads the last non-padding 
 
 Multiple choice runs the prompt once (left-padded, batched by length) and keeps its key/value cache;
 every choice then runs only its own tokens against that cache, and only the choice positions get
-logits. The prompt's hidden states are read from the first pass, so RankMe costs no extra pass.
+logits. Where a batch's prompts share their first tokens (BIG-bench's ``task_prefix``, a few-shot
+context; at least :data:`MIN_SHARED_PREFIX` tokens), that prefix runs once and its cache is repeated
+for every row, for multiple choice and generation alike; each row then reads ``[prefix][pads][rest]``
+with positions counting only its real tokens, so states and scores equal the unshared way up to
+float rounding. The prompt's hidden states are read from the first pass, so RankMe costs no extra pass.
 Generation items are scored by teacher forcing and minimal pairs by whole-sentence log-probability
 (see :mod:`ckptgeo.metrics.behavior` for the conventions).
 """
@@ -25,7 +29,8 @@ from ckptgeo.errors import CkptgeoWarning, InvalidParameterError, NonFiniteActiv
 from ckptgeo.suites.items import Item, Suite, select_items
 from ckptgeo.metrics.behavior import chance_level
 
-__all__ = ["PreparedItem", "PreparedSuite", "SuiteOutputs", "prepare_suite", "run_suite", "model_batch"]
+__all__ = ["PreparedItem", "PreparedSuite", "SuiteOutputs", "prepare_suite", "run_suite", "model_batch",
+           "shared_prefix_length", "MIN_SHARED_PREFIX"]
 
 
 @dataclass(frozen=True)
@@ -173,21 +178,71 @@ def _check_finite(states: torch.Tensor, *, revision: str, suite: str) -> None:
                                         revision=revision, layer=layer, suite=suite)
 
 
+#: a batch's prompts share their first tokens when at least this many agree (a shorter prefix costs
+#: more as an extra call than it saves).
+MIN_SHARED_PREFIX = 8
+
+
+def shared_prefix_length(seqs: list[tuple[int, ...]], minimum: int = MIN_SHARED_PREFIX) -> int:
+    """Tokens at the start of every sequence in ``seqs`` (at most the shortest length − 1, so each keeps one
+    token of its own); 0 below ``minimum`` or for a single sequence.
+
+    >>> shared_prefix_length([(1, 2, 3, 4), (1, 2, 3, 5, 6), (1, 2, 3)], minimum=2)
+    2
+    """
+    if len(seqs) < 2:
+        return 0
+    longest = min(len(q) for q in seqs) - 1
+    first = seqs[0]
+    k = 0
+    while k < longest and all(q[k] == first[k] for q in seqs):
+        k += 1
+    return k if k >= minimum else 0
+
+
+def _prefix_cache(model, prefix: tuple[int, ...], n_rows: int, device, *, hidden: bool):
+    """Run ``prefix`` once (batch of one); its key/value cache repeated for ``n_rows`` rows, and its
+    hidden states (or None)."""
+    out = model(input_ids=torch.tensor([prefix], device=device), use_cache=True, output_hidden_states=hidden,
+                logits_to_keep=1)
+    cache = out.cache
+    cache.batch_repeat_interleave(n_rows)
+    return cache, out.hidden_states if hidden else None
+
+
+def _prompt_pass(model, prompts: list[tuple[int, ...]], pad_id: int, device, position: str, share_prefix: bool):
+    """Prompts, left-padded, in one forward pass that keeps its cache; a prefix every prompt shares runs
+    once first (rows then read ``[prefix][pads][rest]``, positions counting the real tokens only).
+
+    Returns the model output (cache, last-position logits), the (B, T) 0/1 mask over everything cached,
+    and the read states (n_layers + 1, B, d)."""
+    k = shared_prefix_length(prompts) if share_prefix else 0
+    cache, pre_hidden = (_prefix_cache(model, prompts[0][:k], len(prompts), device, hidden=position == "mean")
+                         if k else (None, None))
+    ids, mask = _pad([p[k:] for p in prompts], pad_id, left=True)
+    ids, mask = ids.to(device), mask.to(device)
+    pos = k + (mask.cumsum(1) - 1).clamp_min(0)
+    if k:
+        mask = torch.cat([torch.ones(len(prompts), k, dtype=mask.dtype, device=device), mask], 1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True,
+                output_hidden_states=True, logits_to_keep=1)
+    hidden = out.hidden_states
+    if pre_hidden is not None:  # "mean" averages the prefix's tokens too
+        hidden = tuple(torch.cat([h0.expand(len(prompts), -1, -1), h], 1) for h0, h in zip(pre_hidden, hidden))
+    last = torch.full((len(prompts),), hidden[0].shape[1] - 1, device=device)
+    return out, mask, _read(hidden, mask if pre_hidden is not None or not k else mask[:, k:], last, position)
+
+
 @torch.no_grad()
 def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
-            with_probes: bool):
-    states, probe_states, correct, correct_norm, labels = [], [], [], [], []
+            with_probes: bool, share_prefix: bool = True):
+    states, probe_states, correct, correct_norm, labels, scores = [], [], [], [], [], []
     need_choice_states = with_probes and any(p.item.label is None for p in items)
     order = sorted(range(len(items)), key=lambda i: -len(items[i].prompt))
     results: dict[int, tuple] = {}
     for idx in _batches(order, batch_size):
         batch = [items[i] for i in idx]
-        ids, mask = _pad([p.prompt for p in batch], ps.pad_id, left=True)
-        ids, mask = ids.to(device), mask.to(device)
-        pos = (mask.cumsum(1) - 1).clamp_min(0)
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                    output_hidden_states=True, logits_to_keep=1)
-        st = _read(out.hidden_states, mask, torch.full((len(batch),), ids.shape[1] - 1, device=device), position)
+        out, mask, st = _prompt_pass(model, [p.prompt for p in batch], ps.pad_id, device, position, share_prefix)
         first_lp = torch.log_softmax(out.logits[:, -1].float(), -1)
         rows = [(b, c) for b, p in enumerate(batch) for c in range(len(p.conts))]
         row_item = torch.tensor([b for b, _ in rows], device=device)
@@ -221,40 +276,51 @@ def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_s
             else:
                 pst, plab = choice_states[:, r:r + n], [str(int(c == p.item.answer)) for c in range(n)]
             results[idx[b]] = (st[:, b:b + 1], pst, plab, float(pick == p.item.answer),
-                               float(pick_norm == p.item.answer))
+                               float(pick_norm == p.item.answer), s.numpy())
             r += n
     for i in range(len(items)):
-        s, pst, plab, c, cn = results[i]
+        s, pst, plab, c, cn, sc = results[i]
         states.append(s), probe_states.append(pst), labels.extend(plab), correct.append(c), correct_norm.append(cn)
-    return (torch.cat(states, 1), torch.cat(probe_states, 1), labels, np.array(correct), np.array(correct_norm))
+        scores.append(sc)
+    return (torch.cat(states, 1), torch.cat(probe_states, 1), labels, np.array(correct), np.array(correct_norm),
+            np.concatenate(scores))
 
 
 @torch.no_grad()
 def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
-             with_probes: bool):
+             with_probes: bool, share_prefix: bool = True):
     states, correct, labels = [None] * len(items), np.zeros(len(items)), [None] * len(items)
     order = sorted(range(len(items)), key=lambda i: -(len(items[i].prompt) + len(items[i].conts[0])))
     for idx in _batches(order, batch_size):
         batch = [items[i] for i in idx]
-        ids, mask = _pad([p.prompt + p.conts[0] for p in batch], ps.pad_id, left=False)
+        k = shared_prefix_length([p.prompt for p in batch]) if share_prefix else 0
+        cache, pre_hidden = (_prefix_cache(model, batch[0].prompt[:k], len(batch), device, hidden=position == "mean")
+                             if k else (None, None))
+        ids, mask = _pad([(p.prompt + p.conts[0])[k:] for p in batch], ps.pad_id, left=False)
         ids, mask = ids.to(device), mask.to(device)
-        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        full = torch.cat([torch.ones(len(batch), k, dtype=mask.dtype, device=device), mask], 1) if k else mask
+        pos = k + torch.arange(ids.shape[1], device=device)[None].expand(len(batch), -1)
+        out = model(input_ids=ids, attention_mask=full, position_ids=pos, cache=cache, output_hidden_states=True)
         plen = torch.tensor([len(p.prompt) for p in batch], device=device)
-        span = (torch.arange(ids.shape[1], device=device)[None] < plen[:, None]).long()
-        st = _read(out.hidden_states, mask, plen - 1, position, span)
+        hidden, read_mask, offset = out.hidden_states, mask, k
+        if pre_hidden is not None:  # "mean" averages the prefix's tokens too
+            hidden = tuple(torch.cat([h0.expand(len(batch), -1, -1), h], 1) for h0, h in zip(pre_hidden, hidden))
+            read_mask, offset = full, 0
+        span = (torch.arange(hidden[0].shape[1], device=device)[None] < (plen - offset)[:, None]).long()
+        st = _read(hidden, read_mask, plen - 1 - offset, position, span)
         pred = out.logits.argmax(-1)
         for b, p in enumerate(batch):
-            n, t = len(p.prompt), len(p.conts[0])
+            n, t = len(p.prompt) - k, len(p.conts[0])
             correct[idx[b]] = float(torch.equal(pred[b, n - 1:n + t - 1].cpu(), torch.tensor(p.conts[0])))
             states[idx[b]] = st[:, b:b + 1]
             labels[idx[b]] = str(p.item.label if p.item.label is not None else p.conts[0][0])
     st = torch.cat(states, 1)
-    return st, st, labels, correct, None
+    return st, st, labels, correct, None, None
 
 
 @torch.no_grad()
 def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
-               with_probes: bool):
+               with_probes: bool, share_prefix: bool = True):
     seqs = [s for p in items for s in (p.good, p.bad)]
     lp_sum = np.zeros(len(seqs))
     states = [None] * len(seqs)
@@ -276,18 +342,21 @@ def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batc
     st = torch.cat(states, 1)
     correct = (lp_sum[0::2] > lp_sum[1::2]).astype(float)
     labels = ["good", "bad"] * len(items)
-    return st, st, labels, correct, None
+    return st, st, labels, correct, None, None
 
 
 _RUNNERS = {"multiple_choice": _run_mc, "generation": _run_gen, "minimal_pair": _run_pairs}
 
 
 def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str = "last", device="cpu",
-              revision: str = "", with_probes: bool = True) -> SuiteOutputs:
+              revision: str = "", with_probes: bool = True, share_prefix: bool = True) -> SuiteOutputs:
     """One sweep over a prepared suite.
 
     ``with_probes=False`` skips the extra states only probes read (multiple-choice items without a
     ``label`` are probed at each prompt + choice); ``probe_states`` then repeats ``states``.
+    ``share_prefix=False`` runs every prompt whole, also where a batch's prompts share their first
+    :data:`MIN_SHARED_PREFIX` or more tokens (the results agree to float rounding).
+    ``extra["choice_logprob"]`` holds each choice's summed log-probability (nats), items in order.
 
     Raises
     ------
@@ -299,7 +368,7 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str =
     for kind, runner in _RUNNERS.items():
         items = [p for p in ps.items if p.item.kind == kind]
         if items:
-            parts.append((kind, runner(model, items, ps, device, batch_size, position, with_probes)))
+            parts.append((kind, runner(model, items, ps, device, batch_size, position, with_probes, share_prefix)))
     states = torch.cat([p[1][0] for p in parts], 1)
     probe_states = torch.cat([p[1][1] for p in parts], 1)
     labels = np.array([lab for p in parts for lab in p[1][2]], dtype=object)
@@ -313,8 +382,9 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str =
     if chance is None:
         chance = chance_level([(p.item.kind, len(p.conts)) for p in ps.items])
     kind = parts[0][0] if len(parts) == 1 else "mixed"
+    extra = {"choice_logprob": p[1][5] for p in parts if p[1][5] is not None}
     return SuiteOutputs(suite=name, states=states, correct=correct, correct_norm=correct_norm,
-                        probe_states=probe_states, probe_labels=labels, chance=float(chance), kind=kind)
+                        probe_states=probe_states, probe_labels=labels, chance=float(chance), kind=kind, extra=extra)
 
 
 def model_batch(ps: PreparedSuite, n_items: int, device="cpu") -> dict:
