@@ -299,8 +299,9 @@ def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_
         ids, mask = _pad([(p.prompt + p.conts[0])[k:] for p in batch], ps.pad_id, left=False)
         ids, mask = ids.to(device), mask.to(device)
         full = torch.cat([torch.ones(len(batch), k, dtype=mask.dtype, device=device), mask], 1) if k else mask
-        pos = k + torch.arange(ids.shape[1], device=device)[None].expand(len(batch), -1)
-        out = model(input_ids=ids, attention_mask=full, position_ids=pos, cache=cache, output_hidden_states=True)
+        after = {"position_ids": k + torch.arange(ids.shape[1], device=device)[None].expand(len(batch), -1),
+                 "cache": cache} if k else {}
+        out = model(input_ids=ids, attention_mask=full, output_hidden_states=True, **after)
         plen = torch.tensor([len(p.prompt) for p in batch], device=device)
         hidden, read_mask, offset = out.hidden_states, mask, k
         if pre_hidden is not None:  # "mean" averages the prefix's tokens too
