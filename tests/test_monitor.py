@@ -186,6 +186,8 @@ def test_trainer_callback_rows_equal_a_scan_of_the_saved_checkpoints(tmp_path, s
         row = live[(live.step == step) & (live.layer == 2)]
         assert h["rankme/L2"] == pytest.approx(float(row.value.iloc[0]), rel=1e-12)
     assert all("accuracy" in h for h in logged.values())
+    # ... and the Trainer's own loss log at steps 50 and 100 (also monitored steps) is still there
+    assert [h["step"] for h in trainer.state.log_history if "loss" in h] == [50, 100]
 
     # a scan of checkpoint-N (the Trainer's own folders) measures the same values
     path = tmp_path / "copy-L1.jsonl"

@@ -18,8 +18,10 @@ dataset and reports events. Only the world's main process measures (``state.is_w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
+from tqdm.contrib.logging import logging_redirect_tqdm
 from transformers import TrainerCallback
 
 from ckptgeo.monitor.core import Monitor
@@ -56,23 +58,27 @@ class MonitorCallback(TrainerCallback):
                 return cb.training_bar
         return None
 
-    def _measure(self, state, model) -> None:
-        if not state.is_world_process_zero:
+    def _measure(self, state, control, model) -> None:
+        if not state.is_world_process_zero or not self.monitor.due(state.global_step):
             return
         if model is None and self.trainer is not None:
             model = self.trainer.model
-        reading = self.monitor.step(model, state.global_step)
+        bar = self._bar()
+        # event lines go above the progress bar (as the Trainer's own log lines do), not into it
+        with logging_redirect_tqdm() if bar is not None else contextlib.nullcontext():
+            reading = self.monitor.step(model, state.global_step)
         if reading is None:
             return
         if self.trainer is not None:
+            should_log = control.should_log  # Trainer.log clears it: the Trainer's own log of this step stays due
             self.trainer.log(reading.log_values())
-        bar = self._bar()
+            control.should_log = should_log
         if bar is not None:
             bar.set_postfix_str(self.monitor.status(), refresh=False)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.measure_start and state.global_step == 0:
-            self._measure(state, model)
+            self._measure(state, control, model)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        self._measure(state, model)
+        self._measure(state, control, model)
