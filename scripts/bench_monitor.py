@@ -6,7 +6,7 @@ with ``monitor=EVERY`` (default 25: step 0, the powers of two below 25, then eve
 alternating order, and prints the ratio of wall times (best of ``--repeats``) and the monitor's own
 time (the ``seconds`` of its revisions rows: forward passes, RankMe, writing the parts).
 
-    python scripts/bench_monitor.py [--repeats 2] [--every 25] [--threads 1]
+    python scripts/bench_monitor.py [--repeats 2] [--every 25] [--threads 1] [--settings easy,hard]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--every", type=int, default=25)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--settings", default="easy,hard", help="demo settings by role (default: easy,hard)")
     args = p.parse_args()
     import torch
 
@@ -50,7 +51,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     total = {"off": 0.0, "on": 0.0}
     with tempfile.TemporaryDirectory() as tmp:
-        for s in DEMO_SETTINGS:
+        for s in [s for s in DEMO_SETTINGS if s.role in args.settings.split(",")]:
             best = {"off": float("inf"), "on": float("inf")}
             own = float("inf")
             for r in range(args.repeats):
