@@ -249,3 +249,17 @@ def test_ckptgeo_train_monitor_writes_what_a_scan_of_its_checkpoints_measures(tm
     assert len(both) == len(live) == 27
     rel = np.abs(both.value_x - both.value_y) / np.abs(both.value_y)
     assert rel.max() <= 1e-6, rel.max()
+
+
+def test_whole_model_metrics_on_the_live_model_leave_its_weights_alone(tmp_path, single_thread):
+    model = _tiny_model().train()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    monitor = Monitor(build_tokenizer(), [f"{TASK}-L{LEVEL}"], tmp_path / "live", schedule=(0,),
+                      config=MonitorConfig(metrics=("rankme", "behavior", "hessian"), n_samples=8, model_items=4))
+    monitor.step(model, 0)
+    import pandas as pd
+
+    geo = pd.read_parquet(tmp_path / "live" / "geometry")
+    assert (geo[geo.metric == "hessian"].layer == -1).all() and (geo.metric == "hessian").sum() >= 1
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    assert all(p.grad is None for p in model.parameters()) and model.training
