@@ -22,6 +22,8 @@ __all__ = [
     "OutputLockedError",
     "HubUnreachableError",
     "RunMismatchError",
+    "DuplicateNameError",
+    "PluginLoadError",
     "CkptgeoWarning",
     "DuplicateWeightsWarning",
     "ProbeConvergenceWarning",
@@ -207,3 +209,27 @@ class RunMismatchError(CkptgeoError, ValueError):
         super().__init__(message)
         self.path = path
         self.differences = differences
+
+
+class DuplicateNameError(CkptgeoError, ValueError):
+    """Two different objects are registered under one name (a measure, source, suite loader or command).
+
+    Attributes: ``name`` (the name registered twice). The message names both targets.
+    """
+
+    def __init__(self, message: str, *, name: str | None = None):
+        super().__init__(message)
+        self.name = name
+
+
+class PluginLoadError(CkptgeoError, ImportError):
+    """An installed package's entry point (``ckptgeo.metrics``, ``ckptgeo.sources`` ...) failed to load, or
+    loaded without registering what it declares.
+
+    Attributes: ``name`` (the registered name), ``entry_point`` (its ``module:object`` value).
+    """
+
+    def __init__(self, message: str, *, name: str | None = None, entry_point: str | None = None):
+        super().__init__(message)
+        self.name = name
+        self.entry_point = entry_point

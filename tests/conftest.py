@@ -38,6 +38,10 @@ import pytest
 
 from scripts.olah_local import free_port  # stdlib only at import; olah is imported by the server process
 
+#: an outside package's code, installed only in test_plugins' child processes (importing it here would
+#: register its measure in every test's registry)
+collect_ignore = ["plugin_example"]
+
 
 # --------------------------------------------------------------------------------------------------
 # network isolation, at import time

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ckptgeo.cli._options import add_scan_options, add_source_options, run_scan_command
+from ckptgeo.metrics.registry import metric_names
 
 __all__ = ["add_parser"]
 
@@ -34,7 +35,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_source_options(p)
     add_scan_options(p)
     p.add_argument("--metrics", action="append", metavar="M1,M2",
-                   help="metrics (default: rankme,behavior); opt-in: probe, grad_rank, grad_cov_rank, hessian, "
-                        "llc; 'all' for every one")
+                   help=f"metrics, comma-separated, from: {', '.join(metric_names())} (default: the cheap ones; "
+                        f"'all' for every one)")
     p.set_defaults(func=_cmd_scan)
     return p

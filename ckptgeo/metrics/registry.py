@@ -14,17 +14,16 @@ A metric declares what it *needs* from the engine:
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
+from ckptgeo._registry import Registry
 
-from ckptgeo.errors import InvalidParameterError
+if TYPE_CHECKING:  # torch is imported where a loss is computed, so `ckptgeo scan --help` stays cheap
+    import torch
 
-__all__ = ["MetricSpec", "MetricValue", "ModelContext", "register_metric", "get_metric", "all_metrics",
-           "default_metrics", "parse_metrics"]
+__all__ = ["METRICS", "MetricSpec", "MetricValue", "ModelContext", "register_metric", "get_metric", "all_metrics",
+           "metric_names", "default_metrics", "parse_metrics"]
 
 NEEDS = ("hidden_states", "probe_states", "outputs", "model")
 COSTS = ("cheap", "expensive")
@@ -77,6 +76,8 @@ class ModelContext:
     suite: str = ""
 
     def _token_losses(self, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
         shift_logits = logits[:, :-1].float()
         shift_labels = labels[:, 1:]
         mask = shift_labels != -100
@@ -100,17 +101,31 @@ class ModelContext:
         return tok.sum() / mask.sum().clamp_min(1)
 
 
-_REGISTRY: dict[str, MetricSpec] = {}
+def _check_spec(name: str, obj) -> None:
+    if not isinstance(obj, MetricSpec):
+        raise TypeError(f"expected a measure registered with @register_metric(name={name!r}, ...), got "
+                        f"{type(obj).__name__} {getattr(obj, '__qualname__', obj)!r}")
+
+
+#: Every measure: the built-ins (their modules are imported on first use of a name), then the ones
+#: installed packages declare in the ``ckptgeo.metrics`` entry-point group.
+METRICS = Registry("measure", "ckptgeo.metrics", {
+    "rankme": "ckptgeo.metrics.rankme", "behavior": "ckptgeo.metrics.behavior", "probe": "ckptgeo.metrics.probe",
+    "grad_rank": "ckptgeo.metrics.gradients", "grad_cov_rank": "ckptgeo.metrics.gradients",
+    "hessian": "ckptgeo.metrics.hessian", "llc": "ckptgeo.metrics.llc",
+}, check=_check_spec)
 
 
 def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "", range=(float("-inf"), float("inf")),
                     config: type | None = None, table: str = "geometry"):
-    """Decorator registering ``fn`` as metric ``name``.
+    """Decorator registering ``fn`` as metric ``name`` in :data:`METRICS` (``fn`` itself is returned).
 
     Raises
     ------
+    DuplicateNameError
+        ``name`` already registered to another function (both targets named).
     ValueError
-        ``name`` already registered (both targets named), or ``needs``/``cost`` not a known choice.
+        ``needs``/``cost`` not a known choice.
     """
     if needs not in NEEDS:
         raise ValueError(f"needs must be one of {NEEDS}; got {needs!r}")
@@ -118,33 +133,21 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
         raise ValueError(f"cost must be one of {COSTS}; got {cost!r}")
 
     def deco(fn):
-        if name in _REGISTRY:
-            raise ValueError(f"metric {name!r} registered twice: {_REGISTRY[name].fn.__module__}."
-                             f"{_REGISTRY[name].fn.__qualname__} and {fn.__module__}.{fn.__qualname__}")
-        _REGISTRY[name] = MetricSpec(name=name, fn=fn, needs=needs, cost=cost, unit=unit, range=tuple(range),
-                                     config=config, table=table)
+        METRICS.register(name, MetricSpec(name=name, fn=fn, needs=needs, cost=cost, unit=unit, range=tuple(range),
+                                          config=config, table=table))
         return fn
 
     return deco
 
 
-def _load_builtin() -> None:
-    # importing the modules registers their metrics
-    from ckptgeo.metrics import rankme, behavior  # noqa: F401
-    import importlib
-
-    for mod in ("probe", "gradients", "hessian", "llc"):
-        try:
-            importlib.import_module(f"{__package__}.{mod}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__package__}.{mod}":
-                raise
+def metric_names() -> list[str]:
+    """Every measure's name, sorted, without importing any measure (cheap: for ``--help``)."""
+    return METRICS.names()
 
 
 def all_metrics() -> dict[str, MetricSpec]:
-    """Every registered metric by name (built-in modules imported on first call)."""
-    _load_builtin()
-    return dict(_REGISTRY)
+    """Every registered metric by name (each module imported on first call)."""
+    return METRICS.load_all()
 
 
 def get_metric(name: str) -> MetricSpec:
@@ -153,15 +156,11 @@ def get_metric(name: str) -> MetricSpec:
     Raises
     ------
     InvalidParameterError
-        Unknown name; the message suggests close names and lists all.
+        Unknown name: ``Unknown measure 'rankmee'. Did you mean: rankme? Available: ...``.
+    PluginLoadError
+        ``name`` comes from an installed package that fails to load.
     """
-    specs = all_metrics()
-    if name not in specs:
-        close = difflib.get_close_matches(name, specs, n=3)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise InvalidParameterError(f"Unknown metric {name!r}.{hint} Available: {', '.join(sorted(specs))}.",
-                                    name="metrics", value=name)
-    return specs[name]
+    return METRICS.get(name)
 
 
 def default_metrics() -> list[str]:
@@ -182,5 +181,3 @@ def parse_metrics(value: str | list[str] | None) -> list[str]:
         get_metric(n)
     return list(dict.fromkeys(names))
 
-
-_ = (dataclasses, Any)

@@ -110,6 +110,34 @@ class FamilySource:
     """
 
     downloads = True
+    #: asked by :func:`~ckptgeo.sources.registry.open_source` after local folders, before other sources.
+    claim_order = 10
+
+    @classmethod
+    def claims(cls, spec: str) -> bool:
+        """Whether ``spec`` is a list or brace pattern of repo ids."""
+        return is_family_spec(spec)
+
+    @classmethod
+    def from_spec(cls, spec: str, *, step_pattern: str | None = None, keep_cache: bool = False,
+                  cache_dir: str | Path | None = None) -> "FamilySource":
+        """The family ``spec``, every member checked to be a repo id first.
+
+        Raises
+        ------
+        SourceNotFoundError
+            A member is not a Hub repo id.
+        """
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        for member in expand_family(spec):
+            try:
+                validate_repo_id(member)
+            except HFValidationError as err:
+                raise SourceNotFoundError(f"{member!r} (in the family {spec}) is not a Hub repo id ('org/name')",
+                                          path=spec) from err
+        return cls(spec, step_pattern=step_pattern, keep_cache=keep_cache, cache_dir=cache_dir)
 
     def __init__(self, spec: str, *, step_pattern: str | None = None, keep_cache: bool = False,
                  cache_dir: str | Path | None = None):

@@ -87,6 +87,39 @@ class HubSource:
 
     downloads = True
     default_selector = "every-1000"
+    #: asked last by :func:`~ckptgeo.sources.registry.open_source`: whatever no other source claims.
+    claim_order = 100
+
+    @classmethod
+    def claims(cls, spec: str) -> bool:
+        """Always: the Hub is the fallback; :meth:`from_spec` says why a spec is not a repo id."""
+        return True
+
+    @classmethod
+    def from_spec(cls, spec: str, *, step_pattern: str | None = None, keep_cache: bool = False,
+                  cache_dir: str | Path | None = None) -> "HubSource":
+        """The source of repo id ``spec``.
+
+        Raises
+        ------
+        SourceNotFoundError
+            ``spec`` looks like a mistyped local path (its parent folder exists), or is not a repo id.
+        """
+        path = Path(spec).expanduser()
+        if path.exists() or path.parent != Path(".") and path.parent.is_dir():
+            # "runs/nosuch" next to an existing runs/: a mistyped folder, not a Hub repo id
+            raise SourceNotFoundError(f"{spec} is not a folder of step{{N}} checkpoints (its parent {path.parent} "
+                                      f"exists locally); to use a Hub repo of that name, run from another "
+                                      f"directory or write hub:{spec}", path=str(spec))
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        try:
+            validate_repo_id(str(spec))
+        except HFValidationError as err:
+            raise SourceNotFoundError(f"{spec} is not an existing checkpoint folder, nor a Hub repo id "
+                                      f"('org/name')", path=str(spec)) from err
+        return cls(str(spec), step_pattern=step_pattern, keep_cache=keep_cache, cache_dir=cache_dir)
 
     def __init__(self, repo_id: str, *, step_pattern: str | None = None, keep_cache: bool = False,
                  cache_dir: str | Path | None = None):

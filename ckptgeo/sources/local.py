@@ -42,6 +42,8 @@ class LocalSource:
     tokens_per_step = None
     downloads = False
     default_selector = "all"
+    #: asked first by :func:`~ckptgeo.sources.registry.open_source`: an existing folder is always local.
+    claim_order = 0
 
     def __init__(self, root: str | Path, *, step_pattern: str | None = None):
         self.root = Path(root)
@@ -49,6 +51,16 @@ class LocalSource:
             raise SourceNotFoundError(f"Checkpoint folder {self.root} does not exist", path=str(self.root))
         self.name = self.root.resolve().name
         self.step_pattern = step_pattern
+
+    @classmethod
+    def claims(cls, spec: str) -> bool:
+        """Whether ``spec`` is an existing folder."""
+        return Path(spec).expanduser().is_dir()
+
+    @classmethod
+    def from_spec(cls, spec: str, *, step_pattern: str | None = None, **_options) -> "LocalSource":
+        """The source of folder ``spec`` (download options such as ``keep_cache`` do not apply)."""
+        return cls(Path(spec).expanduser(), step_pattern=step_pattern)
 
     def revisions(self) -> list[Revision]:
         names = [p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]

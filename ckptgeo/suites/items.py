@@ -11,8 +11,9 @@ one header line ``{"suite_header": {...}}`` (name, description, difficulty, chan
 
 :func:`load_suite` takes a suite *name* (a file in ``diagnostics/`` or a registered loader), a
 *path* (JSON lines in this schema, BLiMP JSON lines, BIG-bench task JSON, BIG-bench Hard JSON) and
-returns a :class:`Suite`. Other formats register a loader with :func:`register_loader`; ``hf:`` is
-registered here (:func:`load_hf`, a dataset read with the ``datasets`` library).
+returns a :class:`Suite`. Every format is a loader in :data:`LOADERS` (``jsonl``, ``bigbench``, ``blimp``,
+and ``hf``: :func:`load_hf`, a dataset read with the ``datasets`` library); ``PREFIX:rest`` picks one.
+Other formats register a loader with :func:`register_loader` or the ``ckptgeo.suites`` entry points.
 
 BLiMP rows (``sentence_good``, ``sentence_bad``, ``UID``, ``pairID`` ...) become minimal pairs with id
 ``{UID}-{pairID}``; their other fields are kept in :attr:`Item.extra`.
@@ -25,13 +26,14 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from ckptgeo._registry import Registry
 from ckptgeo.errors import InvalidParameterError, SuiteFormatError
 
 __all__ = [
     "Item", "Suite", "load_suite", "load_jsonl", "load_bigbench", "item_from_dict", "write_jsonl",
-    "register_loader", "diagnostics_dir", "available_suites", "select_items", "load_blimp", "load_hf",
+    "register_loader", "LOADERS", "diagnostics_dir", "available_suites", "select_items", "load_blimp", "load_hf",
     "is_blimp_row",
 ]
 
@@ -219,23 +221,32 @@ def load_bigbench(path: str | Path, *, name: str | None = None) -> Suite:
                  header={"format": "bigbench", "task_prefix": prefix})
 
 
-_LOADERS: dict[str, Callable[..., Suite]] = {}
+#: Suite loaders by prefix: ``--suite PREFIX:rest`` calls ``LOADERS.get(PREFIX)(rest) -> Suite``. The file
+#: formats are loaders too (``jsonl:``, ``bigbench:``, ``blimp:`` force one); installed packages add more
+#: through the ``ckptgeo.suites`` entry-point group.
+LOADERS = Registry("suite loader", "ckptgeo.suites", {
+    "jsonl": "ckptgeo.suites.items:load_jsonl", "bigbench": "ckptgeo.suites.items:load_bigbench",
+    "blimp": "ckptgeo.suites.items:load_blimp", "hf": "ckptgeo.suites.items:load_hf"})
 
 
 def register_loader(prefix: str):
     """Register a loader for suite specs of the form ``PREFIX:rest`` (e.g. ``hf:blimp/anaphor...``).
 
     The decorated function takes the rest of the spec and returns a :class:`Suite`.
-    Raises :class:`ValueError` if the prefix is already taken.
+
+    Raises
+    ------
+    DuplicateNameError
+        The prefix is already taken by another function (both named).
     """
+    return LOADERS.register(prefix)
 
-    def deco(fn):
-        if prefix in _LOADERS:
-            raise ValueError(f"suite loader prefix {prefix!r} is registered twice: {_LOADERS[prefix]} and {fn}")
-        _LOADERS[prefix] = fn
-        return fn
 
-    return deco
+def _file_format(path: Path) -> str:
+    """The loader of a suite file: ``bigbench`` for ``.json``, ``blimp`` for BLiMP rows, else ``jsonl``."""
+    if path.suffix == ".json":
+        return "bigbench"
+    return "blimp" if is_blimp_row(_first_row(path)) else "jsonl"
 
 
 def diagnostics_dir() -> Path:
@@ -273,17 +284,13 @@ def load_suite(spec: str | Path) -> Suite:
     spec_s = str(spec)
     path = Path(spec_s)
     if path.is_file():
-        if path.suffix == ".json":
-            return load_bigbench(path)
-        if is_blimp_row(_first_row(path)):
-            return load_blimp(path)
-        return load_jsonl(path)
+        return LOADERS.get(_file_format(path))(spec_s)
     bundled = diagnostics_dir() / f"{spec_s}.jsonl"
     if bundled.is_file():
         return load_jsonl(bundled, name=spec_s)
     prefix, sep, rest = spec_s.partition(":")
-    if sep and prefix in _LOADERS:
-        return _LOADERS[prefix](rest)
+    if sep and prefix in LOADERS:
+        return LOADERS.get(prefix)(rest)
     import difflib
 
     names = available_suites()
@@ -291,7 +298,7 @@ def load_suite(spec: str | Path) -> Suite:
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise InvalidParameterError(
         f"Unknown suite {spec_s!r}: not a file, not a bundled suite, not a registered loader prefix.{hint} "
-        f"Bundled: {', '.join(names) or '(none)'}; loader prefixes: {', '.join(sorted(_LOADERS)) or '(none)'}.",
+        f"Bundled: {', '.join(names) or '(none)'}; loader prefixes: {', '.join(LOADERS.names())}.",
         name="suite", value=spec_s)
 
 
@@ -425,7 +432,6 @@ def _network_errors() -> tuple[type[BaseException], ...]:
     return errors
 
 
-@register_loader("hf")
 def load_hf(spec: str, *, name: str | None = None, cache_dir: str | None = None) -> Suite:
     """Read a dataset with the ``datasets`` library: a local folder or a Hub dataset id.
 
