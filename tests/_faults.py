@@ -109,7 +109,8 @@ def _is_static(cls: type, attr: str) -> bool:
 
 
 class _OsProxy:
-    """``os`` for :mod:`ckptgeo.store.dataset` only, with ``replace`` wrapped (other modules keep the real one)."""
+    """``os`` for :mod:`ckptgeo._io` only (every atomic write), with ``replace`` wrapped (other modules keep the
+    real one)."""
 
     def __init__(self, replace):
         self.replace = replace
@@ -181,7 +182,7 @@ def _kill_torn(n):  # mid-write: half of the n-th part's bytes are in its temp f
 
 
 def _kill_replace(n):  # just after the n-th rename into place (marker, run record or part)
-    import ckptgeo.store.dataset as store
+    import ckptgeo._io as store
 
     count = _Counter(n)
 
@@ -194,7 +195,7 @@ def _kill_replace(n):  # just after the n-th rename into place (marker, run reco
 
 
 def _kill_small(n):  # the n-th small JSON (ckptgeo.json, runs/<hash>.json) is in its temp file, not renamed
-    import ckptgeo.store.dataset as store
+    import ckptgeo._io as store
 
     count = _Counter(n)
 

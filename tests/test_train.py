@@ -174,7 +174,7 @@ def test_resume_after_a_kill_gives_the_same_weights(tmp_path, monkeypatch):
 
     def dying_save(model, tokenizer, out, step):
         if step == 6:
-            (out / ".tmp-step6-killed").mkdir()  # what a kill mid-write leaves
+            (out / ".step6.tmp-1-killed").mkdir()  # what a kill mid-write leaves (ckptgeo._io names)
             raise KeyboardInterrupt
         return real_save(model, tokenizer, out, step)
 

@@ -20,10 +20,11 @@ import logging
 import math
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from ckptgeo._io import atomic_path, atomic_write_text
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_all", "write_report"]
 
@@ -44,15 +45,8 @@ def _figure(width: float = 8.0, height: float = 4.5):
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", bbox_inches="tight")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return path
 
 
@@ -360,14 +354,4 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
         for p in figures:
             rel = p.relative_to(out).as_posix()
             parts.append(f"### {p.stem}\n\n![{p.stem}]({rel})\n")
-    path = out / "report.md"
-    out.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".report.", suffix=".tmp")
-    os.close(fd)
-    try:
-        Path(tmp).write_text("\n".join(parts), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic_write_text(out / "report.md", "\n".join(parts))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ckptgeo._io import atomic_write_text
 from ckptgeo._registry import Registry
 from ckptgeo.errors import InvalidParameterError, SuiteFormatError
 
@@ -312,14 +313,11 @@ def select_items(suite: Suite, n: int | None, seed: int = 0) -> tuple[Item, ...]
 
 
 def write_jsonl(path: str | Path, items, *, header: dict | None = None) -> None:
-    """Write items (``Item`` or dicts) as JSON lines, optionally with a ``suite_header`` line first."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        if header:
-            f.write(json.dumps({"suite_header": header}) + "\n")
-        for it in items:
-            f.write(json.dumps(it.to_dict() if isinstance(it, Item) else it, ensure_ascii=False) + "\n")
+    """Write items (``Item`` or dicts) as JSON lines, optionally with a ``suite_header`` line first, atomically
+    (:func:`ckptgeo._io.atomic_path`)."""
+    lines = [json.dumps({"suite_header": header})] if header else []
+    lines += [json.dumps(it.to_dict() if isinstance(it, Item) else it, ensure_ascii=False) for it in items]
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
 def is_blimp_row(obj) -> bool:

@@ -29,7 +29,8 @@ Resuming: rerunning :func:`train` with the same settings (``out`` and ``device``
 folder it wrote returns at once if the run is complete; otherwise it reloads the newest checkpoint and
 ``train_state.pt`` and continues, skipping checkpoints that exist. Other settings raise
 :class:`~ckptgeo.errors.RunMismatchError`; a non-empty folder that is not a run raises it too. A run
-killed mid-write leaves only a hidden ``.tmp-step*`` folder, removed on the next start.
+killed mid-write leaves only hidden ``.<name>.tmp-*`` files or folders (:mod:`ckptgeo._io`), removed on the
+next start.
 """
 
 from __future__ import annotations
@@ -43,12 +44,12 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ckptgeo._io import atomic_dir, atomic_path, atomic_write_text
 from ckptgeo._threads import thread_record, torch_threads
 from ckptgeo.errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
 from ckptgeo.suites.items import Item, write_jsonl
@@ -352,15 +353,8 @@ def evaluate(model, tokenizer, items: Sequence[Item], *, batch_size: int = 256) 
 
 # ------------------------------------------------------------------------------------------------ files
 
-def _write_json_atomic(path: Path, obj) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def _write_manifest(out: Path, record: dict) -> None:
+    atomic_write_text(out / MANIFEST_NAME, json.dumps(record, indent=1))
 
 
 def _save_checkpoint(model, tokenizer, out: Path, step: int) -> Path:
@@ -370,30 +364,21 @@ def _save_checkpoint(model, tokenizer, out: Path, step: int) -> Path:
         return final
     from transformers.utils import logging as hf_logging
 
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-step{step}-", dir=out))
     bar = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # one bar per checkpoint would drown the log
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        os.replace(tmp, final)
+        with atomic_dir(final) as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
     finally:
         if bar:
             hf_logging.enable_progress_bar()
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
 def _save_state(path: Path, step: int, optimizer, scheduler, torch) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _versions() -> dict:
@@ -528,8 +513,8 @@ def _train(config: TrainConfig) -> Path:
         logger.info("%s is complete; nothing to do", out)
         return out
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(".tmp-step*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    for stale in out.glob(".*.tmp-*"):  # what a kill mid-write leaves (ckptgeo._io's temporary names)
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     device = _resolve_device(config.device)
     size = get_size(config.size)
     schedule = checkpoint_steps(config.n_steps, config.n_checkpoints)
@@ -543,9 +528,7 @@ def _train(config: TrainConfig) -> Path:
         heldout[name] = heldout_items(task, level, config.n_heldout, seed=config.seed)
         rel = f"suites/{name}.jsonl"
         if not (out / rel).is_file():
-            tmp = out / "suites" / f".{name}.jsonl.tmp"
-            write_jsonl(tmp, heldout[name], header=suite_header(task, level, n_items=config.n_heldout))
-            os.replace(tmp, out / rel)
+            write_jsonl(out / rel, heldout[name], header=suite_header(task, level, n_items=config.n_heldout))
         suites[name] = rel
 
     torch.manual_seed(config.seed)
@@ -582,7 +565,7 @@ def _train(config: TrainConfig) -> Path:
         "runtime": [*(manifest or {}).get("runtime", []),
                     {**thread_record("threads" if config.threads else "default rule"), "from_step": start}],
     }
-    _write_json_atomic(out / MANIFEST_NAME, record)
+    _write_manifest(out, record)
 
     vocab = tokenizer.get_vocab()
     batcher = _Batcher(config, vocab, tokenizer.pad_token_id,
@@ -604,7 +587,7 @@ def _train(config: TrainConfig) -> Path:
         loss_sum, n_since = torch.zeros((), device=device), 0
         if step < config.n_steps:
             _save_state(state_path, step, optimizer, scheduler, torch)
-        _write_json_atomic(out / MANIFEST_NAME, record)
+        _write_manifest(out, record)
         logger.info("%s step %d loss %s accuracy %s", out.name, step,
                     "-" if mean_loss is None else f"{mean_loss:.4f}", {k: round(v, 3) for k, v in acc.items()})
 
@@ -647,7 +630,7 @@ def _train(config: TrainConfig) -> Path:
     bar.close()
     record["complete"] = True
     record["seconds"] = round(time.perf_counter() - clock, 3)
-    _write_json_atomic(out / MANIFEST_NAME, record)
+    _write_manifest(out, record)
     if state_path.exists():
         state_path.unlink()
     return out

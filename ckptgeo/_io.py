@@ -1,0 +1,170 @@
+"""Writing files so that a kill or a full disk never leaves a torn result, and the locks between processes.
+
+Every result file ckptgeo writes (Parquet parts, run records, events and summaries, report.md, figures,
+checkpoints, manifests, training state, saved hidden states, suite files) goes through
+:func:`atomic_path` (or its two shorthands, or :func:`atomic_dir` for a checkpoint folder)::
+
+    TARGET_DIR/
+      .<name>.tmp-<pid>-<8 hex>    the temporary file, written and fsync-ed (readers skip dot names)
+      <name>                       appears in one os.replace, complete
+
+The result's permissions follow the user's umask like any normal file (0644 under umask 022), whatever
+the writer did (``mkstemp`` and safetensors make 0600 files), and the temporary file is unlinked in
+``finally`` whatever happens. A folder is made with ``os.mkdir`` (0755 under umask 022).
+
+Locks are the kernel's ``flock`` on a file: they vanish with a killed process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import IO, Iterator
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock"]
+
+
+def _temp_name(path: Path) -> Path:
+    return path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: the classic read-by-setting, restored at once
+    os.umask(mask)
+    return mask
+
+
+def _finish_file(path: Path) -> None:
+    """Give ``path`` a normal file's permissions (0666 less the umask: some writers, e.g. safetensors, make
+    0600 files) and flush it to disk."""
+    os.chmod(path, 0o666 & ~_umask())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path next to ``path`` to write to; on a clean exit it gets a normal file's permissions
+    (0666 less the umask), is fsync-ed and renamed onto ``path``.
+
+    The parent folder is created if needed. Whatever writes the file (``pq.write_table``, ``fig.savefig``,
+    ``torch.save``, ``open(tmp, "w")``) must have closed it by the end of the ``with`` block.
+
+    Raises
+    ------
+    OSError
+        From the writer or the rename (``errno.ENOSPC`` on a full disk); the temporary file is removed and
+        ``path`` is left as it was.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> with atomic_path(d / "a.txt") as tmp:
+    ...     _ = tmp.write_text("done")
+    >>> (d / "a.txt").read_text(), [p.name for p in d.iterdir()]
+    ('done', ['a.txt'])
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(path)
+    try:
+        yield tmp
+        _finish_file(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_path`); returns ``path``."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`atomic_path`); returns ``path``."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary folder next to ``path`` to fill; on a clean exit every file in it gets a normal file's
+    permissions and is fsync-ed, and the folder is renamed onto ``path`` (which must not exist yet). On an error the temporary folder is removed.
+
+    Raises
+    ------
+    OSError
+        From the writer, or ``path`` exists and is not an empty folder.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(path)
+    os.mkdir(tmp)
+    try:
+        yield tmp
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                _finish_file(f)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class FileLock:
+    """An exclusive ``flock`` on ``path`` (created if needed), held until :meth:`close` or the ``with`` exit.
+
+    Parameters
+    ----------
+    path : path
+        The lock file; its folder is created if needed.
+    blocking : bool, default=True
+        Wait for the lock; with False, raise ``BlockingIOError`` at once if another process holds it.
+
+    Raises
+    ------
+    BlockingIOError
+        ``blocking=False`` and the lock is held elsewhere.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, blocking: bool = True):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO | None = open(self.path, "a+")
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BaseException:
+            self._file.close()
+            self._file = None
+            raise
+
+    def close(self) -> None:
+        """Release the lock (closing the file releases the ``flock``)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "FileLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
