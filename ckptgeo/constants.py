@@ -12,7 +12,7 @@ from pathlib import Path
 
 __all__ = [
     "DEBUG", "NO_PROGRESS", "CACHE_DIR", "RANKME_EPS", "PYTHIA_TOKENS_PER_STEP", "DEFAULT_N_SAMPLES",
-    "DATASET_SCHEMA_VERSION", "STEP_PATTERN", "WEIGHT_PATTERNS",
+    "DATASET_SCHEMA_VERSION", "STEP_PATTERN",
 ]
 
 
@@ -33,5 +33,3 @@ DEFAULT_N_SAMPLES = 200
 DATASET_SCHEMA_VERSION = 1
 #: default pattern mapping branch names to steps.
 STEP_PATTERN = r"^step(\d+)$"
-#: files that hold weights, in order of preference.
-WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model.bin.index.json")

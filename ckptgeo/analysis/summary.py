@@ -18,7 +18,7 @@ metric, layer) curve, and writes what it finds next to the input::
         └── seed_spread.parquet     precursor rates across seeds (empty with one seed)
 
 Each file is written to a hidden temporary name in its folder and moved into place with
-``os.replace``; readers of the folder skip names starting with ``.``.
+``os.replace`` (:func:`ckptgeo._io.atomic_path`); readers of the folder skip names starting with ``.``.
 
 Choices made where SPEC.md leaves room (all recorded or documented; reading and labelling live in
 :mod:`ckptgeo.analysis.tables`):
@@ -50,7 +50,6 @@ import dataclasses
 import logging
 import math
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,10 +58,13 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from ckptgeo._io import atomic_path
 from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
+from ckptgeo.store.schemas import EVENTS_COLUMNS, SCHEMAS
 from ckptgeo.analysis import events as ev
 from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _drop_duplicates, _require,
-                      _with_defaults, model_size, read_table, split_seed)
+                                    _with_defaults, model_size, split_seed)
+from ckptgeo.store.dataset import read_table
 
 __all__ = [
     "AnalysisConfig", "Analysis", "analyze", "events_text", "read_table", "model_size", "split_seed", "EVENTS_SCHEMA",
@@ -160,29 +162,8 @@ class Analysis:
                 "seed_spread": self.seed_spread}
 
 
-def _events_schema():
-    import pyarrow as pa
-
-    i64, f64, s, b = pa.int64(), pa.float64(), pa.string(), pa.bool_()
-    return pa.schema([
-        ("model", s), ("suite", s), ("config_hash", s), ("task", s), ("difficulty", s), ("metric", s),
-        ("layer", i64), ("centered", b), ("seed", i64), ("n_checkpoints", i64), ("first_step", i64),
-        ("last_step", i64), ("acquisition_step", i64), ("acquisition_status", s), ("collapse_step", i64),
-        ("collapse_floor", f64), ("first_value", f64), ("onset_kind", s), ("onset_step", i64),
-        ("onset_resolution_steps", i64), ("collapse_onset_step", i64), ("precursor", b), ("gap_steps", i64),
-        ("resolution_steps", i64), ("status", s), ("reason", s), ("acc_threshold", f64), ("chance", f64),
-        ("window", i64), ("recovery", f64), ("collapse_fraction", f64), ("min_drop", f64),
-        ("ckptgeo_version", s),
-    ])
-
-
-#: column names of the events table, in order (the pyarrow schema is built on demand).
-EVENTS_SCHEMA = tuple(n for n in (
-    "model", "suite", "config_hash", "task", "difficulty", "metric", "layer", "centered", "seed",
-    "n_checkpoints", "first_step", "last_step", "acquisition_step", "acquisition_status", "collapse_step",
-    "collapse_floor", "first_value", "onset_kind", "onset_step", "onset_resolution_steps",
-    "collapse_onset_step", "precursor", "gap_steps", "resolution_steps", "status", "reason", "acc_threshold",
-    "chance", "window", "recovery", "collapse_fraction", "min_drop", "ckptgeo_version"))
+#: column names of the events table, in order (its schema: ``ckptgeo.store.schemas.SCHEMAS["events"]``).
+EVENTS_SCHEMA = EVENTS_COLUMNS
 
 
 # ------------------------------------------------------------------------------------------ events
@@ -328,7 +309,7 @@ def _top_down(events: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _probe_lead(probes: pd.DataFrame | None, acc_groups: dict, cfg: AnalysisConfig) -> pd.DataFrame:
+def _probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> pd.DataFrame:
     """Probe onset against acquisition per (model, suite, config_hash, layer).
 
     status: "leads" / "synchronous" / "lags" (onset before / at / after acquisition), "no_probe_onset"
@@ -339,7 +320,7 @@ def _probe_lead(probes: pd.DataFrame | None, acc_groups: dict, cfg: AnalysisConf
     """
     cols = _KEYS + ["layer", "n_checkpoints", "probe_step", "acquisition_step", "lead_steps", "leads",
                     "resolution_steps", "status", "reason", "probe_margin", "probe_alpha", "p_value_at_onset"]
-    if probes is None or probes.empty:
+    if probes.empty:
         return pd.DataFrame(columns=cols)
     p = _with_defaults(probes)
     has_p = "p_value" in p.columns and p["p_value"].notna().any()
@@ -455,16 +436,9 @@ def _atomic_parquet(df: pd.DataFrame, path: Path, schema=None) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return path
 
 
@@ -547,27 +521,27 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     if not root.is_dir():
         raise DatasetLayoutError(f"Dataset folder {root} does not exist; run `ckptgeo scan` first.", path=str(root))
     geo, beh = read_table(root, "geometry"), read_table(root, "behavior")
-    if geo is None and beh is None:
+    if geo.empty and beh.empty:
         raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table; is it a ckptgeo "
                                  "dataset (the --out folder of `ckptgeo scan`)?", path=str(root))
     probes, revs = read_table(root, "probes"), read_table(root, "revisions")
     dup: set = set()
-    if revs is not None and {"model", "revision", "status"} <= set(revs.columns):
+    if not revs.empty and {"model", "revision", "status"} <= set(revs.columns):
         d = revs[revs["status"].astype(str) == "duplicate"]
         dup = set(zip(d["model"].astype(str), d["revision"].astype(str)))
     geo, beh, probes = (_drop_duplicates(t, dup) for t in (geo, beh, probes))
 
-    if geo is not None:
+    if not geo.empty:
         _require(geo, "geometry", ("model", "suite", "step", "metric", "layer", "value"), root)
         curves = _clean_geometry(geo)
     else:
         curves = pd.DataFrame(columns=_KEYS + ["metric", "layer", "step", "value"])
-    if beh is not None:
+    if not beh.empty:
         _require(beh, "behavior", ("model", "suite", "step", "metric", "value"), root)
         accuracy = _clean_behavior(beh)
     else:
         accuracy = pd.DataFrame(columns=_KEYS + ["step", "accuracy", "chance"])
-    if probes is not None:
+    if not probes.empty:
         _require(probes, "probes", ("model", "suite", "step", "layer", "accuracy", "control_accuracy"), root)
 
     acc_groups: dict = {}
@@ -610,7 +584,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         seed_spread=_seed_spread(events), curves=curves, accuracy=accuracy, config=cfg, root=root,
         out=Path(out) if out is not None else root)
     if write:
-        written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", _events_schema())]
+        written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", SCHEMAS["events"])]
         for name, table in analysis.summary_tables().items():
             written.append(_atomic_parquet(table, analysis.out / "summary" / f"{name}.parquet"))
         analysis = dataclasses.replace(analysis, written=tuple(written))

@@ -1,6 +1,7 @@
 """Reading a ckptgeo dataset's tables, and labelling its models and suites.
 
-Tables are read part by part (``read_table``), duplicates flagged in ``revisions`` are dropped,
+Tables are read with :func:`ckptgeo.store.dataset.read_table` (always a DataFrame, empty when the table
+has no part), duplicates flagged in ``revisions`` are dropped,
 and curves are cleaned to one value per (model, suite, config_hash, metric, layer, step). Models get a
 size (:func:`model_size`) and a seed (:func:`split_seed`) from their names; suites a task and a
 difficulty class (see :mod:`ckptgeo.analysis.summary` for the rules).
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -22,7 +22,7 @@ import pandas as pd
 
 from ckptgeo.errors import DatasetLayoutError
 
-__all__ = ["read_table", "model_size", "split_seed"]
+__all__ = ["model_size", "split_seed"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,15 +34,7 @@ _SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 _KEYS = ["model", "suite", "config_hash"]
 
 
-# --------------------------------------------------------------------------------------------- reading
-
-def read_table(root: str | os.PathLike, name: str) -> pd.DataFrame | None:
-    """Table ``name`` of a dataset (:func:`ckptgeo.store.dataset.read_table`), or None when absent or empty."""
-    from ckptgeo.store.dataset import read_table as _read
-
-    df = _read(root, name)
-    return None if df.empty else df
-
+# --------------------------------------------------------------------------------------------- cleaning
 
 def _require(df: pd.DataFrame, table: str, cols: tuple[str, ...], root: Path) -> None:
     missing = [c for c in cols if c not in df.columns]
@@ -52,8 +44,8 @@ def _require(df: pd.DataFrame, table: str, cols: tuple[str, ...], root: Path) ->
             "`ckptgeo scan`?", path=str(root / table))
 
 
-def _drop_duplicates(df: pd.DataFrame | None, dup: set) -> pd.DataFrame | None:
-    if df is None or not dup or "revision" not in df.columns:
+def _drop_duplicates(df: pd.DataFrame, dup: set) -> pd.DataFrame:
+    if not dup or "revision" not in df.columns:
         return df
     mask = [(m, r) in dup for m, r in zip(df["model"], df["revision"])]
     n = int(np.sum(mask))

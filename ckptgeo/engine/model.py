@@ -9,7 +9,6 @@ Config fields that change no tensor shape are ignored.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import torch
 
 from ckptgeo.errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError
-from ckptgeo.sources.local import weight_files_in
+from ckptgeo.sources.weights import weight_shards
 
 __all__ = ["ModelHolder", "load_state_dict", "sha256_file", "DTYPES"]
 
@@ -49,15 +48,7 @@ def load_state_dict(folder: str | Path, *, revision: str = "") -> dict[str, torc
     from safetensors.torch import load_file
 
     folder = Path(folder)
-    files = weight_files_in(folder)
-    index = next(iter(sorted(folder.glob("*.index.json"))), None)
-    if index is not None:
-        try:
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (ValueError, KeyError) as err:
-            raise CorruptCheckpointError(f"{revision}: unreadable weight index {index.name}: {err}",
-                                         revision=revision, path=str(index)) from err
-        files = [folder / s for s in shards]
+    files = weight_shards(folder, revision=revision)
     if not files:
         raise CorruptCheckpointError(f"{revision}: no weight file (*.safetensors or pytorch_model*.bin) in {folder}",
                                      revision=revision, path=str(folder))

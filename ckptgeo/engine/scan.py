@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo import __version__
+from ckptgeo._io import atomic_path
 from ckptgeo._threads import thread_record, torch_threads
 from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS, RANKME_EPS
 from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
@@ -33,8 +34,10 @@ from ckptgeo.sources.revisions import Revision, select_revisions
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.registry import open_source
 from ckptgeo.store.dataset import Dataset, part_name
+from ckptgeo.store.schemas import SCAN_SETTINGS
 
-__all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard", "default_out"]
+__all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard", "default_out",
+           "row_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -199,9 +202,14 @@ def _settings(cfg: ScanConfig, suites, metric_specs) -> dict:
         "suites": {s.name: hashlib.sha256(json.dumps([it.to_dict() for it in s.items], sort_keys=True)
                                           .encode()).hexdigest()[:16] for s in suites},
         "metrics": {n: dataclasses.asdict(s.default_config()) if s.config else {} for n, s in metric_specs.items()},
-        "n_samples": cfg.n_samples, "position": cfg.position, "centered": cfg.centered, "dtype": cfg.dtype,
-        "epsilon": cfg.epsilon, "seed": cfg.seed, "model_items": cfg.model_items,
+        **{name: getattr(cfg, name) for name, _ in SCAN_SETTINGS}, "model_items": cfg.model_items,
     }
+
+
+def row_settings(cfg: ScanConfig, config_hash: str) -> dict:
+    """The settings columns of every measurement row (:data:`ckptgeo.store.schemas.SETTINGS_COLUMNS`)."""
+    return {**{name: getattr(cfg, name) for name, _ in SCAN_SETTINGS}, "config_hash": config_hash,
+            "ckptgeo_version": __version__}
 
 
 def _hash(settings: dict) -> str:
@@ -344,9 +352,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
 
     tokenizer = AutoTokenizer.from_pretrained(source.tokenizer_path())
     holder = ModelHolder(device=config.device, dtype=config.dtype)
-    common_settings = {"n_samples": config.n_samples, "position": config.position, "centered": config.centered,
-                       "dtype": config.dtype, "epsilon": config.epsilon, "seed": config.seed,
-                       "config_hash": chash, "ckptgeo_version": __version__}
+    common_settings = row_settings(config, chash)
 
     # revisions whose metadata already proves them duplicates of an earlier selected one are not fetched
     meta_first: dict[str, str] = {}
@@ -523,12 +529,7 @@ def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, cha
 def _finish(dataset: Dataset) -> pd.DataFrame:
     """Resolve ``duplicate_of`` over the whole table (serialised by a lock, so the last process to finish
     sees every part) and warn about duplicates."""
-    import fcntl
-
-    lock_path = dataset.root / ".locks" / "resolve.lock"
-    lock_path.parent.mkdir(exist_ok=True)
-    with open(lock_path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    with dataset.lock_all():
         dups = dataset.resolve_duplicates()
     if not dups.empty:
         pairs = ", ".join(f"{r} = {o}" for r, o in zip(dups.revision, dups.duplicate_of))
@@ -561,10 +562,9 @@ def _measure(model, prepared, specs, config, base, common, dataset, name, rev):
             from safetensors.torch import save_file
 
             d = dataset.root / "states" / name[: -len(".parquet")]
-            d.mkdir(parents=True, exist_ok=True)
-            tmp = d / f".{ps.suite.name}.tmp-{os.getpid()}"
-            save_file({"states": outp.states.contiguous(), "probe_states": outp.probe_states.contiguous()}, str(tmp))
-            os.replace(tmp, d / f"{ps.suite.name}.safetensors")
+            with atomic_path(d / f"{ps.suite.name}.safetensors") as tmp:
+                save_file({"states": outp.states.contiguous(), "probe_states": outp.probe_states.contiguous()},
+                          str(tmp))
         for mname, spec in specs.items():
             cfg = spec.default_config()
             if mname == "rankme":

@@ -253,7 +253,7 @@ class Monitor:
         """At the first measurement: tokenize the suites (bounded by the model's context), fix the settings
         and their hash (the model's dtype is one of them), and replay steps already in the dataset."""
         from ckptgeo.engine.forward import prepare_suite
-        from ckptgeo.engine.scan import ScanConfig, _hash, _settings
+        from ckptgeo.engine.scan import ScanConfig, _hash, _settings, row_settings
 
         cfg = self.config
         param = next(model.parameters())
@@ -269,9 +269,7 @@ class Monitor:
         max_len = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         self._prepared = [prepare_suite(s, self.tokenizer, n_samples=cfg.n_samples, seed=cfg.seed, max_length=max_len)
                           for s in self.suites]
-        self._common = {"n_samples": cfg.n_samples, "position": cfg.position, "centered": cfg.centered, "dtype": dtype,
-                        "epsilon": cfg.epsilon, "seed": cfg.seed, "config_hash": self.config_hash,
-                        "ckptgeo_version": __version__}
+        self._common = row_settings(self._scan_config, self.config_hash)
         self._replay()
 
     def _replay(self) -> None:

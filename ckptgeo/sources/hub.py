@@ -40,6 +40,7 @@ from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, Revisio
 from ckptgeo.sources.naming import parse_names
 from ckptgeo.sources.revisions import Revision, revision_from_name
 from ckptgeo.sources.protocol import WeightFile
+from ckptgeo.sources.weights import pick_weight_files
 
 __all__ = ["HubSource"]
 
@@ -50,16 +51,6 @@ _TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer_config.json", "special_token
 _RETRIES = 3
 #: seconds one Hub call may spend waiting on HTTP 429 answers before it gives up
 MAX_RATE_LIMIT_WAIT = 300.0
-
-
-def _is_weight(name: str) -> bool:
-    return name.endswith(".safetensors") or name.endswith(".safetensors.index.json") or bool(
-        re.fullmatch(r"pytorch_model.*\.bin(\.index\.json)?", name))
-
-
-def _pick_weights(names: list[str]) -> list[str]:
-    st = [n for n in names if n.endswith(".safetensors") or n.endswith(".safetensors.index.json")]
-    return sorted(st) if st else sorted(n for n in names if _is_weight(n))
 
 
 class HubSource:
@@ -248,12 +239,12 @@ class HubSource:
         commits = {ref: r.commit_hash for r in repo.revisions for ref in r.refs}
         self.branches = commits
         snapshots = {r.commit_hash: r.snapshot_path for r in repo.revisions}
-        out = [r for r in self._parse(commits) if _pick_weights(_files_in(snapshots[r.commit]))]
+        out = [r for r in self._parse(commits) if pick_weight_files(_files_in(snapshots[r.commit]))]
         if not out and "main" in commits:
             main = snapshots[commits["main"]]
             folders = [p.name for p in main.iterdir() if p.is_dir()]
             out = [r for r in self._parse({f: commits["main"] for f in folders}, subfolders=True)
-                   if _pick_weights(_files_in(main / r.subfolder))]
+                   if pick_weight_files(_files_in(main / r.subfolder))]
         return sorted(out)
 
     def weight_files(self, revision: Revision) -> list[WeightFile]:
@@ -270,7 +261,7 @@ class HubSource:
                              lambda: list(self._api.list_repo_tree(self.repo_id, revision=ref, path_in_repo=sub)),
                              label=revision.name)
         files = {e.path[len(sub) + 1:] if sub else e.path: e for e in entries if hasattr(e, "size")}
-        picked = _pick_weights(list(files))
+        picked = pick_weight_files(files)
         if not picked:
             raise CorruptCheckpointError(f"{self.repo_id}@{revision.name} has no weight files "
                                          f"(*.safetensors or pytorch_model*.bin)", revision=revision.name)
@@ -286,7 +277,7 @@ class HubSource:
 
     def _cached_weight_files(self, revision: Revision) -> list[WeightFile]:
         folder = self._snapshot(revision)
-        picked = _pick_weights(_files_in(folder)) if folder is not None else []
+        picked = pick_weight_files(_files_in(folder)) if folder is not None else []
         if not picked:
             raise RevisionNotFoundError(
                 f"Revision {revision.name!r} of {self.repo_id} is not in the local cache (HF_HUB_OFFLINE=1); run "

@@ -18,16 +18,11 @@ from ckptgeo.errors import SourceNotFoundError
 from ckptgeo.sources.naming import parse_names
 from ckptgeo.sources.revisions import Revision, revision_from_name
 from ckptgeo.sources.protocol import WeightFile
+from ckptgeo.sources.weights import weight_files_in
 
-__all__ = ["LocalSource", "weight_files_in"]
+__all__ = ["LocalSource"]
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
-
-
-def weight_files_in(folder: Path) -> list[Path]:
-    """The weight files of a checkpoint folder: safetensors if any, else PyTorch ``.bin``."""
-    st = sorted(folder.glob("*.safetensors"))
-    return st if st else sorted(folder.glob("pytorch_model*.bin"))
 
 
 class LocalSource:

@@ -13,7 +13,7 @@
       .locks/<model>--<revision>--<config_hash>.lock                    held while a process measures it
 
 A part is written to ``.<name>.tmp-<pid>-<random>`` in its table folder and ``os.replace``-d into
-place; readers (pyarrow, pandas) skip names starting with ``.`` or ``_``, so a killed writer leaves
+place (:func:`ckptgeo._io.atomic_path`); readers (pyarrow, pandas) skip names starting with ``.`` or ``_``, so a killed writer leaves
 nothing a reader picks up. A revision counts as done when its ``revisions`` part exists with status
 ``ok`` or ``duplicate``; a rerun skips it, so no row is written twice. Every table loads with
 ``pandas.read_parquet(DIR + "/geometry")``.
@@ -21,12 +21,10 @@ nothing a reader picks up. A revision counts as done when its ``revisions`` part
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import json
-import os
 import re
 import shutil
-import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -34,43 +32,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ckptgeo import __version__
+from ckptgeo._io import FileLock, atomic_path, atomic_write_bytes
 from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
+from ckptgeo.store.schemas import SCHEMAS
 
-__all__ = ["Dataset", "SCHEMAS", "part_name", "read_table", "shared_shards"]
-
-#: ``stage`` (OLMo-2 ``stage2-ingredient1``; null where the suite has none), ``tokens`` (from the name, or
-#: step x tokens per step), ``run_seed`` (the training run's seed in a family of repos; the scan's own
-#: ``--seed`` is the ``seed`` column).
-_COMMON = [("model", pa.string()), ("revision", pa.string()), ("step", pa.int64()), ("stage", pa.string()),
-           ("commit", pa.string()), ("tokens", pa.int64()), ("run_seed", pa.int64()), ("suite", pa.string())]
-_SETTINGS = [("n_samples", pa.int64()), ("position", pa.string()), ("centered", pa.bool_()),
-             ("dtype", pa.string()), ("epsilon", pa.float64()), ("seed", pa.int64()),
-             ("config_hash", pa.string()), ("ckptgeo_version", pa.string())]
-
-SCHEMAS: dict[str, pa.Schema] = {
-    "geometry": pa.schema(_COMMON + [("layer", pa.int64()), ("metric", pa.string()), ("index", pa.int64()),
-                                     ("value", pa.float64()), ("reason", pa.string()), ("settings", pa.string()),
-                                     ("seconds", pa.float64())] + _SETTINGS),
-    "behavior": pa.schema(_COMMON + [("metric", pa.string()), ("value", pa.float64()), ("n_items", pa.int64()),
-                                     ("chance", pa.float64()), ("kind", pa.string()),
-                                     ("seconds", pa.float64())] + _SETTINGS),
-    "probes": pa.schema(_COMMON + [("layer", pa.int64()), ("accuracy", pa.float64()),
-                                   ("accuracy_std", pa.float64()), ("chance", pa.float64()),
-                                   ("control_accuracy", pa.float64()), ("n", pa.int64()), ("k", pa.int64()),
-                                   ("reason", pa.string()), ("settings", pa.string()),
-                                   ("p_value", pa.float64())] + _SETTINGS),
-    "revisions": pa.schema([("model", pa.string()), ("revision", pa.string()), ("step", pa.int64()),
-                            ("stage", pa.string()), ("commit", pa.string()), ("tokens", pa.int64()),
-                            ("run_seed", pa.int64()), ("status", pa.string()),
-                            ("error", pa.string()), ("files", pa.list_(pa.string())),
-                            ("sha256", pa.list_(pa.string())), ("bytes", pa.list_(pa.int64())),
-                            ("weights_sha256", pa.string()), ("duplicate_of", pa.string()),
-                            ("shared_shards_with", pa.list_(pa.string())),
-                            ("seconds", pa.float64()), ("config_hash", pa.string()),
-                            ("ckptgeo_version", pa.string())]),
-}
-TABLES = tuple(SCHEMAS)
+__all__ = ["Dataset", "part_name", "read_table", "shared_shards"]
 
 
 def _slug(text: str) -> str:
@@ -83,9 +50,19 @@ def part_name(model: str, revision: str, config_hash: str) -> str:
 
 
 def read_table(root: str | Path, table: str) -> pd.DataFrame:
-    """A table of the dataset at ``root`` as one DataFrame, read part by part (so parts whose schemas
-    differ slightly, e.g. a column that is all-null in one, still combine); hidden (``.``, ``_``) names
-    are skipped. Empty, with the table's columns where it has a schema, if there is no part."""
+    """A table of the dataset at ``root`` as one DataFrame: the one reader of ckptgeo's tables.
+
+    Parts are read one by one (so parts whose schemas differ slightly, e.g. a column that is all-null in
+    one, still combine); hidden (``.``, ``_``) names are skipped; rows are sorted by model, step, suite,
+    layer and metric where present.
+
+    Returns
+    -------
+    DataFrame
+        Never None: when the table has no part (or only empty ones) an empty DataFrame with the table's
+        columns (:data:`ckptgeo.store.schemas.SCHEMAS`; no columns for a table without a schema). Test
+        ``df.empty``.
+    """
     d = Path(root) / table
     parts = sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_"))) if d.is_dir() else []
     frames = [df for df in (pd.read_parquet(p) for p in parts) if len(df)]
@@ -130,22 +107,9 @@ class Dataset:
                 f"it. Choose another --out folder.", path=str(self.root))
         elif create:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._atomic_write_bytes(marker, json.dumps(
+            atomic_write_bytes(marker, json.dumps(
                 {"format": "ckptgeo-dataset", "schema_version": DATASET_SCHEMA_VERSION, "writer": __version__},
                 indent=2).encode())
-
-    # -- atomic writes --------------------------------------------------------------------------
-    def _atomic_write_bytes(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def write_part(self, table: str, name: str, rows: list[dict]) -> Path:
         """Write ``rows`` as the part ``table/name`` atomically, with the table's explicit schema.
@@ -161,19 +125,15 @@ class Dataset:
 
     def _write_table(self, table: str, name: str, tbl: pa.Table) -> Path:
         path = self.root / table / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
-            pq.write_table(tbl, tmp)
-            os.replace(tmp, path)
+            with atomic_path(path) as tmp:
+                pq.write_table(tbl, tmp)
         except OSError as err:
-            if err.errno == 28:  # ENOSPC
+            if err.errno == errno.ENOSPC:
                 free = shutil.disk_usage(path.parent).free
                 raise DiskSpaceError(f"disk full while writing {path} ({free / 1e6:.1f} MB free); free space and "
                                      f"rerun: finished revisions are kept", needed=None, available=free) from err
             raise
-        finally:
-            tmp.unlink(missing_ok=True)
         return path
 
     def has_part(self, table: str, name: str) -> bool:
@@ -191,7 +151,7 @@ class Dataset:
         """Record the settings behind ``config_hash`` (once)."""
         path = self.root / "runs" / f"{config_hash}.json"
         if not path.exists():
-            self._atomic_write_bytes(path, json.dumps(settings, indent=2, sort_keys=True, default=str).encode())
+            atomic_write_bytes(path, json.dumps(settings, indent=2, sort_keys=True, default=str).encode())
 
     def done_revisions(self, model: str, config_hash: str) -> set[str]:
         """Revision names whose ``revisions`` part for this model and hash says ok or duplicate."""
@@ -205,7 +165,8 @@ class Dataset:
         return read_table(self.root, table)
 
     def lock(self, name: str):
-        """Take the non-blocking lock ``.locks/<name>.lock``; returns the open file (close to release).
+        """Take the non-blocking lock ``.locks/<name>.lock``; returns the :class:`~ckptgeo._io.FileLock` (close
+        it to release).
 
         The lock is the kernel's (``flock``), so it disappears with a killed process.
 
@@ -214,16 +175,17 @@ class Dataset:
         OutputLockedError
             Another process holds it.
         """
-        d = self.root / ".locks"
-        d.mkdir(exist_ok=True)
-        f = open(d / f"{name}.lock", "a+")
+        path = self.root / ".locks" / f"{name}.lock"
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return FileLock(path, blocking=False)
         except BlockingIOError as err:
-            f.close()
             raise OutputLockedError(f"{name} is being measured by another process writing to {self.root}",
-                                    path=str(d / f"{name}.lock")) from err
-        return f
+                                    path=str(path)) from err
+
+    def lock_all(self) -> FileLock:
+        """Wait for, and take, the dataset-wide lock ``.locks/resolve.lock`` (one process at a time rewrites
+        parts of every revision, e.g. :meth:`resolve_duplicates`); close it, or use it in ``with``."""
+        return FileLock(self.root / ".locks" / "resolve.lock")
 
     def resolve_duplicates(self) -> pd.DataFrame:
         """Set ``duplicate_of`` and ``shared_shards_with`` in every ``revisions`` part.

@@ -1,0 +1,63 @@
+"""The schema of every Parquet table ckptgeo writes, in one place.
+
+Tables a scan writes (one part per revision, :class:`~ckptgeo.store.dataset.Dataset`)::
+
+    geometry   one row per (revision, suite, metric, layer[, index]): a measure's value
+    behavior   one row per (revision, suite, metric): accuracy, accuracy_norm
+    probes     one row per (revision, suite, layer): linear-probe accuracy against its control
+    revisions  one row per revision: status, weight files and their sha256, duplicates
+
+The analysis writes ``events`` (one row per curve, :func:`ckptgeo.analysis.summary.analyze`).
+
+Each measurement row carries the revision's identity (:data:`IDENTITY`) and the scan settings
+(:data:`SETTINGS_COLUMNS`: the :class:`~ckptgeo.engine.scan.ScanConfig` fields named there, then
+``config_hash`` and ``ckptgeo_version``). Changing a table's columns incompatibly means bumping
+:data:`ckptgeo.constants.DATASET_SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+__all__ = ["SCHEMAS", "SCAN_TABLES", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS", "EVENTS_COLUMNS"]
+
+_s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+
+#: who was measured: the model and revision (name, step, commit, tokens seen) and the suite. ``stage``
+#: (OLMo-2 ``stage2-ingredient1``; null where the suite has none), ``tokens`` (from the name, or step x
+#: tokens per step), ``run_seed`` (the training run's seed in a family of repos; the scan's own ``--seed``
+#: is the ``seed`` column).
+REVISION = [("model", _s), ("revision", _s), ("step", _i), ("stage", _s), ("commit", _s), ("tokens", _i),
+            ("run_seed", _i)]
+IDENTITY = REVISION + [("suite", _s)]
+#: the :class:`~ckptgeo.engine.scan.ScanConfig` fields stamped on every measurement row, and their types.
+SCAN_SETTINGS = [("n_samples", _i), ("position", _s), ("centered", _b), ("dtype", _s), ("epsilon", _f), ("seed", _i)]
+#: every settings column of a measurement row, in order.
+SETTINGS_COLUMNS = SCAN_SETTINGS + [("config_hash", _s), ("ckptgeo_version", _s)]
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "geometry": pa.schema(IDENTITY + [("layer", _i), ("metric", _s), ("index", _i), ("value", _f), ("reason", _s),
+                                      ("settings", _s), ("seconds", _f)] + SETTINGS_COLUMNS),
+    "behavior": pa.schema(IDENTITY + [("metric", _s), ("value", _f), ("n_items", _i), ("chance", _f), ("kind", _s),
+                                      ("seconds", _f)] + SETTINGS_COLUMNS),
+    "probes": pa.schema(IDENTITY + [("layer", _i), ("accuracy", _f), ("accuracy_std", _f), ("chance", _f),
+                                    ("control_accuracy", _f), ("n", _i), ("k", _i), ("reason", _s), ("settings", _s),
+                                    ("p_value", _f)] + SETTINGS_COLUMNS),
+    "revisions": pa.schema(REVISION + [("status", _s), ("error", _s), ("files", pa.list_(_s)),
+                                           ("sha256", pa.list_(_s)), ("bytes", pa.list_(_i)), ("weights_sha256", _s),
+                                           ("duplicate_of", _s), ("shared_shards_with", pa.list_(_s)),
+                                           ("seconds", _f), ("config_hash", _s),
+                                           ("ckptgeo_version", _s)]),
+    "events": pa.schema([
+        ("model", _s), ("suite", _s), ("config_hash", _s), ("task", _s), ("difficulty", _s), ("metric", _s),
+        ("layer", _i), ("centered", _b), ("seed", _i), ("n_checkpoints", _i), ("first_step", _i), ("last_step", _i),
+        ("acquisition_step", _i), ("acquisition_status", _s), ("collapse_step", _i), ("collapse_floor", _f),
+        ("first_value", _f), ("onset_kind", _s), ("onset_step", _i), ("onset_resolution_steps", _i),
+        ("collapse_onset_step", _i), ("precursor", _b), ("gap_steps", _i), ("resolution_steps", _i), ("status", _s),
+        ("reason", _s), ("acc_threshold", _f), ("chance", _f), ("window", _i), ("recovery", _f),
+        ("collapse_fraction", _f), ("min_drop", _f), ("ckptgeo_version", _s)]),
+}
+#: the tables :func:`ckptgeo.engine.scan.scan` writes, one part per revision.
+SCAN_TABLES = ("geometry", "behavior", "probes", "revisions")
+#: the events table's column names, in order.
+EVENTS_COLUMNS = tuple(SCHEMAS["events"].names)
