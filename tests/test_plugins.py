@@ -132,3 +132,17 @@ def test_suite_formats_and_loaders_go_through_the_registry(tmp_path, monkeypatch
     assert load_suite("echo:hello").items[0].target == "hello"
     with pytest.raises(InvalidParameterError, match="loader prefixes: bigbench, blimp, echo, hf, jsonl"):
         load_suite("nosuch:thing")
+
+
+def test_scan_help_lists_the_registry_without_importing_torch():
+    code = ("import contextlib, io, sys\nfrom ckptgeo.cli import main\nbuf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):\n    main(['scan', '--help'])\n"
+            "print(' '.join(buf.getvalue().split()))\nprint('heavy:', sorted(m for m in ('torch', 'pyarrow', 'pandas') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    from ckptgeo.metrics.registry import metric_names
+
+    assert {"rankme", "behavior", "hessian", "llc"} <= set(metric_names())
+    assert f"from: {', '.join(metric_names())} (default" in proc.stdout, proc.stdout
+    assert "heavy: []" in proc.stdout
