@@ -1,0 +1,59 @@
+"""The import graph points down only and has no cycles (every ``ckptgeo`` import, those inside functions too)."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the layers, top (0) to bottom; a package imports only from layers below its own (or its own package)
+LAYER = {"cli": 0, "__main__": 0, "studies": 1, "training": 2, "engine": 2, "analysis": 2, "monitor": 2,
+         "sources": 3, "suites": 3, "metrics": 3, "store": 3}
+BOTTOM = 4  # _registry, _params, _io, errors, constants, the package's __init__
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    modules = {_module(p): p for p in (ROOT / "ckptgeo").rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ckptgeo"):
+                subs = {f"{node.module}.{a.name}" for a in node.names} & set(modules)
+                found |= subs or {node.module}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("ckptgeo")}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def _layer(module: str) -> tuple[int, str]:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    return (LAYER[top], top) if top in LAYER else (BOTTOM, "")
+
+
+def test_no_upward_imports():
+    upward = [(m, t) for m, targets in _imports().items() for t in targets if _layer(t)[0] < _layer(m)[0]]
+    assert not upward, upward
+
+
+def test_no_import_cycles():
+    graph, state, cycles = _imports(), {}, []
+
+    def visit(m, path):
+        state[m] = "open"
+        for t in sorted(graph[m]):
+            if state.get(t) == "open":
+                cycles.append(path[path.index(t):] + [t])
+            elif t not in state:
+                visit(t, path + [t])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, cycles
