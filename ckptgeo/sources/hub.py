@@ -29,11 +29,11 @@ files are retried by huggingface_hub itself (``http_backoff``), which also honou
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from pathlib import Path
 
+from ckptgeo._io import atomic_write_text
 from ckptgeo.constants import NO_PROGRESS, PYTHIA_TOKENS_PER_STEP
 from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
                       SourceNotFoundError)
@@ -433,10 +433,7 @@ def _remember_ref(snapshot: Path, branch: str, commit: str) -> None:
     ref = snapshot.parents[1] / "refs" / branch
     try:
         if not ref.is_file() or ref.read_text().strip() != commit:
-            ref.parent.mkdir(parents=True, exist_ok=True)
-            tmp = ref.with_name(f".{ref.name}.tmp-{os.getpid()}")
-            tmp.write_text(commit)
-            os.replace(tmp, ref)
+            atomic_write_text(ref, commit)
     except OSError as err:  # a read-only cache: offline use then needs a download by name
         log.debug("could not record %s -> %s: %s", ref, commit, err)
 
