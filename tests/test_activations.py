@@ -161,3 +161,27 @@ def test_shared_few_shot_context_in_generation_equals_the_unshared_way(model, to
         assert n_shared < n_plain
         _close(shared.states, plain.states)
         assert shared.correct.tolist() == plain.correct.tolist()
+
+
+def test_task_loss_reads_logits_at_the_answer_positions_only(model, tokenizer):
+    from ckptgeo.metrics._autodiff import task_token_losses
+
+    suite = load_suite(BIGBENCH / "three_objects.json")
+    ps = prepare_suite(suite, tokenizer, n_samples=6)
+    batch = model_batch(ps, 6)
+    # left-padded: every item's answer ends at the last column
+    assert (batch["labels"][:, -1] != -100).all() and (batch["attention_mask"][:, -1] == 1).all()
+    ctx = ModelContext(model=model, batch=batch, device=torch.device("cpu"))
+    keep = ctx.logits_to_keep()
+    longest = max(len(p.conts[p.item.answer]) for p in ps.items)
+    assert keep == longest + 1 and keep < batch["input_ids"].shape[1] // 4
+    shapes = []
+    handle = model.get_output_embeddings().register_forward_hook(lambda m, a, out: shapes.append(tuple(out.shape)))
+    try:
+        loss = ctx.loss()
+    finally:
+        handle.remove()
+    assert shapes == [(6, keep, model.config.vocab_size)]
+    tok, mask = task_token_losses(model, batch, batch["input_ids"].shape[1])  # logits everywhere
+    assert loss.item() == pytest.approx((tok.sum() / mask.sum()).item(), rel=1e-6)
+    assert int(mask.sum()) == sum(len(p.conts[p.item.answer]) for p in ps.items)

@@ -202,3 +202,16 @@ def test_automatic_chunk_size_bounds_memory(monkeypatch):
     assert out.chunk_size == 2
     ref = per_sample_gradients(tiny_context(), GradientRankConfig(sketch_dim=None, chunk_size=6))
     torch.testing.assert_close(out.grads, ref.grads, rtol=1e-5, atol=1e-7)
+
+
+def test_host_memory_is_checked_before_any_work(monkeypatch):
+    from ckptgeo.metrics import _autodiff
+
+    monkeypatch.setattr(_autodiff, "available_host_bytes", lambda: 1000)
+    with pytest.raises(InvalidParameterError, match="host memory.*grad_rank.params=layers.5"):
+        per_sample_gradients(tiny_context(), GradientRankConfig())
+
+
+def test_records_the_task_loss():
+    out = grad_rank(tiny_context())[0]
+    assert "answer tokens" in out.extra["objective"]

@@ -136,13 +136,35 @@ def test_parameter_subset_matches_dense_block():
     assert ctx.model.config._attn_implementation == "sdpa", "attention implementation not restored"
 
 
-def test_unconverged_eigenvalues_are_nan_with_a_reason():
+def test_unconverged_eigenvalues_are_ritz_estimates_with_a_reason():
     lam = torch.linspace(1.0, 1.001, 300, dtype=torch.float64)  # clustered: Lanczos cannot separate them
     rows = hessian(_quadratic_context(lam), HessianConfig(k=4, tol=1e-14, max_iter=1, ncv=6))
-    assert any(math.isnan(r.value) for r in rows), [r.value for r in rows]
-    bad = [r for r in rows if math.isnan(r.value)]
-    assert all("did not converge" in r.reason for r in bad)
-    assert rows[0].extra["converged"] is False
+    bad = [r for r in rows if not r.extra["converged"]]
+    assert bad, [r.value for r in rows]
+    assert all("did not converge" in r.reason and "max_iter" in r.reason for r in bad)
+    assert all(1.0 <= r.value <= 1.001 + 1e-9 for r in rows), [r.value for r in rows]  # Ritz values lie inside
+    assert rows[0].extra["stopped_by"] == "max_iter" and rows[0].extra["n_hvp"] == 12
+
+
+def test_budget_of_products_or_seconds_ends_the_work_and_is_recorded():
+    lam = torch.cat([torch.tensor([9.0, 5.0]), torch.linspace(0.0, 4.0, 200)]).double()
+    rows = hessian(_quadratic_context(lam), HessianConfig(k=2, tol=0, max_hvp=3))
+    assert rows[0].extra["n_hvp"] == 3 and rows[0].extra["stopped_by"] == "max_hvp"
+    assert rows[0].extra["converged"] is False and rows[0].value < 9.0 + 1e-9
+    rows = hessian(_quadratic_context(lam), HessianConfig(k=2, tol=0, max_seconds=0.0))
+    assert rows[0].extra["n_hvp"] == 1 and rows[0].extra["stopped_by"] == "max_seconds"
+    full = hessian(_quadratic_context(lam), HessianConfig(k=2, tol=1e-8, max_hvp=None))
+    assert full[0].extra["stopped_by"] == "converged" and full[0].extra["converged"] is True
+    np.testing.assert_allclose([r.value for r in full], [9.0, 5.0], rtol=1e-7)
+
+
+def test_layer_glob_selects_a_subset_and_the_loss_is_the_task_loss():
+    ctx = tiny_context(layers=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NegativeCurvatureWarning)
+        rows = hessian(ctx, HessianConfig(k=1, params="layers.1.*", tol=1e-3))
+    n = sum(p.numel() for name, p in ctx.model.named_parameters() if name.startswith("gpt_neox.layers.1."))
+    assert rows[0].extra["n_params"] == n and "answer tokens" in rows[0].extra["objective"]
 
 
 def test_errors():

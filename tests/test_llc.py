@@ -94,6 +94,7 @@ def test_llc_metric_records_settings_and_all_diverged_reason():
     assert extra["batch_size_used"] == 4 and extra["nbeta_used"] == pytest.approx(4 / math.log(4))
     assert len(extra["llc_per_chain"]) == 2 and extra["n_chains_diverged"] == 0
     assert extra["llc_std"] >= 0 and extra["devinterp_version"] == "2.0.1"
+    assert extra["n_sgld_steps"] == 2 * 15 and "answer tokens" in extra["objective"]
     json.dumps(extra, allow_nan=False)
     # a step far too large: every chain blows up
     with pytest.warns(ChainDivergenceWarning):

@@ -389,9 +389,12 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str =
 
 
 def model_batch(ps: PreparedSuite, n_items: int, device="cpu") -> dict:
-    """A fixed batch for whole-model metrics: ``input_ids``, ``attention_mask``, ``labels`` of shape
-    (n_items, seq_len), right-padded; labels are -100 except on the answer tokens (the correct choice,
-    the target, or the good sentence after its first token)."""
+    """A fixed batch for whole-model metrics: ``input_ids``, ``attention_mask``, ``position_ids``, ``labels``
+    of shape (n_items, seq_len), left-padded so that every item ends at the last column; labels are -100
+    except on the answer tokens (the correct choice, the target, or the good sentence after its first
+    token), so the task loss needs logits only at the last few positions
+    (:func:`ckptgeo.metrics._autodiff.scored_tail`). ``position_ids`` count each row's real tokens from 0,
+    so a row's values equal those of the row alone."""
     seqs, labs = [], []
     for p in ps.items[:n_items]:
         if p.item.kind == "minimal_pair":
@@ -402,6 +405,8 @@ def model_batch(ps: PreparedSuite, n_items: int, device="cpu") -> dict:
             seq = list(p.prompt + cont)
             lab = [-100] * len(p.prompt) + list(cont)
         seqs.append(tuple(seq)), labs.append(tuple(lab))
-    ids, mask = _pad(seqs, ps.pad_id, left=False)
-    labels, _ = _pad(labs, -100, left=False)
-    return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels.to(device)}
+    ids, mask = _pad(seqs, ps.pad_id, left=True)
+    labels, _ = _pad(labs, -100, left=True)
+    pos = (mask.cumsum(1) - 1).clamp_min(0)
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": pos.to(device),
+            "labels": labels.to(device)}

@@ -1,5 +1,16 @@
-"""What the gradient, Hessian and LLC metrics share: choosing parameters by name, switching a
-Hugging Face model to eager attention for higher-order autograd, enabling gradients temporarily.
+"""What the gradient, Hessian and LLC metrics share: the task loss, choosing parameters by name, the
+host-memory check, progress bars, switching a Hugging Face model to eager attention for higher-order
+autograd, enabling gradients temporarily.
+
+The task loss
+-------------
+The whole-model measures differentiate the task's loss, never the language-modelling loss: the mean
+token cross-entropy (nats) over the answer / continuation tokens of the suite's items (labels other
+than -100), with the output head applied only at the positions that predict them. The engine's
+fixed batch (:func:`ckptgeo.engine.forward.model_batch`) is left-padded, so every item's scored
+tokens end at the last column and the last ``n`` positions (:func:`scored_tail`) cover them all; a
+causal LM is called with ``logits_to_keep=n``. For a 50K-token vocabulary this is most of the cost:
+logits at every position of 32 items of ~100 tokens are 160M floats, at the answers a few million.
 """
 
 from __future__ import annotations
@@ -7,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import logging
+import os
 import re
 from typing import Iterator
 
@@ -16,6 +28,9 @@ from ckptgeo.errors import InvalidParameterError
 
 __all__: list[str] = []
 
+#: what the whole-model measures record as their loss (``settings["loss"]``).
+TASK_LOSS = "answer tokens: mean cross-entropy (nats) over the scored continuation tokens; logits only there"
+
 logger = logging.getLogger(__name__)
 
 
@@ -23,7 +38,8 @@ def select_parameters(model: torch.nn.Module, params: str, *, metric: str) -> li
     """The model's parameters whose names match ``params``, in ``named_parameters()`` order.
 
     ``params`` is ``"all"``; or comma-separated shell globs over parameter names
-    (``"gpt_neox.layers.*.attention.*,embed_out.weight"``); or ``"re:<regex>"`` matched with
+    (``"gpt_neox.layers.*.attention.*,embed_out.weight"``), a glob also matching a name's dotted tail
+    (``"layers.5.*"`` selects ``gpt_neox.layers.5.*``); or ``"re:<regex>"`` matched with
     :func:`re.search`. Tied parameters appear once (as ``named_parameters`` lists them).
 
     Raises
@@ -32,7 +48,7 @@ def select_parameters(model: torch.nn.Module, params: str, *, metric: str) -> li
         The pattern is empty or malformed, or matches no parameter (the message lists some names).
     """
     named = list(model.named_parameters())
-    if not isinstance(params, str) or not params.strip():
+    if not isinstance(params, str) or not params.strip():  # engine validation normally catches this first
         raise InvalidParameterError(f"The 'params' parameter of {metric} must be 'all', comma-separated globs "
                                     f"or 're:<regex>'. Got {params!r}.", name="params", value=params)
     spec = params.strip()
@@ -47,7 +63,8 @@ def select_parameters(model: torch.nn.Module, params: str, *, metric: str) -> li
         chosen = [(n, p) for n, p in named if rx.search(n)]
     else:
         globs = [g.strip() for g in spec.split(",") if g.strip()]
-        chosen = [(n, p) for n, p in named if any(fnmatch.fnmatchcase(n, g) for g in globs)]
+        chosen = [(n, p) for n, p in named
+                  if any(fnmatch.fnmatchcase(n, g) or fnmatch.fnmatchcase(n, "*." + g) for g in globs)]
     if not chosen:
         some = ", ".join(n for n, _ in named[:8])
         raise InvalidParameterError(f"The 'params' pattern {params!r} of {metric} matches no parameter. Names look "
@@ -124,3 +141,104 @@ def where(ctx) -> str:
     if getattr(ctx, "suite", ""):
         parts.append(f"suite {ctx.suite}")
     return (" " + ", ".join(parts)) if parts else ""
+
+
+def scored_tail(labels: torch.Tensor) -> int:
+    """How many last positions' logits the task loss of ``labels`` reads.
+
+    Parameters
+    ----------
+    labels : LongTensor of shape (n_items, seq_len)
+        -100 where a token is not scored.
+
+    Returns
+    -------
+    int
+        ``seq_len − f`` for ``f`` the first position whose next token is scored in any row (at least 1):
+        those positions' logits predict every scored token.
+
+    Examples
+    --------
+    >>> scored_tail(torch.tensor([[-100, -100, 5, 6], [-100, -100, -100, 7]]))
+    3
+    """
+    scored = (labels[:, 1:] != -100).any(0)
+    if not bool(scored.any()):
+        return 1
+    return int(labels.shape[1] - int(scored.nonzero()[0, 0]))
+
+
+def task_token_losses(model, batch: dict, keep: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token cross-entropy of the scored tokens, the output head applied only at the last ``keep``
+    positions.
+
+    Parameters
+    ----------
+    model : callable
+        A causal LM (or a ``functional_call`` closure over one) taking ``input_ids``,
+        ``attention_mask``, ``position_ids`` and ``logits_to_keep``.
+    batch : dict
+        ``input_ids``, ``attention_mask``, ``labels`` of shape (B, T), optionally ``position_ids``.
+    keep : int, optional
+        Positions kept (default :func:`scored_tail` of the labels; pass it from outside ``vmap``).
+
+    Returns
+    -------
+    (Tensor, Tensor)
+        Losses (nats) of shape (B, keep − 1), zero where unscored, and the 0/1 scored mask.
+    """
+    labels = batch["labels"]
+    keep = keep or scored_tail(labels)
+    kwargs = {k: batch[k] for k in ("input_ids", "attention_mask", "position_ids") if k in batch}
+    try:
+        logits = model(**kwargs, logits_to_keep=keep).logits
+    except TypeError:  # a model without logits_to_keep: full logits, sliced
+        logits = model(**kwargs).logits
+    logits = logits[:, -keep:]
+    shift_labels = labels[:, labels.shape[1] - keep + 1:]
+    mask = shift_labels != -100
+    tok = torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                                            shift_labels.clamp_min(0).reshape(-1),
+                                            reduction="none").view(shift_labels.shape)
+    return tok * mask, mask
+
+
+def available_host_bytes() -> int | None:
+    """Free physical memory (bytes) as the kernel reports it (``MemAvailable``), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_host_memory(need: int, *, metric: str, what: str, free: int | None = None) -> None:
+    """Refuse, before any work, a measure whose buffers would take more than half the free host memory.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``need`` bytes exceed half of ``free`` (default :func:`available_host_bytes`); the message
+        names the buffers and the remedy (a parameter subset, ``params=layers.5.*``).
+    """
+    free = available_host_bytes() if free is None else free
+    if free is not None and need > free // 2:
+        raise InvalidParameterError(
+            f"{metric} needs about {need / 2**30:.1f} GiB of host memory for {what}; {free / 2**30:.1f} GiB is "
+            f"free. Choose a parameter subset with 'params' (e.g. {metric}.params=layers.5.*) "
+            f"or smaller buffers.", name="params", value=need)
+
+
+def progress(total: int | None, desc: str, unit: str):
+    """A tqdm bar on a terminal (silenced by ``CKPTGEO_NO_PROGRESS=1``)."""
+    from tqdm.auto import tqdm
+
+    from ckptgeo.constants import NO_PROGRESS
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=NO_PROGRESS or None, dynamic_ncols=True, leave=False)

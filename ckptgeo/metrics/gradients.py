@@ -1,7 +1,9 @@
 """Effective rank of per-sample loss gradients, and of their centered covariance.
 
 For N scored items and P chosen parameters, ``G`` (N × P) stacks the gradients of each item's
-loss (mean token cross-entropy over its scored tokens, nats). ``grad_rank`` is the RankMe-style
+task loss: the mean token cross-entropy (nats) over its answer / continuation tokens only, the
+output head applied only at those positions (``_autodiff.task_token_losses``), never the
+language-modelling loss over every position. ``grad_rank`` is the RankMe-style
 entropy rank of G's singular values; ``grad_cov_rank`` is the entropy rank of the eigenvalues of
 the centered covariance ``(G − ḡ)ᵀ(G − ḡ)/(N − 1)``.
 
@@ -21,7 +23,8 @@ import torch
 
 from ckptgeo.constants import RANKME_EPS
 from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError
-from ckptgeo.metrics._autodiff import eager_attention, eval_mode, location, select_parameters, where
+from ckptgeo.metrics._autodiff import (TASK_LOSS, check_host_memory, eager_attention, eval_mode, location, progress,
+                                       select_parameters, where)
 from ckptgeo._params import check_config
 from ckptgeo.metrics.rankme import effective_rank, entropy_rank_from_spectrum
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
@@ -34,7 +37,7 @@ logger = logging.getLogger(__name__)
 _PRIME = 2_147_483_647  # 2**31 - 1: a*j + b stays below 2**63 for a, b, j < 2**31
 _COLUMNS_PER_PASS = 1 << 22  # hash this many coordinates at once (bounds temporary memory)
 _MAX_UNSKETCHED_FLOATS = 1 << 31  # refuse an N x P matrix above 8 GiB in float32
-_CHUNK_FLOATS = 1 << 28  # automatic chunk size: per-sample gradients of one chunk stay under this
+_CHUNK_FLOATS = 1 << 26  # automatic chunk size: per-sample gradients of one chunk stay under this
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,8 @@ class GradientRankConfig:
         ``"auto"``: vmap, falling back to the loop where the model does not support it.
     chunk_size : int or None, default=None
         Items per vmap call; peak memory is about chunk_size × P floats of per-sample gradients.
-        None = as many as fit in 2**28 floats (1 GiB in float32), between 1 and 32: 32 for a
-        model under 8M parameters, 1 for Pythia-2.8B.
+        None = as many as fit in 2**26 floats (256 MiB in float32), between 1 and 32: 32 for a
+        model under 2M parameters, 4 for pythia-14m, 1 for Pythia-2.8B.
     eps : float, default=1e-7
         Added to each normalised spectrum value, as RankMe.
     """
@@ -279,15 +282,18 @@ def _vmap_chunk(ctx: ModelContext, chosen, sl: slice):
     model = ctx.model
     batch = ctx.batch
 
-    def item_loss(p, ids, mask, labels):
+    keys = [k for k in ("input_ids", "attention_mask", "labels", "position_ids") if k in batch]
+    keep = ctx.logits_to_keep()  # outside vmap: it reads the labels' values
+
+    def item_loss(p, *row):
         def forward(**kw):
             return functional_call(model, p, (), kw)
-        one = {"input_ids": ids[None], "attention_mask": mask[None], "labels": labels[None]}
-        return ctx.per_sample_loss(model=forward, batch=one)[0]
+        one = {k: v[None] for k, v in zip(keys, row)}
+        return ctx.per_sample_loss(model=forward, batch=one, keep=keep)[0]
 
     params = {n: p.detach() for n, p in chosen}
-    grads, losses = vmap(grad_and_value(item_loss), in_dims=(None, 0, 0, 0))(
-        params, batch["input_ids"][sl], batch["attention_mask"][sl], batch["labels"][sl])
+    grads, losses = vmap(grad_and_value(item_loss), in_dims=(None,) + (0,) * len(keys))(
+        params, *(batch[k][sl] for k in keys))
     return [grads[n] for n, _ in chosen], losses.detach()
 
 
@@ -301,7 +307,8 @@ def _loop_chunk(ctx: ModelContext, chosen, sl: slice):
             for p in tensors:
                 p.requires_grad_(True)
             for i in range(sl.start, sl.stop):
-                one = {k: v[i:i + 1] for k, v in ctx.batch.items() if k in ("input_ids", "attention_mask", "labels")}
+                one = {k: v[i:i + 1] for k, v in ctx.batch.items()
+                       if k in ("input_ids", "attention_mask", "labels", "position_ids")}
                 loss = ctx.per_sample_loss(batch=one)[0]
                 gs = torch.autograd.grad(loss, tensors, allow_unused=True)
                 for r, g, p in zip(rows, gs, tensors):
@@ -355,11 +362,15 @@ def per_sample_gradients(ctx: ModelContext, config: GradientRankConfig | None = 
         raise InvalidParameterError(f"grad_rank would hold {n} x {dim:,} gradient entries ({4 * n * dim / 2**30:.1f} "
                                     f"GiB); set sketch_dim (e.g. 4096) or choose fewer params. Got sketch_dim="
                                     f"{config.sketch_dim!r}.", name="sketch_dim", value=config.sketch_dim)
-    out = torch.zeros(n, dim, dtype=torch.float32, device=ctx.device)
-    losses = torch.empty(n, dtype=torch.float32, device=ctx.device)
     method = "vmap" if config.method in ("auto", "vmap") else "loop"
     chunk = config.chunk_size or max(1, min(32, _CHUNK_FLOATS // max(1, n_params)))
-    with eval_mode(model), eager_attention(model):
+    if ctx.device.type == "cpu":  # the sketch, one chunk's per-sample gradients and its sketch buffers
+        check_host_memory(4 * (n * dim + 2 * min(chunk, n) * n_params), metric="grad_rank",
+                          what=f"{min(chunk, n)} per-sample gradients of {n_params:,} parameters at a time")
+    out = torch.zeros(n, dim, dtype=torch.float32, device=ctx.device)
+    losses = torch.empty(n, dtype=torch.float32, device=ctx.device)
+    bar = progress(n, f"per-sample gradients{where(ctx)}", "item")
+    with eval_mode(model), eager_attention(model), bar:
         for start in range(0, n, chunk):
             sl = slice(start, min(n, start + chunk))
             if method == "vmap":
@@ -389,6 +400,7 @@ def per_sample_gradients(ctx: ModelContext, config: GradientRankConfig | None = 
                     out[sl, col:col + flat.shape[1]] = flat.float()
                     col += flat.shape[1]
             del grads
+            bar.update(sl.stop - sl.start)
     return PerSampleGradients(grads=out, losses=losses, n_params=n_params, sketched=sketched, method=method,
                               chunk_size=chunk)
 
@@ -417,7 +429,7 @@ def _cached_gradients(ctx: ModelContext, config: GradientRankConfig) -> PerSampl
 def _extra(config: GradientRankConfig, psg: PerSampleGradients) -> dict:
     return {"n_samples": int(psg.grads.shape[0]), "n_params": int(psg.n_params), "sketched": bool(psg.sketched),
             "dim": int(psg.grads.shape[1]), "method": psg.method, "chunk_size": int(psg.chunk_size),
-            "mean_loss": float(psg.losses.mean())}
+            "mean_loss": float(psg.losses.mean()), "objective": TASK_LOSS}
 
 
 @register_metric(name="grad_rank", needs="model", cost="expensive", unit="effective dimensions",
@@ -449,8 +461,9 @@ def grad_rank(ctx: ModelContext, config: GradientRankConfig | None = None) -> li
     Notes
     -----
     ``exp(−Σ p_k log p_k)``, ``p_k = σ_k / Σσ + eps``, σ the singular values of G (N × P, one
-    item's gradient of its mean token cross-entropy per row), or of its CountSketch when P >
-    ``sketch_dim``.
+    item's gradient of its task loss per row: mean cross-entropy over its answer tokens only, logits
+    computed only there; recorded as ``extra["objective"]``), or of its CountSketch when P > ``sketch_dim``.
+    A host-memory check runs before any work; a progress bar counts items on a terminal.
 
     References
     ----------

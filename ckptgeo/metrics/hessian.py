@@ -1,15 +1,18 @@
 """Top-k eigenvalues of the loss Hessian on a fixed batch, by Lanczos over Hessian-vector products.
 
-The Hessian H (P × P) of the batch's mean token cross-entropy is never formed: ARPACK's implicitly
-restarted Lanczos (``scipy.sparse.linalg.eigsh``) only needs ``v ↦ Hv``, which autograd gives by a
-double backward, ``Hv = ∂(∇L · v)/∂θ``. Optionally the trace is estimated by Hutchinson's method.
+The Hessian H (P × P) of the batch's task loss (mean token cross-entropy over the answer tokens, the
+output head applied only there) is never formed: Lanczos only needs ``v ↦ Hv``, which autograd gives
+by a double backward, ``Hv = ∂(∇L · v)/∂θ``. The Lanczos basis lives next to the model (on the GPU
+when the model is there) in the parameters' dtype, is fully reorthogonalised, and restarts explicitly
+from the wanted Ritz vectors when full; the work stops when the top k have converged or a budget
+(Hessian-vector products, seconds) is spent, and records which. Optionally the trace is estimated by
+Hutchinson's method.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -18,7 +21,8 @@ import numpy as np
 import torch
 
 from ckptgeo.errors import InvalidParameterError, NegativeCurvatureWarning, NonFiniteActivationsError
-from ckptgeo.metrics._autodiff import eager_attention, eval_mode, gradients_on, location, select_parameters, where
+from ckptgeo.metrics._autodiff import (TASK_LOSS, available_host_bytes, check_host_memory, eager_attention, eval_mode,
+                                       gradients_on, location, progress, select_parameters, where)
 from ckptgeo._params import check_config
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
@@ -43,11 +47,16 @@ class HessianConfig:
     params : str, default="all"
         Parameters spanning the Hessian: ``"all"``, comma-separated globs or ``"re:<regex>"``.
     tol : float, default=1e-3
-        ARPACK's relative tolerance on each Ritz value (0 = machine precision).
+        Relative tolerance on each Ritz value: converged when the residual bound ``|β_m s_mi|`` is at
+        most ``tol · |θ_i|`` (0 = to machine precision).
     max_iter : int, default=100
-        ARPACK restarts at most (each costs up to ``ncv − k`` Hessian-vector products).
+        Restarts at most (each fills the basis again: up to ``ncv`` Hessian-vector products).
     ncv : int or None, default=None
-        Lanczos basis size; None = scipy's default ``max(2k + 1, 20)`` capped at P.
+        Lanczos basis size; None = ``max(2k + 1, 20)`` capped at P. Memory: ``ncv × P`` values.
+    max_hvp : int or None, default=200
+        Budget: stop after this many Hessian-vector products (None: no limit).
+    max_seconds : float or None, default=None
+        Budget: stop after this many seconds of Lanczos (None: no limit).
     hutchinson_samples : int, default=0
         When > 0, also estimate tr(H) from this many Rademacher probes (one extra row).
     """
@@ -58,6 +67,8 @@ class HessianConfig:
     tol: float = 1e-3
     max_iter: int = 100
     ncv: int | None = None
+    max_hvp: int | None = 200
+    max_seconds: float | None = None
     hutchinson_samples: int = 0
 
 
@@ -68,6 +79,8 @@ _CONSTRAINTS = {
     "tol": ("float", 0.0, 1.0),
     "max_iter": ("int", 1, math.inf),
     "ncv": ("int", 2, math.inf, "optional"),
+    "max_hvp": ("int", 1, math.inf, "optional"),
+    "max_seconds": ("float", 0.0, math.inf, "optional"),
     "hutchinson_samples": ("int", 0, math.inf),
 }
 
@@ -76,15 +89,20 @@ _CONSTRAINTS = {
 class HessianSpectrum:
     """Result of :func:`hessian_eigenvalues`.
 
-    ``eigenvalues``: ndarray of shape (k,), float64, ordered as ``which`` asks (largest first);
-    NaN where Lanczos did not converge. ``n_hvp``: Hessian-vector products used. ``converged``:
-    all k converged. ``n_params``: P.
+    ``eigenvalues``: ndarray of shape (k,), float64, ordered as ``which`` asks (largest first): the
+    Ritz values (NaN only where fewer than k exist). ``converged_each``: (k,) bool. ``residuals``: (k,)
+    residual bounds. ``n_hvp``: Hessian-vector products used. ``converged``: all k converged.
+    ``stopped_by``: "converged", "max_hvp", "max_seconds" or "max_iter". ``n_params``: P.
     """
 
     eigenvalues: np.ndarray
     n_hvp: int
     converged: bool
     n_params: int
+    converged_each: np.ndarray | None = None
+    residuals: np.ndarray | None = None
+    stopped_by: str = "converged"
+    seconds: float = 0.0
 
 
 class HessianVectorProduct:
@@ -129,31 +147,42 @@ class HessianVectorProduct:
         self._sizes = [p.numel() for p in params]
         self._offsets = np.cumsum([0] + self._sizes)
 
-    def __call__(self, v: np.ndarray) -> np.ndarray:
-        """Hv for ``v`` of shape (P,) (or (P, 1)); returns float64 of shape (P,)."""
-        v = np.asarray(v, dtype=np.float64).reshape(-1)
+    @property
+    def dtype(self) -> torch.dtype:
+        """The widest parameter dtype (the Lanczos basis is kept in it)."""
+        return torch.float64 if any(p.dtype == torch.float64 for p in self.params) else torch.float32
+
+    @property
+    def device(self) -> torch.device:
+        return self.params[0].device
+
+    def apply(self, v: torch.Tensor) -> torch.Tensor:
+        """Hv for a flat tensor ``v`` of shape (P,) on the parameters' device; returns shape (P,), ``v``'s dtype."""
         self.n_calls += 1
-        out = np.zeros(self.n_params, dtype=np.float64)
+        out = torch.zeros_like(v)
         if not self._live:
             return out
-        vs = []
-        for i in self._live:
-            p = self.params[i]
-            piece = v[self._offsets[i]:self._offsets[i + 1]]
-            vs.append(torch.from_numpy(piece).to(device=p.device, dtype=p.dtype).view_as(p))
-        hv = torch.autograd.grad(self._grads, [self.params[i] for i in range(len(self.params))],
-                                 grad_outputs=vs, retain_graph=True, allow_unused=True)
+        vs = [v[self._offsets[i]:self._offsets[i + 1]].to(self.params[i].dtype).view_as(self.params[i])
+              for i in self._live]
+        hv = torch.autograd.grad(self._grads, self.params, grad_outputs=vs, retain_graph=True, allow_unused=True)
         for i, h in enumerate(hv):
             if h is not None:
-                out[self._offsets[i]:self._offsets[i + 1]] = h.detach().reshape(-1).double().cpu().numpy()
-        if not np.isfinite(out).all():
+                out[self._offsets[i]:self._offsets[i + 1]] = h.detach().reshape(-1)
+        if not torch.isfinite(out).all():
             raise NonFiniteActivationsError(f"NaN or inf in a Hessian-vector product{self._context}", **self._fields)
         return out
 
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        """Hv for ``v`` of shape (P,) (or (P, 1)); returns float64 of shape (P,)."""
+        v = torch.from_numpy(np.asarray(v, dtype=np.float64).reshape(-1)).to(device=self.device, dtype=self.dtype)
+        return self.apply(v).double().cpu().numpy()
+
 
 def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "LA", tol: float = 1e-3,
-                        max_iter: int = 100, ncv: int | None = None, seed: int = 0) -> HessianSpectrum:
-    """Top-k eigenvalues of a Hessian given as a product operator, by Lanczos (ARPACK).
+                        max_iter: int = 100, ncv: int | None = None, seed: int = 0, max_hvp: int | None = None,
+                        max_seconds: float | None = None, on_step: Callable[[int], None] | None = None
+                        ) -> HessianSpectrum:
+    """Top-k eigenvalues of a Hessian given as a product operator, by restarted Lanczos.
 
     Parameters
     ----------
@@ -164,49 +193,64 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
     which : {"LA", "LM"}, default="LA"
         Largest algebraic, or largest magnitude.
     tol : float, default=1e-3
-        Relative accuracy of each eigenvalue.
+        Relative accuracy of each eigenvalue (residual bound ≤ tol · |θ|; 0 = machine precision).
     max_iter : int, default=100
-        ARPACK restarts at most.
+        Restarts at most.
     ncv : int, optional
-        Lanczos basis size (default scipy's).
+        Lanczos basis size (default ``max(2k + 1, 20)``, capped at P).
     seed : int, default=0
-        Seeds the starting vector (ARPACK's own would be unseeded).
+        Seeds the starting vector.
+    max_hvp : int, optional
+        Stop after this many Hessian-vector products.
+    max_seconds : float, optional
+        Stop after this many seconds.
+    on_step : callable (n_hvp) -> None, optional
+        Called after each product (a progress bar).
 
     Returns
     -------
     HessianSpectrum
         ``eigenvalues`` of shape (k,) in units of nats per (parameter unit)², largest first
-        (by value for "LA", by magnitude for "LM"); NaN for those not converged.
+        (by value for "LA", by magnitude for "LM"): the Ritz values, converged or not
+        (``converged_each``, ``residuals``, ``stopped_by`` say which and why).
 
     Raises
     ------
     InvalidParameterError
-        ``k`` ≥ P, ``which`` not "LA"/"LM", or the Lanczos basis ((ncv + 4) × P float64) would take
-        more than half the free host memory (Pythia-2.8B in full: ~540 GiB; use a parameter subset).
+        ``k`` ≥ P, ``which`` not "LA"/"LM", or the Lanczos basis (ncv × P values in the parameters'
+        dtype, on their device) would take more than half the free host memory on a CPU
+        (Pythia-2.8B in full: ~210 GiB; use a parameter subset).
     NonFiniteActivationsError
         A Hessian-vector product is NaN or inf.
 
     Notes
     -----
-    H is symmetric, so Lanczos applies: eigsh builds a Krylov basis of span{v0, Hv0, H²v0, ...}
-    and returns the Ritz values of the tridiagonal projection, restarting implicitly.
+    H is symmetric, so Lanczos applies: ``H V_m = V_m T_m + β_m v_{m+1} e_mᵀ`` builds an orthonormal
+    basis of span{v0, Hv0, H²v0, ...} (here reorthogonalised in full, twice per step) and the
+    eigenvalues θ_i of the tridiagonal ``T_m`` (Ritz values) approach H's extreme eigenvalues, with
+    residual ``‖H y_i − θ_i y_i‖ = |β_m s_{m,i}|`` read off ``T_m``'s eigenvectors s. When the basis
+    is full before the top k converge, it restarts from the sum of their Ritz vectors (an explicit
+    restart, Saad 2011 §4.3), keeping memory at ``ncv`` vectors.
 
     References
     ----------
-    Lehoucq, Sorensen, Yang. "ARPACK Users' Guide." SIAM 1998 (implicitly restarted Lanczos).
-    Pearlmutter. "Fast exact multiplication by the Hessian." Neural Computation 1994.
-    Ghorbani, Krishnan, Xiao. "An investigation into neural net optimization via Hessian
-    eigenvalue density." ICML 2019.
+    Lanczos. "An iteration method for the solution of the eigenvalue problem of linear differential
+    and integral operators." J. Res. NBS 1950. Saad. "Numerical Methods for Large Eigenvalue
+    Problems." SIAM 2011, ch. 6. Pearlmutter. "Fast exact multiplication by the Hessian." Neural
+    Computation 1994. Ghorbani, Krishnan, Xiao. "An investigation into neural net optimization via
+    Hessian eigenvalue density." ICML 2019.
 
     Examples
     --------
     >>> w = torch.zeros(4, requires_grad=True)
     >>> a = torch.tensor([4.0, 3.0, 2.0, 1.0])
     >>> op = HessianVectorProduct(lambda: 0.5 * (a * w * w).sum() + (w ** 3).sum(), [w])
-    >>> np.round(hessian_eigenvalues(op, k=2, tol=0).eigenvalues, 6).tolist()
+    >>> np.round(hessian_eigenvalues(op, k=2, tol=0).eigenvalues, 5).tolist()
     [4.0, 3.0]
     """
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    import time
+
+    from scipy.linalg import eigh_tridiagonal
 
     if which not in ("LA", "LM"):
         raise InvalidParameterError(f"The 'which' parameter of hessian must be one of ['LA', 'LM']. Got {which!r}.",
@@ -215,39 +259,74 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
     if not isinstance(k, int) or k < 1 or k >= n:
         raise InvalidParameterError(f"The 'k' parameter of hessian must be an int in [1, {n - 1}] (fewer than the "
                                     f"{n} parameters). Got {k!r}.", name="k", value=k)
-    if ncv is not None:
-        ncv = min(max(ncv, k + 1), n)
-    basis = ncv if ncv is not None else min(n, max(2 * k + 1, 20))
-    need = (basis + 4) * n * 8  # ARPACK keeps the Lanczos basis, plus work vectors, in float64 on the host
-    free = _available_host_bytes()
-    if free is not None and need > free // 2:
-        raise InvalidParameterError(f"Lanczos over {n:,} parameters needs about {need / 2**30:.1f} GiB of host memory "
-                                    f"for its {basis} basis vectors (float64); {free / 2**30:.1f} GiB is free. Choose "
-                                    f"a parameter subset with 'params' (e.g. one layer) or a smaller 'ncv'.",
-                                    name="params", value=n)
-    op = LinearOperator((n, n), matvec=hvp, dtype=np.float64)
-    v0 = np.random.default_rng(seed).standard_normal(n)
-    start = hvp.n_calls
-    try:
-        vals = eigsh(op, k=k, which=which, tol=tol, maxiter=max_iter, ncv=ncv, v0=v0, return_eigenvectors=False)
-        converged = True
-    except ArpackNoConvergence as err:
-        vals = np.asarray(err.eigenvalues, dtype=np.float64)
-        converged = False
-        logger.warning("Lanczos converged on %d of %d Hessian eigenvalues in %d restarts", len(vals), k, max_iter)
-    vals = np.asarray(vals, dtype=np.float64)
-    order = np.argsort(-vals) if which == "LA" else np.argsort(-np.abs(vals))
-    vals = vals[order]
-    if len(vals) < k:
-        vals = np.concatenate([vals, np.full(k - len(vals), np.nan)])
-    return HessianSpectrum(eigenvalues=vals, n_hvp=hvp.n_calls - start, converged=converged, n_params=n)
+    basis = min(max(ncv if ncv is not None else max(2 * k + 1, 20), k + 1), n)
+    dtype, device = hvp.dtype, hvp.device
+    itemsize = torch.finfo(dtype).bits // 8
+    if device.type == "cpu":
+        check_host_memory((basis + 4) * n * itemsize, metric="hessian", free=_available_host_bytes(),
+                          what=f"a Lanczos basis of {basis} vectors over {n:,} parameters")
+    V = torch.empty(basis, n, dtype=dtype, device=device)
+    v = torch.from_numpy(np.random.default_rng(seed).standard_normal(n)).to(device=device, dtype=dtype)
+    v /= v.norm()
+    start, t0, restarts, stop = hvp.n_calls, time.perf_counter(), 0, None
+    exact = tol == 0
+    while stop is None:
+        alpha: list[float] = []
+        beta: list[float] = []
+        V[0] = v
+        for j in range(basis):
+            w = hvp.apply(V[j])
+            a = float(w @ V[j])
+            w -= a * V[j]
+            if j:
+                w -= beta[-1] * V[j - 1]
+            for _ in range(2):  # full reorthogonalisation ("twice is enough")
+                w -= V[:j + 1].T @ (V[:j + 1] @ w)
+            b = float(w.norm())
+            alpha.append(a)
+            beta.append(b)
+            vals, vecs = eigh_tridiagonal(np.array(alpha), np.array(beta[:-1])) if j else (np.array([a]),
+                                                                                          np.ones((1, 1)))
+            order = np.argsort(-vals) if which == "LA" else np.argsort(-np.abs(vals))
+            idx = order[:k]
+            theta = np.full(k, np.nan)
+            resid = np.full(k, np.inf)
+            theta[:len(idx)] = vals[idx]
+            resid[:len(idx)] = np.abs(b * vecs[-1, idx])
+            if b <= 1e3 * np.finfo(np.float64 if dtype == torch.float64 else np.float32).eps * max(
+                    1.0, float(np.abs(vals).max())):
+                resid[:len(idx)] = 0.0  # an invariant subspace: its Ritz values are exact
+            bound = np.abs(theta) * (1e3 * np.finfo(np.float64).eps if exact else tol)
+            done = np.nan_to_num(resid, nan=np.inf) <= bound
+            if on_step is not None:
+                on_step(hvp.n_calls - start)
+            if len(idx) == k and done.all() or (resid[:len(idx)] == 0).all() and len(idx) < k:
+                stop = "converged"
+            elif max_hvp is not None and hvp.n_calls - start >= max_hvp:
+                stop = "max_hvp"
+            elif max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
+                stop = "max_seconds"
+            elif j == basis - 1 and restarts >= max_iter:
+                stop = "max_iter"
+            if stop is not None or j == basis - 1:
+                break
+            V[j + 1] = w / b
+        if stop is None:  # explicit restart from the wanted Ritz vectors
+            restarts += 1
+            v = V[:len(alpha)].T @ torch.from_numpy(vecs[:, idx].sum(1)).to(device=device, dtype=dtype)
+            v /= v.norm()
+    del V
+    converged = bool(done.all()) and len(idx) == k
+    if not converged:
+        logger.warning("Lanczos converged on %d of %d Hessian eigenvalues (stopped by %s after %d products)",
+                       int(done[:len(idx)].sum()), k, stop, hvp.n_calls - start)
+    return HessianSpectrum(eigenvalues=theta, n_hvp=hvp.n_calls - start, converged=converged, n_params=n,
+                           converged_each=done, residuals=resid, stopped_by=stop,
+                           seconds=time.perf_counter() - t0)
 
 
 def _available_host_bytes() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not Linux
-        return None
+    return available_host_bytes()
 
 
 def hutchinson_trace(hvp: HessianVectorProduct, *, n_samples: int, seed: int = 0) -> tuple[float, float]:
@@ -311,16 +390,20 @@ def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[Metr
     ----------
     ctx : ModelContext
         Model, fixed batch (labels −100 where unscored), device, seed (seeds Lanczos' start vector
-        and the Hutchinson probes). The loss is ``ctx.loss()``: mean token cross-entropy in nats.
+        and the Hutchinson probes). The loss is ``ctx.loss()``: the task loss, mean token
+        cross-entropy in nats over the answer tokens only, logits computed only there.
     config : HessianConfig, optional
         ``k`` (5), ``which`` ("LA"), ``params`` ("all"), ``tol`` (1e-3), ``max_iter`` (100),
-        ``ncv`` (None), ``hutchinson_samples`` (0).
+        ``ncv`` (None), ``max_hvp`` (200), ``max_seconds`` (None), ``hutchinson_samples`` (0).
 
     Returns
     -------
     list of MetricValue
-        k values, ``index`` = rank (0 = largest; by value for "LA", by |λ| for "LM"), NaN with a
-        reason where Lanczos did not converge; ``extra``: which, n_params, n_hvp, converged, loss.
+        k values, ``index`` = rank (0 = largest; by value for "LA", by |λ| for "LM"); a value Lanczos
+        did not converge on (its budget ran out) is its Ritz estimate with a reason and
+        ``extra["converged"] = False``; ``extra``: which, n_params, n_hvp, converged, residual,
+        stopped_by ("converged", "max_hvp", "max_seconds", "max_iter"), seconds_lanczos, loss (nats),
+        objective (the task loss, as recorded).
         With ``hutchinson_samples`` > 0, one more value with ``index=None`` and
         ``extra["quantity"] = "trace"`` (and its standard error).
 
@@ -341,7 +424,9 @@ def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[Metr
     -----
     ``Hv = ∂/∂θ (∇_θ L(θ) · v)`` by double backward; the model runs in eval mode on eager
     attention, as SDPA's fused CPU kernel has no double backward in torch 2.x. Eigenvalues are of
-    ∇²L where L is the token-weighted mean cross-entropy (nats) over scored positions.
+    ∇²L where L is the token-weighted mean cross-entropy (nats) over the scored answer positions (the
+    task loss, never the language-modelling loss). The host-memory check of the Lanczos basis runs
+    before any product; a progress bar counts products on a terminal.
 
     References
     ----------
@@ -358,21 +443,28 @@ def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[Metr
     check_config(config, _CONSTRAINTS, metric="hessian")
     model = ctx.model
     chosen = [p for _, p in select_parameters(model, config.params, metric="hessian")]
-    with eval_mode(model), eager_attention(model), gradients_on(chosen):
+    bar = progress(config.max_hvp, f"Hessian-vector products{where(ctx)}", "hvp")
+    with eval_mode(model), eager_attention(model), gradients_on(chosen), bar:
         op = HessianVectorProduct(lambda: ctx.loss(), chosen, context=where(ctx), error_fields=location(ctx))
         spec = hessian_eigenvalues(op, k=config.k, which=config.which, tol=config.tol, max_iter=config.max_iter,
-                                   ncv=config.ncv, seed=ctx.seed)
+                                   ncv=config.ncv, seed=ctx.seed, max_hvp=config.max_hvp,
+                                   max_seconds=config.max_seconds, on_step=lambda n: bar.update(n - bar.n))
         trace = hutchinson_trace(op, n_samples=config.hutchinson_samples, seed=ctx.seed) \
             if config.hutchinson_samples > 0 else None
     extra = {"which": config.which, "n_params": int(spec.n_params), "n_hvp": int(spec.n_hvp),
-             "converged": bool(spec.converged), "loss": op.loss}
+             "converged": bool(spec.converged), "stopped_by": spec.stopped_by, "seconds_lanczos": spec.seconds,
+             "loss": op.loss, "objective": TASK_LOSS}
     finite = spec.eigenvalues[np.isfinite(spec.eigenvalues)]
     if (finite < 0).any():
         warnings.warn(f"Hessian has negative eigenvalues among the top {config.k} ({config.which}){where(ctx)}: "
                       f"{np.round(finite[finite < 0], 6).tolist()}", NegativeCurvatureWarning, stacklevel=2)
-    rows = [MetricValue(value=float(v), index=i,
-                        reason=None if np.isfinite(v) else f"Lanczos did not converge in {config.max_iter} restarts",
-                        extra=dict(extra)) for i, v in enumerate(spec.eigenvalues)]
+    rows = []
+    for i, v in enumerate(spec.eigenvalues):
+        ok = bool(spec.converged_each[i])
+        reason = None if ok else (f"Lanczos did not converge (stopped by {spec.stopped_by} after {spec.n_hvp} "
+                                  f"products): a Ritz estimate" if np.isfinite(v) else "fewer Ritz values than k")
+        rows.append(MetricValue(value=float(v), index=i, reason=reason,
+                                extra={**extra, "converged": ok, "residual": float(spec.residuals[i])}))
     if trace is not None:
         rows.append(MetricValue(value=trace[0], index=None,
                                 extra={**extra, "quantity": "trace", "std_error": trace[1],

@@ -29,7 +29,7 @@ import torch
 
 from ckptgeo import constants
 from ckptgeo.errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
-from ckptgeo.metrics._autodiff import location, select_parameters, where
+from ckptgeo.metrics._autodiff import TASK_LOSS, check_host_memory, location, select_parameters, where
 from ckptgeo._params import check_config
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
@@ -218,6 +218,9 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     batch_size = min(config.batch_size, n_samples)
     nbeta = config.nbeta if config.nbeta is not None else (batch_size / math.log(batch_size) if batch_size > 1 else 1.0)
     fields = error_fields or {}
+    if device.type == "cpu":  # devinterp samples a deep copy of the model per chain, with its gradients
+        model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        check_host_memory(3 * model_bytes, metric="llc", what="a copy of the model and its gradients per SGLD chain")
 
     with torch.no_grad():
         init = loss_fn(model, torch.arange(n_samples, device=device))
@@ -303,7 +306,8 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
     ----------
     ctx : ModelContext
         Model, fixed batch of n items (labels −100 where unscored), device, seed. The loss of a
-        minibatch is ``ctx.loss`` on it: mean token cross-entropy (nats) over scored positions.
+        minibatch is ``ctx.loss`` on it: the task loss, mean token cross-entropy (nats) over the
+        answer positions only, logits computed only there (never the language-modelling loss).
     config : LLCConfig, optional
         ``lr`` (1e-4), ``nbeta`` (None → m/ln m), ``localization`` (100), ``num_chains`` (4),
         ``num_draws`` (200), ``num_burnin_steps`` (0), ``num_steps_bw_draws`` (1),
@@ -314,7 +318,8 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
     list of MetricValue
         One value: the mean λ̂ over healthy chains (about d/2 for a regular model with d
         parameters; smaller for degenerate ones). ``extra``: every setting, ``nbeta_used``,
-        ``batch_size_used``, ``llc_std`` (spread over healthy chains), ``llc_per_chain`` (None for
+        ``batch_size_used``, ``n_sgld_steps`` (the budget: chains × (burn-in + draws × steps between
+        draws)), ``objective`` (the task loss), ``llc_std`` (spread over healthy chains), ``llc_per_chain`` (None for
         a diverged chain), ``diverged_chains``, ``n_chains_diverged``, ``init_loss``,
         ``devinterp_version``. NaN with a reason when every chain diverged.
 
@@ -357,7 +362,9 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
 
     est = estimate_llc(ctx.model, loss_fn, n, config, seed=ctx.seed, device=ctx.device, context=where(ctx),
                        error_fields=location(ctx))
+    n_steps = config.num_chains * (config.num_burnin_steps + config.num_draws * config.num_steps_bw_draws)
     extra = {**asdict(config), "nbeta_used": est.nbeta_used, "batch_size_used": est.batch_size_used,
+             "n_sgld_steps": n_steps, "objective": TASK_LOSS,
              "llc_std": est.llc_std if math.isfinite(est.llc_std) else None,
              "llc_per_chain": [float(v) if math.isfinite(v) else None for v in est.llc_per_chain],
              "diverged_chains": np.flatnonzero(est.diverged).tolist(), "n_chains_diverged": int(est.diverged.sum()),

@@ -64,7 +64,9 @@ class ModelContext:
     ``model`` is the causal LM in eval mode on ``device``. ``batch`` holds ``input_ids`` and
     ``attention_mask`` of shape ``(n_items, seq_len)`` and ``labels`` of the same shape with -100
     where a position is not scored (the answer tokens of each item are scored). ``seed`` seeds any
-    randomness. :meth:`loss` is the mean token cross-entropy (nats) over scored positions;
+    randomness; ``position_ids`` (optional) give left-padded rows their positions. :meth:`loss` is the
+    task loss: the mean token cross-entropy (nats) over scored positions, the output head applied only
+    at the last :meth:`logits_to_keep` positions (``_autodiff.task_token_losses``);
     :meth:`per_sample_loss` returns one loss per item, shape ``(n_items,)``.
     """
 
@@ -75,30 +77,36 @@ class ModelContext:
     revision: str = ""
     suite: str = ""
 
-    def _token_losses(self, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        import torch
+    def logits_to_keep(self, batch: dict | None = None) -> int:
+        """Last positions whose logits the task loss reads (see ``_autodiff.scored_tail``); computed once
+        from ``batch`` (default this context's), outside any ``vmap``."""
+        from ckptgeo.metrics._autodiff import scored_tail
 
-        shift_logits = logits[:, :-1].float()
-        shift_labels = labels[:, 1:]
-        mask = shift_labels != -100
-        tok = torch.nn.functional.cross_entropy(
-            shift_logits.reshape(-1, shift_logits.shape[-1]), shift_labels.clamp_min(0).reshape(-1),
-            reduction="none").view(shift_labels.shape)
-        return tok * mask, mask
+        if batch is None or batch is self.batch:
+            if getattr(self, "_keep", None) is None:
+                self._keep = scored_tail(self.batch["labels"])
+            return self._keep
+        return scored_tail(batch["labels"])
 
-    def per_sample_loss(self, model: torch.nn.Module | None = None, batch: dict | None = None) -> torch.Tensor:
-        model = model or self.model
+    def per_sample_loss(self, model: torch.nn.Module | None = None, batch: dict | None = None,
+                        keep: int | None = None) -> torch.Tensor:
+        from ckptgeo.metrics._autodiff import task_token_losses
+
         batch = batch or self.batch
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-        tok, mask = self._token_losses(out.logits, batch["labels"])
+        tok, mask = task_token_losses(model or self.model, batch, keep or self._tail(batch))
         return tok.sum(1) / mask.sum(1).clamp_min(1)
 
     def loss(self, model: torch.nn.Module | None = None, batch: dict | None = None) -> torch.Tensor:
-        model = model or self.model
+        from ckptgeo.metrics._autodiff import task_token_losses
+
         batch = batch or self.batch
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-        tok, mask = self._token_losses(out.logits, batch["labels"])
+        tok, mask = task_token_losses(model or self.model, batch, self._tail(batch))
         return tok.sum() / mask.sum().clamp_min(1)
+
+    def _tail(self, batch: dict) -> int:
+        # rows drawn from this context's batch keep its columns, so its tail covers them
+        same = "labels" in self.batch and batch["labels"].shape[1] == self.batch["labels"].shape[1]
+        return self.logits_to_keep() if same else self.logits_to_keep(batch)
 
 
 def _check_spec(name: str, obj) -> None:
