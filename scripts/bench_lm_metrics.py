@@ -110,8 +110,9 @@ def main() -> int:
     finally:
         wall = time.perf_counter() - t
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-    print(f"scan exit {proc.returncode}; wall {wall:.0f} s; peak RSS "
-          f"{int(rss.group(1)) / 2**20:.2f} GiB" if rss else f"scan exit {proc.returncode}; wall {wall:.0f} s")
+    cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr))
+    print(f"scan exit {proc.returncode}; wall {wall:.0f} s; CPU (user + system) {cpu:.0f} s; peak RSS "
+          + (f"{int(rss.group(1)) / 2**20:.2f} GiB" if rss else "unknown"))
     if proc.returncode != 0:
         print(proc.stderr[-3000:])
         return 1
