@@ -1,30 +1,65 @@
-"""Tiny GPT-NeoX checkpoint folders for tests (real weights, real tokenizer, no network)."""
+"""Tiny GPT-NeoX checkpoint folders for tests (real weights, real tokenizer, no network), and where the
+public reference data lives.
+
+The public files (BIG-bench ``logical_deduction``, six BLiMP phenomena) are not in the repository. They are
+read from ``$CKPTGEO_PUBLIC_DATA`` when set, else from ``../shared/data`` beside the checkout. A test that
+needs them is marked ``@pytest.mark.public_data("bigbench")`` (or ``"blimp"``) and is skipped, with one line
+saying what is missing and how to get it, when they are absent; ``CKPTGEO_REQUIRE_PUBLIC_DATA=1`` (set by
+``.ci/run``) turns that skip into a failure. Everything else uses the bundled suites only.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-BIGBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "bigbench_logical_deduction"
-BLIMP = Path(__file__).resolve().parents[2] / "shared" / "data" / "blimp"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PUBLIC_DATA = Path(os.environ.get("CKPTGEO_PUBLIC_DATA") or REPO_ROOT.parent / "shared" / "data")
+BIGBENCH = PUBLIC_DATA / "bigbench_logical_deduction"
+BLIMP = PUBLIC_DATA / "blimp"
+#: what each ``public_data`` marker needs, and where to get it
+PUBLIC_FILES = {
+    "bigbench": (BIGBENCH, ("three_objects.json", "five_objects.json"),
+                 "copy benchmark_tasks/logical_deduction/{three,five}_objects/task.json from the PyPI package "
+                 "bigbench==1.0.0 as three_objects.json, five_objects.json"),
+    "blimp": (BLIMP, ("anaphor_gender_agreement.jsonl", "determiner_noun_agreement_1.jsonl",
+                      "existential_there_quantifiers_1.jsonl", "irregular_past_participle_verbs.jsonl",
+                      "npi_present_1.jsonl", "regular_plural_subject_verb_agreement_1.jsonl"),
+              "copy these files from data/ of github.com/alexwarstadt/blimp"),
+}
+#: the suite the scan and fault tests measure: bundled, so they run on a fresh clone
+SUITE = "logical_deduction"
+
+
+def missing_public_data(name: str) -> str | None:
+    """``None`` when the files of ``PUBLIC_FILES[name]`` are all present, else one line saying what is
+    missing and how to get it."""
+    folder, files, how = PUBLIC_FILES[name]
+    absent = [f for f in files if not (folder / f).is_file()]
+    if not absent:
+        return None
+    return (f"needs public data {name}: {len(absent)} of {len(files)} files missing from {folder} (e.g. {absent[0]}); "
+            f"{how}, or set CKPTGEO_PUBLIC_DATA to a folder holding {folder.name}/")
 
 
 def train_tokenizer(vocab_size: int = 512):
-    """A byte-level BPE tokenizer trained on the BIG-bench logical-deduction text."""
+    """A byte-level BPE tokenizer trained on the text of the bundled diagnostic suites (deterministic)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     texts = []
-    for f in ("three_objects.json", "five_objects.json"):
-        for ex in json.loads((BIGBENCH / f).read_text())["examples"]:
-            texts.append(ex["input"])
-            texts.extend(ex["target_scores"])
+    for f in sorted((REPO_ROOT / "diagnostics").glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            row = json.loads(line)
+            texts.extend(row[k] for k in ("prompt", "good", "bad", "target") if isinstance(row.get(k), str))
+            texts.extend(row.get("choices") or ())
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(texts, trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|padding|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                                    unk_token="<|endoftext|>")
 

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tests._checkpoints import SUITE
+
 __all__ = ["KILL_POINTS", "killed_scan", "scans_at_once", "quiet_scan", "FaultRule", "FaultProxy", "StubUpstream"]
 
-#: the small suite every fault test scans: 8 BIG-bench three-object items
-SUITE = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "bigbench_logical_deduction"
-            / "three_objects.json")
+#: every fault test scans 8 items of the bundled ``logical_deduction`` suite (tests._checkpoints.SUITE)
 
 
 def quiet_scan(ck, out, **kw):

@@ -19,6 +19,10 @@ _isolated_caches (autouse)
     Points ``HF_HOME``, ``HF_HUB_CACHE``, ``HF_XET_CACHE``, ``HF_DATASETS_CACHE`` and
     ``CKPTGEO_CACHE`` at ``tmp_path`` -- in the environment *and* in the module constants of
     ``huggingface_hub`` / ``ckptgeo`` already imported -- so every test starts with empty caches.
+public_data marker
+    ``@pytest.mark.public_data("bigbench")``: skipped, with what is missing and how to get it, when the
+    public reference files are absent (:func:`tests._checkpoints.missing_public_data`); a failure instead
+    when ``CKPTGEO_REQUIRE_PUBLIC_DATA=1`` (``.ci/run`` sets it).
 device (session)
     The ``--device`` option (default ``"cpu"``), e.g. ``python -m pytest --device cuda``. Tests
     marked ``gpu`` are skipped when CUDA is unavailable.
@@ -109,6 +113,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
         if not torch.cuda.is_available():
             pytest.skip("needs a CUDA device")
+    for marker in item.iter_markers("public_data"):
+        from tests._checkpoints import missing_public_data
+
+        for name in marker.args:
+            why = missing_public_data(name)
+            if why and os.environ.get("CKPTGEO_REQUIRE_PUBLIC_DATA") == "1":
+                pytest.fail(f"{why} (CKPTGEO_REQUIRE_PUBLIC_DATA=1: this run must not skip it)", pytrace=False)
+            if why:
+                pytest.skip(why)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from ckptgeo.engine.forward import model_batch, prepare_suite, run_suite
 from ckptgeo.suites.items import Item, Suite, load_suite
 from ckptgeo.metrics.registry import ModelContext
 
-from tests._checkpoints import BIGBENCH, tiny_config, train_tokenizer
+from tests._checkpoints import BIGBENCH, SUITE, tiny_config, train_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,7 @@ def naive_logprob(model, ctx, cont):
     return sum(lp[len(ctx) - 1 + i, t].item() for i, t in enumerate(cont))
 
 
+@pytest.mark.public_data("bigbench")
 def test_multiple_choice_matches_plain_scoring(model, tokenizer):
     suite = load_suite(BIGBENCH / "three_objects.json")
     ps = prepare_suite(suite, tokenizer, n_samples=12, seed=1)
@@ -90,7 +91,7 @@ def test_minimal_pairs_match_whole_sentence_logprob(model, tokenizer):
 
 
 def test_mean_position_averages_prompt_tokens(model, tokenizer):
-    suite = load_suite(BIGBENCH / "three_objects.json")
+    suite = load_suite(SUITE)
     ps = prepare_suite(suite, tokenizer, n_samples=4)
     out = run_suite(model, ps, position="mean", batch_size=4)
     p = ps.items[0]
@@ -100,7 +101,7 @@ def test_mean_position_averages_prompt_tokens(model, tokenizer):
 
 
 def test_model_batch_scores_answer_tokens_only(model, tokenizer):
-    suite = load_suite(BIGBENCH / "three_objects.json")
+    suite = load_suite(SUITE)
     ps = prepare_suite(suite, tokenizer, n_samples=3)
     batch = model_batch(ps, 3)
     ctx = ModelContext(model=model, batch=batch, device=torch.device("cpu"))

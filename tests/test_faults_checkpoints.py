@@ -14,10 +14,8 @@ from safetensors.torch import load_file, save_file
 
 from ckptgeo.cli import main
 from ckptgeo.errors import (ArchitectureMismatchError, CorruptCheckpointError, NonFiniteActivationsError)
-from tests._checkpoints import BIGBENCH, make_checkpoints, tiny_config
+from tests._checkpoints import SUITE, make_checkpoints, tiny_config
 from tests._faults import quiet_scan
-
-SUITE = str(BIGBENCH / "three_objects.json")
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +93,7 @@ CASES = {
     "inf-weight": (lambda f: _edit_tensors(f, _set_first(float("inf"))), CorruptCheckpointError,
                    ["gpt_neox.layers.1.attention.dense.weight", "inf"]),
     "nan-activations": (lambda f: _edit_tensors(f, _big_mlp), NonFiniteActivationsError,
-                        ["layer 1", "three_objects"]),
+                        ["layer 1", "logical_deduction"]),
 }
 
 

@@ -10,11 +10,10 @@ import pytest
 
 from ckptgeo.cli import main
 from ckptgeo.store.dataset import Dataset, part_name
-from tests._checkpoints import BIGBENCH, make_checkpoints
+from tests._checkpoints import SUITE, make_checkpoints
 from tests._faults import quiet_scan, scans_at_once
 from tests.test_faults_kill import KEYS, _canon, check_dataset
 
-SUITE = str(BIGBENCH / "three_objects.json")
 KW = dict(suites=(SUITE,), n_samples=8)
 REVS = ["step0", "step1", "step2", "step4"]
 

@@ -18,10 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from ckptgeo.engine.scan import scan
-from tests._checkpoints import BIGBENCH, make_checkpoints
+from tests._checkpoints import SUITE, make_checkpoints
 from tests._faults import killed_scan
 
-SUITE = str(BIGBENCH / "three_objects.json")
 KW = dict(suites=(SUITE,), n_samples=8)
 KEYS = {"geometry": ["revision", "layer", "metric"], "behavior": ["revision", "metric"], "revisions": ["revision"]}
 

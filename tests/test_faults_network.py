@@ -21,10 +21,9 @@ import pandas as pd
 import pytest
 
 from ckptgeo.errors import HubUnreachableError
-from tests._checkpoints import BIGBENCH
+from tests._checkpoints import SUITE
 from tests._faults import FaultProxy, FaultRule, StubUpstream
 
-SUITE = str(BIGBENCH / "three_objects.json")
 BLOB = bytes(range(256)) * 400  # 102,400 bytes
 
 

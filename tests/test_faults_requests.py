@@ -23,10 +23,8 @@ from ckptgeo.metrics.rankme import rankme
 from ckptgeo.engine.scan import plan_scan
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.local import LocalSource
-from tests._checkpoints import BIGBENCH, make_checkpoints
+from tests._checkpoints import SUITE, make_checkpoints
 from tests._faults import quiet_scan
-
-SUITE = str(BIGBENCH / "three_objects.json")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Loaders on the real reference files in ../shared/data, a BIG-bench Hard file, and `datasets` folders."""
+"""Loaders on the real public reference files (tests/_checkpoints.py: PUBLIC_DATA), a BIG-bench Hard file, and
+`datasets` folders."""
 
 from __future__ import annotations
 
@@ -9,17 +10,12 @@ import pytest
 
 from ckptgeo.errors import SourceNotFoundError, SuiteFormatError
 from ckptgeo.suites.items import load_blimp, load_bigbench, load_hf, load_suite
+from tests._checkpoints import BIGBENCH as BB, BLIMP, PUBLIC_FILES
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data")
-BB = DATA / "bigbench_logical_deduction"
-BLIMP = DATA / "blimp"
 BBH = Path(__file__).parent / "data" / "bbh_logical_deduction_three_objects.json"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="reference data folder not present")
 
 
-@needs_data
+@pytest.mark.public_data("bigbench")
 @pytest.mark.parametrize("name,n_items,n_choices", [("three_objects", 300, 3), ("five_objects", 500, 5)])
 def test_bigbench_logical_deduction(name, n_items, n_choices):
     path = BB / f"{name}.json"
@@ -34,7 +30,7 @@ def test_bigbench_logical_deduction(name, n_items, n_choices):
         assert all(c.startswith(" ") for c in item.choices)
 
 
-@needs_data
+@pytest.mark.public_data("bigbench")
 def test_bigbench_spot_checks():
     three = load_bigbench(BB / "three_objects.json")
     assert three.items[0].choices[three.items[0].answer] == " The black book is the leftmost."
@@ -63,8 +59,8 @@ def test_bigbench_hard_bad_target(tmp_path):
         load_bigbench(bad)
 
 
-@needs_data
-@pytest.mark.parametrize("path", sorted(BLIMP.glob("*.jsonl")) if BLIMP.is_dir() else [], ids=lambda p: p.stem)
+@pytest.mark.public_data("blimp")
+@pytest.mark.parametrize("path", [BLIMP / f for f in PUBLIC_FILES["blimp"][1]], ids=lambda p: p.stem)
 def test_blimp_files(path):
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     suite = load_suite(path)  # picked by shape, not by name
@@ -78,7 +74,7 @@ def test_blimp_files(path):
     assert len({it.id for it in suite.items}) == 1000
 
 
-@needs_data
+@pytest.mark.public_data("blimp")
 def test_blimp_spot_check():
     suite = load_blimp(BLIMP / "anaphor_gender_agreement.jsonl")
     first = suite.items[0]

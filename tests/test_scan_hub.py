@@ -12,9 +12,8 @@ from ckptgeo.errors import DiskSpaceError, DuplicateWeightsWarning, RevisionNotF
 from ckptgeo.sources.revisions import select_revisions
 from ckptgeo.engine.scan import plan_scan, scan
 from ckptgeo.sources.hub import HubSource
-from tests._checkpoints import BIGBENCH
+from tests._checkpoints import SUITE
 
-SUITE = str(BIGBENCH / "three_objects.json")
 ROOT = Path(__file__).resolve().parents[1]
 FIVE = "step0,step1,step2,step4,step8"
 
@@ -154,6 +153,7 @@ def test_probe_logic_end_to_end_over_the_hub(local_hub, tmp_path):
     assert set(b.suite) == {"logic"} and b[b.metric == "accuracy"].value.between(0, 1).all()
 
 
+@pytest.mark.public_data("blimp")
 def test_blimp_subset_from_a_hub_dataset_repo(local_hub, tmp_path):
     """`--suite hf:ORG/NAME` reads a dataset repo through `datasets` from the loopback Hub."""
     import json
