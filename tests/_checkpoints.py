@@ -16,31 +16,32 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_DATA = Path(os.environ.get("CKPTGEO_PUBLIC_DATA") or REPO_ROOT.parent / "shared" / "data")
-BIGBENCH = PUBLIC_DATA / "bigbench_logical_deduction"
-BLIMP = PUBLIC_DATA / "blimp"
-#: what each ``public_data`` marker needs, and where to get it
+#: what each ``public_data`` marker needs: folder under PUBLIC_DATA, its files, and how to get them
 PUBLIC_FILES = {
-    "bigbench": (BIGBENCH, ("three_objects.json", "five_objects.json"),
-                 "copy benchmark_tasks/logical_deduction/{three,five}_objects/task.json from the PyPI package "
-                 "bigbench==1.0.0 as three_objects.json, five_objects.json"),
-    "blimp": (BLIMP, ("anaphor_gender_agreement.jsonl", "determiner_noun_agreement_1.jsonl",
-                      "existential_there_quantifiers_1.jsonl", "irregular_past_participle_verbs.jsonl",
-                      "npi_present_1.jsonl", "regular_plural_subject_verb_agreement_1.jsonl"),
+    "bigbench": ("bigbench_logical_deduction", ("three_objects.json", "five_objects.json"),
+                 "copy bigbench/benchmark_tasks/logical_deduction/{three,five}_objects/task.json from the PyPI "
+                 "package bigbench==1.0.0 as three_objects.json, five_objects.json"),
+    "blimp": ("blimp", ("anaphor_gender_agreement.jsonl", "determiner_noun_agreement_1.jsonl",
+                        "existential_there_quantifiers_1.jsonl", "irregular_past_participle_verbs.jsonl",
+                        "npi_present_1.jsonl", "regular_plural_subject_verb_agreement_1.jsonl"),
               "copy these files from data/ of github.com/alexwarstadt/blimp"),
 }
+BIGBENCH = PUBLIC_DATA / PUBLIC_FILES["bigbench"][0]
+BLIMP = PUBLIC_DATA / PUBLIC_FILES["blimp"][0]
 #: the suite the scan and fault tests measure: bundled, so they run on a fresh clone
 SUITE = "logical_deduction"
 
 
-def missing_public_data(name: str) -> str | None:
-    """``None`` when the files of ``PUBLIC_FILES[name]`` are all present, else one line saying what is
+def missing_public_data(name: str, root: Path = PUBLIC_DATA) -> str | None:
+    """``None`` when the files of ``PUBLIC_FILES[name]`` are all under ``root``, else one line saying what is
     missing and how to get it."""
-    folder, files, how = PUBLIC_FILES[name]
+    sub, files, how = PUBLIC_FILES[name]
+    folder = root / sub
     absent = [f for f in files if not (folder / f).is_file()]
     if not absent:
         return None
-    return (f"needs public data {name}: {len(absent)} of {len(files)} files missing from {folder} (e.g. {absent[0]}); "
-            f"{how}, or set CKPTGEO_PUBLIC_DATA to a folder holding {folder.name}/")
+    return (f"needs public data {name!r}: {len(absent)} of {len(files)} files missing from {folder} "
+            f"(e.g. {absent[0]}); {how}, or set CKPTGEO_PUBLIC_DATA to a folder holding {sub}/")
 
 
 def train_tokenizer(vocab_size: int = 512):
