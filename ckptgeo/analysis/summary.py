@@ -459,6 +459,29 @@ def _validate(cfg: AnalysisConfig) -> None:
                                     name="collapse_metrics", value=())
 
 
+def check_analysis_out(out: str | os.PathLike) -> None:
+    """Refuse an analysis output folder that would overwrite someone's files.
+
+    Accepted: a missing or empty folder (dot files aside), a ckptgeo dataset (``ckptgeo.json``) and an
+    earlier analysis output (``events/events.parquet``).
+
+    Raises
+    ------
+    DatasetLayoutError
+        ``out`` is a file, or a non-empty folder of neither kind.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DatasetLayoutError(f"--out {out} is a file, not a folder; choose another --out folder.", path=str(out))
+    if not out.is_dir() or (out / "ckptgeo.json").is_file() or (out / "events" / "events.parquet").is_file():
+        return
+    if any(not p.name.startswith(".") for p in out.iterdir()):
+        raise DatasetLayoutError(
+            f"--out {out} is not empty and is neither a ckptgeo dataset (no ckptgeo.json) nor an earlier analysis "
+            f"(no events/events.parquet); refusing to write report.md, figures/, events/ and summary/ into it. "
+            f"Choose a new or empty --out folder.", path=str(out))
+
+
 def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, window: int = ev.DEFAULT_WINDOW,
             recovery: float = ev.DEFAULT_RECOVERY, probe_margin: float = 0.1, probe_alpha: float = 0.05,
             out: str | os.PathLike | None = None,
@@ -502,7 +525,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     Raises
     ------
     DatasetLayoutError
-        ``dir`` has no geometry or behaviour table, or one lacks required columns.
+        ``dir`` has no geometry or behaviour table, or one lacks required columns; ``out`` is a file, or a
+        non-empty folder that is neither a dataset nor an earlier analysis (:func:`check_analysis_out`).
     InvalidParameterError
         A threshold, fraction or window is out of range.
 
@@ -520,6 +544,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     root = Path(dir)
     if not root.is_dir():
         raise DatasetLayoutError(f"Dataset folder {root} does not exist; run `ckptgeo scan` first.", path=str(root))
+    if write and out is not None:
+        check_analysis_out(out)
     geo, beh = read_table(root, "geometry"), read_table(root, "behavior")
     if geo.empty and beh.empty:
         raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table; is it a ckptgeo "
