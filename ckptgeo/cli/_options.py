@@ -61,7 +61,33 @@ def _scan_kwargs(args) -> dict:
 
 
 def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
-    """Shared body of ``scan`` and ``probe``: dry run or scan, then a summary."""
+    """Shared body of ``scan`` and ``probe``: dry run or scan, then a summary. A bad value is reported under
+    the flag that set it (``--n-samples 1 is not valid: ...``)."""
+    from ckptgeo.errors import InvalidParameterError
+
+    try:
+        return _run_scan(args, metrics)
+    except InvalidParameterError as err:
+        flag = _flag_of(args, err.name)
+        if flag is None or str(err).startswith(flag):
+            raise
+        raise InvalidParameterError(f"{flag} {_shown(err.value)} is not valid: {err}", name=err.name,
+                                    value=err.value) from err
+
+
+def _flag_of(args, name: str | None) -> str | None:
+    """The command-line flag that sets ScanConfig field ``name``, if this command has one."""
+    dest = {"suites": "suites", "max_disk": "max_disk"}.get(name or "", name)
+    if not dest or dest == "source" or not hasattr(args, dest):
+        return None
+    return {"suites": "--suite"}.get(dest, "--" + dest.replace("_", "-"))
+
+
+def _shown(value) -> str:
+    return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _run_scan(args, metrics: tuple[str, ...]) -> int:
     from ckptgeo.engine.scan import ScanConfig, plan_scan, scan
 
     config = ScanConfig(**_scan_kwargs(args), metrics=metrics)

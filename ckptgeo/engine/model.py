@@ -64,9 +64,18 @@ def load_state_dict(folder: str | Path, *, revision: str = "") -> dict[str, torc
                 state.update(torch.load(str(f), map_location="cpu", weights_only=True))
         except Exception as err:  # safetensors / pickle raise many types on a truncated file
             raise CorruptCheckpointError(
-                f"{revision}: cannot read weight file {f.name} ({type(err).__name__}: {err}); it may be truncated "
-                f"or corrupt — delete it from the cache and rerun", revision=revision, path=str(f)) from err
+                f"{revision}: weight file {f} is damaged (truncated or corrupt; {type(err).__name__}: {err}); "
+                f"{damaged_file_advice(f)}", revision=revision, path=str(f)) from err
     return state
+
+
+def damaged_file_advice(path: str | Path) -> str:
+    """What to do about a damaged weight file: a Hugging Face cache copy can be deleted and fetched again;
+    a file in the user's own checkpoint folder must not be (it may be the only copy)."""
+    parts = Path(path).parts
+    if "snapshots" in parts and any(p.startswith("models--") for p in parts):
+        return "delete it from the Hub cache and rerun to download it again"
+    return "it is your checkpoint, not a cached copy: restore or re-save it, then rerun (ckptgeo never deletes it)"
 
 
 class ModelHolder:
@@ -196,6 +205,10 @@ class ModelHolder:
 def _read_config(folder: Path, revision: str):
     from transformers import AutoConfig
 
+    if not (folder / "config.json").is_file():
+        raise CorruptCheckpointError(f"{revision}: config.json is missing from {folder} (every checkpoint folder "
+                                     f"needs the model's config.json)", revision=revision,
+                                     path=str(folder / "config.json"))
     try:
         return AutoConfig.from_pretrained(folder)
     except Exception as err:

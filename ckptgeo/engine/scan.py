@@ -480,7 +480,7 @@ def _verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[We
     CorruptCheckpointError
         A file's bytes or sha256 differ from the source's metadata (a truncated or altered download).
     """
-    from ckptgeo.engine.model import sha256_file
+    from ckptgeo.engine.model import damaged_file_advice, sha256_file
 
     out = []
     for f in files:
@@ -492,7 +492,7 @@ def _verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[We
         if (f.size is not None and f.size != size) or (f.sha256 is not None and f.sha256 != digest):
             raise CorruptCheckpointError(
                 f"{rev.name}: {f.name} does not match the source's metadata ({size} bytes, sha256 {digest[:12]}…; "
-                f"expected {f.size} bytes, sha256 {(f.sha256 or '?')[:12]}…); delete it from the cache and rerun",
+                f"expected {f.size} bytes, sha256 {(f.sha256 or '?')[:12]}…); {damaged_file_advice(local)}",
                 revision=rev.name, path=str(local))
         out.append(WeightFile(f.name, size, digest))
     return out

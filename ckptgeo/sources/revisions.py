@@ -143,13 +143,46 @@ def closest_revisions(wanted: str, revisions: list[Revision], n: int = 3) -> tup
     return tuple(r.name for r in near[:n])
 
 
+#: the selector forms, as messages list them
+SELECTOR_FORMS = "all, every-N, log, A:B, A:B:N, main, final, STAGE:SEL, or names/steps separated by commas"
+_SYNONYMS_OF_FINAL = ("last", "latest", "newest", "end")
+
+
+def suggest_selector(wanted: str) -> str | None:
+    """The selector form ``wanted`` was probably meant as (``evry-10`` -> ``every-10``, ``last`` -> ``final``),
+    or None.
+
+    Examples
+    --------
+    >>> suggest_selector("evry-10"), suggest_selector("last"), suggest_selector("step100")
+    ('every-10', 'final', None)
+    """
+    import difflib
+
+    m = re.fullmatch(r"([A-Za-z]+)[-_ ]?(\d*)", wanted.strip())
+    if m is None:
+        return None
+    word, digits = m.group(1).lower(), m.group(2)
+    if word in _SYNONYMS_OF_FINAL and not digits:
+        return "final"
+    if digits and difflib.get_close_matches(word, ["every"], n=1, cutoff=0.6):
+        return f"every-{digits}"
+    if not digits:
+        close = difflib.get_close_matches(word, ["all", "log", "main", "final", "every"], n=1, cutoff=0.6)
+        if close:
+            return "every-N" if close[0] == "every" else close[0]
+    return None
+
+
 def _missing(wanted: str, revisions: list[Revision], source: str, note: str | None) -> RevisionNotFoundError:
     close = closest_revisions(wanted, revisions)
     where = f"{source} ({note})" if note else source
+    form = suggest_selector(wanted)
+    hint = f" Did you mean the selector {form!r}?" if form else ""
     return RevisionNotFoundError(
-        f"Revision {wanted!r} not found in {where}; closest existing: {', '.join(close) or '(none)'}. "
-        f"Run `ckptgeo revisions {source}` to list them (selectors: all, every-N, log, A:B, A:B:N, main, "
-        f"STAGE:SEL, or names/steps separated by commas).", repo_id=source, revision=wanted, closest=close)
+        f"Revision {wanted!r} not found in {where}; closest existing: {', '.join(close) or '(none)'}.{hint} "
+        f"Run `ckptgeo revisions {source}` to list them (selectors: {SELECTOR_FORMS}).", repo_id=source,
+        revision=wanted, closest=close)
 
 
 def stages(revisions: list[Revision]) -> list[str | None]:
@@ -234,8 +267,7 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
         out = sorted(set(out))
     else:
         raise InvalidParameterError(
-            f"Cannot parse revision selector {selector!r}; use all, every-N, log, A:B, A:B:N, main, STAGE:SEL, "
-            f"or a comma list of names/steps", name="revisions", value=selector)
+            f"Cannot parse revision selector {selector!r}; use {SELECTOR_FORMS}", name="revisions", value=selector)
     if not out:
         steps = f"steps {min(r.step for r in revs)}..{max(r.step for r in revs)}"
         raise EmptySelectionError(f"Selector {selector!r} matched no revision of {source} "

@@ -1,0 +1,86 @@
+"""Error messages that fit the situation a new user is in (issue 14, item 3)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ckptgeo.cli import main
+from ckptgeo.engine.scan import scan
+from ckptgeo.errors import CorruptCheckpointError, RevisionNotFoundError
+from ckptgeo.sources.revisions import Revision, select_revisions
+from tests._checkpoints import SUITE, make_checkpoints
+from tests._faults import quiet_scan
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    return make_checkpoints(tmp_path_factory.mktemp("ck") / "tiny", steps=(0, 1))
+
+
+def _copy(good, tmp_path):
+    ck = tmp_path / "ck"
+    shutil.copytree(good, ck)
+    return ck
+
+
+def test_truncated_local_weight_file_is_named_and_not_to_be_deleted(good, tmp_path):
+    ck = _copy(good, tmp_path)
+    weights = ck / "step1" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    res = quiet_scan(ck, tmp_path / "ds")
+    msg = str(res.failed["step1"])
+    assert f"weight file {weights} is damaged (truncated or corrupt" in msg
+    assert "it is your checkpoint, not a cached copy: restore or re-save it" in msg
+    assert "delete" not in msg.replace("never deletes", "")
+    assert weights.stat().st_size == 1000          # left as it was
+
+
+def test_truncated_hub_download_advises_deleting_the_cached_copy(local_hub, tmp_path):
+    repo = local_hub.add_repo("pythia-faults", steps=(0, 1000, 2000), duplicate={"step3000": "step2000"},
+                              corrupt=("step4000",), arch_changed=("step5000",), config_tweak=("step6000",))
+    res = quiet_scan(repo.repo_id, tmp_path / "ds", revisions="step4000")
+    msg = str(res.failed["step4000"])
+    assert "is damaged" in msg and "delete it from the Hub cache and rerun to download it again" in msg
+
+
+def test_missing_config_json_says_missing(good, tmp_path):
+    ck = _copy(good, tmp_path)
+    (ck / "step1" / "config.json").unlink()
+    res = quiet_scan(ck, tmp_path / "ds")
+    msg = str(res.failed["step1"])
+    assert msg.endswith(f"step1: config.json is missing from {ck / 'step1'} (every checkpoint folder needs the "
+                        f"model's config.json)")
+    (ck / "step1" / "config.json").write_text("{not json")
+    assert "unreadable config.json" in str(quiet_scan(ck, tmp_path / "ds").failed["step1"])
+
+
+@pytest.mark.parametrize("argv,flag", [(["--n-samples", "1"], "--n-samples 1 is not valid: "),
+                                       (["--batch-size", "0"], "--batch-size 0 is not valid: "),
+                                       (["--prefetch", "-1"], "--prefetch -1 is not valid: "),
+                                       (["--revisions", "every-0"], "--revisions every-0 is not valid: ")])
+def test_scan_errors_name_the_flag(good, tmp_path, capsys, argv, flag):
+    assert main(["scan", str(good), "--out", str(tmp_path / "ds"), "--suite", SUITE, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ckptgeo: error: {flag}")
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("typo,form", [("evry-10", "every-10"), ("every10", "every-10"), ("last", "final"),
+                                       ("latest", "final"), ("al", "all"), ("lgo", "log")])
+def test_selector_typos_suggest_the_form(typo, form):
+    revs = [Revision(s, f"step{s}") for s in (0, 10, 20)]
+    with pytest.raises(RevisionNotFoundError) as info:
+        select_revisions(revs, typo, source="ck")
+    msg = str(info.value)
+    assert f"Did you mean the selector {form!r}?" in msg
+    assert "(selectors: all, every-N, log, A:B, A:B:N, main, final, STAGE:SEL, or names/steps" in msg
+    assert select_revisions(revs, form)   # the suggested form itself is a valid selector
+
+
+def test_a_step_typo_gets_the_closest_steps_not_a_form():
+    revs = [Revision(s, f"step{s}") for s in (0, 10, 20)]
+    with pytest.raises(RevisionNotFoundError) as info:
+        select_revisions(revs, "step11", source="ck")
+    assert "closest existing: step10, step20, step0." in str(info.value) and "Did you mean" not in str(info.value)
