@@ -107,8 +107,8 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
               file=sys.stderr)
     for line in undefined_probe_warnings(res.out, res.config_hash, res.measured):
         print(f"  warning: {line}", file=sys.stderr)
-    tables = [t for t in ("geometry", "behavior", "probes", "revisions") if (res.out / t).is_dir()]
-    print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables[:2]))
+    tables = [t for t in ("geometry", "behavior", "probes") if (res.out / t).is_dir()]
+    print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables))
     return 1 if res.failed else 0
 
 

@@ -394,6 +394,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     runtime = thread_record("threads" if config.threads else "default rule")
     dataset.write_run(chash, {**settings, "source": plan.source, "ckptgeo_version": __version__,
                               "runtime": runtime})
+    same_behavior = _same_behavior_runs(dataset, chash)
     pool = ThreadPoolExecutor(max_workers=max(config.prefetch, 1))
     futures: dict[int, object] = {}
 
@@ -449,6 +450,9 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
                     prepared = prepare_all()
                 rows = _measure(model, prepared, specs, config, base, common_settings, dataset, name, rev)
                 for table, trows in rows.items():
+                    if table == "behavior" and any(dataset.has_part("behavior", part_name(source.name, rev.name, h))
+                                                   for h in same_behavior):
+                        continue   # already there from a run with other metrics: not a second copy
                     if trows:
                         dataset.write_part(table, name, trows)
                 dataset.write_part("revisions", name, [_revision_row(base, "ok", chash, t0, files=files)])
@@ -524,6 +528,28 @@ def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, cha
                                                              error=f"{type(err).__name__}: {err}")])
     except OSError:
         log.exception("could not record the failure of %s", base["revision"])
+
+
+#: the settings that change behaviour rows (the rest only change geometry or probes)
+_BEHAVIOR_SETTINGS = ("suites", "n_samples", "dtype", "seed", "source")
+
+
+def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:
+    """Other runs in ``dataset`` that measured behaviour with the settings of run ``chash``: a scan then a
+    ``ckptgeo probe`` of the same suites differ only in their metrics, and their accuracy rows are the same."""
+    runs = dataset.root / "runs"
+    mine = json.loads((runs / f"{chash}.json").read_text())
+    out = []
+    for path in sorted(runs.glob("*.json")):
+        if path.stem == chash:
+            continue
+        try:
+            other = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if "behavior" in other.get("metrics", {}) and all(other.get(k) == mine.get(k) for k in _BEHAVIOR_SETTINGS):
+            out.append(path.stem)
+    return out
 
 
 def _finish(dataset: Dataset) -> pd.DataFrame:
