@@ -576,6 +576,7 @@ def _train(config: TrainConfig) -> Path:
     clock = time.perf_counter()
     loss_sum = torch.zeros((), device=device)
     n_since = 0
+    last_line = [clock, start]   # time and step of the last INFO progress line
 
     def checkpoint(step: int) -> None:
         nonlocal loss_sum, n_since
@@ -588,8 +589,13 @@ def _train(config: TrainConfig) -> Path:
         if step < config.n_steps:
             _save_state(state_path, step, optimizer, scheduler, torch)
         _write_manifest(out, record)
-        logger.info("%s step %d loss %s accuracy %s", out.name, step,
-                    "-" if mean_loss is None else f"{mean_loss:.4f}", {k: round(v, 3) for k, v in acc.items()})
+        now = time.perf_counter()
+        due = (step in (start, config.n_steps) or now - last_line[0] >= PROGRESS_SECONDS
+               or step - last_line[1] >= config.n_steps / PROGRESS_LINES)
+        if due:
+            last_line[:] = [now, step]
+        logger.log(logging.INFO if due else logging.DEBUG, "%s", progress_line(
+            out.name, step, config.n_steps, mean_loss, acc, now - clock, (step - start) / max(now - clock, 1e-9)))
 
     if start == 0 and 0 in todo and not any(h["step"] == 0 for h in history):
         checkpoint(0)
@@ -634,6 +640,36 @@ def _train(config: TrainConfig) -> Path:
     if state_path.exists():
         state_path.unlink()
     return out
+
+
+#: a progress line goes to the log (INFO) at a checkpoint once this many seconds or 1/PROGRESS_LINES of the
+#: steps have passed since the last one, and at the first and last step; the others are DEBUG
+PROGRESS_SECONDS = 60.0
+PROGRESS_LINES = 10
+
+
+def progress_line(name: str, step: int, n_steps: int, loss: float | None, accuracy: dict[str, float],
+                  elapsed: float, steps_per_second: float) -> str:
+    """One line of training progress for a log: step, mean loss since the last checkpoint, held-out
+    accuracy per suite, elapsed time and the estimated time left (at ``steps_per_second``).
+
+    Examples
+    --------
+    >>> progress_line("run", 500, 1000, 0.8123, {"copy-L1": 0.25}, 30.0, 16.0)
+    'train run: step 500/1000 (50%), loss 0.8123, held-out accuracy copy-L1 0.250, 30 s elapsed, ETA 31 s'
+    """
+    acc = ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items())
+    left = (n_steps - step) / steps_per_second if steps_per_second > 0 else math.inf
+    return (f"train {name}: step {step}/{n_steps} ({100 * step / max(n_steps, 1):.0f}%), "
+            f"loss {'-' if loss is None else f'{loss:.4f}'}, held-out accuracy {acc}, {_duration(elapsed)} elapsed, "
+            f"ETA {_duration(left)}")
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = round(seconds)
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min {seconds % 60:02d} s"
 
 
 def _monitor(config: TrainConfig, out: Path, suites: dict[str, str], tokenizer):
