@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -38,3 +40,75 @@ def test_out_accepts_new_empty_earlier_analysis_and_dataset_folders(small, tmp_p
     (tmp_path / "empty" / ".hidden").mkdir(parents=True)
     assert main(["analyze", str(small), "--out", str(tmp_path / "empty"), "--no-plots"]) == 0
     assert main(["analyze", str(small), "--no-plots"]) == 0      # default: into the dataset itself
+
+
+def _two_settings(tmp_path):
+    """One model and suite scanned twice: uncentred (config hash g1) and centred (g2) RankMe."""
+    import json
+
+    root = _write_dataset(tmp_path / "two", [("toy-2x16", "sort-L2", 0.1, _acc(50), _hard(2, 4.0), {})])
+    g = pd.concat([pd.read_parquet(p) for p in sorted((root / "geometry").glob("*.parquet"))])
+    g.assign(config_hash="g2", centered=True).to_parquet(root / "geometry" / "part-c.parquet")
+    (root / "runs").mkdir()
+    for chash, centered in (("g1", False), ("g2", True)):
+        (root / "runs" / f"{chash}.json").write_text(json.dumps(
+            {"centered": centered, "n_samples": 200, "seed": 0, "metrics": {"rankme": {"centered": centered}},
+             "source": "toy", "ckptgeo_version": "0.1.0"}))
+    return root
+
+
+def test_console_says_what_tells_rows_apart_explains_headers_and_matches_the_report(tmp_path, capsys):
+    root = _two_settings(tmp_path)
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = lines[0].split()
+    assert header == ["model", "suite", "run", "metric", "layer", "acq", "collapse", "floor", "onset", "half_onset",
+                      "gap", "res", "status"]
+    rows = [ln for ln in lines[1:] if ln.startswith("toy-2x16")]
+    assert len(rows) == 2 and "centered=False" in rows[0] and "centered=True" in rows[1]
+    legend = out.split("\n\n")[1]
+    for name in header:                                          # every header explained
+        assert re.search(rf"(^|[ ,;]){name}[,:]", legend, re.M), name
+    report = (root / "report.md").read_text()
+    assert "| " + " | ".join(header) + " |" in report            # the same columns, same headers
+    md_rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in report.splitlines()
+               if ln.startswith("| toy-2x16 | sort-L2 | centered=")]
+    assert len(md_rows) == 2
+
+    def same(a, b):
+        if {a, b} <= {"-", "–"}:
+            return True
+        try:
+            return float(a) == pytest.approx(float(b))
+        except ValueError:
+            return a == b
+
+    for row, md in zip(rows, md_rows):                           # the same values
+        cells = row.split()
+        assert len(cells) == len(md) == len(header) and all(map(same, cells, md)), (cells, md)
+
+
+def test_one_setting_has_no_run_column(small, capsys):
+    assert main(["analyze", str(small), "--no-plots"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split()[:3] == ["model", "suite", "metric"]
+
+
+def test_across_sizes_pairs_only_one_task_at_two_sizes(tmp_path):
+    root = _write_dataset(tmp_path / "ds", [("copy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {}),
+                                            ("sort-2x16", "sort-L2", 0.1, _acc(50), _hard(2, 4.0), {}),
+                                            ("copy-4x32", "copy-L1", 0.1, _acc(30), _easy(4, 5.0), {})])
+    a = analyze(root).across_sizes
+    assert set(zip(a.model_small, a.model_large)) == {("copy-2x16", "copy-4x32")}
+    acq = a.set_index("quantity").loc["acquisition_step"]
+    assert (acq.suites, acq.n_suites, acq.value_small, acq.value_large) == ("copy-L1", 1, 20.0, 30.0)
+    assert a.set_index("quantity").loc["collapse_floor", ["value_small", "value_large"]].tolist() == [3.0, 5.0]
+
+
+def test_across_sizes_says_so_when_nothing_compares(small):
+    from ckptgeo.analysis.figures import write_report
+
+    res = analyze(small)        # copy-L1 and sort-L2 on one model: two tasks, one size
+    assert res.across_sizes.empty
+    text = write_report(small, analysis=res, plots=False).read_text()
+    assert "_No two runs of the same task at different model sizes in this dataset: nothing to compare._" in text

@@ -307,7 +307,7 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
     Path
         The report, in the analysis output folder.
     """
-    from ckptgeo.analysis.summary import _summary_rows, analyze
+    from ckptgeo.analysis.summary import analyze, events_legend, events_view, read_runs
 
     if analysis is None:
         analysis = analyze(dir, **analyze_kwargs)
@@ -329,12 +329,9 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              f"{len(e)} event rows\n",
              "## Acquisition\n", _md(analysis.acquisitions.drop(columns=["config_hash", "reason"], errors="ignore")),
              "## Events (summary layer: deepest layer, or -1 for whole-model measures)\n",
-             "Status: *precursor* (onset strictly before acquisition), *synchronous*, *lagging*, *no_onset*, "
-             "*acquired_at_start* (censored), *never_acquired*, *no_data*. Gap = acquisition − onset, in steps; "
-             "resolution = checkpoint spacing at acquisition.\n\n",
-             _md(_summary_rows(e)[["model", "suite", "metric", "layer", "acquisition_step", "collapse_step",
-                                   "collapse_floor", "onset_step", "gap_steps", "resolution_steps", "status"]]
-                 if len(e) else e),
+             "The table `ckptgeo analyze` prints, with the same headers:\n\n",
+             "".join(f"- {line}\n" for line in events_legend(cfg).splitlines()) + "\n",
+             _md(events_view(e, runs=read_runs(analysis.root)), max_rows=200) if len(e) else _md(e),
              "## Precursor rate by metric and difficulty\n", _md(analysis.precursor_rates),
              "### By model\n", _md(analysis.precursor_rates_by_model),
              "## Top-down propagation\n",
@@ -346,8 +343,12 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              "against acquisition (lead = acquisition − probe onset).\n\n",
              _md(analysis.probe_lead.drop(columns=["config_hash", "reason"], errors="ignore")),
              "## Across model sizes\n",
-             "Spearman correlation across suites of collapse floors and acquisition steps between each pair of "
-             "models (never-acquired suites rank last).\n\n", _md(analysis.across_sizes),
+             "Runs of the same task (suite) at different model sizes (parameters from the model name, else depth): "
+             "collapse floors and acquisition steps of the smaller and larger model, averaged over the suites they "
+             "share, and their Spearman correlation across those suites where there are three or more "
+             "(never-acquired suites rank last).\n\n",
+             _md(analysis.across_sizes) if len(analysis.across_sizes) else
+             "_No two runs of the same task at different model sizes in this dataset: nothing to compare._\n",
              "## Seeds\n", _md(analysis.seed_spread)]
     if figures:
         parts.append("## Figures\n")

@@ -14,7 +14,7 @@ metric, layer) curve, and writes what it finds next to the input::
         ├── precursor_rates_by_model.parquet
         ├── top_down.parquet        Spearman(depth, collapse onset) per model and suite
         ├── probe_lead.parquet      per (model, suite, layer)
-        ├── across_sizes.parquet    Spearman of collapse floors / acquisition steps between sizes
+        ├── across_sizes.parquet    collapse floors / acquisition steps of one task at different sizes
         └── seed_spread.parquet     precursor rates across seeds (empty with one seed)
 
 Each file is written to a hidden temporary name in its folder and moved into place with
@@ -47,6 +47,7 @@ Choices made where SPEC.md leaves room (all recorded or documented; reading and 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -67,7 +68,7 @@ from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _d
 from ckptgeo.store.dataset import read_table
 
 __all__ = [
-    "AnalysisConfig", "Analysis", "analyze", "events_text", "read_table", "model_size", "split_seed", "EVENTS_SCHEMA",
+    "AnalysisConfig", "Analysis", "analyze", "events_text", "events_view", "events_legend", "read_runs", "run_labels", "read_table", "model_size", "split_seed", "EVENTS_SCHEMA",
 ]
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,8 @@ class Analysis:
     probe_lead : DataFrame
         Probe onset against acquisition, per (model, suite, config_hash, layer).
     across_sizes : DataFrame
-        Spearman correlation of collapse floors / acquisition steps between each pair of models.
+        Collapse floors / acquisition steps of each pair of models of different sizes (parameters in the name,
+        else depth) that share suites: their means over the shared suites and Spearman correlation (3+ suites).
     seed_spread : DataFrame
         Precursor rates across seeds: mean, std, min, max.
     curves : DataFrame
@@ -377,8 +379,8 @@ def _model_order(models, curves: pd.DataFrame) -> list[tuple[str, float]]:
 
 def _across_sizes(events: pd.DataFrame, acq: pd.DataFrame, curves: pd.DataFrame,
                   cfg: AnalysisConfig) -> pd.DataFrame:
-    cols = ["quantity", "model_small", "model_large", "size_small", "size_large", "n_suites", "spearman_rho",
-            "p_value"]
+    cols = ["quantity", "model_small", "model_large", "size_small", "size_large", "n_suites", "suites",
+            "value_small", "value_large", "spearman_rho", "p_value"]
     per: dict[str, pd.DataFrame] = {}
     rows_ = _summary_rows(events)
     rk = rows_[rows_["metric"] == cfg.collapse_metrics[0]] if len(rows_) else rows_
@@ -391,16 +393,25 @@ def _across_sizes(events: pd.DataFrame, acq: pd.DataFrame, curves: pd.DataFrame,
         a = acq.groupby(["model", "suite"])["acquisition_step"].min().astype("float64")
         never = float(a.max()) + 1.0 if a.notna().any() else 1.0
         per["acquisition_step"] = a.fillna(never).unstack("suite")  # never acquired: ranked last, tied
+    depth = curves.groupby("model")["layer"].max() if len(curves) else pd.Series(dtype=float)
+
+    def shape(model, size) -> tuple:   # what "a model size" is: parameters from the name, else depth
+        d = float(depth.get(model, math.nan))
+        return (None if math.isnan(size) else size, None if math.isnan(d) else d)
+
     rows = []
     for quantity, table in per.items():
         order = _model_order(list(table.index), curves)
         for i, (small, s_small) in enumerate(order):
             for large, s_large in order[i + 1:]:
                 pair = table.loc[[small, large]].T.dropna()
+                if len(pair) == 0 or shape(small, s_small) == shape(large, s_large):
+                    continue   # other tasks, or the same size: not a comparison across sizes
                 rho, p = _spearman(pair[small], pair[large]) if len(pair) >= 3 else (math.nan, math.nan)
                 rows.append({"quantity": quantity, "model_small": small, "model_large": large,
                              "size_small": s_small, "size_large": s_large, "n_suites": len(pair),
-                             "spearman_rho": rho, "p_value": p})
+                             "suites": ",".join(map(str, pair.index)), "value_small": float(pair[small].mean()),
+                             "value_large": float(pair[large].mean()), "spearman_rho": rho, "p_value": p})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -618,8 +629,101 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     return analysis
 
 
-def events_text(events: pd.DataFrame, *, all_layers: bool = False, max_rows: int = 200) -> str:
-    """The events table as aligned text for a terminal.
+#: the events columns a reader sees (console and report.md): events-table column -> short header
+EVENT_VIEW = {"model": "model", "suite": "suite", "metric": "metric", "layer": "layer", "acquisition_step": "acq",
+              "collapse_step": "collapse", "collapse_floor": "floor", "onset_step": "onset",
+              "collapse_onset_step": "half_onset", "gap_steps": "gap", "resolution_steps": "res", "status": "status"}
+
+
+def read_runs(root: str | os.PathLike) -> dict[str, dict]:
+    """The settings behind each config hash of a dataset (``runs/<config_hash>.json``); {} when absent."""
+    out = {}
+    for path in sorted((Path(root) / "runs").glob("*.json")):
+        try:
+            out[path.stem] = json.loads(path.read_text())
+        except ValueError:
+            continue
+    return out
+
+
+def _flat(d: Mapping, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def run_labels(hashes, runs: Mapping[str, dict] | None = None, *, width: int = 48) -> dict[str, str]:
+    """A short label per config hash saying what tells the runs apart: the settings that differ between
+    them (``centered=True``), else the hash itself.
+
+    Examples
+    --------
+    >>> run_labels(["a1", "b2"], {"a1": {"n_samples": 200, "seed": 0}, "b2": {"n_samples": 50, "seed": 0}})
+    {'a1': 'n_samples=200', 'b2': 'n_samples=50'}
+    >>> run_labels(["a1", "c3"], {"a1": {"seed": 0}})
+    {'a1': 'a1', 'c3': 'c3'}
+    """
+    hashes = sorted(set(hashes))
+    runs = runs or {}
+    if not all(h in runs for h in hashes):
+        return {h: h for h in hashes}
+    flat = {h: _flat({k: v for k, v in runs[h].items() if k not in ("ckptgeo_version", "source")}) for h in hashes}
+    keys = sorted({k for f in flat.values() for k in f})
+    differ = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat.values()}) > 1]
+    labels = {}
+    for h in hashes:
+        parts = []   # "metrics.rankme.centered" and "centered" both say centered=...: shown once
+        for k in differ:
+            part = (f"suite {k[len('suites.'):]} items {str(flat[h].get(k, '-'))[:6]}" if k.startswith("suites.")
+                    else f"{k.rsplit('.', 1)[-1]}={flat[h].get(k, '-')}")
+            if part not in parts:
+                parts.append(part)
+        label = ", ".join(parts)
+        labels[h] = h if not label or len(label) > width else label
+    return labels
+
+
+def events_view(events: pd.DataFrame, *, all_layers: bool = False, runs: Mapping[str, dict] | None = None
+                ) -> pd.DataFrame:
+    """The events as a reader sees them, on the console and in report.md: one row per curve family's summary
+    layer (or every layer), the columns of :data:`EVENT_VIEW` under their short headers, and a ``run`` column
+    (:func:`run_labels`) when a model and suite were measured with several settings."""
+    rows = events if all_layers else _summary_rows(events)
+    view = rows[list(EVENT_VIEW)].rename(columns=EVENT_VIEW)
+    view = view.assign(floor=view["floor"].astype("float64").round(2))
+    if len(rows) and rows.groupby(["model", "suite"])["config_hash"].nunique().max() > 1:
+        labels = run_labels(rows["config_hash"], runs)
+        view.insert(2, "run", [labels[h] for h in rows["config_hash"]])
+    return view
+
+
+def events_legend(config: "AnalysisConfig | None" = None) -> str:
+    """What each header of :func:`events_view` means (steps are training steps)."""
+    cfg = config or AnalysisConfig()
+    thr = ("0.5 (or halfway between chance and 1 where chance >= 0.5)" if cfg.acc_threshold is None
+           else f"{cfg.acc_threshold:g}")
+    return "\n".join([
+        "model, suite, metric, layer: the curve (layer -1: a whole-model measure; by default the deepest layer)",
+        "run: the settings that differ between the runs of one model and suite (or their config hash)",
+        f"acq: acquisition, first of {cfg.window} checkpoints in a row with accuracy above {thr}",
+        "collapse: checkpoint of the metric's minimum before acquisition (RankMe); floor: its value there",
+        f"onset: RankMe back up by {cfg.recovery:g} of its drop after the collapse (other measures: moved "
+        f"{cfg.recovery:g} of the way to their largest departure)",
+        f"half_onset: first checkpoint at {cfg.collapse_fraction:g} of the first RankMe value (orders layers)",
+        "gap: acq - onset in steps (positive: the geometry moved first); res: checkpoint spacing at acq",
+        "status: precursor (onset before acq), synchronous, lagging, no_onset, acquired_at_start, never_acquired, "
+        "no_data; '-': not defined for this curve",
+    ])
+
+
+def events_text(events: pd.DataFrame, *, all_layers: bool = False, max_rows: int = 200,
+                runs: Mapping[str, dict] | None = None, config: "AnalysisConfig | None" = None,
+                legend: bool = True) -> str:
+    """The events table as aligned text for a terminal (:func:`events_view`), then what its headers mean.
 
     Parameters
     ----------
@@ -628,6 +732,11 @@ def events_text(events: pd.DataFrame, *, all_layers: bool = False, max_rows: int
     all_layers : bool, default=False
         Every layer; by default only each curve family's summary layer (deepest, or -1).
     max_rows : int, default=200
+    runs : mapping or None, default=None
+        :func:`read_runs` of the dataset, to name the settings that tell runs apart.
+    config : AnalysisConfig or None, default=None
+        The thresholds the legend states.
+    legend : bool, default=True
 
     Returns
     -------
@@ -635,14 +744,10 @@ def events_text(events: pd.DataFrame, *, all_layers: bool = False, max_rows: int
     """
     if events.empty:
         return "(no events: the dataset has no geometry curves)"
-    rows = events if all_layers else _summary_rows(events)
-    cols = ["model", "suite", "metric", "layer", "acquisition_step", "collapse_step", "collapse_floor",
-            "onset_step", "collapse_onset_step", "gap_steps", "resolution_steps", "status"]
-    view = rows[cols].rename(columns={"acquisition_step": "acq", "collapse_step": "collapse", "collapse_floor": "floor",
-                                      "onset_step": "onset", "collapse_onset_step": "half_onset", "gap_steps": "gap",
-                                      "resolution_steps": "res"})
-    view = view.assign(floor=view["floor"].round(2)).head(max_rows).astype(object)
-    text = view.where(view.notna(), "-").to_string(index=False)
-    if len(rows) > max_rows:
-        text += f"\n... {len(rows) - max_rows} more rows (read the events table)"
+    view = events_view(events, all_layers=all_layers, runs=runs)
+    text = view.head(max_rows).astype(object).where(view.head(max_rows).notna(), "-").to_string(index=False)
+    if len(view) > max_rows:
+        text += f"\n... {len(view) - max_rows} more rows (read the events table)"
+    if legend:
+        text += "\n\n" + events_legend(config)
     return text

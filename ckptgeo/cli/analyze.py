@@ -48,12 +48,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _run_analyze(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.figures import write_report
-    from ckptgeo.analysis.summary import analyze, events_text
+    from ckptgeo.analysis.summary import analyze, events_text, read_runs
 
     result = analyze(args.dir, acc_threshold=args.acc_threshold, window=args.window, recovery=args.recovery,
                      probe_margin=args.probe_margin, probe_alpha=args.probe_alpha, out=args.out)
     report = write_report(result.root, analysis=result, plots=not args.no_plots)
-    print(events_text(result.events, all_layers=args.all_layers))
+    print(events_text(result.events, all_layers=args.all_layers, runs=read_runs(result.root), config=result.config))
     print()
     print(f"events table:  {result.out / 'events'}  ({len(result.events)} rows)")
     print(f"summaries:     {result.out / 'summary'}")
