@@ -112,3 +112,33 @@ def test_across_sizes_says_so_when_nothing_compares(small):
     assert res.across_sizes.empty
     text = write_report(small, analysis=res, plots=False).read_text()
     assert "_No two runs of the same task at different model sizes in this dataset: nothing to compare._" in text
+
+
+def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_path):
+    from ckptgeo.analysis.figures import _figure, _log_x, constant_layers, gap_marks, plot_all
+    from ckptgeo.analysis.summary import _summary_rows
+    from tests.test_analysis import _probe_rows
+
+    probes = (_probe_rows("toy-4x32", "sort-L2", 2, [0.5, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9])
+              + _probe_rows("toy-4x32", "sort-L2", 1, [0.5] * 10))
+    root = _write_dataset(tmp_path / "ds", [("toy-4x32", "sort-L2", 0.1, _acc(50), _hard(4, 4.0), {}),
+                                            ("toy-4x32", "copy-L1", 0.1, _acc(None), _easy(4, 3.0), {}),
+                                            ("toy-4x32", "parity-L1", 0.1, _acc(0), _easy(4, 3.0), {})],
+                          probes=probes)
+    res = analyze(root)
+    e = _summary_rows(res.events)
+    marks = gap_marks(e[e.metric == "rankme"], ["toy-4x32"], ["copy-L1", "parity-L1", "sort-L2"])
+    assert [(s, k) for k in marks for _, s, _ in marks[k]] == [
+        ("sort-L2", "gap"), ("copy-L1", "never_acquired"), ("parity-L1", "no_gap")]   # never acquired: not 0
+    written = {p.name for p in plot_all(res)}
+    assert {"toy-4x32__sort-L2__probe.png", "toy-4x32__sort-L2__rankme.png", "gaps.png"} <= written
+    assert "toy-4x32__copy-L1__probe.png" not in written                             # not probed
+    # layer 0 of these curves is 1.0 at every step: found constant, drawn as such
+    rk = res.curves[(res.curves.metric == "rankme") & (res.curves.suite == "sort-L2")]
+    assert constant_layers(rk) == {0}
+    ax = _figure().add_subplot(1, 1, 1)
+    ax.plot([0, 1, 10, 1000], [1, 2, 3, 4])
+    _log_x(ax, [0, 1, 10, 1000])
+    fmt = ax.xaxis.get_major_formatter()
+    assert ax.get_xscale() == "symlog" and [fmt(v, 0) for v in (1, 10, 1000, 100000)] == ["1", "10", "1,000",
+                                                                                           "100,000"]

@@ -7,6 +7,7 @@ Writes, under the analysis output folder (``DIR`` unless ``out`` was given)::
     │   ├── <model>__<suite>__rankme.png    RankMe per layer vs step, accuracy on a second axis,
     │   │                                    acquisition and recovery onset marked
     │   ├── <model>__<suite>__heatmap.png   layer x step RankMe
+    │   ├── <model>__<suite>__probe.png     probe accuracy vs its shuffled-label control, per layer
     │   └── gaps.png                        precursor gap by task and model size
     └── report.md                           tables and figures together
 
@@ -26,7 +27,8 @@ import numpy as np
 
 from ckptgeo._io import atomic_path, atomic_write_text
 
-__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_all", "write_report"]
+__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_all", "gap_marks", "constant_layers",
+           "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +52,35 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def _plain(axis) -> None:
+    """Tick labels of a log axis as plain numbers (``1000``, ``0.5``), not powers of ten."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _log_x(ax, steps) -> None:
     """symlog x axis when the positive steps span at least two decades (step 0 stays visible)."""
     pos = np.asarray([s for s in steps if s > 0], dtype=float)
     if pos.size and pos.max() / pos.min() >= 100:
         ax.set_xscale("symlog", linthresh=float(pos.min()))
+        _plain(ax.xaxis)
+
+
+def constant_layers(sub) -> set:
+    """Layers whose curve does not move at all (relative range below
+    :data:`ckptgeo.analysis.events.FLAT_TOLERANCE`): e.g. layer 0 read at a token every item ends with
+    is one embedding row repeated, RankMe 1 by construction at every step."""
+    from ckptgeo.analysis.events import FLAT_TOLERANCE
+
+    out = set()
+    for layer, g in sub.groupby("layer"):
+        v = g["value"].to_numpy(dtype=float)
+        v = v[np.isfinite(v)]
+        if len(v) >= 2 and (v.max() - v.min()) <= FLAT_TOLERANCE * max(abs(v).max(), 1e-12):
+            out.add(layer)
+    return out
 
 
 def _pick_curves(analysis, model: str, suite: str, metric: str):
@@ -112,14 +138,19 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
     layers = sorted(sub["layer"].unique())
+    flat = constant_layers(sub)
     cmap = matplotlib.colormaps["viridis"]
     for i, layer in enumerate(layers):
         g = sub[sub["layer"] == layer].sort_values("step")
+        if layer in flat:   # constant by construction: drawn thin and grey, and said so
+            ax.plot(g["step"], g["value"], color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
+            continue
         ax.plot(g["step"], g["value"], color=cmap(i / max(1, len(layers) - 1)), lw=1.4,
                 label=f"L{layer}", marker="." if len(g) < 40 else None)
     ax.set_xlabel("training step")
     ax.set_ylabel(f"{metric} (effective dimensions)")
     ax.set_yscale("log")
+    _plain(ax.yaxis)
     _log_x(ax, sub["step"])
     acc_line = None
     acc = analysis.accuracy
@@ -190,8 +221,9 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
 def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> Path | None:
     """Precursor gap (steps) at the summary layer, by task (x) and model size (bars).
 
-    Negative gaps lag acquisition; curves without a gap (never acquired, no onset, acquired at the
-    first checkpoint) get no bar and an "×" marker at zero.
+    Negative gaps lag acquisition; a gap of 0 is a circle; a never-acquired curve is a "▼" marked "never
+    acquired" (it has no gap, not a gap of 0); no onset or acquisition at the first checkpoint is an "×"
+    (:func:`gap_marks`).
 
     Returns
     -------
@@ -215,38 +247,93 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     import matplotlib
 
     cmap = matplotlib.colormaps["plasma"]
+    marks = gap_marks(e, models, suites)
     for j, model in enumerate(models):
-        x, y, missing, zero = [], [], [], []
-        for i, suite in enumerate(suites):
-            r = e[(e["model"] == model) & (e["suite"] == suite)]
-            gap = r["gap_steps"].dropna()
-            xi = i - 0.4 + width * (j + 0.5)
-            if len(gap) and float(gap.mean()) == 0.0:
-                zero.append(xi)
-            elif len(gap):
-                x.append(xi)
-                y.append(float(gap.mean()))
-            elif len(r):
-                missing.append(xi)
         color = cmap(j / max(1, len(models) - 1) * 0.85)
         size = model_size(model)
         label = model if math.isnan(size) else f"{model} ({size / 1e6:.3g}M params)"
-        ax.bar(x, y, width=width, color=color, label=label)
-        if zero:
-            ax.scatter(zero, [0] * len(zero), marker="o", facecolors="none", edgecolors=[color])
-        if missing:
-            ax.scatter(missing, [0] * len(missing), marker="x", color=color)
+        at = {kind: [suites.index(s) - 0.4 + width * (j + 0.5) for m, s, _ in marks[kind] if m == model]
+              for kind in marks}
+        ax.bar(at["gap"], [g for m, _, g in marks["gap"] if m == model], width=width, color=color, label=label)
+        if at["synchronous"]:
+            ax.scatter(at["synchronous"], [0] * len(at["synchronous"]), marker="o", facecolors="none",
+                       edgecolors=[color])
+        if at["never_acquired"]:
+            ax.scatter(at["never_acquired"], [0] * len(at["never_acquired"]), marker="v", color=color, s=40)
+            for xi in at["never_acquired"]:
+                ax.annotate("never\nacquired", (xi, 0), xytext=(0, -22), textcoords="offset points", ha="center",
+                            fontsize=6, color=color)
+        if at["no_gap"]:
+            ax.scatter(at["no_gap"], [0] * len(at["no_gap"]), marker="x", color=color)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(suites)))
     ax.set_xticklabels(suites, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("precursor gap (steps): acquisition − recovery onset")
-    ax.set_title(f"{metric} precursor gap by task and model (○ = synchronous, × = no gap)", fontsize=10)
+    ax.set_title(f"{metric} precursor gap by task and model (○ synchronous, ▼ never acquired: no gap, "
+                 f"× no onset or acquired at start)", fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, Path(path))
 
 
+def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Path | None:
+    """Probe accuracy (solid) against its shuffled-label control (dashed) per layer over training steps.
+
+    Returns
+    -------
+    Path or None
+        None when the dataset has no probe rows for this model and suite.
+    """
+    p = analysis.probes
+    if p is None or p.empty:
+        return None
+    p = p[(p["model"] == model) & (p["suite"] == suite) & p["step"].notna()]
+    if p.empty:
+        return None
+    import matplotlib
+
+    p = p.groupby(["layer", "step"], sort=True)[["accuracy", "control_accuracy"]].mean().reset_index()
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    layers = sorted(p["layer"].unique())
+    cmap = matplotlib.colormaps["viridis"]
+    for i, layer in enumerate(layers):
+        g = p[p["layer"] == layer]
+        color = cmap(i / max(1, len(layers) - 1))
+        ax.plot(g["step"], g["accuracy"], color=color, lw=1.4, label=f"L{layer} probe")
+        ax.plot(g["step"], g["control_accuracy"], color=color, lw=1.0, ls="--", label=f"L{layer} control")
+    _log_x(ax, p["step"])
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("probe accuracy (held-out folds)")
+    ax.set_title(f"probe vs shuffled-label control: {model} · {suite}", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=min(6, 2 * len(layers)),
+              frameon=False)
+    return _save(fig, Path(path))
+
+
+def gap_marks(e, models, suites) -> dict[str, list]:
+    """How :func:`plot_gaps` draws each (model, suite): ``gap`` (a bar of its mean gap in steps),
+    ``synchronous`` (gap 0), ``never_acquired`` (no acquisition: no gap at all, not a gap of 0) or
+    ``no_gap`` (acquired, but no onset or acquired at the first checkpoint). Lists of (model, suite, gap)."""
+    out: dict[str, list] = {"gap": [], "synchronous": [], "never_acquired": [], "no_gap": []}
+    for model in models:
+        for suite in suites:
+            r = e[(e["model"] == model) & (e["suite"] == suite)]
+            if r.empty:
+                continue
+            gap = r["gap_steps"].dropna()
+            if len(gap):
+                g = float(gap.astype(float).mean())
+                out["synchronous" if g == 0.0 else "gap"].append((model, suite, g))
+            elif r["acquisition_step"].isna().all() and (r["status"] == "never_acquired").any():
+                out["never_acquired"].append((model, suite, None))
+            else:
+                out["no_gap"].append((model, suite, None))
+    return out
+
+
 def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: str = "rankme") -> list[Path]:
-    """Every figure: per (model, suite) curves and heatmap, then the gaps chart.
+    """Every figure: per (model, suite) curves, heatmap and probes (when probed), then the gaps chart.
 
     Returns
     -------
@@ -256,13 +343,18 @@ def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: 
     figures_dir = Path(figures_dir) if figures_dir is not None else analysis.out / "figures"
     written: list[Path] = []
     c = analysis.curves
-    pairs = c.loc[c["metric"] == metric, ["model", "suite"]].drop_duplicates().itertuples(index=False)
+    pairs = set(c.loc[c["metric"] == metric, ["model", "suite"]].itertuples(index=False, name=None))
+    if analysis.probes is not None and not analysis.probes.empty:   # a `ckptgeo probe` dataset has no curves
+        pairs |= set(analysis.probes[["model", "suite"]].astype(str).itertuples(index=False, name=None))
     for model, suite in sorted(pairs):
         stem = f"{_slug(model)}__{_slug(suite)}"
         for fn, tag in ((plot_suite, metric), (plot_heatmap, "heatmap")):
             p = fn(analysis, model, suite, figures_dir / f"{stem}__{tag}.png", metric=metric)
             if p is not None:
                 written.append(p)
+        p = plot_probes(analysis, model, suite, figures_dir / f"{stem}__probe.png")
+        if p is not None:
+            written.append(p)
     p = plot_gaps(analysis, figures_dir / "gaps.png", metric=metric)
     if p is not None:
         written.append(p)

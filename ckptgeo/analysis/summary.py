@@ -136,6 +136,8 @@ class Analysis:
         The cleaned geometry curves used (model, suite, config_hash, metric, layer, step, value).
     accuracy : DataFrame
         The cleaned behaviour curves used (model, suite, config_hash, step, accuracy, chance).
+    probes : DataFrame or None
+        The dataset's probes table (duplicate revisions dropped), for the probe figures; None without one.
     config : AnalysisConfig
     root, out : Path
         The dataset read and the folder written (the same unless ``out`` was given).
@@ -155,6 +157,7 @@ class Analysis:
     root: Path
     out: Path
     written: tuple[Path, ...] = field(default=())
+    probes: pd.DataFrame | None = None
 
     def summary_tables(self) -> dict[str, pd.DataFrame]:
         """The summary tables by file name (without ``.parquet``)."""
@@ -618,7 +621,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         precursor_rates=_rates(rows_, ["metric", "centered", "difficulty"]),
         precursor_rates_by_model=by_model, top_down=_top_down(events, cfg),
         probe_lead=_probe_lead(probes, acc_groups, cfg), across_sizes=_across_sizes(events, acq, curves, cfg),
-        seed_spread=_seed_spread(events), curves=curves, accuracy=accuracy, config=cfg, root=root,
+        seed_spread=_seed_spread(events), curves=curves, accuracy=accuracy, probes=probes, config=cfg, root=root,
         out=Path(out) if out is not None else root)
     if write:
         written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", SCHEMAS["events"])]
