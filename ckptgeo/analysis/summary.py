@@ -68,7 +68,8 @@ from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _d
 from ckptgeo.store.dataset import read_table
 
 __all__ = [
-    "AnalysisConfig", "Analysis", "analyze", "events_text", "events_view", "events_legend", "read_runs", "run_labels", "read_table", "model_size", "split_seed", "EVENTS_SCHEMA",
+    "AnalysisConfig", "Analysis", "analyze", "events_text", "events_view", "events_legend", "read_runs", "run_labels",
+    "read_table", "model_size", "split_seed", "EVENTS_SCHEMA", "check_analysis_out",
 ]
 
 logger = logging.getLogger(__name__)
