@@ -142,3 +142,23 @@ def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_
     fmt = ax.xaxis.get_major_formatter()
     assert ax.get_xscale() == "symlog" and [fmt(v, 0) for v in (1, 10, 1000, 100000)] == ["1", "10", "1,000",
                                                                                            "100,000"]
+
+
+def test_report_acquisitions_name_the_settings_of_each_run(tmp_path):
+    import json
+
+    from ckptgeo.analysis.figures import write_report
+    from tests.test_analysis import _COMMON, STEPS
+
+    acc = _acc(70)
+    extra = [dict(model="toy-2x16", revision=f"step{s}", step=s, suite="sort-L2", **{**_COMMON, "n_samples": 50},
+                  config_hash="b2", metric="accuracy", value=acc[i], n_items=50, chance=0.1, kind="generation")
+             for i, s in enumerate(STEPS)]
+    root = _write_dataset(tmp_path / "ds", [("toy-2x16", "sort-L2", 0.1, _acc(50), _hard(2, 4.0), {})],
+                          extra_behavior=extra)
+    (root / "runs").mkdir()
+    for chash, n in (("b1", 200), ("b2", 50)):
+        (root / "runs" / f"{chash}.json").write_text(json.dumps({"n_samples": n, "seed": 0}))
+    text = write_report(root, plots=False).read_text()
+    assert "| toy-2x16 | sort-L2 | n_samples=200 | sort | L2 | 10 | 50 | acquired |" in text
+    assert "| toy-2x16 | sort-L2 | n_samples=50 | sort | L2 | 10 | 70 | acquired |" in text

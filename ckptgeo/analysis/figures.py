@@ -382,6 +382,21 @@ def _md(df, max_rows: int = 60, floatfmt: str = "{:.3g}") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _with_run(table, runs):
+    """``table`` with its config_hash column replaced by a ``run`` label (:func:`run_labels`) where one model
+    and suite has rows of several settings, and dropped otherwise."""
+    from ckptgeo.analysis.summary import run_labels
+
+    if "config_hash" not in table.columns or table.empty:
+        return table.drop(columns=["config_hash"], errors="ignore")
+    if table.groupby(["model", "suite"])["config_hash"].nunique().max() <= 1:
+        return table.drop(columns=["config_hash"])
+    labels = run_labels(table["config_hash"], runs)
+    out = table.drop(columns=["config_hash"])
+    out.insert(2, "run", [labels[h] for h in table["config_hash"]])
+    return out
+
+
 def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, **analyze_kwargs) -> Path:
     """Write ``report.md`` (and, with ``plots``, ``figures/``) for a dataset.
 
@@ -407,6 +422,7 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
     figures = plot_all(analysis, out / "figures") if plots else []
     cfg = analysis.config
     e = analysis.events
+    runs = read_runs(analysis.root)
     thr = ("0.5 (halfway between chance and 1 where chance ≥ 0.5)" if cfg.acc_threshold is None
            else str(cfg.acc_threshold))
     parts = [f"# ckptgeo analysis of `{analysis.root}`\n",
@@ -419,11 +435,11 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              f"{cfg.collapse_fraction} of the first value; min drop {cfg.min_drop}\n- probe margin over control: "
              f"{cfg.probe_margin}\n- models: {', '.join(sorted(e['model'].unique())) if len(e) else '–'}; "
              f"{len(e)} event rows\n",
-             "## Acquisition\n", _md(analysis.acquisitions.drop(columns=["config_hash", "reason"], errors="ignore")),
+             "## Acquisition\n", _md(_with_run(analysis.acquisitions, runs).drop(columns=["reason"], errors="ignore")),
              "## Events (summary layer: deepest layer, or -1 for whole-model measures)\n",
              "The table `ckptgeo analyze` prints, with the same headers:\n\n",
              "".join(f"- {line}\n" for line in events_legend(cfg).splitlines()) + "\n",
-             _md(events_view(e, runs=read_runs(analysis.root)), max_rows=200) if len(e) else _md(e),
+             _md(events_view(e, runs=runs), max_rows=200) if len(e) else _md(e),
              "## Precursor rate by metric and difficulty\n", _md(analysis.precursor_rates),
              "### By model\n", _md(analysis.precursor_rates_by_model),
              "## Top-down propagation\n",
