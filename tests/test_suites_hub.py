@@ -13,9 +13,7 @@ from ckptgeo.engine.scan import scan
 from ckptgeo.errors import EmptySelectionError
 from ckptgeo.sources.hub import HubSource
 from ckptgeo.sources.revisions import select_revisions
-from tests._checkpoints import BIGBENCH
-
-SUITE = str(BIGBENCH / "three_objects.json")
+from tests._checkpoints import SUITE
 
 #: OLMo-2: stage 1, then two stage-2 ingredients whose steps restart at 0 (overlapping step numbers)
 OLMO = ("stage1-step0-tokens0B", "stage1-step1000-tokens5B", "stage1-step2000-tokens9B",
