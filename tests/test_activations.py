@@ -131,7 +131,7 @@ def _close(a, b, rtol=1e-5):
 def test_shared_task_prefix_runs_once_and_equals_the_unshared_way(model, tokenizer, position):
     from ckptgeo.engine.forward import shared_prefix_length
 
-    suite = load_suite(BIGBENCH / "three_objects.json")  # every prompt starts with the task_prefix
+    suite = load_suite(SUITE)  # every prompt starts with the same instructions
     ps = prepare_suite(suite, tokenizer, n_samples=12, seed=1)
     k = shared_prefix_length([p.prompt for p in ps.items])
     assert k >= 20, k

@@ -7,7 +7,7 @@ import torch
 
 from ckptgeo._threads import SMALL_MODEL_PARAMETERS, default_threads, physical_cores, thread_record, torch_threads
 from ckptgeo.errors import InvalidParameterError
-from tests._checkpoints import BIGBENCH, make_checkpoints
+from tests._checkpoints import SUITE, make_checkpoints
 
 
 def test_rule_one_thread_below_the_threshold_else_the_physical_cores():
@@ -44,12 +44,12 @@ def test_scan_runs_record_their_threads(tmp_path):
 
     ck = make_checkpoints(tmp_path / "ck", steps=(0, 1))
     before = torch.get_num_threads()
-    res = scan(ck, out=tmp_path / "a", suites=(str(BIGBENCH / "three_objects.json"),), n_samples=8)
+    res = scan(ck, out=tmp_path / "a", suites=(SUITE,), n_samples=8)
     run = json.loads((tmp_path / "a" / "runs" / f"{res.config_hash}.json").read_text())
     assert run["runtime"]["threads"] == 1 and run["runtime"]["threads_from"] == "default rule"
     assert "deterministic_algorithms" in run["runtime"]
     assert torch.get_num_threads() == before
-    res2 = scan(ck, out=tmp_path / "b", suites=(str(BIGBENCH / "three_objects.json"),), n_samples=8, threads=2)
+    res2 = scan(ck, out=tmp_path / "b", suites=(SUITE,), n_samples=8, threads=2)
     assert res2.config_hash == res.config_hash  # threads do not key resume
     run2 = json.loads((tmp_path / "b" / "runs" / f"{res2.config_hash}.json").read_text())
     assert run2["runtime"]["threads"] == 2 and run2["runtime"]["threads_from"] == "threads"
