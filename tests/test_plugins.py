@@ -11,11 +11,11 @@ import pytest
 
 from ckptgeo._registry import Registry
 from ckptgeo.errors import DuplicateNameError, InvalidParameterError, PluginLoadError
-from tests._checkpoints import BIGBENCH, make_checkpoints
+from tests._checkpoints import BIGBENCH, SUITE, make_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = Path(__file__).resolve().parent / "plugin_example"
-SUITE = str(BIGBENCH / "three_objects.json")
+BIGBENCH_FILE = str(BIGBENCH / "three_objects.json")
 
 
 def _install(site: Path, entry_points: str, name: str = "ckptgeo_example_measure") -> Path:
@@ -51,7 +51,7 @@ def test_an_installed_measure_runs_through_ckptgeo_scan(tmp_path):
     assert sorted(g.revision.unique()) == ["step0", "step4"] and set(g.layer) == {0, 1, 2}
     # the values are the measure applied to the very states the scan read: mean row norm per layer
     for rev in ("step0", "step4"):
-        states = load_file(str(next((out / "states").glob(f"*--{rev}--*")) / "three_objects.safetensors"))["states"]
+        states = load_file(str(next((out / "states").glob(f"*--{rev}--*")) / f"{SUITE}.safetensors"))["states"]
         expected = states.double().norm(dim=2).mean(dim=1)
         got = g[g.revision == rev].sort_values("layer").value.to_numpy()
         assert got == pytest.approx(expected.numpy(), rel=1e-6), (got, expected)
@@ -119,11 +119,12 @@ def test_sources_are_picked_through_the_registry(tmp_path, monkeypatch):
     assert [r.name for r in open_source("zoo/x").revisions()][:2] == ["step0", "step1"]
 
 
+@pytest.mark.public_data("bigbench")
 def test_suite_formats_and_loaders_go_through_the_registry(tmp_path, monkeypatch):
     from ckptgeo.suites.items import LOADERS, Item, Suite, load_suite, write_jsonl
 
     assert {"jsonl", "bigbench", "blimp", "hf"} <= set(LOADERS.names())
-    assert len(load_suite(f"bigbench:{SUITE}")) == len(load_suite(SUITE)) == 300
+    assert len(load_suite(f"bigbench:{BIGBENCH_FILE}")) == len(load_suite(BIGBENCH_FILE)) == 300
     path = tmp_path / "t.jsonl"
     write_jsonl(path, [{"id": 1, "suite": "t", "good": "a b", "bad": "b a"}])
     assert load_suite(f"jsonl:{path}").items[0].kind == "minimal_pair"
