@@ -167,7 +167,7 @@ def test_shared_few_shot_context_in_generation_equals_the_unshared_way(model, to
 def test_task_loss_reads_logits_at_the_answer_positions_only(model, tokenizer):
     from ckptgeo.metrics._autodiff import task_token_losses
 
-    suite = load_suite(BIGBENCH / "three_objects.json")
+    suite = load_suite(SUITE)
     ps = prepare_suite(suite, tokenizer, n_samples=6)
     batch = model_batch(ps, 6)
     # left-padded: every item's answer ends at the last column
