@@ -148,6 +148,43 @@ def test_train_writes_a_scannable_run(tmp_path):
     hist = training_history(out)
     assert list(hist.columns) == ["step", "suite", "accuracy", "loss", "lr", "seconds"] and len(hist) == 5
     assert hist["loss"].iloc[1:].notna().all()
+    # the recipe, and tokens per step: batch 8 x (7 prompt + 5 answer tokens) of copy-L1
+    recipe = manifest["recipe"]
+    assert (recipe["lr"], recipe["batch_size"], recipe["warmup_steps"], recipe["schedule_horizon"]) == (1e-3, 8, 2, 6)
+    assert recipe["threads"] == 1 and manifest["tokens_per_step"] == recipe["tokens_per_step"] == 8 * 12
+    assert [h["tokens"] for h in manifest["history"]] == [96 * s for s in steps]
+
+
+def test_schedule_horizon_holds_the_learning_rate(tmp_path):
+    """A horizon past n_steps keeps the rate near its peak; the manifest says which horizon was used."""
+    import math
+
+    from ckptgeo.training.trainer import lr_factor
+
+    c = _config(tmp_path, n_steps=1000, warmup_steps=100)
+    assert lr_factor(c, 0) == pytest.approx(0.01) and lr_factor(c, 99) == pytest.approx(1.0)
+    assert lr_factor(c, 999) == pytest.approx(0.1, abs=1e-4)  # the whole cosine inside the run
+    held = dataclasses.replace(c, schedule_steps=4000)
+    assert lr_factor(held, 999) == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 899 / 3900)))
+    assert lr_factor(held, 999) > 0.87 and lr_factor(held, 3999) == pytest.approx(0.1, abs=1e-4)
+    with pytest.raises(InvalidParameterError, match="schedule_steps"):
+        train(_config(tmp_path / "bad", warmup_steps=4, schedule_steps=3))
+    out = train(_config(tmp_path / "run", schedule_steps=24))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["recipe"]["schedule_horizon"] == 24 and manifest["config"]["schedule_steps"] == 24
+    lrs = [h["lr"] for h in manifest["history"]]
+    assert lrs[-1] > 0.9 * 1e-3  # 6 of 24 steps: still near the peak
+
+
+def test_scan_of_a_trained_run_fills_tokens(tmp_path):
+    import pandas as pd
+
+    from ckptgeo.engine.scan import scan
+
+    out = train(_config(tmp_path / "run"))
+    scan(out, out=tmp_path / "ds", metrics=("rankme", "behavior"), n_samples=16)
+    geo = pd.read_parquet(tmp_path / "ds" / "geometry")
+    assert (geo["tokens"] == geo["step"] * 96).all() and geo["step"].max() == 6
 
 
 def test_rerun_skips_other_settings_refused(tmp_path):
@@ -296,3 +333,21 @@ def test_cli_errors_name_the_flag(capsys, tmp_path):
     assert main(["train", "--task", "copy", "--steps", "0", "--out", str(tmp_path / "r")]) == 2
     assert "--steps 0 is not valid" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_modular_level_one_acquires_within_the_cpu_budget(tmp_path):
+    """The canonical hard task: (a + b) mod 97 on the smallest model, under the cpu preset's recipe and step
+    budget, passes 0.5 exact match for three checkpoints (in about 2000 steps; ~2 CPU-minutes)."""
+    from ckptgeo.studies.reproduce import PRESETS, StudyRun, _template
+
+    preset = PRESETS["cpu"]
+    budget = preset.steps["modular"][1]
+    run = StudyRun("modular", 1, "tiny", 0, budget, tmp_path / "modular-L1-tiny-s0")
+    out = train(dataclasses.replace(_template(run, preset, "cpu"), n_checkpoints=30))
+    manifest = json.loads((out / "manifest.json").read_text())
+    history = [{"step": h["step"], "accuracy": h["accuracy"]["modular-L1"]} for h in manifest["history"]]
+    step = _acquisition_step(history, manifest["chance"]["modular-L1"])
+    assert step is not None and step < budget, history
+    assert history[0]["accuracy"] < 0.05, history
+    assert manifest["recipe"]["schedule_horizon"] == 4 * budget and manifest["recipe"]["lr_at_last_step"] > 0.85e-3

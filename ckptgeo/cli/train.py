@@ -74,6 +74,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate (default 1e-3)")
     p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay (default 0.1)")
     p.add_argument("--warmup", type=int, default=100, help="warm-up steps (default 100)")
+    p.add_argument("--horizon", type=int, default=None,
+                   help="step at which the cosine reaches its floor (default: --steps); e.g. 4 x --steps holds the "
+                        "learning rate near its peak through the run, the recipe of `ckptgeo reproduce`")
     p.add_argument("--checkpoints", type=int, default=100, help="largest number of checkpoints (default 100)")
     p.add_argument("--heldout", type=int, default=200, help="held-out items per task (default 200)")
     p.add_argument("--grid", action="store_true", help="train tasks x levels x sizes x seeds, one run each")
@@ -88,7 +91,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 #: TrainConfig fields -> the flags that set them, so command-line errors name what the user typed.
-_FLAGS = {"n_steps": "--steps", "n_checkpoints": "--checkpoints", "n_heldout": "--heldout", "warmup_steps": "--warmup",
+_FLAGS = {"n_steps": "--steps", "schedule_steps": "--horizon", "n_checkpoints": "--checkpoints", "n_heldout": "--heldout",
+          "warmup_steps": "--warmup",
           "batch_size": "--batch-size", "lr": "--lr", "weight_decay": "--weight-decay", "seed": "--seed",
           "levels": "--levels", "monitor": "--monitor", "threads": "--threads"}
 
@@ -115,7 +119,7 @@ def _train_from_args(args: argparse.Namespace) -> int:
                            n_steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
                            weight_decay=args.weight_decay, warmup_steps=min(args.warmup, args.steps),
                            n_checkpoints=args.checkpoints, n_heldout=args.heldout, device=args.device,
-                           monitor=args.monitor, threads=args.threads)
+                           monitor=args.monitor, threads=args.threads, schedule_steps=args.horizon)
     import logging
     import sys
 

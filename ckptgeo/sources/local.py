@@ -7,6 +7,7 @@
       step0/  config.json  model.safetensors  [tokenizer files]
       step100/ ...
       suites/*.jsonl        default suites (written by ``ckptgeo train``)
+      manifest.json         optional (``ckptgeo train``): its ``tokens_per_step`` fills the ``tokens`` column
       [tokenizer files]     optional; else the first step folder's are used
 """
 
@@ -23,6 +24,17 @@ from ckptgeo.sources.weights import weight_files_in
 __all__ = ["LocalSource"]
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+
+
+def _manifest_tokens_per_step(root: Path) -> int | None:
+    """``tokens_per_step`` of a run ``ckptgeo train`` wrote (its ``manifest.json``), else None."""
+    import json
+
+    try:
+        value = json.loads((root / "manifest.json").read_text(encoding="utf-8")).get("tokens_per_step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 class LocalSource:
@@ -46,6 +58,7 @@ class LocalSource:
             raise SourceNotFoundError(f"Checkpoint folder {self.root} does not exist", path=str(self.root))
         self.name = self.root.resolve().name
         self.step_pattern = step_pattern
+        self.tokens_per_step = _manifest_tokens_per_step(self.root)
 
     @classmethod
     def claims(cls, spec: str) -> bool:

@@ -3,7 +3,8 @@
 A run folder, as :func:`train` writes it::
 
     OUT/
-    ├── manifest.json            tasks, levels, size, seed, schedule, versions, accuracy history;
+    ├── manifest.json            tasks, levels, size, seed, schedule, recipe (lr, horizon, steps, threads,
+    │                            tokens_per_step), versions, accuracy history;
     │                            "complete": true once the last checkpoint is written
     ├── suites/
     │   └── modular-L1.jsonl     held-out items: a suite_header line, then 200 generation items
@@ -57,7 +58,7 @@ from ckptgeo.training.tasks import get_level, heldout_items, sample, suite_heade
 from ckptgeo.training.sizes import get_size
 
 __all__ = ["TrainConfig", "train", "checkpoint_steps", "evaluate", "exact_match", "training_history", "run_name",
-           "MANIFEST_NAME"]
+           "lr_factor", "tokens_per_step", "MANIFEST_NAME"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +96,15 @@ class TrainConfig:
     weight_decay : float, default=0.1
         AdamW's decoupled weight decay, on weight matrices and embeddings only (not biases or norms).
     warmup_steps : int, default=100
-        Linear warm-up from 0 to ``lr``, then a cosine decay to ``min_lr_ratio * lr`` at ``n_steps``.
+        Linear warm-up from 0 to ``lr``, then a cosine decay to ``min_lr_ratio * lr`` at the schedule's
+        horizon.
     min_lr_ratio : float, default=0.1
-        Final learning rate as a fraction of ``lr``.
+        Learning rate at the horizon as a fraction of ``lr``.
+    schedule_steps : int or None, default=None
+        The cosine's horizon: the step at which the learning rate reaches ``min_lr_ratio * lr``. None:
+        ``n_steps`` (the whole decay inside the run). A horizon past ``n_steps`` holds the learning rate
+        near its peak through the run (the recipe of :data:`RECIPE`): at ``n_steps = horizon / 4`` it is
+        still 0.87 of ``lr`` with ``min_lr_ratio=0.1``.
     grad_clip : float, default=1.0
         Maximum global gradient norm; 0 turns clipping off.
     n_checkpoints : int, default=100
@@ -135,6 +142,12 @@ class TrainConfig:
     device: str = "auto"
     monitor: int = 0
     threads: int | None = None
+    schedule_steps: int | None = None
+
+    @property
+    def horizon(self) -> int:
+        """The step at which the cosine reaches its floor (``schedule_steps``, or ``n_steps``)."""
+        return self.n_steps if self.schedule_steps is None else self.schedule_steps
 
 
 # name -> (types, low, high, low inclusive); the validation table of TrainConfig's numbers.
@@ -176,6 +189,12 @@ def _validate(config: TrainConfig) -> None:
     if len(set(pairs)) != len(pairs):
         raise InvalidParameterError(f"Task levels repeat in {pairs}.", name="tasks", value=config.tasks)
     get_size(config.size)
+    if config.schedule_steps is not None and (isinstance(config.schedule_steps, bool)
+                                              or not isinstance(config.schedule_steps, int)
+                                              or config.schedule_steps < config.warmup_steps):
+        raise InvalidParameterError(f"The 'schedule_steps' parameter of TrainConfig must be None or an int >= "
+                                    f"warmup_steps ({config.warmup_steps}). Got {config.schedule_steps!r}.",
+                                    name="schedule_steps", value=config.schedule_steps)
     if config.warmup_steps > config.n_steps:
         raise InvalidParameterError(f"The 'warmup_steps' parameter ({config.warmup_steps}) exceeds 'n_steps' "
                                     f"({config.n_steps}).", name="warmup_steps", value=config.warmup_steps)
@@ -407,7 +426,9 @@ def _check_out(out: Path, config: TrainConfig) -> dict | None:
                                    f"Choose an empty or new --out folder.", path=str(out))
         return None
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    recorded, wanted = manifest.get("config", {}), _settings(config)
+    # a setting an older manifest does not record had its default then (e.g. schedule_steps: None)
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    recorded, wanted = {**defaults, **manifest.get("config", {})}, _settings(config)
     diffs = tuple((k, recorded.get(k), v) for k, v in wanted.items()
                   if k not in _RESUME_FREE and recorded.get(k) != v)
     if manifest.get("format") != _FORMAT or diffs:
@@ -450,15 +471,42 @@ def _optimizer(model, config: TrainConfig, torch):
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
-    warm, total, floor = config.warmup_steps, config.n_steps, config.min_lr_ratio
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(config, step))
 
-    def factor(step: int) -> float:
-        if warm and step < warm:
-            return (step + 1) / warm
-        progress = (step - warm) / max(1, total - warm)
-        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+def lr_factor(config: TrainConfig, step: int) -> float:
+    """The learning rate at ``step`` as a fraction of ``config.lr``: linear warm-up, then cosine to the horizon.
+
+    Examples
+    --------
+    >>> c = TrainConfig(tasks=("copy",), levels=(1,), out="", n_steps=1000, warmup_steps=100)
+    >>> round(lr_factor(c, 999), 3), round(lr_factor(dataclasses.replace(c, schedule_steps=4000), 999), 3)
+    (0.1, 0.887)
+    """
+    warm, total, floor = config.warmup_steps, config.horizon, config.min_lr_ratio
+    if warm and step < warm:
+        return (step + 1) / warm
+    progress = (step - warm) / max(1, total - warm)
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def tokens_per_step(config: TrainConfig, heldout: dict[str, Sequence[Item]]) -> int:
+    """Tokens of one optimiser step: ``batch_size`` x the mean sequence length (prompt + answer tokens) of
+    the run's tasks, from their held-out items (exact for fixed-length task levels; the mean where the
+    length is drawn from a range). Padding is not counted."""
+    lengths = [len(it.prompt.split()) + len(it.target.split()) for items in heldout.values() for it in items]
+    return int(round(config.batch_size * sum(lengths) / max(len(lengths), 1)))
+
+
+def _recipe(config: TrainConfig, per_step: int, torch) -> dict:
+    """What a reader of the manifest needs to redo the run's optimisation, in one place."""
+    return {"optimizer": "AdamW", "lr": config.lr, "weight_decay": config.weight_decay,
+            "batch_size": config.batch_size, "warmup_steps": config.warmup_steps,
+            "schedule": "linear warm-up, then cosine to min_lr_ratio * lr at schedule_horizon",
+            "schedule_horizon": config.horizon, "min_lr_ratio": config.min_lr_ratio, "n_steps": config.n_steps,
+            "lr_at_last_step": config.lr * lr_factor(config, config.n_steps - 1), "grad_clip": config.grad_clip,
+            "items": "fresh every batch, seeded by (seed, step); held-out prompts excluded",
+            "tokens_per_step": per_step, "threads": torch.get_num_threads()}
 
 
 # -------------------------------------------------------------------------------------------------- train
@@ -564,6 +612,8 @@ def _train(config: TrainConfig) -> Path:
         "versions": _versions(), "device": str(device), "history": history,
         "runtime": [*(manifest or {}).get("runtime", []),
                     {**thread_record("threads" if config.threads else "default rule"), "from_step": start}],
+        "recipe": _recipe(config, tokens_per_step(config, heldout), torch),
+        "tokens_per_step": tokens_per_step(config, heldout),
     }
     _write_manifest(out, record)
 
@@ -584,7 +634,7 @@ def _train(config: TrainConfig) -> Path:
         acc = {n: evaluate(model, tokenizer, items) for n, items in heldout.items()}
         mean_loss = float(loss_sum) / n_since if n_since else None
         history.append({"step": step, "loss": mean_loss, "lr": scheduler.get_last_lr()[0], "accuracy": acc,
-                        "seconds": round(time.perf_counter() - clock, 3)})
+                        "seconds": round(time.perf_counter() - clock, 3), "tokens": step * record["tokens_per_step"]})
         loss_sum, n_since = torch.zeros((), device=device), 0
         if step < config.n_steps:
             _save_state(state_path, step, optimizer, scheduler, torch)
