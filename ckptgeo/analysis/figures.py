@@ -27,7 +27,7 @@ import numpy as np
 
 from ckptgeo._io import atomic_path, atomic_write_text
 
-__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_all", "gap_marks", "constant_layers",
+__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_grid", "plot_all", "gap_marks", "constant_layers",
            "write_report"]
 
 logger = logging.getLogger(__name__)
@@ -330,6 +330,67 @@ def gap_marks(e, models, suites) -> dict[str, list]:
             else:
                 out["no_gap"].append((model, suite, None))
     return out
+
+
+#: colour of each event status in the grid figure.
+STATUS_COLOURS = {"precursor": "#1a9850", "synchronous": "#fee08b", "lagging": "#f46d43", "no_onset": "#d9d9d9",
+                  "acquired_at_start": "#abd9e9", "never_acquired": "#636363", "no_data": "#ffffff"}
+
+
+def plot_grid(runs, path: str | os.PathLike) -> Path | None:
+    """The grid at a glance: one cell per (task, level) row and model size column, coloured by status.
+
+    Parameters
+    ----------
+    runs : DataFrame
+        One row per run with ``task``, ``level``, ``size``, ``n_parameters``, ``seed``, ``status`` and
+        ``gap_steps`` (:func:`ckptgeo.studies.claims.runs_table`).
+    path : path
+        The PNG to write.
+
+    Returns
+    -------
+    Path or None
+        None when ``runs`` is empty.
+
+    Notes
+    -----
+    With several seeds a cell takes the most common status and shows every seed's gap (``a/b``). The text
+    is the precursor gap in steps (acquisition - recovery onset; negative: the recovery lags), or a short
+    status: ``sync``, ``never``, ``start``, ``none``.
+    """
+    if runs is None or len(runs) == 0:
+        return None
+    rows = sorted({(t, int(lv)) for t, lv in zip(runs["task"], runs["level"])})
+    sizes = (runs.drop_duplicates("size").sort_values(["n_parameters", "size"])["size"].tolist())
+    short = {"synchronous": "sync", "never_acquired": "never", "acquired_at_start": "start", "no_onset": "none",
+             "no_data": "-"}
+    fig = _figure(1.6 + 1.3 * len(sizes), 0.8 + 0.32 * len(rows))
+    ax = fig.add_subplot(1, 1, 1)
+    from matplotlib.patches import Patch, Rectangle
+
+    for i, (task, level) in enumerate(rows):
+        for j, size in enumerate(sizes):
+            cell = runs[(runs["task"] == task) & (runs["level"] == level) & (runs["size"] == size)]
+            if cell.empty:
+                continue
+            status = cell["status"].mode().iloc[0]
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=STATUS_COLOURS.get(status, "#ffffff"), edgecolor="white"))
+            gaps = [("-" if _isna(g) else str(int(g))) for g in cell["gap_steps"]]
+            text = "/".join(gaps) if status in ("precursor", "lagging") else short.get(status, status)
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7,
+                    color="white" if status == "never_acquired" else "black")
+    ax.set_xlim(0, len(sizes))
+    ax.set_ylim(len(rows), 0)
+    ax.set_xticks([j + 0.5 for j in range(len(sizes))])
+    ax.set_xticklabels(sizes)
+    ax.set_yticks([i + 0.5 for i in range(len(rows))])
+    ax.set_yticklabels([f"{t}-L{lv}" for t, lv in rows], fontsize=7)
+    ax.tick_params(length=0)
+    ax.set_title("RankMe status per run (summary layer); number: precursor gap in steps", fontsize=9)
+    ax.legend(handles=[Patch(facecolor=c, edgecolor="grey", label=k) for k, c in STATUS_COLOURS.items()],
+              fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, Path(path))
 
 
 def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: str = "rankme") -> list[Path]:

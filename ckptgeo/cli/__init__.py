@@ -26,6 +26,7 @@ _EPILOG = """examples:
   ckptgeo probe --suite logic
   ckptgeo analyze results/addition
   ckptgeo demo
+  ckptgeo reproduce --preset cpu
 
 environment: HF_ENDPOINT / HF_HOME / HF_TOKEN / HF_HUB_OFFLINE as for huggingface_hub; CKPTGEO_DEBUG=1 prints tracebacks;
 CKPTGEO_NO_PROGRESS=1 hides progress bars."""
@@ -33,7 +34,8 @@ CKPTGEO_NO_PROGRESS=1 hides progress bars."""
 
 #: The built-in subcommands, in the order ``--help`` lists them; ``ckptgeo.commands`` entry points add more.
 COMMANDS = Registry("command", "ckptgeo.commands", {
-    name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "fetch", "train", "analyze", "demo")})
+    name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "fetch", "train", "analyze", "demo",
+                                                          "reproduce")})
 
 
 def build_parser() -> argparse.ArgumentParser:

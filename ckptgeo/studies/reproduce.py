@@ -1,0 +1,518 @@
+"""``ckptgeo reproduce``: the paper's anatomy, claim by claim, from the toolkit's own training grid.
+
+One call trains a grid (tasks x levels x sizes x seeds, :func:`ckptgeo.training.grid.train_grid`), scans every
+run (:func:`ckptgeo.engine.scan.scan`: per-layer RankMe and accuracy at every checkpoint, probes and the
+whole-model measures at a subset), analyses the lot (:func:`ckptgeo.analysis.analyze`) and writes the claim
+table (:func:`ckptgeo.studies.claims.claim_table`) into ``reproduction.md`` with a grid-at-a-glance figure::
+
+    OUT/
+      runs/<task>-L<level>-<size>-s<seed>/   step{N}/ checkpoints, suites/, manifest.json (recipe)
+      dataset/                               geometry/ behavior/ probes/ revisions/ events/ summary/
+        figures/*.png  report.md             per-run RankMe/accuracy figures and the analysis report
+      reproduction.md                        one row per claim: paper, measured, verdict, evidence
+      figures/grid.png                       task x level x size cells by status, with the gap
+      study.json                             the plan and the time each stage took
+
+Every stage resumes: finished runs are skipped by :func:`train_grid`, measured revisions by :func:`scan`,
+and the analysis is cheap and redone. Under a launcher (``torchrun --nproc_per_node N``, ``accelerate
+launch``) process ``r`` trains and scans runs ``r::N``; the last process to finish its share analyses
+(the others leave a marker in ``OUT/.done/`` and return).
+
+The training recipe (:data:`RECIPE`): AdamW at lr 1e-3, weight decay 0.1, batch 128, 100 warm-up steps,
+then a cosine whose horizon is four times the run's budget, so the learning rate stays at 0.87 of its peak
+or more through the run (acquisition comes under a near-constant rate, as in the pilot); fresh items every
+batch. Each run's manifest records it (``recipe``), with the thread count and tokens per step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from ckptgeo.errors import InvalidParameterError
+
+__all__ = ["Preset", "PRESETS", "RECIPE", "StudyRun", "StudyResult", "plan_study", "plan_text", "estimate",
+           "estimate_text", "run_reproduce", "get_preset", "checkpoint_subset"]
+
+log = logging.getLogger(__name__)
+
+#: The optimisation shared by every run of a study (TrainConfig fields); ``schedule_steps`` is
+#: ``HORIZON_FACTOR`` x the run's steps.
+RECIPE = {"lr": 1e-3, "weight_decay": 0.1, "batch_size": 128, "warmup_steps": 100, "min_lr_ratio": 0.1,
+          "grad_clip": 1.0}
+HORIZON_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A study: which runs, how long each trains, what is measured where.
+
+    Attributes
+    ----------
+    name : str
+    tasks, levels, sizes, seeds : tuples
+        The grid (every combination is a run).
+    steps : mapping of task -> {level: steps}
+        Each task level's training budget in optimiser steps, the same at every size.
+    n_checkpoints : int
+        Checkpoints per run (:func:`ckptgeo.training.trainer.checkpoint_steps`); RankMe and accuracy are
+        measured at every one.
+    n_samples : int
+        Held-out items measured per suite.
+    probe_checkpoints : int
+        Checkpoints per run (evenly spread by index, first and last included) at which probes are fitted.
+    model_metrics : tuple of str
+        Whole-model measures (``hessian``, ``llc``, ``grad_rank`` ...), measured at ``model_checkpoints``
+        checkpoints of the runs in ``model_runs``.
+    model_runs : tuple of (task, level, size)
+        Runs that get the whole-model measures (all seeds); empty with ``model_runs_all``: every run.
+    model_runs_all : bool
+    model_checkpoints : int
+    description : str
+    """
+
+    name: str
+    tasks: tuple[str, ...]
+    levels: tuple[int, ...]
+    sizes: tuple[str, ...]
+    seeds: tuple[int, ...]
+    steps: Mapping[str, Mapping[int, int]]
+    n_checkpoints: int = 40
+    n_samples: int = 200
+    probe_checkpoints: int = 12
+    model_metrics: tuple[str, ...] = ()
+    model_runs: tuple[tuple[str, int, str], ...] = ()
+    model_runs_all: bool = False
+    model_checkpoints: int = 8
+    description: str = ""
+
+
+_ALL = ("copy", "reverse", "compare", "parity", "addition", "modular", "sort", "multiplication")
+
+#: Level-1 budgets on ``tiny`` (steps) under :data:`RECIPE`, each a margin over the measured acquisition
+#: step (tasks.py module docstring); level 2 gets the same budget or twice it: harder levels acquire later
+#: or not at all.
+_CPU_STEPS = {
+    "copy": {1: 300, 2: 600}, "reverse": {1: 300, 2: 600}, "compare": {1: 300, 2: 600},
+    "parity": {1: 500, 2: 1000}, "sort": {1: 300, 2: 600}, "addition": {1: 1200, 2: 1200},
+    "modular": {1: 3000, 2: 3000}, "multiplication": {1: 3000, 2: 3000},
+}
+
+PRESETS: dict[str, Preset] = {
+    "cpu": Preset(
+        "cpu", _ALL, (1, 2), ("tiny", "mini"), (0,), _CPU_STEPS, n_checkpoints=40, n_samples=200,
+        probe_checkpoints=10, model_metrics=("hessian", "llc"),
+        model_runs=(("copy", 1, "tiny"), ("addition", 1, "tiny"), ("modular", 1, "tiny"),
+                    ("multiplication", 1, "tiny")), model_checkpoints=6,
+        description="8 tasks x levels 1-2 x sizes tiny, mini x 1 seed: 32 runs on 2 CPU cores"),
+    "paper": Preset(
+        "paper", _ALL, (1, 2, 3), ("tiny", "mini", "small", "medium", "large", "xl"), (0, 1),
+        {t: {1: 10000, 2: 20000, 3: 30000} for t in _ALL}, n_checkpoints=200, n_samples=200,
+        probe_checkpoints=50, model_metrics=("grad_rank", "grad_cov_rank", "hessian", "llc"), model_runs_all=True,
+        model_checkpoints=40,
+        description="8 tasks x 3 levels x 6 sizes x 2 seeds: 288 runs, for GPUs"),
+}
+
+
+def get_preset(name: str | Preset) -> Preset:
+    """The preset called ``name`` (a :class:`Preset` is returned as is).
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown name.
+    """
+    if isinstance(name, Preset):
+        return name
+    if name not in PRESETS:
+        raise InvalidParameterError(f"Unknown preset {name!r}. Available: {', '.join(PRESETS)}.", name="preset",
+                                    value=name)
+    return PRESETS[name]
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """One run of a study: its grid cell, budget, folder and what its scans measure."""
+
+    task: str
+    level: int
+    size: str
+    seed: int
+    steps: int
+    folder: Path
+    model_metrics: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+
+def plan_study(preset: str | Preset, out: str | Path) -> list[StudyRun]:
+    """The runs of ``preset`` in the order they are trained (size, task, level, seed).
+
+    Raises
+    ------
+    InvalidParameterError
+        A task, level or size the toolkit does not have, or a task level without a budget.
+    """
+    from ckptgeo.training.sizes import get_size
+    from ckptgeo.training.tasks import get_level
+    from ckptgeo.training.trainer import run_name
+
+    preset = get_preset(preset)
+    runs = []
+    for size in preset.sizes:
+        get_size(size)
+        for task in preset.tasks:
+            for level in preset.levels:
+                get_level(task, level)
+                steps = preset.steps.get(task, {}).get(level)
+                if not steps:
+                    raise InvalidParameterError(f"Preset {preset.name!r} gives no step budget for {task}-L{level}.",
+                                                name="steps", value=(task, level))
+                wants = preset.model_runs_all or (task, level, size) in preset.model_runs
+                for seed in preset.seeds:
+                    runs.append(StudyRun(task, level, size, seed, int(steps),
+                                         Path(out) / "runs" / run_name(task, level, size, seed),
+                                         preset.model_metrics if wants else ()))
+    return runs
+
+
+def checkpoint_subset(steps, n: int) -> list[int]:
+    """``n`` checkpoints spread evenly by index over ``steps`` (first and last included).
+
+    Examples
+    --------
+    >>> checkpoint_subset([0, 1, 2, 4, 8, 16, 32, 64], 4)
+    [0, 2, 16, 64]
+    """
+    steps = sorted(steps)
+    if n >= len(steps):
+        return steps
+    idx = sorted({round(i * (len(steps) - 1) / (n - 1)) for i in range(n)})
+    return [steps[i] for i in idx]
+
+
+def _template(run: StudyRun, preset: Preset, device: str):
+    from ckptgeo.training.trainer import TrainConfig
+
+    return TrainConfig(tasks=(run.task,), levels=(run.level,), out=str(run.folder), n_steps=run.steps,
+                       schedule_steps=HORIZON_FACTOR * run.steps, n_checkpoints=preset.n_checkpoints,
+                       n_heldout=preset.n_samples, device=device, **RECIPE)
+
+
+# ---------------------------------------------------------------------------------------------- estimate
+
+def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3) -> dict:
+    """Measured seconds of one training step (batch 128 of modular-L1 items) and of one checkpoint's
+    measurement (a forward pass over ``n_samples`` items, RankMe and probes per layer) for ``size``."""
+    import random
+
+    import numpy as np
+    import torch
+    from transformers import GPTNeoXForCausalLM
+
+    from ckptgeo.metrics.probe import probe
+    from ckptgeo.metrics.rankme import rankme
+    from ckptgeo.training.sizes import build_config, get_size
+    from ckptgeo.training.tasks import sample
+    from ckptgeo.training.trainer import _answer_loss, _encode
+    from ckptgeo.training.vocab import build_tokenizer
+
+    tok = build_tokenizer()
+    dev = torch.device(device)
+    model = GPTNeoXForCausalLM(build_config(get_size(size), vocab_size=len(tok))).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    rng = random.Random(0)
+    items = [sample("modular", 1, rng) for _ in range(RECIPE["batch_size"])]
+    ids, attn, target = (t.to(dev) for t in _encode(items, tok.get_vocab(), tok.pad_token_id, torch))
+
+    def step():
+        loss = _answer_loss(model(input_ids=ids, attention_mask=attn).logits, ids, target, torch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    step()  # warm-up (allocations, kernels)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    step_s = (time.perf_counter() - t0) / steps
+    model.eval()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        hs = model(input_ids=ids[: min(n_samples, len(ids))], output_hidden_states=True).hidden_states
+    n_layers = len(hs)
+    forward_s = (time.perf_counter() - t0) * max(n_samples / len(ids), 1.0)
+    states = hs[-1][:, -1].float().cpu()
+    t0 = time.perf_counter()
+    rankme(states)
+    labels = np.arange(len(states)) % 10
+    probe(states.numpy(), labels)
+    per_layer = time.perf_counter() - t0
+    return {"size": size, "device": str(dev), "step_s": step_s, "forward_s": forward_s,
+            "rankme_probe_per_layer_s": per_layer, "n_layers": n_layers, "steps_per_s": 1.0 / step_s}
+
+
+def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, dict] | None = None) -> dict:
+    """Device-hours the preset needs, from steps per second measured here (one benchmark per size).
+
+    Training: steps / measured steps per second. Measurement: per checkpoint, a forward pass for
+    training's own evaluation and one for the scan; per probed checkpoint, RankMe and a probe per layer.
+    Whole-model measures are not in the estimate (their cost depends on their settings).
+
+    Returns
+    -------
+    dict
+        ``bench`` (per size), ``train_hours``, ``scan_hours``, ``total_hours``, ``runs``, ``device``.
+    """
+    preset = get_preset(preset)
+    bench = dict(bench) if bench else {s: _bench_size(s, device, preset.n_samples) for s in preset.sizes}
+    runs = plan_study(preset, "-")
+    train_s = sum(r.steps * bench[r.size]["step_s"] for r in runs)
+    scan_s = sum(preset.n_checkpoints * 2 * bench[r.size]["forward_s"]
+                 + preset.probe_checkpoints * bench[r.size]["n_layers"] * bench[r.size]["rankme_probe_per_layer_s"]
+                 for r in runs)
+    return {"bench": bench, "train_hours": train_s / 3600, "scan_hours": scan_s / 3600,
+            "total_hours": (train_s + scan_s) / 3600, "runs": len(runs), "device": device}
+
+
+def plan_text(preset: str | Preset, out: str | Path) -> str:
+    """The plan as text for ``--dry-run``."""
+    preset = get_preset(preset)
+    runs = plan_study(preset, out)
+    lines = [f"preset {preset.name}: {preset.description}",
+             f"  {len(runs)} runs in {Path(out) / 'runs'}; {preset.n_checkpoints} checkpoints each; RankMe per layer "
+             f"and accuracy at every checkpoint, probes at {preset.probe_checkpoints}",
+             f"  recipe: AdamW lr {RECIPE['lr']:g}, weight decay {RECIPE['weight_decay']:g}, batch "
+             f"{RECIPE['batch_size']}, warm-up {RECIPE['warmup_steps']}, cosine horizon {HORIZON_FACTOR} x steps",
+             "  steps per task level: " + _budgets(preset)]
+    with_model = [r for r in runs if r.model_metrics]
+    if with_model:
+        lines.append(f"  whole-model measures {', '.join(preset.model_metrics)} at {preset.model_checkpoints} "
+                     f"checkpoints of {len(with_model)} run(s)")
+    return "\n".join(lines)
+
+
+def _budgets(preset: Preset) -> str:
+    return ("; ".join(f"{t} " + "/".join(str(preset.steps[t][lv]) for lv in preset.levels) for t in preset.tasks)
+            + f" (levels {'/'.join(map(str, preset.levels))})")
+
+
+def estimate_text(preset: str | Preset, est: dict) -> str:
+    """An :func:`estimate` as text for ``--dry-run``."""
+    preset = get_preset(preset)
+    lines = [f"estimate on {est['device']} (measured steps/s, one benchmark per size):"]
+    for s, b in est["bench"].items():
+        lines.append(f"  {s:>7}: {b['steps_per_s']:8.1f} steps/s; forward of {preset.n_samples} items "
+                     f"{b['forward_s']:.3f} s")
+    lines.append(f"  training {est['train_hours']:.2f} h + measuring {est['scan_hours']:.2f} h = "
+                 f"{est['total_hours']:.2f} device-hours for {est['runs']} runs (whole-model measures not included)")
+    if est["device"] == "cpu":
+        lines.append("  (measured on this CPU; on a GPU machine run `ckptgeo reproduce --preset paper --dry-run "
+                     "--device cuda` for GPU-hours)")
+    return "\n".join(lines)
+
+
+# -------------------------------------------------------------------------------------------------- run
+
+@dataclass
+class StudyResult:
+    """What :func:`run_reproduce` produced: the report, the claim table, the analysis, and stage times."""
+
+    out: Path
+    report: Path | None
+    claims: object = None
+    analysis: object = None
+    seconds: dict = field(default_factory=dict)
+    analysed: bool = True
+
+
+def _scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: int) -> None:
+    import json as _json
+
+    from ckptgeo.engine.scan import scan
+
+    scan(run.folder, out=dataset, metrics=("rankme", "behavior"), n_samples=preset.n_samples, device=device,
+         seed=seed)
+    schedule = _json.loads((run.folder / "manifest.json").read_text(encoding="utf-8"))["schedule"]
+    subset = checkpoint_subset(schedule, preset.probe_checkpoints)
+    scan(run.folder, out=dataset, metrics=("probe",), n_samples=preset.n_samples, device=device, seed=seed,
+         revisions=",".join(f"step{s}" for s in subset))
+    if run.model_metrics:
+        subset = checkpoint_subset(schedule, preset.model_checkpoints)
+        scan(run.folder, out=dataset, metrics=run.model_metrics, n_samples=preset.n_samples, device=device,
+             seed=seed, revisions=",".join(f"step{s}" for s in subset))
+
+
+def _wait_for_others(out: Path, key: str, rank: int, world: int) -> bool:
+    """Mark this process's share done; True for the process that sees every share done (it analyses)."""
+    import fcntl
+
+    marks = out / ".done"
+    marks.mkdir(parents=True, exist_ok=True)
+    (marks / f"rank{rank}-of-{world}").write_text(key, encoding="utf-8")
+    with open(marks / ".lock", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        done = [p for p in marks.glob(f"rank*-of-{world}") if p.read_text(encoding="utf-8") == key]
+        if len(done) < world:
+            return False
+        claimed = marks / f"analysed-{key}"
+        if world > 1 and claimed.exists():
+            return False
+        claimed.write_text(str(rank), encoding="utf-8")
+        return True
+
+
+def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/reproduce", *, device: str = "cpu",
+                  seed: int = 0, plots: bool = True, rank: int | None = None,
+                  world_size: int | None = None) -> StudyResult:
+    """Train, scan and analyse a preset's grid and write ``reproduction.md`` (layout: module docstring).
+
+    Parameters
+    ----------
+    preset : str or Preset, default="cpu"
+        ``"cpu"`` (32 runs, 2 CPU cores) or ``"paper"`` (288 runs, GPUs), or a :class:`Preset`.
+    out : path, default="results/reproduce"
+    device : str, default="cpu"
+        Training and scanning device (``cuda`` maps to the local rank's GPU under a launcher).
+    seed : int, default=0
+        The scans' seed (item selection, probe folds); the runs' seeds come from the preset.
+    plots : bool, default=True
+        Draw the per-run figures and the grid figure.
+    rank, world_size : int, optional
+        This process's share (default: the launcher's ``RANK`` / ``WORLD_SIZE``).
+
+    Returns
+    -------
+    StudyResult
+        ``analysed`` is False in a process that finished its share before the others (it leaves the
+        analysis to the last one).
+
+    Raises
+    ------
+    InvalidParameterError
+        An unknown preset, or a preset naming an unknown task, level or size.
+    RunMismatchError
+        A run folder in ``OUT/runs`` holds a run with other settings.
+    """
+    from tqdm.auto import tqdm
+
+    from ckptgeo.constants import NO_PROGRESS
+    from ckptgeo.engine.scan import shard
+    from ckptgeo.training.grid import train_grid
+
+    preset = get_preset(preset)
+    out = Path(out)
+    runs = plan_study(preset, out)
+    env_rank, env_world = shard()
+    rank = env_rank if rank is None else rank
+    world = env_world if world_size is None else world_size
+    mine = runs[rank::world]
+    dataset = out / "dataset"
+    out.mkdir(parents=True, exist_ok=True)
+    key = f"{preset.name}-" + hashlib.sha256(" ".join(r.name for r in runs).encode()).hexdigest()[:12]
+    seconds = {"train": 0.0, "scan": 0.0}
+    bar = tqdm(total=2 * len(mine) + 1, desc=f"reproduce {preset.name}", unit="stage", disable=NO_PROGRESS or None,
+               dynamic_ncols=True, position=0)
+    try:
+        for run in mine:
+            bar.set_postfix_str(f"train {run.name}")
+            t0 = time.perf_counter()
+            train_grid([run.task], [run.level], [run.size], out=out / "runs", seeds=[run.seed],
+                       template=_template(run, preset, device), rank=0, world_size=1)
+            seconds["train"] += time.perf_counter() - t0
+            bar.update(1)
+            bar.set_postfix_str(f"scan {run.name}")
+            t0 = time.perf_counter()
+            _scan_run(run, preset, dataset, device, seed)
+            seconds["scan"] += time.perf_counter() - t0
+            bar.update(1)
+        if not _wait_for_others(out, key, rank, world):
+            log.info("rank %d/%d: share done; the last process to finish analyses", rank, world)
+            return StudyResult(out, None, seconds=seconds, analysed=False)
+        bar.set_postfix_str("analyse")
+        t0 = time.perf_counter()
+        result = _analyse(preset, out, dataset, runs, plots=plots, seconds=seconds)
+        seconds["analyse"] = time.perf_counter() - t0
+        bar.update(1)
+    finally:
+        bar.close()
+    return result
+
+
+def _analyse(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], *, plots: bool, seconds: dict):
+    from ckptgeo.analysis import analyze
+    from ckptgeo.analysis.figures import plot_grid, write_report
+    from ckptgeo.studies.claims import claim_table, runs_table
+
+    analysis = analyze(dataset)
+    write_report(dataset, analysis=analysis, plots=plots)
+    claims = claim_table(analysis.events, analysis.top_down, analysis.probe_lead)
+    grid_png = plot_grid(runs_table(analysis.events), out / "figures" / "grid.png") if plots else None
+    manifests = {}
+    for r in runs:
+        path = r.folder / "manifest.json"
+        if path.is_file():
+            manifests[r.name] = json.loads(path.read_text(encoding="utf-8"))
+    report = _write_markdown(out, preset, claims, runs_table(analysis.events), manifests, grid_png, seconds)
+    study = {"preset": dataclasses.asdict(preset) | {"steps": {t: dict(v) for t, v in preset.steps.items()}},
+             "runs": [r.name for r in runs], "seconds": seconds, "recipe": RECIPE, "horizon_factor": HORIZON_FACTOR}
+    _atomic_text(out / "study.json", json.dumps(study, indent=1, default=str))
+    return StudyResult(out, report, claims=claims, analysis=analysis, seconds=seconds)
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        Path(tmp).write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _write_markdown(out: Path, preset: Preset, claims, runs, manifests: dict, grid_png, seconds: dict) -> Path:
+    from ckptgeo.analysis.figures import _md
+    from ckptgeo.studies import claims as claims_mod
+
+    train_s = sum(m.get("seconds") or 0.0 for m in manifests.values())
+    threads = sorted({m.get("recipe", {}).get("threads") for m in manifests.values()} - {None})
+    parts = [f"# Reproduction of arXiv:2602.15997 with the `{preset.name}` preset\n",
+             f"{preset.description}. {len(manifests)} of {len(plan_study(preset, out))} runs trained; "
+             f"training took {train_s:.0f} s in all (sum over runs, from the manifests); this process spent "
+             f"{seconds.get('train', 0):.0f} s training and {seconds.get('scan', 0):.0f} s scanning. Threads per "
+             f"process: {', '.join(map(str, threads)) or '?'}.\n",
+             "## Claims\n", _md(claims.drop(columns=["id"]), max_rows=100),
+             "## How the verdicts are reached\n", claims_mod.DEFINITIONS,
+             "## Recipe\n",
+             f"AdamW, lr {RECIPE['lr']:g}, weight decay {RECIPE['weight_decay']:g} (matrices and embeddings), batch "
+             f"{RECIPE['batch_size']} fresh items per step, {RECIPE['warmup_steps']} warm-up steps, then a cosine to "
+             f"{RECIPE['min_lr_ratio']:g} x lr at {HORIZON_FACTOR} x the run's steps (the lr stays >= 0.87 of its peak "
+             "within the run); gradient clipping at 1.0. Steps per task level: "
+             + _budgets(preset) + ". Every run's `manifest.json` holds its `recipe`.\n"]
+    if grid_png is not None:
+        parts += ["## The grid at a glance\n", f"![grid]({Path(grid_png).relative_to(out).as_posix()})\n",
+                  "Each cell is one run (task x level, per size): colour = RankMe status at the summary layer; the "
+                  "number is the precursor gap in steps (acquisition - recovery onset), or the status.\n"]
+    parts += ["## Runs\n", _md(runs.drop(columns=["n_parameters"], errors="ignore"), max_rows=400),
+              "Per-run RankMe/accuracy figures and every table: `dataset/report.md`, `dataset/figures/`.\n"]
+    path = out / "reproduction.md"
+    _atomic_text(path, "\n".join(parts))
+    return path
