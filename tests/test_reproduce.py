@@ -92,7 +92,7 @@ def test_claims_reproduced(tmp_path):
                 "across_sizes_collapse_floor": "reproduced", "across_sizes_acquisition_step": "reproduced",
                 "probe_lead": "reproduced", "pythia_deduction": "inconclusive"}
     assert t["verdict"].to_dict() == expected, t[["verdict", "measured", "reason"]].to_string()
-    assert t.loc["precursor_hard", "measured"].startswith("8/8 (100%) hard runs; median gap 30 steps")
+    assert t.loc["precursor_hard", "measured"].startswith("8/8 (100%) hard runs; median gap 30 steps (")
     assert t.loc["precursor_easy", "measured"].startswith("0/8 (0%)")
     assert t.loc["top_down", "measured"] == "16/16 (100%) runs top-down"
     assert t.loc["floor_modular", "measured"] == "median floor by size: tiny 2.00, mini 2.00"
@@ -217,3 +217,14 @@ def test_a_tiny_study_end_to_end_and_resumes(tmp_path):
     assert sorted(p.name for p in (tmp_path / "study" / "dataset" / "revisions").iterdir()) == before
     assert again.seconds["train"] < res.seconds["train"]
     assert np.isfinite(pd.read_parquet(tmp_path / "study" / "dataset" / "geometry")["tokens"]).all()
+
+
+def test_the_last_process_to_finish_analyses(tmp_path):
+    from ckptgeo.studies.reproduce import _wait_for_others
+
+    assert not _wait_for_others(tmp_path, "k", 1, 3) and not _wait_for_others(tmp_path, "k", 0, 3)
+    assert not _wait_for_others(tmp_path, "other-study", 2, 3)  # another plan's marker does not count
+    assert _wait_for_others(tmp_path, "k", 2, 3)
+    assert not list((tmp_path / ".done").glob("rank*-of-3")) or all(
+        p.read_text() != "k" for p in (tmp_path / ".done").glob("rank*-of-3"))
+    assert _wait_for_others(tmp_path, "k", 0, 1) and _wait_for_others(tmp_path, "k", 0, 1)  # reruns analyse again

@@ -351,3 +351,15 @@ def test_modular_level_one_acquires_within_the_cpu_budget(tmp_path):
     assert step is not None and step < budget, history
     assert history[0]["accuracy"] < 0.05, history
     assert manifest["recipe"]["schedule_horizon"] == 4 * budget and manifest["recipe"]["lr_at_last_step"] > 0.85e-3
+
+
+def test_a_run_recorded_before_a_setting_existed_still_resumes(tmp_path):
+    """A manifest written before ``schedule_steps`` existed holds no such key; its default (None) is assumed."""
+    out = train(_config(tmp_path / "run"))
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["config"]["schedule_steps"]
+    path.write_text(json.dumps(manifest))
+    assert train(_config(tmp_path / "run")) == out
+    with pytest.raises(RunMismatchError, match="schedule_steps"):
+        train(_config(tmp_path / "run", schedule_steps=12))

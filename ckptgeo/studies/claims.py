@@ -143,7 +143,7 @@ def _frac(k: int, n: int) -> str:
 def _examples(models, n: int = 3) -> str:
     models = list(models)
     if not models:
-        return ""
+        return "none"
     return ", ".join(models[:n]) + (f" (+{len(models) - n} more)" if len(models) > n else "")
 
 
@@ -178,8 +178,9 @@ def _order(runs: pd.DataFrame) -> Claim:
 def _precursor(runs: pd.DataFrame, hard: bool) -> Claim:
     c = runs[runs["counted"] & (runs["hard"] == hard)]
     k = int((c["status"] == "precursor").sum())
-    gaps = _num(c.loc[c["status"] == "precursor", "gap_steps"])
-    gap = f"; median gap {gaps.median():.0f} steps" if len(gaps) else ""
+    prec = c[c["status"] == "precursor"]
+    gaps, rel = _num(prec["gap_steps"]), _num(prec["gap_steps"]) / _num(prec["acquisition_step"])
+    gap = f"; median gap {gaps.median():.0f} steps ({rel.median():.0%} of the acquisition step)" if len(gaps) else ""
     verdict, why = _fraction_verdict(k, len(c), want="all" if hard else "none")
     if hard:
         return Claim("precursor_hard", "RankMe recovery precedes acquisition on hard settings",

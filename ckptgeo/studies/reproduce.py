@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -204,16 +205,20 @@ def checkpoint_subset(steps, n: int) -> list[int]:
 def _template(run: StudyRun, preset: Preset, device: str):
     from ckptgeo.training.trainer import TrainConfig
 
+    recipe = RECIPE | {"warmup_steps": min(RECIPE["warmup_steps"], run.steps)}  # a very short run warms up less
     return TrainConfig(tasks=(run.task,), levels=(run.level,), out=str(run.folder), n_steps=run.steps,
                        schedule_steps=HORIZON_FACTOR * run.steps, n_checkpoints=preset.n_checkpoints,
-                       n_heldout=preset.n_samples, device=device, **RECIPE)
+                       n_heldout=preset.n_samples, device=device, **recipe)
 
 
 # ---------------------------------------------------------------------------------------------- estimate
 
 def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3) -> dict:
     """Measured seconds of one training step (batch 128 of modular-L1 items) and of one checkpoint's
-    measurement (a forward pass over ``n_samples`` items, RankMe and probes per layer) for ``size``."""
+    measurement (a forward pass over ``n_samples`` items, RankMe and probes per layer) for ``size``.
+
+    On a CPU the seconds are this process's CPU time (``time.process_time``), which is what the work takes
+    on an idle core whatever else the machine runs; on a GPU, wall time after ``cuda.synchronize``."""
     import random
 
     import numpy as np
@@ -229,6 +234,7 @@ def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3) -> di
 
     tok = build_tokenizer()
     dev = torch.device(device)
+    clock = time.perf_counter if dev.type == "cuda" else time.process_time
     model = GPTNeoXForCausalLM(build_config(get_size(size), vocab_size=len(tok))).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     rng = random.Random(0)
@@ -244,24 +250,26 @@ def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3) -> di
     step()  # warm-up (allocations, kernels)
     if dev.type == "cuda":
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(steps):
         step()
     if dev.type == "cuda":
         torch.cuda.synchronize()
-    step_s = (time.perf_counter() - t0) / steps
+    step_s = (clock() - t0) / steps
     model.eval()
-    t0 = time.perf_counter()
+    t0 = clock()
     with torch.no_grad():
         hs = model(input_ids=ids[: min(n_samples, len(ids))], output_hidden_states=True).hidden_states
     n_layers = len(hs)
-    forward_s = (time.perf_counter() - t0) * max(n_samples / len(ids), 1.0)
+    forward_s = (clock() - t0) * max(n_samples / len(ids), 1.0)
     states = hs[-1][:, -1].float().cpu()
-    t0 = time.perf_counter()
+    t0 = clock()
     rankme(states)
     labels = np.arange(len(states)) % 10
-    probe(states.numpy(), labels)
-    per_layer = time.perf_counter() - t0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an untrained model's states: the solver may stop at max_iter
+        probe(states.numpy(), labels)
+    per_layer = clock() - t0
     return {"size": size, "device": str(dev), "step_s": step_s, "forward_s": forward_s,
             "rankme_probe_per_layer_s": per_layer, "n_layers": n_layers, "steps_per_s": 1.0 / step_s}
 
@@ -314,7 +322,8 @@ def _budgets(preset: Preset) -> str:
 def estimate_text(preset: str | Preset, est: dict) -> str:
     """An :func:`estimate` as text for ``--dry-run``."""
     preset = get_preset(preset)
-    lines = [f"estimate on {est['device']} (measured steps/s, one benchmark per size):"]
+    lines = [f"estimate on {est['device']} (measured steps/s, one benchmark per size"
+             + ("; CPU seconds of one thread, i.e. an idle core):" if est["device"] == "cpu" else "):")]
     for s, b in est["bench"].items():
         lines.append(f"  {s:>7}: {b['steps_per_s']:8.1f} steps/s; forward of {preset.n_samples} items "
                      f"{b['forward_s']:.3f} s")
@@ -358,7 +367,10 @@ def _scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: i
 
 
 def _wait_for_others(out: Path, key: str, rank: int, world: int) -> bool:
-    """Mark this process's share done; True for the process that sees every share done (it analyses)."""
+    """Mark this process's share done; True for the process that finds every share done (it analyses).
+
+    The markers live in ``OUT/.done/``; the process that finds all ``world`` of them (under a lock) removes
+    them, so a rerun starts counting afresh and exactly one process of each run analyses."""
     import fcntl
 
     marks = out / ".done"
@@ -369,10 +381,8 @@ def _wait_for_others(out: Path, key: str, rank: int, world: int) -> bool:
         done = [p for p in marks.glob(f"rank*-of-{world}") if p.read_text(encoding="utf-8") == key]
         if len(done) < world:
             return False
-        claimed = marks / f"analysed-{key}"
-        if world > 1 and claimed.exists():
-            return False
-        claimed.write_text(str(rank), encoding="utf-8")
+        for p in done:
+            p.unlink()
         return True
 
 
@@ -424,21 +434,23 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     dataset = out / "dataset"
     out.mkdir(parents=True, exist_ok=True)
     key = f"{preset.name}-" + hashlib.sha256(" ".join(r.name for r in runs).encode()).hexdigest()[:12]
-    seconds = {"train": 0.0, "scan": 0.0}
+    seconds = {"train": 0.0, "scan": 0.0, "train_cpu": 0.0, "scan_cpu": 0.0}
     bar = tqdm(total=2 * len(mine) + 1, desc=f"reproduce {preset.name}", unit="stage", disable=NO_PROGRESS or None,
                dynamic_ncols=True, position=0)
     try:
         for run in mine:
             bar.set_postfix_str(f"train {run.name}")
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             train_grid([run.task], [run.level], [run.size], out=out / "runs", seeds=[run.seed],
                        template=_template(run, preset, device), rank=0, world_size=1)
             seconds["train"] += time.perf_counter() - t0
+            seconds["train_cpu"] += time.process_time() - c0
             bar.update(1)
             bar.set_postfix_str(f"scan {run.name}")
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             _scan_run(run, preset, dataset, device, seed)
             seconds["scan"] += time.perf_counter() - t0
+            seconds["scan_cpu"] += time.process_time() - c0
             bar.update(1)
         if not _wait_for_others(out, key, rank, world):
             log.info("rank %d/%d: share done; the last process to finish analyses", rank, world)
@@ -495,10 +507,12 @@ def _write_markdown(out: Path, preset: Preset, claims, runs, manifests: dict, gr
     train_s = sum(m.get("seconds") or 0.0 for m in manifests.values())
     threads = sorted({m.get("recipe", {}).get("threads") for m in manifests.values()} - {None})
     parts = [f"# Reproduction of arXiv:2602.15997 with the `{preset.name}` preset\n",
-             f"{preset.description}. {len(manifests)} of {len(plan_study(preset, out))} runs trained; "
-             f"training took {train_s:.0f} s in all (sum over runs, from the manifests); this process spent "
-             f"{seconds.get('train', 0):.0f} s training and {seconds.get('scan', 0):.0f} s scanning. Threads per "
-             f"process: {', '.join(map(str, threads)) or '?'}.\n",
+             (f"{preset.description}. " if preset.description else "")
+             + f"{len(manifests)} of {len(plan_study(preset, out))} runs trained; training took {train_s:.0f} s in "
+             f"all (sum over runs, from the manifests). The invocation that wrote this file spent "
+             f"{seconds.get('train', 0):.0f} s training ({seconds.get('train_cpu', 0):.0f} s of CPU) and "
+             f"{seconds.get('scan', 0):.0f} s scanning ({seconds.get('scan_cpu', 0):.0f} s of CPU), in this process "
+             f"(others under a launcher add theirs). Threads per process: {', '.join(map(str, threads)) or '?'}.\n",
              "## Claims\n", _md(claims.drop(columns=["id"]), max_rows=100),
              "## How the verdicts are reached\n", claims_mod.DEFINITIONS,
              "## Recipe\n",

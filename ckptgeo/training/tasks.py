@@ -49,10 +49,13 @@ Details per task:
 parity, 1/97 for modular, tiny elsewhere).
 
 Measured on ``tiny`` (batch 128, lr 1e-3, 2 shared CPU cores; acquisition = held-out exact match
-> 0.5, or > 0.75 for compare and parity, at 3 evaluations 25 steps apart): copy-L1 at step 75,
-sort-L1 50, compare-L1 75, reverse-L1 100, parity-L1 175, addition-L1 525-555; not yet within 1000-1500
-steps: modular-L1 (accuracy 0.46-0.52 at 1500), multiplication-L1 (0.41 at 1000, rising). Levels 2
-and 3 multiply the input space (see :func:`space_size`) and were not all measured.
+> 0.5, or > 0.75 for compare and parity, at 3 evaluations in a row). With the whole cosine inside
+1000-1500 steps: copy-L1 at step 75, sort-L1 50, compare-L1 75, reverse-L1 100, parity-L1 175,
+addition-L1 525-555; modular-L1 not (0.46-0.52 at 1500), multiplication-L1 not (0.41 at 1000, rising).
+With the learning rate held near its peak (``ckptgeo reproduce``'s recipe: cosine horizon 4x the
+budget): copy-L1 at 72 (seed 0); modular-L1 at 2064 (seed 0; 0.30 at 1200), while seed 1 was still at
+0.48 at step 2500, so modular's acquisition varies by seed by several hundred steps. Levels 2 and 3
+multiply the input space (see :func:`space_size`) and were not all measured.
 """
 
 from __future__ import annotations
