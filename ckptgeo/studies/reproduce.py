@@ -15,7 +15,8 @@ table (:func:`ckptgeo.studies.claims.claim_table`) into ``reproduction.md`` with
 
 Every stage resumes: finished runs are skipped by :func:`train_grid`, measured revisions by :func:`scan`,
 and the analysis is cheap and redone. Under a launcher (``torchrun --nproc_per_node N``, ``accelerate
-launch``) process ``r`` trains and scans runs ``r::N``; the last process to finish its share analyses
+launch``) the runs are split between the N processes (:func:`assign`: longest first, to the least
+loaded); the last process to finish its share analyses
 (the others leave a marker in ``OUT/.done/`` and return).
 
 The training recipe (:data:`RECIPE`): AdamW at lr 1e-3, weight decay 0.1, batch 128, 100 warm-up steps,
@@ -40,7 +41,7 @@ from typing import Mapping
 
 from ckptgeo.errors import InvalidParameterError
 
-__all__ = ["Preset", "PRESETS", "RECIPE", "StudyRun", "StudyResult", "plan_study", "plan_text", "estimate",
+__all__ = ["Preset", "PRESETS", "RECIPE", "StudyRun", "StudyResult", "plan_study", "plan_text", "estimate", "assign",
            "estimate_text", "run_reproduce", "get_preset", "checkpoint_subset"]
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ class Preset:
     model_runs_all : bool
     model_checkpoints : int
     description : str
+    levels_by_size : mapping of size -> levels
+        Sizes that train other levels than ``levels`` (the cpu preset trains level 2 on ``tiny`` only).
     """
 
     name: str
@@ -94,26 +97,32 @@ class Preset:
     model_runs_all: bool = False
     model_checkpoints: int = 8
     description: str = ""
+    levels_by_size: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 _ALL = ("copy", "reverse", "compare", "parity", "addition", "modular", "sort", "multiplication")
 
-#: Level-1 budgets on ``tiny`` (steps) under :data:`RECIPE`, each a margin over the measured acquisition
-#: step (tasks.py module docstring); level 2 gets the same budget or twice it: harder levels acquire later
-#: or not at all.
+#: Budgets (steps) under :data:`RECIPE`, the same at every size: level 1 with a margin over the acquisition
+#: measured on ``tiny`` (tasks.py module docstring); level 2 twice level 1 for the fast tasks and less than
+#: level 1 for the slow ones: harder levels acquire later or not at all.
 _CPU_STEPS = {
     "copy": {1: 300, 2: 600}, "reverse": {1: 300, 2: 600}, "compare": {1: 300, 2: 600},
-    "parity": {1: 500, 2: 1000}, "sort": {1: 300, 2: 600}, "addition": {1: 1200, 2: 1200},
-    "modular": {1: 3000, 2: 3000}, "multiplication": {1: 3000, 2: 3000},
+    "parity": {1: 500, 2: 1000}, "sort": {1: 300, 2: 600}, "addition": {1: 1200, 2: 1000},
+    "modular": {1: 3000, 2: 1000}, "multiplication": {1: 3000, 2: 1000},
 }
 
 PRESETS: dict[str, Preset] = {
+    # CPU seconds of one thread, measured (_bench_size): tiny 24.6 steps/s, mini 5.0 steps/s; a probe of one
+    # layer's states up to 5 s (solver at max_iter), RankMe and behaviour a fraction of a second per checkpoint.
+    # Training: tiny 15,300 steps / 24.6 = 620 s, mini 8,900 / 5.0 = 1,780 s; probes (4 checkpoints x 3 or 5
+    # layers) about 950 s; Hessian and LLC (3 runs x 5 checkpoints, about 46 s each) 690 s; scans and
+    # analysis about 300 s: 4,300 CPU-s, 36 min on two processes (torchrun --nproc_per_node 2, --threads 1).
     "cpu": Preset(
         "cpu", _ALL, (1, 2), ("tiny", "mini"), (0,), _CPU_STEPS, n_checkpoints=40, n_samples=200,
-        probe_checkpoints=10, model_metrics=("hessian", "llc"),
-        model_runs=(("copy", 1, "tiny"), ("addition", 1, "tiny"), ("modular", 1, "tiny"),
-                    ("multiplication", 1, "tiny")), model_checkpoints=6,
-        description="8 tasks x levels 1-2 x sizes tiny, mini x 1 seed: 32 runs on 2 CPU cores"),
+        probe_checkpoints=4, model_metrics=("hessian", "llc"),
+        model_runs=(("copy", 1, "tiny"), ("addition", 1, "tiny"), ("modular", 1, "tiny")), model_checkpoints=5,
+        levels_by_size={"mini": (1,)},
+        description="8 tasks x levels 1-2 on tiny, level 1 on mini, 1 seed: 24 runs on 2 CPU cores"),
     "paper": Preset(
         "paper", _ALL, (1, 2, 3), ("tiny", "mini", "small", "medium", "large", "xl"), (0, 1),
         {t: {1: 10000, 2: 20000, 3: 30000} for t in _ALL}, n_checkpoints=200, n_samples=200,
@@ -173,7 +182,7 @@ def plan_study(preset: str | Preset, out: str | Path) -> list[StudyRun]:
     for size in preset.sizes:
         get_size(size)
         for task in preset.tasks:
-            for level in preset.levels:
+            for level in preset.levels_by_size.get(size, preset.levels):
                 get_level(task, level)
                 steps = preset.steps.get(task, {}).get(level)
                 if not steps:
@@ -185,6 +194,30 @@ def plan_study(preset: str | Preset, out: str | Path) -> list[StudyRun]:
                                          Path(out) / "runs" / run_name(task, level, size, seed),
                                          preset.model_metrics if wants else ()))
     return runs
+
+
+def assign(runs: list[StudyRun], world: int) -> list[list[StudyRun]]:
+    """Runs per process: the longest first, each to the least loaded process (cost: steps x non-embedding
+    parameters), so that the processes of a launcher finish together. Deterministic: every process computes
+    the same split.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> runs = [StudyRun("copy", 1, "tiny", 0, s, Path(f"r{s}")) for s in (100, 300, 200, 400)]
+    >>> [[r.steps for r in share] for share in assign(runs, 2)]
+    [[400, 100], [300, 200]]
+    """
+    from ckptgeo.training.sizes import get_size
+
+    shares: list[list[StudyRun]] = [[] for _ in range(world)]
+    load = [0.0] * world
+    cost = {r.name: r.steps * get_size(r.size).n_parameters(embeddings=False) for r in runs}
+    for r in sorted(runs, key=lambda r: (-cost[r.name], r.name)):
+        i = min(range(world), key=lambda j: (load[j], j))
+        shares[i].append(r)
+        load[i] += cost[r.name]
+    return shares
 
 
 def checkpoint_subset(steps, n: int) -> list[int]:
@@ -307,6 +340,8 @@ def plan_text(preset: str | Preset, out: str | Path) -> str:
              f"  recipe: AdamW lr {RECIPE['lr']:g}, weight decay {RECIPE['weight_decay']:g}, batch "
              f"{RECIPE['batch_size']}, warm-up {RECIPE['warmup_steps']}, cosine horizon {HORIZON_FACTOR} x steps",
              "  steps per task level: " + _budgets(preset)]
+    for size, levels in preset.levels_by_size.items():
+        lines.append(f"  {size}: levels {'/'.join(map(str, levels))} only")
     with_model = [r for r in runs if r.model_metrics]
     if with_model:
         lines.append(f"  whole-model measures {', '.join(preset.model_metrics)} at {preset.model_checkpoints} "
@@ -430,7 +465,7 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     env_rank, env_world = shard()
     rank = env_rank if rank is None else rank
     world = env_world if world_size is None else world_size
-    mine = runs[rank::world]
+    mine = assign(runs, world)[rank]
     dataset = out / "dataset"
     out.mkdir(parents=True, exist_ok=True)
     key = f"{preset.name}-" + hashlib.sha256(" ".join(r.name for r in runs).encode()).hexdigest()[:12]
@@ -480,7 +515,8 @@ def _analyse(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], *, 
         if path.is_file():
             manifests[r.name] = json.loads(path.read_text(encoding="utf-8"))
     report = _write_markdown(out, preset, claims, runs_table(analysis.events), manifests, grid_png, seconds)
-    study = {"preset": dataclasses.asdict(preset) | {"steps": {t: dict(v) for t, v in preset.steps.items()}},
+    study = {"preset": dataclasses.asdict(preset) | {"steps": {t: dict(v) for t, v in preset.steps.items()},
+                                                     "levels_by_size": dict(preset.levels_by_size)},
              "runs": [r.name for r in runs], "seconds": seconds, "recipe": RECIPE, "horizon_factor": HORIZON_FACTOR}
     _atomic_text(out / "study.json", json.dumps(study, indent=1, default=str))
     return StudyResult(out, report, claims=claims, analysis=analysis, seconds=seconds)
