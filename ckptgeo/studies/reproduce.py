@@ -112,11 +112,13 @@ _CPU_STEPS = {
 }
 
 PRESETS: dict[str, Preset] = {
-    # CPU seconds of one thread, measured (_bench_size): tiny 24.6 steps/s, mini 5.0 steps/s; a probe of one
-    # layer's states up to 5 s (solver at max_iter), RankMe and behaviour a fraction of a second per checkpoint.
+    # CPU seconds of one thread, measured (_bench_size; scans of a tiny checkpoint): tiny 24.6 steps/s, mini
+    # 5.0 steps/s; a probe of one layer's 200 states up to 5 s (the solver at max_iter, untrained states);
+    # Hessian 3.7 s and LLC 22 s per tiny checkpoint; RankMe and behaviour a fraction of a second.
     # Training: tiny 15,300 steps / 24.6 = 620 s, mini 8,900 / 5.0 = 1,780 s; probes (4 checkpoints x 3 or 5
-    # layers) about 950 s; Hessian and LLC (3 runs x 5 checkpoints, about 46 s each) 690 s; scans and
-    # analysis about 300 s: 4,300 CPU-s, 36 min on two processes (torchrun --nproc_per_node 2, --threads 1).
+    # layers) up to 950 s; Hessian and LLC (3 runs x 5 checkpoints) 390 s; scans and analysis about 300 s:
+    # about 4,000 CPU-s, 34 min on two processes (torchrun --nproc_per_node 2 ... --threads 1), if they share
+    # the work evenly (assign).
     "cpu": Preset(
         "cpu", _ALL, (1, 2), ("tiny", "mini"), (0,), _CPU_STEPS, n_checkpoints=40, n_samples=200,
         probe_checkpoints=4, model_metrics=("hessian", "llc"),
