@@ -31,14 +31,13 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from ckptgeo._io import atomic_write_text
 from ckptgeo.errors import InvalidParameterError
 
 __all__ = ["Preset", "PRESETS", "RECIPE", "StudyRun", "StudyResult", "plan_study", "plan_text", "estimate", "assign",
@@ -520,22 +519,8 @@ def _analyse(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], *, 
     study = {"preset": dataclasses.asdict(preset) | {"steps": {t: dict(v) for t, v in preset.steps.items()},
                                                      "levels_by_size": dict(preset.levels_by_size)},
              "runs": [r.name for r in runs], "seconds": seconds, "recipe": RECIPE, "horizon_factor": HORIZON_FACTOR}
-    _atomic_text(out / "study.json", json.dumps(study, indent=1, default=str))
+    atomic_write_text(out / "study.json", json.dumps(study, indent=1, default=str))
     return StudyResult(out, report, claims=claims, analysis=analysis, seconds=seconds)
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        Path(tmp).write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _write_markdown(out: Path, preset: Preset, claims, runs, manifests: dict, grid_png, seconds: dict) -> Path:
@@ -566,5 +551,5 @@ def _write_markdown(out: Path, preset: Preset, claims, runs, manifests: dict, gr
     parts += ["## Runs\n", _md(runs.drop(columns=["n_parameters"], errors="ignore"), max_rows=400),
               "Per-run RankMe/accuracy figures and every table: `dataset/report.md`, `dataset/figures/`.\n"]
     path = out / "reproduction.md"
-    _atomic_text(path, "\n".join(parts))
+    atomic_write_text(path, "\n".join(parts))
     return path
