@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -385,7 +386,29 @@ class StudyResult:
     analysed: bool = True
 
 
+def _one_process():
+    """The study splits *runs* between a launcher's processes; each run's scan must then measure every
+    revision itself, not its rank's share (:func:`ckptgeo.engine.scan.shard` reads the launcher's variables)."""
+    from unittest import mock
+
+    return mock.patch.dict(os.environ, {"RANK": "0", "WORLD_SIZE": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
+
+
+def _process_device(device: str) -> str:
+    """``cuda`` is this process's GPU under a launcher (``cuda:$LOCAL_RANK``)."""
+    from ckptgeo.engine.scan import shard
+
+    if device == "cuda" and shard()[1] > 1:
+        return f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
+    return device
+
+
 def _scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: int) -> None:
+    with _one_process():
+        _scan_run_here(run, preset, dataset, device, seed)
+
+
+def _scan_run_here(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: int) -> None:
     import json as _json
 
     from ckptgeo.engine.scan import scan
@@ -467,6 +490,7 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     rank = env_rank if rank is None else rank
     world = env_world if world_size is None else world_size
     mine = assign(runs, world)[rank]
+    device = _process_device(device)
     dataset = out / "dataset"
     out.mkdir(parents=True, exist_ok=True)
     key = f"{preset.name}-" + hashlib.sha256(" ".join(r.name for r in runs).encode()).hexdigest()[:12]
