@@ -27,8 +27,8 @@ import numpy as np
 
 from ckptgeo._io import atomic_path, atomic_write_text
 
-__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_grid", "plot_all", "gap_marks", "constant_layers",
-           "write_report"]
+__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_grid", "plot_all", "gap_marks",
+           "constant_layers", "write_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -508,8 +508,10 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              "Spearman correlation of depth with onset: negative = deeper layers collapse first.\n\n",
              _md(analysis.top_down.drop(columns=["config_hash"], errors="ignore")),
              "## Probe lead\n",
-             f"First checkpoint where a layer's probe beats its shuffled-label control by {cfg.probe_margin}, "
-             "against acquisition (lead = acquisition − probe onset).\n\n",
+             f"First checkpoint where a layer's probe beats the better of majority-class chance and its "
+             f"shuffled-label control by {cfg.probe_margin} with p < {cfg.probe_alpha}, against acquisition "
+             "(lead = acquisition − probe onset). *not_measured*: the probe was undefined at every checkpoint; "
+             "*no_probe_onset*: measured, never beat its baseline.\n\n",
              _md(analysis.probe_lead.drop(columns=["config_hash", "reason"], errors="ignore")),
              "## Across model sizes\n",
              "Runs of the same task (suite) at different model sizes (parameters from the model name, else depth): "

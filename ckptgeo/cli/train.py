@@ -91,8 +91,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 #: TrainConfig fields -> the flags that set them, so command-line errors name what the user typed.
-_FLAGS = {"n_steps": "--steps", "schedule_steps": "--horizon", "n_checkpoints": "--checkpoints", "n_heldout": "--heldout",
-          "warmup_steps": "--warmup",
+_FLAGS = {"n_steps": "--steps", "schedule_steps": "--horizon", "n_checkpoints": "--checkpoints",
+          "n_heldout": "--heldout", "warmup_steps": "--warmup",
           "batch_size": "--batch-size", "lr": "--lr", "weight_decay": "--weight-decay", "seed": "--seed",
           "levels": "--levels", "monitor": "--monitor", "threads": "--threads"}
 
