@@ -1,62 +1,252 @@
-"""Declarative checks of a metric's config, run once at the metric's entry point.
+"""One declarative parameter check for every settings dataclass (scan, training, analysis, measures).
 
-A table maps each field to ``(kind, low, high)`` or ``("choice", options)``; a failed check raises
-:class:`~ckptgeo.errors.InvalidParameterError` in the shape *The 'k' parameter of hessian must be an
-int in [1, inf). Got 0.*
+A config class lists what each field admits in a class attribute, as scikit-learn's estimators do::
+
+    @dataclass(frozen=True)
+    class HessianConfig:
+        k: int = 5
+        ncv: int | None = None
+        which: str = "LA"
+
+        _parameter_constraints = {
+            "k": [Interval(int, 1, None)],
+            "ncv": [Interval(int, 2, None), None],
+            "which": [Options("LA", "LM")],
+        }
+
+:func:`validate_params` checks an instance against that table and raises
+:class:`~ckptgeo.errors.InvalidParameterError` in one shape, *The 'k' parameter of hessian must be
+an int in [1, inf). Got -1.* A field's value passes when it satisfies any of its constraints.
+:func:`replace_params` sets fields by name (unknown names refused, listing the valid ones) and
+validates; :func:`parse_value` turns command-line text into the field's type.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
+import types
+import typing
+from collections.abc import Mapping
 from typing import Any
 
 from ckptgeo.errors import InvalidParameterError
 
-__all__: list[str] = []
+__all__ = ["Interval", "Options", "NonEmptyStr", "Boolean", "validate_params", "replace_params", "parse_value",
+           "describe"]
 
 
-def _describe(kind: str, low: float, high: float) -> str:
-    lo = "-inf" if low == -math.inf else repr(low)
-    hi = "inf" if high == math.inf else repr(high)
-    left = "(" if low == -math.inf else "["
-    right = ")" if high == math.inf else "]"
-    return f"{'an int' if kind == 'int' else 'a float'} in {left}{lo}, {hi}{right}"
+class Interval:
+    """Numbers of ``kind`` (``int`` or ``float``; a float interval admits ints, neither admits bools)
+    between ``low`` and ``high`` (None: unbounded). ``closed`` says which ends belong to it:
+    ``"both"`` (default), ``"left"``, ``"right"`` or ``"neither"``; an infinite end is always open.
+
+    >>> str(Interval(int, 1, None)), str(Interval(float, 0, 1, closed="right"))
+    ('an int in [1, inf)', 'a float in (0, 1]')
+    >>> Interval(int, 1, None)(3), Interval(int, 1, None)(2.5), Interval(float, 0, 1)(True)
+    (True, False, False)
+    """
+
+    def __init__(self, kind: type, low: float | None, high: float | None, *, closed: str = "both"):
+        if kind not in (int, float) or closed not in ("both", "left", "right", "neither"):
+            raise ValueError(f"Interval(kind={kind!r}, closed={closed!r}): kind must be int or float, closed one of "
+                             "both, left, right, neither")
+        self.kind, self.low, self.high, self.closed = kind, low, high, closed
+
+    def __call__(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float) if self.kind is float else int):
+            return False
+        if isinstance(value, float) and math.isnan(value):
+            return False
+        left, right = self.closed in ("both", "left"), self.closed in ("both", "right")
+        if self.low is not None and not (value >= self.low if left else value > self.low):
+            return False
+        return self.high is None or (value <= self.high if right else value < self.high)
+
+    def __str__(self) -> str:
+        left = "[" if self.low is not None and self.closed in ("both", "left") else "("
+        right = "]" if self.high is not None and self.closed in ("both", "right") else ")"
+        lo = "-inf" if self.low is None else repr(self.low)
+        hi = "inf" if self.high is None else repr(self.high)
+        return f"{'an int' if self.kind is int else 'a float'} in {left}{lo}, {hi}{right}"
 
 
-def check_config(config: Any, table: dict[str, tuple], *, metric: str) -> None:
-    """Check each field of ``config`` named in ``table``.
+class Options:
+    """One of the given values (compared with ``==``).
 
-    ``table[field]`` is ``("int", low, high)``, ``("float", low, high)`` (both inclusive),
-    ``("choice", (a, b, ...))`` or ``("str", None, None)``; a trailing ``"optional"`` admits ``None``.
+    >>> str(Options("last", "mean"))
+    "one of ['last', 'mean']"
+    """
+
+    def __init__(self, *options: Any):
+        self.options = tuple(options)
+
+    def __call__(self, value: Any) -> bool:
+        return any(value == o and type(value) is type(o) for o in self.options)
+
+    def __str__(self) -> str:
+        return f"one of {list(self.options)}"
+
+
+class _NonEmptyStr:
+    def __call__(self, value: Any) -> bool:
+        return isinstance(value, str) and bool(value.strip())
+
+    def __str__(self) -> str:
+        return "a non-empty str"
+
+
+class _Boolean:
+    def __call__(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+    def __str__(self) -> str:
+        return "a bool"
+
+
+#: A non-empty string (a parameter glob, a name).
+NonEmptyStr = _NonEmptyStr()
+#: True or False (not 0/1).
+Boolean = _Boolean()
+
+
+def _holds(constraint: Any, value: Any) -> bool:
+    return value is None if constraint is None else bool(constraint(value))
+
+
+def describe(constraints: list) -> str:
+    """What a list of constraints admits, in words: ``"an int in [2, inf) or None"``."""
+    words = ["None" if c is None else str(c) for c in constraints]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _constraints_of(obj: Any, constraints: Mapping | None) -> Mapping:
+    if constraints is not None:
+        return constraints
+    return getattr(type(obj), "_parameter_constraints", {})
+
+
+def validate_params(obj: Any, *, owner: str, constraints: Mapping[str, list] | None = None) -> None:
+    """Check every field of ``obj`` named in its ``_parameter_constraints`` (or ``constraints``).
+
+    Parameters
+    ----------
+    obj : object
+        A settings instance (usually a frozen dataclass).
+    owner : str
+        What the settings belong to, for the message (``"scan"``, ``"hessian"``, ``"TrainConfig"``).
+    constraints : mapping of str to list, optional
+        Field name -> admissible forms (:class:`Interval`, :class:`Options`, :data:`NonEmptyStr`,
+        :data:`Boolean`, ``None`` for None); default ``type(obj)._parameter_constraints``.
 
     Raises
     ------
     InvalidParameterError
-        A value of the wrong type, out of range or not among the choices.
+        A field satisfies none of its constraints: *The 'k' parameter of hessian must be an int in
+        [1, inf). Got -1.* (``name`` and ``value`` set on the error).
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cfg:
+    ...     k: int = 5
+    ...     _parameter_constraints = {"k": [Interval(int, 1, None)]}
+    >>> validate_params(Cfg(k=-1), owner="hessian")
+    Traceback (most recent call last):
+    ...
+    ckptgeo.errors.InvalidParameterError: The 'k' parameter of hessian must be an int in [1, inf). Got -1.
     """
-    for name, rule in table.items():
-        value = getattr(config, name)
-        optional = rule[-1] == "optional"
-        if value is None and optional:
-            continue
-        kind = rule[0]
-        if kind == "choice":
-            if value not in rule[1]:
-                raise InvalidParameterError(
-                    f"The {name!r} parameter of {metric} must be one of {list(rule[1])}. Got {value!r}.",
-                    name=name, value=value)
-            continue
-        if kind == "str":
-            if not isinstance(value, str) or not value.strip():
-                raise InvalidParameterError(
-                    f"The {name!r} parameter of {metric} must be a non-empty str. Got {value!r}.",
-                    name=name, value=value)
-            continue
-        low, high = rule[1], rule[2]
-        ok_type = (isinstance(value, int) and not isinstance(value, bool)) if kind == "int" else (
-            isinstance(value, (int, float)) and not isinstance(value, bool))
-        if not ok_type or not (low <= value <= high) or (kind == "float" and math.isnan(value)):
-            none = " or None" if optional else ""
-            raise InvalidParameterError(
-                f"The {name!r} parameter of {metric} must be {_describe(kind, low, high)}{none}. Got {value!r}.",
-                name=name, value=value)
+    for name, allowed in _constraints_of(obj, constraints).items():
+        value = getattr(obj, name)
+        if not any(_holds(c, value) for c in allowed):
+            raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {describe(allowed)}. "
+                                        f"Got {value!r}.", name=name, value=value)
+
+
+def replace_params(obj: Any, options: Mapping[str, Any], *, owner: str) -> Any:
+    """A copy of the dataclass ``obj`` with ``options`` set by field name, validated.
+
+    Raises
+    ------
+    InvalidParameterError
+        An option that is not a field (close names suggested, valid ones listed), or a value out of
+        its constraints (see :func:`validate_params`).
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cfg:
+    ...     k: int = 5
+    ...     which: str = "LA"
+    >>> replace_params(Cfg(), {"k": 3}, owner="hessian")
+    Cfg(k=3, which='LA')
+    >>> replace_params(Cfg(), {"kk": 3}, owner="hessian")
+    Traceback (most recent call last):
+    ...
+    ckptgeo.errors.InvalidParameterError: Unknown option 'kk' of hessian. Did you mean: k? Valid options: k, which.
+    """
+    fields = [f.name for f in dataclasses.fields(obj)]
+    for name in options:
+        if name not in fields:
+            close = difflib.get_close_matches(str(name), fields, n=3, cutoff=0.6)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            valid = ", ".join(fields) if fields else "none (it takes no options)"
+            raise InvalidParameterError(f"Unknown option {name!r} of {owner}.{hint} Valid options: {valid}.",
+                                        name=str(name), value=options[name])
+    new = dataclasses.replace(obj, **options)
+    validate_params(new, owner=owner)
+    return new
+
+
+def _union_args(hint: Any) -> tuple:
+    args = typing.get_args(hint)
+    return args if args and typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+
+
+def parse_value(cls: type, name: str, text: str) -> Any:
+    """Command-line ``text`` as the type of field ``name`` of dataclass ``cls`` (``"3"`` -> 3 for an int,
+    ``"none"`` -> None where None is allowed, ``"true"`` -> True for a bool, ``"a,b"`` -> a tuple).
+    Text that does not parse is returned as is, so that validation names it in its message.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cfg:
+    ...     k: int = 5
+    ...     ncv: int | None = None
+    ...     tol: float = 1e-3
+    ...     centered: bool = False
+    >>> [parse_value(Cfg, n, t) for n, t in [("k", "3"), ("ncv", "none"), ("tol", "0"), ("centered", "yes"),
+    ...                                      ("k", "1.5"), ("other", "x")]]
+    [3, None, 0.0, True, '1.5', 'x']
+    """
+    try:
+        hint = typing.get_type_hints(cls).get(name)
+    except Exception:  # an unresolvable annotation: leave the text to validation
+        hint = None
+    if hint is None:
+        return text
+    kinds = _union_args(hint)
+    low = text.strip().lower()
+    if type(None) in kinds and low in ("none", "null"):
+        return None
+    for kind in kinds:
+        if kind is bool and low in ("true", "yes", "1", "on", "false", "no", "0", "off"):
+            return low in ("true", "yes", "1", "on")
+        if kind is int:
+            try:
+                return int(text)
+            except ValueError:
+                pass
+        if kind is float:
+            try:
+                return float(text)
+            except ValueError:
+                pass
+        if typing.get_origin(kind) is tuple:
+            return tuple(p.strip() for p in text.split(",") if p.strip())
+        if kind is str:
+            return text
+    return text

@@ -25,7 +25,7 @@ from ckptgeo.constants import RANKME_EPS
 from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError
 from ckptgeo.metrics._autodiff import (TASK_LOSS, check_host_memory, eager_attention, eval_mode, location, progress,
                                        select_parameters, where)
-from ckptgeo._params import check_config
+from ckptgeo._params import Interval, NonEmptyStr, Options, validate_params
 from ckptgeo.metrics.rankme import effective_rank, entropy_rank_from_spectrum
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
@@ -69,14 +69,13 @@ class GradientRankConfig:
     chunk_size: int | None = None
     eps: float = RANKME_EPS
 
-
-_CONSTRAINTS = {
-    "params": ("str", None, None),
-    "sketch_dim": ("int", 1, math.inf, "optional"),
-    "method": ("choice", ("auto", "vmap", "loop")),
-    "chunk_size": ("int", 1, math.inf, "optional"),
-    "eps": ("float", 0.0, 1.0),
-}
+    _parameter_constraints = {
+        "params": [NonEmptyStr],
+        "sketch_dim": [Interval(int, 1, None), None],
+        "method": [Options("auto", "vmap", "loop")],
+        "chunk_size": [Interval(int, 1, None), None],
+        "eps": [Interval(float, 0.0, 1.0)],
+    }
 
 
 # ----------------------------------------------------------------------------------------- core
@@ -350,7 +349,7 @@ def per_sample_gradients(ctx: ModelContext, config: GradientRankConfig | None = 
     is the same as that subset's share of the ``"all"`` sketch.
     """
     config = config or GradientRankConfig()
-    check_config(config, _CONSTRAINTS, metric="grad_rank")
+    validate_params(config, owner="grad_rank")
     model = ctx.model
     chosen = select_parameters(model, config.params, metric="grad_rank")
     block_of = {n: i for i, (n, _) in enumerate(model.named_parameters())}

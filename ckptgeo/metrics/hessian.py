@@ -23,7 +23,7 @@ import torch
 from ckptgeo.errors import InvalidParameterError, NegativeCurvatureWarning, NonFiniteActivationsError
 from ckptgeo.metrics._autodiff import (TASK_LOSS, available_host_bytes, check_host_memory, eager_attention, eval_mode,
                                        gradients_on, location, progress, select_parameters, where)
-from ckptgeo._params import check_config
+from ckptgeo._params import Interval, NonEmptyStr, Options, validate_params
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
 __all__ = ["HessianConfig", "HessianSpectrum", "HessianVectorProduct", "hessian_eigenvalues", "hutchinson_trace",
@@ -71,18 +71,17 @@ class HessianConfig:
     max_seconds: float | None = None
     hutchinson_samples: int = 0
 
-
-_CONSTRAINTS = {
-    "k": ("int", 1, math.inf),
-    "which": ("choice", ("LA", "LM")),
-    "params": ("str", None, None),
-    "tol": ("float", 0.0, 1.0),
-    "max_iter": ("int", 1, math.inf),
-    "ncv": ("int", 2, math.inf, "optional"),
-    "max_hvp": ("int", 1, math.inf, "optional"),
-    "max_seconds": ("float", 0.0, math.inf, "optional"),
-    "hutchinson_samples": ("int", 0, math.inf),
-}
+    _parameter_constraints = {
+        "k": [Interval(int, 1, None)],
+        "which": [Options("LA", "LM")],
+        "params": [NonEmptyStr],
+        "tol": [Interval(float, 0.0, 1.0)],
+        "max_iter": [Interval(int, 1, None)],
+        "ncv": [Interval(int, 2, None), None],
+        "max_hvp": [Interval(int, 1, None), None],
+        "max_seconds": [Interval(float, 0.0, None), None],
+        "hutchinson_samples": [Interval(int, 0, None)],
+    }
 
 
 @dataclass(frozen=True)
@@ -440,7 +439,7 @@ def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[Metr
     [3.1..., 1.9..., ...]
     """
     config = config or HessianConfig()
-    check_config(config, _CONSTRAINTS, metric="hessian")
+    validate_params(config, owner="hessian")
     model = ctx.model
     chosen = [p for _, p in select_parameters(model, config.params, metric="hessian")]
     bar = progress(config.max_hvp, f"Hessian-vector products{where(ctx)}", "hvp")

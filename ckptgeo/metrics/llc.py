@@ -30,7 +30,7 @@ import torch
 from ckptgeo import constants
 from ckptgeo.errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
 from ckptgeo.metrics._autodiff import TASK_LOSS, check_host_memory, location, select_parameters, where
-from ckptgeo._params import check_config
+from ckptgeo._params import Interval, NonEmptyStr, validate_params
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
 __all__ = ["LLCConfig", "LLCEstimate", "estimate_llc", "llc"]
@@ -77,18 +77,17 @@ class LLCConfig:
     batch_size: int = 32
     params: str = "all"
 
-
-_CONSTRAINTS = {
-    "lr": ("float", 1e-12, math.inf),
-    "nbeta": ("float", 1e-12, math.inf, "optional"),
-    "localization": ("float", 0.0, math.inf),
-    "num_chains": ("int", 1, math.inf),
-    "num_draws": ("int", 1, math.inf),
-    "num_burnin_steps": ("int", 0, math.inf),
-    "num_steps_bw_draws": ("int", 1, math.inf),
-    "batch_size": ("int", 1, math.inf),
-    "params": ("str", None, None),
-}
+    _parameter_constraints = {
+        "lr": [Interval(float, 0.0, None, closed="neither")],
+        "nbeta": [Interval(float, 0.0, None, closed="neither"), None],
+        "localization": [Interval(float, 0.0, None)],
+        "num_chains": [Interval(int, 1, None)],
+        "num_draws": [Interval(int, 1, None)],
+        "num_burnin_steps": [Interval(int, 0, None)],
+        "num_steps_bw_draws": [Interval(int, 1, None)],
+        "batch_size": [Interval(int, 1, None)],
+        "params": [NonEmptyStr],
+    }
 
 
 @dataclass(frozen=True)
@@ -209,7 +208,7 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     ...                    LLCConfig(num_chains=1, num_draws=5))  # doctest: +SKIP
     """
     config = config or LLCConfig()
-    check_config(config, _CONSTRAINTS, metric="llc")
+    validate_params(config, owner="llc")
     if not isinstance(n_samples, int) or n_samples < 1:
         raise InvalidParameterError(f"The 'n_samples' parameter of llc must be an int in [1, inf). Got {n_samples!r}.",
                                     name="n_samples", value=n_samples)

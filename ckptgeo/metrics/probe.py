@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ckptgeo._params import Interval, validate_params
 from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError, ProbeConvergenceWarning
 from ckptgeo.metrics.registry import register_metric
 
@@ -42,6 +43,13 @@ class ProbeConfig:
     C: float = 1.0
     max_iter: int = 1000
     seed: int = 0
+
+    _parameter_constraints = {
+        "k": [Interval(int, 2, None)],
+        "C": [Interval(float, 0.0, None, closed="neither")],
+        "max_iter": [Interval(int, 1, None)],
+        "seed": [Interval(int, 0, None)],
+    }
 
 
 @dataclass(frozen=True)
@@ -185,9 +193,7 @@ def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     'one class (0.0): nothing to probe'
     """
     config = config or ProbeConfig()
-    if isinstance(config.k, bool) or not isinstance(config.k, int) or config.k < 2:
-        raise InvalidParameterError(f"The 'k' parameter of probe must be an int in [2, inf). Got {config.k!r}.",
-                                    name="k", value=config.k)
+    validate_params(config, owner="probe")
     x = _as_float64(states)
     if x.ndim != 2:
         raise InvalidParameterError(f"states must be 2-D (n_samples, d_model); got shape {x.shape}",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ckptgeo._params import Boolean, Interval
 from ckptgeo.constants import RANKME_EPS
 from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError
 from ckptgeo.metrics.registry import register_metric
@@ -21,6 +22,8 @@ class RankMeConfig:
 
     centered: bool = False
     eps: float = RANKME_EPS
+
+    _parameter_constraints = {"centered": [Boolean], "eps": [Interval(float, 0.0, 1.0)]}
 
 
 def entropy_rank_from_spectrum(values: torch.Tensor, *, eps: float = RANKME_EPS) -> float:
