@@ -30,7 +30,15 @@ def add_scan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-samples", type=int, default=200, help="items per suite (default 200)")
     p.add_argument("--position", choices=["last", "mean"], default="last",
                    help="token read for hidden states (default last)")
-    p.add_argument("--centered", action="store_true", help="centred RankMe (default uncentred, as Garrido et al.)")
+    p.add_argument("--metric-option", action="append", dest="metric_options", metavar="METRIC.OPTION=VALUE",
+                   help="a metric's setting, e.g. hessian.k=10, llc.num_chains=2, grad_rank.sketch_dim=1024, "
+                        "probe.C=0.5; repeat for several; the options are the fields of the metric's config "
+                        "(HessianConfig, LLCConfig, ...), checked before anything is fetched and recorded in each row")
+    p.add_argument("--centered", action="store_true",
+                   help="centred RankMe (short for --metric-option rankme.centered=true; default uncentred, as "
+                        "Garrido et al.)")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help="RankMe's epsilon (short for --metric-option rankme.eps=E; default 1e-7)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"],
                    help="forward-pass dtype (metrics never run in half precision; default float32)")
@@ -49,13 +57,37 @@ def add_scan_options(p: argparse.ArgumentParser) -> None:
                    help="torch CPU threads (default: 1 for models under 10M parameters, else the physical cores)")
 
 
-def _scan_kwargs(args) -> dict:
-    from ckptgeo.engine.scan import parse_size
+def parse_metric_options(values: list[str] | None) -> dict[str, dict]:
+    """``["hessian.k=10", "llc.num_chains=2"]`` -> ``{"hessian": {"k": 10}, "llc": {"num_chains": 2}}``, each
+    value read as the type of that field of the metric's config (``none`` for None, ``true``/``false``).
 
+    Raises
+    ------
+    InvalidParameterError
+        An entry not of the form METRIC.OPTION=VALUE, or an unknown metric.
+    """
+    from ckptgeo._params import parse_value
+    from ckptgeo.errors import InvalidParameterError
+    from ckptgeo.metrics.registry import get_metric
+
+    out: dict[str, dict] = {}
+    for text in values or ():
+        key, sep, raw = text.partition("=")
+        metric, dot, option = key.strip().partition(".")
+        if not (sep and dot and metric and option):
+            raise InvalidParameterError(f"--metric-option {text!r} must read METRIC.OPTION=VALUE, e.g. hessian.k=10",
+                                        name="metric_options", value=text)
+        spec = get_metric(metric)
+        out.setdefault(metric, {})[option] = parse_value(spec.config, option, raw) if spec.config else raw
+    return out
+
+
+def _scan_kwargs(args) -> dict:
     return dict(revisions=args.revisions, suites=tuple(args.suites or ()), n_samples=args.n_samples,
-                position=args.position, centered=args.centered, device=args.device, dtype=args.dtype,
-                batch_size=args.batch_size, seed=args.seed, prefetch=args.prefetch,
-                max_disk=parse_size(args.max_disk), keep_cache=args.keep_cache, overwrite=args.overwrite,
+                metric_options=parse_metric_options(args.metric_options) or None, position=args.position,
+                centered=True if args.centered else None, epsilon=args.epsilon, device=args.device,
+                dtype=args.dtype, batch_size=args.batch_size, seed=args.seed, prefetch=args.prefetch,
+                max_disk=args.max_disk, keep_cache=args.keep_cache, overwrite=args.overwrite,
                 save_states=args.save_states, on_error=args.on_error, step_pattern=args.step_pattern,
                 threads=args.threads)
 
@@ -88,13 +120,13 @@ def _shown(value) -> str:
 
 
 def _run_scan(args, metrics: tuple[str, ...]) -> int:
-    from ckptgeo.engine.scan import ScanConfig, plan_scan, scan
+    from ckptgeo.engine.scan import parse_size, plan_scan, scan
 
-    config = ScanConfig(**_scan_kwargs(args), metrics=metrics)
+    kwargs = {**_scan_kwargs(args), "metrics": tuple(metrics)}
     if args.dry_run:
-        print(plan_scan(args.source, config, out=args.out).summary())
+        print(plan_scan(args.source, out=args.out, **{**kwargs, "max_disk": parse_size(args.max_disk)}).summary())
         return 0
-    res = scan(args.source, out=args.out, config=config)
+    res = scan(args.source, out=args.out, **kwargs)
     print(f"measured {len(res.measured)}, already done {len(res.skipped)}, failed {len(res.failed)}, "
           f"locked by another run {len(res.locked)}; tables in {res.out}")
     for name, err in res.failed.items():

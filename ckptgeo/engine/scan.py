@@ -1,186 +1,53 @@
-"""The streaming scan engine: revisions in, Parquet parts out.
+"""The streaming scan: revisions in, Parquet parts out.
 
-For each selected revision (this process's share under a multi-process launcher): fetch it (the
-next ``prefetch`` revisions download in the background), swap its weights into the one model, run
-each suite once, compute the selected metrics, write one part per table atomically, then evict it
-from the cache. A rerun with the same settings skips finished revisions; other settings add rows.
+Each revision of this process's share goes through the same story, one function per step::
+
+    claim    take the revision's lock; skip it if another process holds it or finished it meanwhile
+    fetch    its weight files (the next ``prefetch`` revisions download in the background); a revision
+             whose metadata proves it a duplicate of an earlier one is recorded, not fetched
+    verify   each file's bytes and sha256 against what the source announced
+    load     swap its weights into the one model
+    measure  every selected measure over every suite (:mod:`ckptgeo.engine.measure`)
+    write    one part per table, atomically, the ``revisions`` part last (it marks the revision done)
+    release  the lock, and the revision's files from the cache
+
+A rerun with the same settings skips finished revisions; other settings add rows beside them.
+Settings and their checks live in :mod:`ckptgeo.engine.config`, planning in :mod:`ckptgeo.engine.plan`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import os
 import shutil
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
-import numpy as np
 import pandas as pd
 
 from ckptgeo import __version__
-from ckptgeo._io import atomic_path
-from ckptgeo._threads import thread_record, torch_threads
-from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS, RANKME_EPS
-from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
-                     InvalidParameterError, OutputLockedError, RevisionNotFoundError)
-from ckptgeo.sources.revisions import Revision, select_revisions
+from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS
+from ckptgeo.engine.config import ScanConfig, merge_options, parse_size
+from ckptgeo.engine.measure import measure_revision
+from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, make_plan, plan_scan, rank_device, resolve,
+                                 row_settings, shard, weights_digest)
+from ckptgeo.errors import CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning, \
+    OutputLockedError
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
-from ckptgeo.sources.registry import open_source
+from ckptgeo.sources.revisions import Revision
 from ckptgeo.store.dataset import Dataset, part_name
-from ckptgeo.store.schemas import SCAN_SETTINGS
 
 __all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard", "default_out",
-           "row_settings"]
+           "revision_row", "row_settings"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ScanConfig:
-    """Settings of a scan. Those that change values (not ``device``, ``batch_size``, ``prefetch``, disk
-    options) enter the config hash that keys resume, and are written in every row.
-
-    ``revisions``: a selector (None: ``all`` for a local folder, ``every-1000`` for a Hub repo).
-    ``suites``: names, paths or ``prefix:`` specs (empty: the source's defaults).
-    ``metrics``: metric names (empty: the cheap ones). ``n_samples``: items per suite (default 200).
-    ``position``: ``"last"`` or ``"mean"``. ``model_items``: items in the fixed batch of whole-model metrics.
-    ``on_error``: ``"skip"`` records a failed revision and goes on; ``"raise"`` stops.
-    ``threads``: torch CPU threads (None: :func:`ckptgeo._threads.default_threads` of the model's size);
-    recorded, with torch's deterministic settings, in ``runs/<config_hash>.json`` under ``runtime``.
-    """
-
-    revisions: str | None = None
-    suites: tuple[str, ...] = ()
-    metrics: tuple[str, ...] = ()
-    n_samples: int = DEFAULT_N_SAMPLES
-    position: str = "last"
-    centered: bool = False
-    dtype: str = "float32"
-    epsilon: float = RANKME_EPS
-    seed: int = 0
-    batch_size: int = 16
-    device: str = "cpu"
-    prefetch: int = 1
-    max_disk: int | None = None
-    keep_cache: bool = False
-    overwrite: bool = False
-    save_states: bool = False
-    on_error: str = "skip"
-    step_pattern: str | None = None
-    model_items: int = 32
-    threads: int | None = None
-
-
-_CONSTRAINTS = {
-    "n_samples": (int, 2, None), "batch_size": (int, 1, None), "prefetch": (int, 0, 64), "seed": (int, 0, None),
-    "model_items": (int, 1, None), "epsilon": (float, 0.0, 1.0), "threads": (int, 1, None),
-    "position": ("choice", ("last", "mean")), "on_error": ("choice", ("skip", "raise")),
-    "dtype": ("choice", ("float32", "float64", "bfloat16", "float16")),
-}
-
-
-def _validate(cfg: ScanConfig) -> None:
-    for name, rule in _CONSTRAINTS.items():
-        value = getattr(cfg, name)
-        if name == "threads" and value is None:
-            continue
-        if rule[0] == "choice":
-            if value not in rule[1]:
-                raise InvalidParameterError(f"The {name!r} parameter of scan must be one of {list(rule[1])}. "
-                                            f"Got {value!r}.", name=name, value=value)
-            continue
-        typ, lo, hi = rule
-        ok = isinstance(value, (int, float) if typ is float else int) and not isinstance(value, bool)
-        ok = ok and value >= lo and (hi is None or value <= hi)
-        if not ok:
-            rng = f"[{lo}, {'inf' if hi is None else hi}]"
-            raise InvalidParameterError(f"The {name!r} parameter of scan must be {typ.__name__} in {rng}. "
-                                        f"Got {value!r}.", name=name, value=value)
-    if cfg.step_pattern is not None:
-        import re
-
-        try:
-            groups = re.compile(cfg.step_pattern).groups
-        except re.error as err:
-            raise InvalidParameterError(f"--step-pattern {cfg.step_pattern!r} is not a valid regular expression: "
-                                        f"{err}", name="step_pattern", value=cfg.step_pattern) from err
-        if groups < 1:
-            raise InvalidParameterError(f"--step-pattern {cfg.step_pattern!r} needs a group capturing the step, "
-                                        r"e.g. '^ckpt-(\d+)$'", name="step_pattern", value=cfg.step_pattern)
-    if cfg.max_disk is not None and cfg.max_disk <= 0:
-        raise InvalidParameterError(f"max_disk must be positive; got {cfg.max_disk}", name="max_disk",
-                                    value=cfg.max_disk)
-
-
-def parse_size(text: str | int | None) -> int | None:
-    """``"20GB"``, ``"500M"``, ``"1.5TiB"``, ``1000`` -> bytes.
-
-    >>> parse_size("2GB"), parse_size("1KiB")
-    (2000000000, 1024)
-    """
-    if text is None or isinstance(text, int):
-        return text
-    import re
-
-    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?)B?\s*", str(text), flags=re.I)
-    if not m:
-        raise InvalidParameterError(f"Cannot parse size {text!r}; use e.g. 500MB, 20GB, 1.5TiB",
-                                    name="max_disk", value=text)
-    base = 1024 if m.group(3) else 1000
-    return int(float(m.group(1)) * base ** " KMGT".index(m.group(2).upper() or " "))
-
-
-def shard() -> tuple[int, int]:
-    """(rank, world size) from the launcher's environment (``RANK``/``WORLD_SIZE``, as set by
-    ``accelerate launch`` and ``torchrun``; Slurm's ``SLURM_PROCID``/``SLURM_NTASKS``); (0, 1) when absent."""
-    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", os.environ.get("LOCAL_RANK", 0))))
-    world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1)))
-    return rank, max(world, 1)
-
-
-def _rank_device(device: str) -> str:
-    """``"cuda"`` becomes ``cuda:$LOCAL_RANK`` when several processes share a machine."""
-    if device == "cuda" and shard()[1] > 1:
-        return f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
-    return device
-
-
-@dataclass
-class ScanPlan:
-    """What a scan would do: the selected revisions, those already done, the bytes to fetch and the peak
-    disk ((prefetch + 1) x the largest revision), in bytes (None where the source does not tell)."""
-
-    source: str
-    selected: list[Revision]
-    todo: list[Revision]
-    done: list[str]
-    files: dict[str, list[WeightFile]]
-    bytes_to_fetch: int | None
-    peak_disk: int | None
-    config_hash: str
-    errors: dict[str, Exception] = field(default_factory=dict)
-
-    def summary(self) -> str:
-        def fmt(n):
-            return "unknown" if n is None else f"{n / 1e6:,.1f} MB"
-
-        lines = [f"{self.source}: {len(self.selected)} selected, {len(self.done)} already done, "
-                 f"{len(self.todo)} to measure (this process)",
-                 f"  {'revision':>12}  {'step':>7}  {'commit':<40}  {'weights':>10}"]
-        for r in self.todo:
-            size = sum(f.size or 0 for f in self.files.get(r.name, []))
-            lines.append(f"  {r.name:>12}  {r.step:>7}  {r.commit or '-':<40}  {size / 1e6:7.1f} MB"
-                         + (f"  fails: {self.errors[r.name]}" if r.name in self.errors else ""))
-        lines.append(f"bytes to fetch: {fmt(self.bytes_to_fetch)}; peak disk: {fmt(self.peak_disk)}; "
-                     f"config hash {self.config_hash}")
-        return "\n".join(lines)
 
 
 @dataclass
@@ -197,123 +64,85 @@ class ScanResult:
     config_hash: str = ""
 
 
-def _settings(cfg: ScanConfig, suites, metric_specs) -> dict:
-    return {
-        "suites": {s.name: hashlib.sha256(json.dumps([it.to_dict() for it in s.items], sort_keys=True)
-                                          .encode()).hexdigest()[:16] for s in suites},
-        "metrics": {n: dataclasses.asdict(s.default_config()) if s.config else {} for n, s in metric_specs.items()},
-        **{name: getattr(cfg, name) for name, _ in SCAN_SETTINGS}, "model_items": cfg.model_items,
-    }
-
-
-def row_settings(cfg: ScanConfig, config_hash: str) -> dict:
-    """The settings columns of every measurement row (:data:`ckptgeo.store.schemas.SETTINGS_COLUMNS`)."""
-    return {**{name: getattr(cfg, name) for name, _ in SCAN_SETTINGS}, "config_hash": config_hash,
-            "ckptgeo_version": __version__}
-
-
-def _hash(settings: dict) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def _resolve(source, config: ScanConfig):
-    from ckptgeo.suites.items import load_suite
-    from ckptgeo.metrics.registry import get_metric, parse_metrics
-
-    _validate(config)
-    label = str(source) if isinstance(source, (str, Path)) else getattr(source, "repo_id", source.name)
-    if isinstance(source, (str, Path)):
-        source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
-    selector = config.revisions or source.default_selector
-    selected = select_revisions(source.revisions(), selector, source=label, note=getattr(source, "missing_note", None))
-    specs = list(config.suites) or source.default_suites()
-    if not specs:
-        raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",
-                                    name="suites", value=())
-    suites = [load_suite(s) for s in specs]
-    names = parse_metrics(list(config.metrics) if config.metrics else None)
-    metric_specs = {n: get_metric(n) for n in names}
-    settings = _settings(config, suites, metric_specs)
-    return source, selected, suites, metric_specs, settings, _hash(settings)
-
-
-def _weights_digest(files: list[WeightFile]) -> str | None:
-    if not files or any(f.sha256 is None for f in files):
-        return None
-    return hashlib.sha256("".join(f"{f.name}:{f.sha256};" for f in sorted(files, key=lambda f: f.name))
-                          .encode()).hexdigest()
-
-
-def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | None = None, **kwargs) -> ScanPlan:
-    """What :func:`scan` would fetch and measure, without fetching anything (``--dry-run``)."""
-    config = dataclasses.replace(config or ScanConfig(), **kwargs)
-    source, selected, suites, specs, settings, chash = _resolve(source, config)
-    return _plan(source, selected, chash, config, out)
-
-
-def _plan(source, selected, chash, config, out) -> ScanPlan:
-    out = Path(out) if out is not None else default_out(source)
-    done: set[str] = set()
-    if (out / "ckptgeo.json").exists() and not config.overwrite:
-        ds = Dataset(out)  # by part name: a family's rows carry each member's model name
-        done = {r.name for r in selected if ds.is_done(part_name(source.name, r.name, chash))}
-    rank, world = shard()
-    mine = [r for i, r in enumerate(selected) if i % world == rank]
-    todo = [r for r in mine if r.name not in done]
-    # metadata of every selected revision (not only this process's share), so that duplicates found
-    # before download are the same in every process and in a one-process run
-    def metadata(r: Revision):
-        try:
-            return source.weight_files(r)
-        except (CorruptCheckpointError, RevisionNotFoundError) as err:  # e.g. a branch without weights (pythia#107):
-            return err                                               # that revision fails, not the whole scan
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        got = dict(zip([r.name for r in selected], pool.map(metadata, selected)))
-    errors = {n: v for n, v in got.items() if isinstance(v, Exception)}
-    files = {n: [] if n in errors else v for n, v in got.items()}
-    sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
-             for fs in (files[r.name] for r in todo)]
-    known = all(s is not None for s in sizes)
-    fetch = sum(sizes) if known else None
-    peak = (min(config.prefetch, max(len(todo) - 1, 0)) + 1) * max(sizes, default=0) if known else None
-    if not source.downloads:
-        fetch, peak = 0, 0
-    return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
-                    done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak, config_hash=chash,
-                    errors=errors)
-
-
-def default_out(source) -> Path:
-    """Where a scan writes when ``out`` is not given: ``results/<source name>``."""
-    return Path("results") / source.name
-
-
-def _progress(total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="rev", disable=NO_PROGRESS or None, dynamic_ncols=True)
-
-
-def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None,
-         config: ScanConfig | None = None, **kwargs) -> ScanResult:
+def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None, suites=(), metrics=(),
+         metric_options: Mapping[str, Mapping[str, Any]] | None = None, out: str | Path | None = None,
+         n_samples: int = DEFAULT_N_SAMPLES, position: str = "last", dtype: str = "float32", seed: int = 0,
+         model_items: int = 32, centered: bool | None = None, epsilon: float | None = None, batch_size: int = 16,
+         device: str = "cpu", prefetch: int = 1, max_disk: int | str | None = None, keep_cache: bool = False,
+         overwrite: bool = False, save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None,
+         threads: int | None = None, config: ScanConfig | None = None) -> ScanResult:
     """Measure every selected revision of ``source`` and write the tables under ``out``.
 
     Parameters
     ----------
     source : str, Path or CheckpointSource
-        A Hub repo id (``"EleutherAI/pythia-160m"``) or a folder of ``step{N}`` checkpoints.
-    out : path, optional
-        Dataset folder (default ``results/<source name>``).
+        A Hub repo id (``"EleutherAI/pythia-160m"``), a folder of ``step{N}`` checkpoints, or any object
+        satisfying the :class:`~ckptgeo.sources.protocol.CheckpointSource` protocol.
+    revisions : str, optional
+        A revision selector: ``all``, ``every-N``, ``log``, ``A:B[:N]``, ``step1000,step2000``, ``main``,
+        ``final``. Default: ``all`` for a folder, ``every-1000`` for a Hub repo.
+    suites : sequence of str, default=()
+        Suite names, file paths or loader specs (``hf:blimp/...``); empty: the source's default suites.
+    metrics : sequence of str, default=()
+        Measure names (``rankme``, ``behavior``, ``probe``, ``grad_rank``, ``grad_cov_rank``, ``hessian``,
+        ``llc``, ``all``); empty: the cheap ones (RankMe and behaviour).
+    metric_options : mapping of str to mapping, optional
+        Settings of the measures by name, e.g. ``{"hessian": {"k": 10}, "llc": {"num_chains": 2}}``: the
+        fields of each measure's config dataclass (``HessianConfig`` ...), checked against its constraints
+        and recorded in each row's ``settings``. Options of a measure not in ``metrics`` are refused.
+    out : str or Path, optional
+        The dataset folder (default ``results/<source name>``).
+    n_samples : int, default=200
+        Items per suite (seeded selection), at least 2.
+    position : {"last", "mean"}, default="last"
+        Hidden states at the last prompt token, or averaged over the prompt.
+    dtype : {"float32", "float64", "bfloat16", "float16"}, default="float32"
+        Dtype of the forward pass (measures upcast; RankMe never runs in half precision).
+    seed : int, default=0
+        Seeds the item selection and every measure with a ``seed`` (probe folds, sketches, Lanczos, SGLD).
+    model_items : int, default=32
+        Items in the fixed batch of whole-model measures (gradients, Hessian, LLC).
+    centered : bool, optional
+        Short for ``metric_options={"rankme": {"centered": ...}}`` (default: RankMe's, uncentred).
+    epsilon : float, optional
+        Short for ``metric_options={"rankme": {"eps": ...}}`` (default: RankMe's, 1e-7).
+    batch_size : int, default=16
+        Items per forward batch (does not change values).
+    device : str, default="cpu"
+        Torch device; ``"cuda"`` maps to ``cuda:$LOCAL_RANK`` under a multi-process launcher.
+    prefetch : int, default=1
+        Revisions downloaded ahead of the one measured, 0 to 64.
+    max_disk : int or str, optional
+        Refuse to start when the peak download ((prefetch + 1) x the largest revision) exceeds this many
+        bytes (``"40GB"`` accepted).
+    keep_cache : bool, default=False
+        Keep measured revisions in the Hub cache instead of evicting them.
+    overwrite : bool, default=False
+        Measure again revisions already done with these settings.
+    save_states : bool, default=False
+        Keep each suite's hidden states under ``out/states/`` (safetensors).
+    on_error : {"skip", "raise"}, default="skip"
+        ``"skip"`` records a failed revision and goes on; ``"raise"`` stops at the first.
+    step_pattern : str, optional
+        A regular expression whose first group captures the step from a branch or folder name
+        (default: the built-in naming schemes, ``step{N}`` and the like).
+    threads : int, optional
+        Torch CPU threads (default :func:`ckptgeo._threads.default_threads` of the model's size); recorded,
+        with torch's deterministic settings, in ``runs/<config_hash>.json`` under ``runtime``.
     config : ScanConfig, optional
-        Settings; keyword arguments override its fields (``revisions="every-1000"``, ``suites=("logic",)``).
+        Settings as one object (the command line builds one); keyword options that differ from their
+        defaults override its fields.
 
     Returns
     -------
     ScanResult
+        The dataset folder and the revisions measured, skipped, failed and locked by another process.
 
     Raises
     ------
+    InvalidParameterError
+        A setting or measure option out of range or unknown, an unknown suite or measure; raised before
+        any download.
     RevisionNotFoundError, EmptySelectionError
         The selector names a missing revision or matches none.
     DiskSpaceError
@@ -322,19 +151,284 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         ``out`` is not a ckptgeo dataset, or was written with another schema.
     CkptgeoError
         With ``on_error="raise"``, the first revision that fails.
+
+    Examples
+    --------
+    >>> scan("runs/copy", metrics=["rankme", "hessian"], metric_options={"hessian": {"k": 3}})  # doctest: +SKIP
+    ScanResult(out=PosixPath('results/copy'), measured=['step0', 'step1', ...], ...)
     """
-    from transformers import AutoTokenizer
+    options = dict(revisions=revisions, suites=tuple(suites or ()), metrics=tuple(metrics or ()),
+                   metric_options=metric_options, n_samples=n_samples, position=position, dtype=dtype, seed=seed,
+                   model_items=model_items, centered=centered, epsilon=epsilon, batch_size=batch_size, device=device,
+                   prefetch=prefetch, max_disk=parse_size(max_disk), keep_cache=keep_cache, overwrite=overwrite,
+                   save_states=save_states, on_error=on_error, step_pattern=step_pattern, threads=threads)
+    config = merge_options(config, options)
+    run = _Run.start(source, config, out)
+    try:
+        for i, rev in enumerate(run.plan.todo):
+            run.revision(i, rev)
+    finally:
+        run.close()
+    return run.finish()
 
-    from ckptgeo.engine.forward import prepare_suite
-    from ckptgeo.engine.model import ModelHolder
 
-    kwargs = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in kwargs.items()}
-    config = dataclasses.replace(config or ScanConfig(), **{k: v for k, v in kwargs.items() if v is not None})
-    config = dataclasses.replace(config, device=_rank_device(config.device))
-    source, selected, suites, specs, settings, chash = _resolve(source, config)
-    out = Path(out) if out is not None else default_out(source)
-    Dataset(out, create=False)  # a foreign or incompatible --out is refused before anything else
-    plan = _plan(source, selected, chash, config, out)
+# ------------------------------------------------------------------------------------------ the run
+
+class _Prefetcher:
+    """Downloads ahead: ``ahead(i)`` starts the fetches of revisions i+1 … i+prefetch, ``get(i)`` waits for
+    revision i's folder, ``drop(i)`` gives up a revision this process will not measure after all."""
+
+    def __init__(self, source, todo: list[Revision], prefetch: int, needs_fetch):
+        self.source, self.todo, self.prefetch, self.needs_fetch = source, todo, prefetch, needs_fetch
+        self.pool = ThreadPoolExecutor(max_workers=max(prefetch, 1))
+        self.futures: dict[int, Future] = {}
+
+    def _submit(self, i: int) -> None:
+        if i < len(self.todo) and i not in self.futures and self.needs_fetch(self.todo[i]):
+            self.futures[i] = self.pool.submit(self.source.fetch, self.todo[i])
+
+    def ahead(self, i: int) -> None:
+        for j in range(i + 1, i + 1 + self.prefetch):
+            self._submit(j)
+
+    def get(self, i: int) -> Path:
+        self._submit(i)
+        return self.futures.pop(i).result()
+
+    def drop(self, i: int) -> None:
+        future = self.futures.pop(i, None)
+        if future is None or future.cancel():
+            return
+        try:
+            future.result()
+        except Exception as err:  # the download failed: nothing of it to keep
+            log.debug("prefetch of %s failed: %s", self.todo[i].name, err)
+        self.source.release(self.todo[i])
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Duplicates:
+    """Revisions whose weight metadata (sha256 of every file) equals an earlier selected revision's: those
+    are recorded as duplicates without being fetched."""
+
+    def __init__(self, selected: list[Revision], files: dict[str, list[WeightFile]]):
+        self.files = files
+        self.first: dict[str, str] = {}
+        for r in selected:
+            d = weights_digest(files.get(r.name) or [])
+            if d is not None:
+                self.first.setdefault(d, r.name)
+
+    def original_of(self, rev: Revision) -> str | None:
+        """The earlier revision ``rev`` duplicates, or None when it must be fetched."""
+        d = weights_digest(self.files.get(rev.name, []))
+        orig = self.first.get(d) if d is not None else None
+        return None if orig in (None, rev.name) else orig
+
+    def needs_fetch(self, rev: Revision) -> bool:
+        return self.original_of(rev) is None
+
+
+def _fetchable(plan: ScanPlan, duplicates: _Duplicates):
+    """Whether a revision is to be fetched: not a duplicate, and its metadata did not already fail."""
+    return lambda rev: rev.name not in plan.errors and duplicates.needs_fetch(rev)
+
+
+@dataclass
+class _Run:
+    """One scan in progress: the resolved inputs, the plan, the dataset, the model and the downloads."""
+
+    config: ScanConfig
+    resolved: Resolved
+    plan: ScanPlan
+    dataset: Dataset
+    result: ScanResult
+    holder: Any
+    tokenizer: Any
+    duplicates: _Duplicates
+    prefetcher: _Prefetcher
+    bar: Any
+    threads: contextlib.ExitStack
+    prepared: list | None = None
+    same_behavior: list = field(default_factory=list)
+
+    @classmethod
+    def start(cls, source, config: ScanConfig, out) -> "_Run":
+        """Resolve and plan, refuse what cannot work (foreign ``out``, too little disk), record the settings,
+        read the tokenizer and the architecture, tokenize the suites."""
+        from transformers import AutoTokenizer
+
+        from ckptgeo.engine.model import ModelHolder
+
+        config = dataclasses.replace(config, device=rank_device(config.device))
+        resolved = resolve(source, config)
+        source = resolved.source
+        out = Path(out) if out is not None else default_out(source)
+        Dataset(out, create=False)  # a foreign or incompatible --out is refused before anything else
+        plan = make_plan(resolved, config, out)
+        _check_disk(plan, config)
+        dataset = Dataset(out)
+        duplicates = _Duplicates(plan.selected, plan.files)
+        run = cls(config=config, resolved=resolved, plan=plan, dataset=dataset,
+                  result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash),
+                  holder=ModelHolder(device=config.device, dtype=config.dtype),
+                  tokenizer=AutoTokenizer.from_pretrained(source.tokenizer_path()), duplicates=duplicates,
+                  prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
+                  bar=_progress(len(plan.todo), f"scan {source.name}"), threads=contextlib.ExitStack())
+        run._read_architecture()
+        run._set_threads()
+        return run
+
+    def _set_threads(self) -> None:
+        """Torch threads for the model's size (or ``threads``), recorded with the settings."""
+        from ckptgeo._threads import thread_record, torch_threads
+
+        model = self.holder.model
+        n_params = sum(p.numel() for p in model.parameters()) if model is not None else None
+        self.threads.enter_context(torch_threads(n_params, self.config.threads))
+        runtime = thread_record("threads" if self.config.threads else "default rule")
+        self.dataset.write_run(self.resolved.config_hash, {**self.resolved.settings, "source": self.plan.source,
+                                                           "ckptgeo_version": __version__, "runtime": runtime})
+        self.same_behavior = _same_behavior_runs(self.dataset, self.resolved.config_hash)
+
+    @property
+    def source(self):
+        return self.resolved.source
+
+    def _read_architecture(self) -> None:
+        """Build the model from the first selected revision's config.json (also when resumed or sharded:
+        that is the architecture to match); its context length bounds prompts, so suites are tokenized,
+        and checked, before any download."""
+        if not self.plan.todo:
+            return
+        reference = self.plan.selected[0]
+        try:
+            self.holder.build(self.source.config_folder(reference), revision=reference.name)
+        except CkptgeoError as err:
+            log.warning("cannot read the architecture of %s (%s); later revisions are checked against %s",
+                        reference.name, err, self.plan.todo[0].name)
+        else:
+            self._prepare_suites()
+
+    def _prepare_suites(self) -> None:
+        from ckptgeo.engine.forward import prepare_suite
+
+        max_len = getattr(self.holder.config, "max_position_embeddings", None)
+        self.prepared = [prepare_suite(s, self.tokenizer, n_samples=self.config.n_samples, seed=self.config.seed,
+                                       max_length=max_len) for s in self.resolved.suites]
+
+    # -- one revision: claim -> fetch -> verify -> load -> measure -> write -> release --------------
+    def revision(self, i: int, rev: Revision) -> None:
+        """Take revision ``rev`` (the ``i``-th of this process's share) through the whole story."""
+        self.bar.set_postfix_str(rev.name)
+        self.prefetcher.ahead(i)
+        t0 = time.perf_counter()
+        name = part_name(self.source.name, rev.name, self.resolved.config_hash)
+        base = self._base(rev)
+        lock = self.claim(rev, name)
+        if lock is None:
+            self.prefetcher.drop(i)
+            self.bar.update(1)
+            return
+        try:
+            if rev.name in self.plan.errors:
+                raise self.plan.errors[rev.name]
+            files = self.plan.files.get(rev.name, [])
+            original = self.duplicates.original_of(rev)
+            if original is not None:
+                self.write_duplicate(rev, name, base, files, original, t0)
+                return
+            path = self.prefetcher.get(i)
+            files = verify_files(path, files, rev)
+            model = self.holder.load(path, revision=rev.name)
+            rows = self.measure(model, rev, name, base)
+            self.write(name, rows, base, files, t0)
+            self.result.measured.append(rev.name)
+        except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
+            self.fail(rev, name, base, err, t0)
+        finally:
+            self.release(rev, lock)
+
+    def claim(self, rev: Revision, name: str):
+        """The revision's lock, or None when another process holds it or has finished it meanwhile."""
+        try:
+            lock = self.dataset.lock(name[: -len(".parquet")])
+        except OutputLockedError:
+            log.warning("%s is being measured by another process; skipping it here", rev.name)
+            self.result.locked.append(rev.name)
+            return None
+        if not self.config.overwrite and self.dataset.is_done(name):
+            # another run finished it after this one planned: not measured twice
+            log.info("%s was finished by another process meanwhile; skipping it", rev.name)
+            lock.close()
+            self.result.skipped.append(rev.name)
+            return None
+        return lock
+
+    def measure(self, model, rev: Revision, name: str, base: dict) -> dict[str, list[dict]]:
+        """Every measure over every suite at this revision: rows per table."""
+        if self.prepared is None:
+            self._prepare_suites()
+        states = self.dataset.root / "states" / name[: -len(".parquet")] if self.config.save_states else None
+        row0 = {**base, **row_settings(self.config, self.resolved.config_hash)}
+        return measure_revision(model, self.prepared, self.resolved.measures, self.config, row0, revision=rev.name,
+                                states_dir=states)
+
+    def write(self, name: str, rows: dict[str, list[dict]], base: dict, files: list[WeightFile], t0: float) -> None:
+        """One part per table, then the ``revisions`` part that marks the revision done."""
+        for table, trows in rows.items():
+            if table == "behavior" and any(
+                    self.dataset.has_part("behavior", part_name(self.source.name, base["revision"], h))
+                    for h in self.same_behavior):
+                continue   # already there from a run with other metrics: not a second copy
+            if trows:
+                self.dataset.write_part(table, name, trows)
+        self.dataset.write_part("revisions", name, [revision_row(base, "ok", self.resolved.config_hash, t0,
+                                                                 files=files)])
+
+    def write_duplicate(self, rev: Revision, name: str, base: dict, files: list[WeightFile], original: str,
+                        t0: float) -> None:
+        warnings.warn(f"{rev.name} holds the same weights as {original}; not fetched, not measured",
+                      DuplicateWeightsWarning, stacklevel=4)
+        self.dataset.write_part("revisions", name, [revision_row(base, "duplicate", self.resolved.config_hash, t0,
+                                                                 files=files, duplicate_of=original)])
+        self.result.measured.append(rev.name)
+
+    def fail(self, rev: Revision, name: str, base: dict, err: Exception, t0: float) -> None:
+        """Record the failure; go on, unless the disk is full or ``on_error="raise"``."""
+        _record_failure(self.dataset, name, base, err, self.resolved.config_hash, t0)
+        if isinstance(err, DiskSpaceError) or self.config.on_error == "raise":
+            raise err
+        log.warning("%s failed: %s", rev.name, err)
+        self.result.failed[rev.name] = f"{type(err).__name__}: {err}"
+
+    def release(self, rev: Revision, lock) -> None:
+        lock.close()
+        self.source.release(rev)
+        self.bar.update(1)
+
+    # -- the end --------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.bar.close()
+        self.prefetcher.close()
+        self.threads.close()
+
+    def finish(self) -> ScanResult:
+        self.result.duplicates = _finish(self.dataset)
+        return self.result
+
+    def _base(self, rev: Revision) -> dict:
+        """The columns that say which revision a row belongs to."""
+        tps = self.source.tokens_per_step
+        tokens = rev.tokens if rev.tokens is not None else (rev.step * tps if tps else None)
+        return {"model": rev.model or self.source.name, "revision": rev.name, "step": rev.step, "stage": rev.stage,
+                "commit": rev.commit, "tokens": tokens, "run_seed": rev.seed}
+
+
+def _check_disk(plan: ScanPlan, config: ScanConfig) -> None:
+    """Refuse a scan whose peak download exceeds ``max_disk`` or the free space of the Hub cache's disk."""
     if config.max_disk is not None and plan.peak_disk is not None and plan.peak_disk > config.max_disk:
         raise DiskSpaceError(
             f"--max-disk {config.max_disk / 1e6:,.1f} MB is below the scan's peak of {plan.peak_disk / 1e6:,.1f} MB "
@@ -347,136 +441,15 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
         if free < plan.peak_disk:
             raise DiskSpaceError(f"{plan.peak_disk / 1e6:,.1f} MB needed for downloads, {free / 1e6:,.1f} MB free "
                                  f"on {cache_root}", needed=plan.peak_disk, available=free)
-    dataset = Dataset(out)
-    result = ScanResult(out=out, skipped=plan.done, config_hash=chash)
-
-    tokenizer = AutoTokenizer.from_pretrained(source.tokenizer_path())
-    holder = ModelHolder(device=config.device, dtype=config.dtype)
-    common_settings = row_settings(config, chash)
-
-    # revisions whose metadata already proves them duplicates of an earlier selected one are not fetched
-    meta_first: dict[str, str] = {}
-    for r in selected:
-        fs = plan.files.get(r.name) or []
-        d = _weights_digest(fs)
-        if d is not None:
-            meta_first.setdefault(d, r.name)
-
-    def needs_fetch(r: Revision) -> bool:
-        if r.name in plan.errors:
-            return False
-        d = _weights_digest(plan.files.get(r.name, []))
-        return d is None or meta_first.get(d) == r.name
-
-    def prepare_all():
-        """Tokenize every suite once; prompts are bounded by the built model's context length."""
-        max_len = getattr(holder.config, "max_position_embeddings", None)
-        return [prepare_suite(s, tokenizer, n_samples=config.n_samples, seed=config.seed, max_length=max_len)
-                for s in suites]
-
-    todo = plan.todo
-    reference = selected[0]
-    prepared = None
-    if todo:
-        # the architecture to match is the first selected revision's, also when resumed or sharded; its
-        # config (config.json only) also bounds prompt lengths, so suites are tokenized, and checked, up front
-        try:
-            holder.build(source.config_folder(reference), revision=reference.name)
-        except CkptgeoError as err:
-            log.warning("cannot read the architecture of %s (%s); later revisions are checked against %s",
-                        reference.name, err, todo[0].name)
-        else:
-            prepared = prepare_all()
-
-    threads = contextlib.ExitStack()
-    n_params = sum(p.numel() for p in holder.model.parameters()) if holder.model is not None else None
-    threads.enter_context(torch_threads(n_params, config.threads))
-    runtime = thread_record("threads" if config.threads else "default rule")
-    dataset.write_run(chash, {**settings, "source": plan.source, "ckptgeo_version": __version__,
-                              "runtime": runtime})
-    same_behavior = _same_behavior_runs(dataset, chash)
-    pool = ThreadPoolExecutor(max_workers=max(config.prefetch, 1))
-    futures: dict[int, object] = {}
-
-    def submit(i: int) -> None:
-        if i < len(todo) and i not in futures and needs_fetch(todo[i]):
-            futures[i] = pool.submit(source.fetch, todo[i])
-
-    bar = _progress(len(todo), f"scan {source.name}")
-    try:
-        for i, rev in enumerate(todo):
-            bar.set_postfix_str(rev.name)
-            for j in range(i + 1, i + 1 + config.prefetch):
-                submit(j)
-            t0 = time.perf_counter()
-            name = part_name(source.name, rev.name, chash)
-            tokens = rev.tokens if rev.tokens is not None else (
-                rev.step * source.tokens_per_step if source.tokens_per_step else None)
-            base = {"model": rev.model or source.name, "revision": rev.name, "step": rev.step, "stage": rev.stage,
-                    "commit": rev.commit, "tokens": tokens, "run_seed": rev.seed}
-            try:
-                lock = dataset.lock(name[: -len(".parquet")])
-            except OutputLockedError:
-                log.warning("%s is being measured by another process; skipping it here", rev.name)
-                result.locked.append(rev.name)
-                _drop_prefetch(futures.pop(i, None), source, rev)
-                bar.update(1)
-                continue
-            if not config.overwrite and dataset.is_done(name):
-                # another run finished it after this one planned: not measured twice
-                log.info("%s was finished by another process meanwhile; skipping it", rev.name)
-                lock.close()
-                result.skipped.append(rev.name)
-                _drop_prefetch(futures.pop(i, None), source, rev)
-                bar.update(1)
-                continue
-            try:
-                if rev.name in plan.errors:
-                    raise plan.errors[rev.name]
-                files = plan.files.get(rev.name, [])
-                if not needs_fetch(rev):
-                    orig = meta_first[_weights_digest(files)]
-                    warnings.warn(f"{rev.name} holds the same weights as {orig}; not fetched, not measured",
-                                  DuplicateWeightsWarning, stacklevel=2)
-                    dataset.write_part("revisions", name, [_revision_row(base, "duplicate", chash, t0, files=files,
-                                                                         duplicate_of=orig)])
-                    result.measured.append(rev.name)
-                    continue
-                submit(i)
-                path = futures.pop(i).result()
-                files = _verify_files(path, files, rev)
-                model = holder.load(path, revision=rev.name)
-                if prepared is None:
-                    prepared = prepare_all()
-                rows = _measure(model, prepared, specs, config, base, common_settings, dataset, name, rev)
-                for table, trows in rows.items():
-                    if table == "behavior" and any(dataset.has_part("behavior", part_name(source.name, rev.name, h))
-                                                   for h in same_behavior):
-                        continue   # already there from a run with other metrics: not a second copy
-                    if trows:
-                        dataset.write_part(table, name, trows)
-                dataset.write_part("revisions", name, [_revision_row(base, "ok", chash, t0, files=files)])
-                result.measured.append(rev.name)
-            except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
-                if isinstance(err, DiskSpaceError) or config.on_error == "raise":
-                    _record_failure(dataset, name, base, err, chash, t0)
-                    raise
-                log.warning("%s failed: %s", rev.name, err)
-                result.failed[rev.name] = f"{type(err).__name__}: {err}"
-                _record_failure(dataset, name, base, err, chash, t0)
-            finally:
-                lock.close()
-                source.release(rev)
-                bar.update(1)
-    finally:
-        bar.close()
-        pool.shutdown(wait=True, cancel_futures=True)
-        threads.close()
-    result.duplicates = _finish(dataset)
-    return result
 
 
-def _verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[WeightFile]:
+def _progress(total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="rev", disable=NO_PROGRESS or None, dynamic_ncols=True)
+
+
+def verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[WeightFile]:
     """Size and sha256 of each fetched weight file, checked against what the source announced.
 
     Raises
@@ -502,30 +475,19 @@ def _verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[We
     return out
 
 
-def _drop_prefetch(future, source, rev: Revision) -> None:
-    """A revision this process will not measure after all: cancel its download, or evict what it fetched."""
-    if future is None or future.cancel():
-        return
-    try:
-        future.result()
-    except Exception as err:  # the download failed: nothing of it to keep
-        log.debug("prefetch of %s failed: %s", rev.name, err)
-    source.release(rev)
-
-
-def _revision_row(base: dict, status: str, chash: str, t0: float, *, files: list[WeightFile] = (),
-                  error: str | None = None, duplicate_of: str | None = None) -> dict:
+def revision_row(base: dict, status: str, chash: str, t0: float, *, files: list[WeightFile] = (),
+                 error: str | None = None, duplicate_of: str | None = None) -> dict:
     """The ``revisions`` row of one revision: status, error, its weight files' names, sha256 and bytes."""
     return {**base, "status": status, "error": error, "files": [f.name for f in files],
             "sha256": [f.sha256 for f in files], "bytes": [f.size for f in files],
-            "weights_sha256": _weights_digest(files), "duplicate_of": duplicate_of,
+            "weights_sha256": weights_digest(files), "duplicate_of": duplicate_of,
             "seconds": time.perf_counter() - t0, "config_hash": chash, "ckptgeo_version": __version__}
 
 
 def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, chash: str, t0: float) -> None:
     try:
-        dataset.write_part("revisions", name, [_revision_row(base, "failed", chash, t0,
-                                                             error=f"{type(err).__name__}: {err}")])
+        dataset.write_part("revisions", name, [revision_row(base, "failed", chash, t0,
+                                                            error=f"{type(err).__name__}: {err}")])
     except OSError:
         log.exception("could not record the failure of %s", base["revision"])
 
@@ -568,70 +530,3 @@ def _finish(dataset: Dataset) -> pd.DataFrame:
         warnings.warn(f"revisions sharing weight files with another revision: {which}", DuplicateWeightsWarning,
                       stacklevel=3)
     return dups
-
-
-def _measure(model, prepared, specs, config, base, common, dataset, name, rev):
-    """Every selected metric of one revision over the prepared suites: rows per table."""
-    import torch
-
-    from ckptgeo.engine.forward import model_batch, run_suite
-    from ckptgeo.metrics.registry import ModelContext
-
-    rows: dict[str, list[dict]] = {"geometry": [], "behavior": [], "probes": []}
-    for ps in prepared:
-        t0 = time.perf_counter()
-        outp = run_suite(model, ps, batch_size=config.batch_size, position=config.position, device=config.device,
-                         revision=rev.name, with_probes=any(s.needs == "probe_states" for s in specs.values()))
-        forward_s = time.perf_counter() - t0
-        row0 = {**base, "suite": ps.suite.name, **common}
-        if config.save_states:
-            from safetensors.torch import save_file
-
-            d = dataset.root / "states" / name[: -len(".parquet")]
-            with atomic_path(d / f"{ps.suite.name}.safetensors") as tmp:
-                save_file({"states": outp.states.contiguous(), "probe_states": outp.probe_states.contiguous()},
-                          str(tmp))
-        for mname, spec in specs.items():
-            cfg = spec.default_config()
-            if mname == "rankme":
-                cfg = dataclasses.replace(cfg, centered=config.centered, eps=config.epsilon)
-            elif cfg is not None and "seed" in {f.name for f in dataclasses.fields(cfg)}:
-                cfg = dataclasses.replace(cfg, seed=config.seed)  # e.g. the probe's folds: the scan's --seed
-            settings = json.dumps(dataclasses.asdict(cfg) if cfg is not None else {}, sort_keys=True, default=str)
-            if spec.needs == "hidden_states":
-                for layer in range(outp.states.shape[0]):
-                    t1 = time.perf_counter()
-                    value = spec.fn(outp.states[layer], cfg)
-                    reason = "all-zero hidden states" if np.isnan(value) else None
-                    rows["geometry"].append({**row0, "layer": layer, "metric": mname, "index": None, "value": value,
-                                             "reason": reason, "settings": settings,
-                                             "seconds": time.perf_counter() - t1})
-            elif spec.needs == "outputs":
-                rows["behavior"].append({**row0, "metric": "accuracy", "value": spec.fn(outp.correct, cfg),
-                                         "n_items": len(outp.correct), "chance": outp.chance, "kind": outp.kind,
-                                         "seconds": forward_s})
-                if outp.correct_norm is not None:
-                    rows["behavior"].append({**row0, "metric": "accuracy_norm",
-                                             "value": spec.fn(outp.correct_norm, cfg), "n_items": len(outp.correct),
-                                             "chance": outp.chance, "kind": outp.kind, "seconds": forward_s})
-            elif spec.needs == "probe_states":
-                for layer in range(outp.probe_states.shape[0]):
-                    res = spec.fn(outp.probe_states[layer], outp.probe_labels, cfg)
-                    d = res if isinstance(res, dict) else dataclasses.asdict(res)
-                    rows["probes"].append({**row0, "layer": layer, "settings": settings,
-                                           **{k: d.get(k) for k in ("accuracy", "accuracy_std", "chance",
-                                                                    "control_accuracy", "n", "k", "reason",
-                                                                    "p_value")}})
-            elif spec.needs == "model":
-                ctx = ModelContext(model=model, batch=model_batch(ps, config.model_items, config.device),
-                                   device=torch.device(config.device), seed=config.seed, revision=rev.name,
-                                   suite=ps.suite.name)
-                t1 = time.perf_counter()
-                values = spec.fn(ctx, cfg)
-                secs = time.perf_counter() - t1
-                for v in values:
-                    extra = json.dumps({**json.loads(settings), **v.extra}, sort_keys=True, default=str)
-                    rows["geometry"].append({**row0, "layer": -1, "metric": mname, "index": v.index,
-                                             "value": float(v.value), "reason": v.reason, "settings": extra,
-                                             "seconds": secs})
-    return rows

@@ -30,7 +30,7 @@ from ckptgeo.metrics.rankme import effective_rank, entropy_rank_from_spectrum
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
 __all__ = ["GradientRankConfig", "count_sketch", "gradient_effective_rank", "gradient_covariance_rank",
-           "per_sample_gradients", "PerSampleGradients", "grad_rank", "grad_cov_rank"]
+           "per_sample_gradients", "shared_gradients", "PerSampleGradients", "grad_rank", "grad_cov_rank"]
 
 logger = logging.getLogger(__name__)
 
@@ -404,25 +404,12 @@ def per_sample_gradients(ctx: ModelContext, config: GradientRankConfig | None = 
                               chunk_size=chunk)
 
 
-def _weights_fingerprint(model: torch.nn.Module) -> tuple:
-    with torch.no_grad():
-        return (id(model),) + tuple(float(p.detach().flatten()[:16].double().sum()) for p in model.parameters())
-
-
-def _cached_gradients(ctx: ModelContext, config: GradientRankConfig) -> PerSampleGradients:
-    # grad_rank and grad_cov_rank on the same context share one pass; the key holds the settings
-    # and a fingerprint of the weights, so a context whose weights were swapped recomputes.
-    key = (config.params, config.sketch_dim, config.method, config.chunk_size, ctx.seed, ctx.revision, ctx.suite,
-           _weights_fingerprint(ctx.model))
-    cached = getattr(ctx, "_ckptgeo_gradients", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    result = per_sample_gradients(ctx, config)
-    try:
-        ctx._ckptgeo_gradients = (key, result)
-    except AttributeError:  # a context with __slots__: no cache
-        pass
-    return result
+def shared_gradients(ctx: ModelContext, config: GradientRankConfig) -> PerSampleGradients:
+    """The per-sample gradients of ``ctx`` under ``config``'s parameter subset, sketch and method, computed
+    once per context and shared by every metric that asks with the same settings (``grad_rank`` and
+    ``grad_cov_rank``; their ``eps`` does not enter)."""
+    key = ("per_sample_gradients", config.params, config.sketch_dim, config.method, config.chunk_size, ctx.seed)
+    return ctx.shared(key, lambda: per_sample_gradients(ctx, config))
 
 
 def _extra(config: GradientRankConfig, psg: PerSampleGradients) -> dict:
@@ -475,7 +462,7 @@ def grad_rank(ctx: ModelContext, config: GradientRankConfig | None = None) -> li
     5.8...
     """
     config = config or GradientRankConfig()
-    psg = _cached_gradients(ctx, config)
+    psg = shared_gradients(ctx, config)
     value = gradient_effective_rank(psg.grads, eps=config.eps)
     reason = "all per-sample gradients are zero" if math.isnan(value) else None
     return [MetricValue(value=value, reason=reason, extra=_extra(config, psg))]
@@ -522,7 +509,7 @@ def grad_cov_rank(ctx: ModelContext, config: GradientRankConfig | None = None) -
     4.9...
     """
     config = config or GradientRankConfig()
-    psg = _cached_gradients(ctx, config)
+    psg = shared_gradients(ctx, config)
     if psg.grads.shape[0] < 2:
         return [MetricValue(value=math.nan, reason="fewer than 2 items: no covariance", extra=_extra(config, psg))]
     value = gradient_covariance_rank(psg.grads, eps=config.eps)

@@ -78,7 +78,8 @@ def effective_rank(matrix: torch.Tensor, *, eps: float = RANKME_EPS, centered: b
 
 
 @register_metric(name="rankme", needs="hidden_states", cost="cheap", unit="effective dimensions",
-                 range=(1.0, float("inf")), config=RankMeConfig)
+                 range=(1.0, float("inf")), config=RankMeConfig,
+                 columns={"centered": "centered", "eps": "epsilon"})
 def rankme(hidden_states: torch.Tensor, config: RankMeConfig | None = None) -> float:
     """RankMe of one layer's hidden states.
 

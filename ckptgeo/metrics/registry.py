@@ -1,26 +1,36 @@
 """One registry of metric specs; adding a metric is one module with one decorator.
 
-A metric declares what it *needs* from the engine:
+A metric declares what it *needs* from the engine; the engine collects each kind of input once per
+revision and suite and hands it to every metric that needs it:
 
 ``"hidden_states"``  ``fn(hidden_states, config) -> float`` called per layer on a
-                     ``(n_samples, d_model)`` tensor; rows go to ``geometry`` with that layer.
-``"probe_states"``   ``fn(states, labels, config) -> dict`` per layer; rows go to ``probes``.
-``"outputs"``        computed by the engine's forward pass itself (behaviour); rows go to ``behavior``.
+                     ``(n_samples, d_model)`` tensor of the suite's forward sweep.
+``"probe_states"``   ``fn(states, labels, config) -> ProbeResult`` per layer, same sweep.
+``"outputs"``        ``fn(correct, config) -> float`` on the sweep's per-item 0/1 scores (behaviour).
 ``"model"``          ``fn(ctx: ModelContext, config) -> list[MetricValue]`` on the whole model
-                     (gradients, Hessian, LLC); rows go to ``geometry`` with ``layer = -1``.
+                     (gradients, Hessian, LLC). One :class:`ModelContext` per revision and suite
+                     carries the fixed batch, the loss, and inputs several metrics share
+                     (per-sample gradients).
 
-``cost`` is ``"cheap"`` (on by default) or ``"expensive"`` (opt-in with ``--metrics``).
+Rows go to the metric's ``table`` (``geometry``: one per layer, ``layer = -1`` for whole-model
+metrics; ``behavior``; ``probes``), with the metric's settings as JSON in ``settings`` and, for the
+fields named in ``columns``, as table columns of their own (RankMe's ``centered`` and ``epsilon``).
+``unit`` and ``range`` say what a value means; a value outside ``range`` is flagged in the row's
+``reason``. ``cost`` is ``"cheap"`` (on by default) or ``"expensive"`` (opt-in with ``--metrics``).
+Settings are the ``config`` dataclass: ``metric_options={"hessian": {"k": 10}}`` in Python,
+``--metric-option hessian.k=10`` on the command line, checked against its ``_parameter_constraints``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Mapping
+from typing import Any, Callable
 
+from ckptgeo._params import replace_params
 from ckptgeo._registry import Registry
-
-if TYPE_CHECKING:  # torch is imported where a loss is computed, so `ckptgeo scan --help` stays cheap
-    import torch
+from ckptgeo.errors import InvalidParameterError
+from ckptgeo.metrics.context import ModelContext
 
 __all__ = ["METRICS", "MetricSpec", "MetricValue", "ModelContext", "register_metric", "get_metric", "all_metrics",
            "metric_names", "default_metrics", "parse_metrics"]
@@ -41,9 +51,34 @@ class MetricSpec:
     range: tuple[float, float]
     config: type | None = None  # a frozen dataclass of the metric's settings, defaults = documented defaults
     table: str = "geometry"
+    columns: tuple[tuple[str, str], ...] = ()  # (config field, table column) pairs written as columns
 
     def default_config(self):
         return self.config() if self.config is not None else None
+
+    def configure(self, options: Mapping[str, Any] | None = None):
+        """The metric's settings: its defaults with ``options`` set by field name, validated.
+
+        Raises
+        ------
+        InvalidParameterError
+            An option the config does not have (the valid ones listed), or a value outside its
+            constraints (*The 'k' parameter of hessian must be an int in [1, inf). Got -1.*).
+        """
+        base = self.default_config()
+        if base is None:
+            if options:
+                raise InvalidParameterError(f"Unknown option {next(iter(options))!r} of {self.name}. Valid options: "
+                                            f"none (it takes no options).", name=str(next(iter(options))))
+            return None
+        return replace_params(base, dict(options or {}), owner=self.name)
+
+    def out_of_range(self, value: float) -> str | None:
+        """Why ``value`` is outside the declared ``range`` (for the row's ``reason``), else None."""
+        lo, hi = self.range
+        if value is None or value != value or lo <= value <= hi:
+            return None
+        return f"{value:.6g} is outside the declared range [{lo:g}, {hi:g}] of {self.name}"
 
 
 @dataclass(frozen=True)
@@ -55,58 +90,6 @@ class MetricValue:
     index: int | None = None
     reason: str | None = None
     extra: dict = field(default_factory=dict)
-
-
-@dataclass
-class ModelContext:
-    """What a ``needs="model"`` metric receives.
-
-    ``model`` is the causal LM in eval mode on ``device``. ``batch`` holds ``input_ids`` and
-    ``attention_mask`` of shape ``(n_items, seq_len)`` and ``labels`` of the same shape with -100
-    where a position is not scored (the answer tokens of each item are scored). ``seed`` seeds any
-    randomness; ``position_ids`` (optional) give left-padded rows their positions. :meth:`loss` is the
-    task loss: the mean token cross-entropy (nats) over scored positions, the output head applied only
-    at the last :meth:`logits_to_keep` positions (``_autodiff.task_token_losses``);
-    :meth:`per_sample_loss` returns one loss per item, shape ``(n_items,)``.
-    """
-
-    model: torch.nn.Module
-    batch: dict
-    device: torch.device
-    seed: int = 0
-    revision: str = ""
-    suite: str = ""
-
-    def logits_to_keep(self, batch: dict | None = None) -> int:
-        """Last positions whose logits the task loss reads (see ``_autodiff.scored_tail``); computed once
-        from ``batch`` (default this context's), outside any ``vmap``."""
-        from ckptgeo.metrics._autodiff import scored_tail
-
-        if batch is None or batch is self.batch:
-            if getattr(self, "_keep", None) is None:
-                self._keep = scored_tail(self.batch["labels"])
-            return self._keep
-        return scored_tail(batch["labels"])
-
-    def per_sample_loss(self, model: torch.nn.Module | None = None, batch: dict | None = None,
-                        keep: int | None = None) -> torch.Tensor:
-        from ckptgeo.metrics._autodiff import task_token_losses
-
-        batch = batch or self.batch
-        tok, mask = task_token_losses(model or self.model, batch, keep or self._tail(batch))
-        return tok.sum(1) / mask.sum(1).clamp_min(1)
-
-    def loss(self, model: torch.nn.Module | None = None, batch: dict | None = None) -> torch.Tensor:
-        from ckptgeo.metrics._autodiff import task_token_losses
-
-        batch = batch or self.batch
-        tok, mask = task_token_losses(model or self.model, batch, self._tail(batch))
-        return tok.sum() / mask.sum().clamp_min(1)
-
-    def _tail(self, batch: dict) -> int:
-        # rows drawn from this context's batch keep its columns, so its tail covers them
-        same = "labels" in self.batch and batch["labels"].shape[1] == self.batch["labels"].shape[1]
-        return self.logits_to_keep() if same else self.logits_to_keep(batch)
 
 
 def _check_spec(name: str, obj) -> None:
@@ -125,7 +108,7 @@ METRICS = Registry("measure", "ckptgeo.metrics", {
 
 
 def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "", range=(float("-inf"), float("inf")),
-                    config: type | None = None, table: str = "geometry"):
+                    config: type | None = None, table: str = "geometry", columns: Mapping[str, str] | None = None):
     """Decorator registering ``fn`` as metric ``name`` in :data:`METRICS` (``fn`` itself is returned).
 
     Raises
@@ -142,7 +125,7 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
 
     def deco(fn):
         METRICS.register(name, MetricSpec(name=name, fn=fn, needs=needs, cost=cost, unit=unit, range=tuple(range),
-                                          config=config, table=table))
+                                          config=config, table=table, columns=tuple((columns or {}).items())))
         return fn
 
     return deco

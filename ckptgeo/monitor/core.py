@@ -210,14 +210,16 @@ class Monitor:
                  config: MonitorConfig | None = None, model_name: str | None = None,
                  tokens_per_step: int | None = None, on_event: Callable[[LiveEvent], None] | None = None,
                  overwrite: bool = False, main_process: bool | None = None):
-        from ckptgeo.engine.scan import ScanConfig, _validate
-        from ckptgeo.metrics.registry import get_metric, parse_metrics
+        from ckptgeo.engine.config import ScanConfig, validate_scan_config
+        from ckptgeo.engine.measure import configure_metrics
         from ckptgeo.store.dataset import Dataset
 
         self.config = config or MonitorConfig()
         cfg = self.config
-        _validate(ScanConfig(n_samples=cfg.n_samples, position=cfg.position, epsilon=cfg.epsilon, seed=cfg.seed,
-                             batch_size=cfg.batch_size, model_items=cfg.model_items))
+        scan_config = ScanConfig(metrics=tuple(cfg.metrics), n_samples=cfg.n_samples, position=cfg.position,
+                                 centered=cfg.centered, epsilon=cfg.epsilon, seed=cfg.seed, batch_size=cfg.batch_size,
+                                 model_items=cfg.model_items)
+        validate_scan_config(scan_config)
         if isinstance(suites, (str, Path, Suite)):
             suites = [suites]
         if not suites:
@@ -225,8 +227,7 @@ class Monitor:
                                         "as 'modular-L1').", name="suites", value=())
         self.tokenizer = tokenizer
         self.suites = [_load_suite(s, cfg.n_samples, cfg.seed) for s in suites]
-        names = parse_metrics(list(cfg.metrics) if cfg.metrics else None)
-        self.specs = {n: get_metric(n) for n in names}
+        self.measures = configure_metrics(scan_config)
         self.schedule = Schedule.of(schedule)
         self.out = Path(out)
         self.model_name = model_name or self.out.resolve().name
@@ -253,17 +254,18 @@ class Monitor:
         """At the first measurement: tokenize the suites (bounded by the model's context), fix the settings
         and their hash (the model's dtype is one of them), and replay steps already in the dataset."""
         from ckptgeo.engine.forward import prepare_suite
-        from ckptgeo.engine.scan import ScanConfig, _hash, _settings, row_settings
+        from ckptgeo.engine.config import ScanConfig
+        from ckptgeo.engine.plan import config_hash, row_settings, scan_settings
 
         cfg = self.config
         param = next(model.parameters())
         dtype = str(param.dtype).removeprefix("torch.")
-        self._scan_config = ScanConfig(suites=tuple(s.name for s in self.suites), metrics=tuple(self.specs),
+        self._scan_config = ScanConfig(suites=tuple(s.name for s in self.suites), metrics=tuple(self.measures),
                                        n_samples=cfg.n_samples, position=cfg.position, centered=cfg.centered,
                                        dtype=dtype, epsilon=cfg.epsilon, seed=cfg.seed, batch_size=cfg.batch_size,
                                        device=str(param.device), model_items=cfg.model_items)
-        settings = _settings(self._scan_config, self.suites, self.specs)
-        self.config_hash = _hash(settings)
+        settings = scan_settings(self._scan_config, self.suites, self.measures)
+        self.config_hash = config_hash(settings)
         self.dataset.write_run(self.config_hash, {**settings, "source": f"monitor:{self.model_name}",
                                                   "ckptgeo_version": __version__})
         max_len = getattr(getattr(model, "config", None), "max_position_embeddings", None)
@@ -365,7 +367,8 @@ class Monitor:
 
     def _measure(self, model, step: int) -> dict[str, list[dict]]:
         """The scan's measurement of one revision, on the live model; rows written as a scan writes them."""
-        from ckptgeo.engine.scan import _measure, _revision_row
+        from ckptgeo.engine.measure import measure_revision
+        from ckptgeo.engine.scan import revision_row
         from ckptgeo.sources.revisions import Revision
         from ckptgeo.store.dataset import part_name
 
@@ -375,11 +378,11 @@ class Monitor:
         base = {"model": self.model_name, "revision": rev.name, "step": rev.step, "commit": None,
                 "tokens": rev.step * self.tokens_per_step if self.tokens_per_step else None}
         cfg = dataclasses.replace(self._scan_config, device=str(next(model.parameters()).device))
-        rows = _measure(model, self._prepared, self.specs, cfg, base, self._common, self.dataset, name, rev)
+        rows = measure_revision(model, self._prepared, self.measures, cfg, {**base, **self._common}, revision=rev.name)
         for table, trows in rows.items():
             if trows:
                 self.dataset.write_part(table, name, trows)
-        self.dataset.write_part("revisions", name, [_revision_row(base, "ok", self.config_hash, t0)])
+        self.dataset.write_part("revisions", name, [revision_row(base, "ok", self.config_hash, t0)])
         return rows
 
     # ----------------------------------------------------------------------------------------- reading

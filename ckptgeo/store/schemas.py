@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["SCHEMAS", "SCAN_TABLES", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS", "EVENTS_COLUMNS"]
+__all__ = ["SCHEMAS", "SCAN_TABLES", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS", "RANKME_COLUMNS",
+           "EVENTS_COLUMNS"]
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -31,13 +32,16 @@ REVISION = [("model", _s), ("revision", _s), ("step", _i), ("stage", _s), ("comm
             ("run_seed", _i)]
 IDENTITY = REVISION + [("suite", _s)]
 #: the :class:`~ckptgeo.engine.scan.ScanConfig` fields stamped on every measurement row, and their types.
-SCAN_SETTINGS = [("n_samples", _i), ("position", _s), ("centered", _b), ("dtype", _s), ("epsilon", _f), ("seed", _i)]
+SCAN_SETTINGS = [("n_samples", _i), ("position", _s), ("dtype", _s), ("seed", _i)]
 #: every settings column of a measurement row, in order.
 SETTINGS_COLUMNS = SCAN_SETTINGS + [("config_hash", _s), ("ckptgeo_version", _s)]
+#: RankMe's settings (its ``columns``) as geometry columns: filled on RankMe's rows, null on other measures'.
+#: Every measure's full settings are the JSON ``settings`` column.
+RANKME_COLUMNS = [("centered", _b), ("epsilon", _f)]
 
 SCHEMAS: dict[str, pa.Schema] = {
     "geometry": pa.schema(IDENTITY + [("layer", _i), ("metric", _s), ("index", _i), ("value", _f), ("reason", _s),
-                                      ("settings", _s), ("seconds", _f)] + SETTINGS_COLUMNS),
+                                      ("settings", _s), ("seconds", _f)] + SETTINGS_COLUMNS + RANKME_COLUMNS),
     "behavior": pa.schema(IDENTITY + [("metric", _s), ("value", _f), ("n_items", _i), ("chance", _f), ("kind", _s),
                                       ("seconds", _f)] + SETTINGS_COLUMNS),
     "probes": pa.schema(IDENTITY + [("layer", _i), ("accuracy", _f), ("accuracy_std", _f), ("chance", _f),

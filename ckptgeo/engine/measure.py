@@ -1,0 +1,243 @@
+"""Measure collection: configure the selected measures, collect each kind of input they need once per
+revision and suite, call them, and shape their results into table rows.
+
+The inputs, each built on first use by :class:`SuiteInputs` and then shared by every measure of the
+revision and suite:
+
+* the forward sweep (:func:`ckptgeo.engine.forward.run_suite`): per-layer hidden states, probe
+  states with labels, and per-item scores, for ``needs="hidden_states"``, ``"probe_states"`` and
+  ``"outputs"``;
+* the model context (:class:`~ckptgeo.metrics.context.ModelContext`): the fixed batch and the loss
+  closure, for ``needs="model"``; inputs several whole-model measures share (per-sample gradients)
+  are kept on it, so they are computed once.
+
+How a result becomes rows depends only on what the measure needs (:data:`ROWS`), never on its name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+from ckptgeo.errors import InvalidParameterError
+
+__all__ = ["Measure", "SuiteInputs", "configure_metrics", "measure_revision", "ROWS"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A selected measure with its settings: the registry's ``spec`` and its ``config`` instance."""
+
+    spec: Any
+    config: Any
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @cached_property
+    def settings(self) -> dict:
+        """The config as a dict (``{}`` for a measure without settings), as recorded in every row."""
+        return dataclasses.asdict(self.config) if self.config is not None else {}
+
+    @cached_property
+    def settings_json(self) -> str:
+        return json.dumps(self.settings, sort_keys=True, default=str)
+
+    def columns(self) -> dict:
+        """The settings its spec writes as table columns of their own (RankMe's ``centered``, ``epsilon``)."""
+        return {column: self.settings.get(field) for field, column in self.spec.columns}
+
+
+def configure_metrics(config) -> dict[str, Measure]:
+    """The measures ``config`` selects, each with its options set and checked.
+
+    Options come from ``config.metric_options`` and the alias fields (``centered``, ``epsilon``); a
+    measure whose config has a ``seed`` follows the scan's ``seed`` unless its options set one.
+
+    Raises
+    ------
+    InvalidParameterError
+        An unknown measure, options for a measure not selected, an unknown option (valid ones
+        listed) or a value outside its range (*The 'k' parameter of hessian must be an int in
+        [1, inf). Got -1.*).
+    """
+    from ckptgeo.metrics.registry import get_metric, parse_metrics
+
+    names = parse_metrics(list(config.metrics) if config.metrics else None)
+    for name in config.metric_options or {}:
+        get_metric(name)  # an unknown name: did-you-mean and the available ones
+        if name not in names:
+            raise InvalidParameterError(f"Options given for metric {name!r}, which is not selected "
+                                        f"(metrics: {', '.join(names)}); add it to --metrics", name="metric_options",
+                                        value=name)
+    measures = {}
+    for name in names:
+        spec = get_metric(name)
+        options = config.options_of(name)
+        if spec.config is not None and "seed" in {f.name for f in dataclasses.fields(spec.config)}:
+            options.setdefault("seed", config.seed)  # e.g. the probe's folds: the scan's --seed
+        measures[name] = Measure(spec, spec.configure(options))
+    return measures
+
+
+class SuiteInputs:
+    """The inputs of the measures at one revision and suite, each collected on first use, then shared.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The revision's model.
+    prepared : PreparedSuite
+        The suite, tokenized.
+    config : ScanConfig
+        ``batch_size``, ``position``, ``device``, ``seed``, ``model_items``.
+    revision : str
+        For error messages.
+    with_probes : bool
+        Whether the forward sweep also collects the states only probes read.
+    """
+
+    def __init__(self, model, prepared, config, *, revision: str, with_probes: bool):
+        self.model, self.prepared, self.config = model, prepared, config
+        self.revision, self.with_probes = revision, with_probes
+        self.forward_seconds = 0.0
+
+    @cached_property
+    def outputs(self):
+        """The forward sweep's :class:`~ckptgeo.engine.forward.SuiteOutputs` (hidden states, probe states,
+        per-item scores)."""
+        from ckptgeo.engine.forward import run_suite
+
+        t0 = time.perf_counter()
+        out = run_suite(self.model, self.prepared, batch_size=self.config.batch_size, position=self.config.position,
+                        device=self.config.device, revision=self.revision, with_probes=self.with_probes)
+        self.forward_seconds = time.perf_counter() - t0
+        return out
+
+    @cached_property
+    def context(self):
+        """The :class:`~ckptgeo.metrics.context.ModelContext` every whole-model measure of this suite shares."""
+        import torch
+
+        from ckptgeo.engine.forward import model_batch
+        from ckptgeo.metrics.context import ModelContext
+
+        cfg = self.config
+        return ModelContext(model=self.model, batch=model_batch(self.prepared, cfg.model_items, cfg.device),
+                            device=torch.device(cfg.device), seed=cfg.seed, revision=self.revision,
+                            suite=self.prepared.suite.name)
+
+
+# ------------------------------------------------------------------------------------ rows per need
+
+def _hidden_state_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict]:
+    states = inputs.outputs.states
+    rows = []
+    for layer in range(states.shape[0]):
+        t0 = time.perf_counter()
+        value = float(m.spec.fn(states[layer], m.config))
+        reason = None
+        if math.isnan(value):
+            reason = "all-zero hidden states" if not bool(states[layer].any()) else "undefined (NaN) on these states"
+        rows.append({**row0, **m.columns(), "layer": layer, "metric": m.name, "index": None, "value": value,
+                     "reason": reason or m.spec.out_of_range(value), "settings": m.settings_json,
+                     "seconds": time.perf_counter() - t0})
+    return rows
+
+
+def _probe_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict]:
+    from ckptgeo.store.dataset import SCHEMAS
+
+    out = inputs.outputs
+    columns = set(SCHEMAS[m.spec.table].names)
+    rows = []
+    for layer in range(out.probe_states.shape[0]):
+        res = m.spec.fn(out.probe_states[layer], out.probe_labels, m.config)
+        d = res if isinstance(res, dict) else dataclasses.asdict(res)
+        rows.append({**row0, **m.columns(), "layer": layer, "settings": m.settings_json,
+                     **{k: v for k, v in d.items() if k in columns and k not in row0}})
+    return rows
+
+
+def _output_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict]:
+    out = inputs.outputs
+    scores = {"accuracy": out.correct, "accuracy_norm": out.correct_norm}
+    return [{**row0, **m.columns(), "metric": label, "value": m.spec.fn(correct, m.config),
+             "n_items": len(out.correct), "chance": out.chance, "kind": out.kind, "seconds": inputs.forward_seconds}
+            for label, correct in scores.items() if correct is not None]
+
+
+def _model_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict]:
+    t0 = time.perf_counter()
+    values = m.spec.fn(inputs.context, m.config)
+    secs = time.perf_counter() - t0
+    return [{**row0, **m.columns(), "layer": -1, "metric": m.name, "index": v.index, "value": float(v.value),
+             "reason": v.reason or m.spec.out_of_range(float(v.value)),
+             "settings": json.dumps({**m.settings, **v.extra}, sort_keys=True, default=str), "seconds": secs}
+            for v in values]
+
+
+#: How the result of a measure becomes rows, by what it needs.
+ROWS: dict[str, Callable[[Measure, SuiteInputs, dict], list[dict]]] = {
+    "hidden_states": _hidden_state_rows, "probe_states": _probe_rows, "outputs": _output_rows, "model": _model_rows}
+
+
+def measure_revision(model, prepared: list, measures: dict[str, Measure], config, row0: dict, *, revision: str,
+                     states_dir: Path | None = None) -> dict[str, list[dict]]:
+    """Every measure over every prepared suite at one revision: rows per table.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The revision's model, in eval mode.
+    prepared : list of PreparedSuite
+    measures : dict of str to Measure
+        From :func:`configure_metrics`.
+    config : ScanConfig
+    row0 : dict
+        Columns every row of this revision carries (model, revision, step, commit, tokens, scan settings).
+    revision : str
+        The revision's name, for error messages.
+    states_dir : Path, optional
+        Where to keep each suite's hidden states (``--save-states``).
+
+    Returns
+    -------
+    dict of str to list of dict
+        Table name -> rows, in the table's columns.
+
+    Raises
+    ------
+    NonFiniteActivationsError
+        NaN or inf in the hidden states or a whole-model measure's loss (revision, layer, suite named).
+    """
+    with_probes = any(m.spec.needs == "probe_states" for m in measures.values())
+    rows: dict[str, list[dict]] = {m.spec.table: [] for m in measures.values()}
+    for ps in prepared:
+        inputs = SuiteInputs(model, ps, config, revision=revision, with_probes=with_probes)
+        if states_dir is not None:
+            _save_states(states_dir, ps.suite.name, inputs.outputs)
+        row0_suite = {**row0, "suite": ps.suite.name}
+        for m in measures.values():
+            rows[m.spec.table] += ROWS[m.spec.needs](m, inputs, row0_suite)
+    return rows
+
+
+def _save_states(folder: Path, suite: str, outputs) -> None:
+    from safetensors.torch import save_file
+
+    from ckptgeo._io import atomic_path
+
+    with atomic_path(folder / f"{suite}.safetensors") as tmp:
+        save_file({"states": outputs.states.contiguous(), "probe_states": outputs.probe_states.contiguous()},
+                  str(tmp))

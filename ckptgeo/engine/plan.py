@@ -1,0 +1,216 @@
+"""What a scan will do before it does it: the source opened, revisions selected, suites loaded, measures
+configured, the settings hashed, and the revisions still to measure with their bytes (:func:`plan_scan`,
+``ckptgeo scan --dry-run``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ckptgeo.engine.config import ScanConfig, validate_scan_config
+from ckptgeo.engine.measure import Measure, configure_metrics
+from ckptgeo.errors import CorruptCheckpointError, InvalidParameterError, RevisionNotFoundError
+from ckptgeo.sources.protocol import WeightFile
+from ckptgeo.sources.registry import open_source
+from ckptgeo.sources.revisions import Revision, select_revisions
+from ckptgeo.store.dataset import Dataset, part_name
+from ckptgeo.store.schemas import SCAN_SETTINGS
+
+__all__ = ["ScanPlan", "Resolved", "plan_scan", "resolve", "default_out", "shard", "rank_device", "scan_settings",
+           "config_hash", "row_settings", "weights_digest"]
+
+
+@dataclass
+class ScanPlan:
+    """What a scan would do: the selected revisions, those already done, the bytes to fetch and the peak
+    disk ((prefetch + 1) x the largest revision), in bytes (None where the source does not tell)."""
+
+    source: str
+    selected: list[Revision]
+    todo: list[Revision]
+    done: list[str]
+    files: dict[str, list[WeightFile]]
+    bytes_to_fetch: int | None
+    peak_disk: int | None
+    config_hash: str
+    errors: dict[str, Exception] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        def fmt(n):
+            return "unknown" if n is None else f"{n / 1e6:,.1f} MB"
+
+        lines = [f"{self.source}: {len(self.selected)} selected, {len(self.done)} already done, "
+                 f"{len(self.todo)} to measure (this process)",
+                 f"  {'revision':>12}  {'step':>7}  {'commit':<40}  {'weights':>10}"]
+        for r in self.todo:
+            size = sum(f.size or 0 for f in self.files.get(r.name, []))
+            lines.append(f"  {r.name:>12}  {r.step:>7}  {r.commit or '-':<40}  {size / 1e6:7.1f} MB"
+                         + (f"  fails: {self.errors[r.name]}" if r.name in self.errors else ""))
+        lines.append(f"bytes to fetch: {fmt(self.bytes_to_fetch)}; peak disk: {fmt(self.peak_disk)}; "
+                     f"config hash {self.config_hash}")
+        return "\n".join(lines)
+
+
+@dataclass
+class Resolved:
+    """A scan's inputs checked and loaded: the open source, the selected revisions, the suites, the
+    configured measures by name, the recorded settings and their hash."""
+
+    source: object
+    selected: list[Revision]
+    suites: list
+    measures: dict[str, Measure]
+    settings: dict
+    config_hash: str
+
+
+def shard() -> tuple[int, int]:
+    """(rank, world size) from the launcher's environment (``RANK``/``WORLD_SIZE``, as set by
+    ``accelerate launch`` and ``torchrun``; Slurm's ``SLURM_PROCID``/``SLURM_NTASKS``); (0, 1) when absent."""
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", os.environ.get("LOCAL_RANK", 0))))
+    world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1)))
+    return rank, max(world, 1)
+
+
+def rank_device(device: str) -> str:
+    """``"cuda"`` becomes ``cuda:$LOCAL_RANK`` when several processes share a machine."""
+    if device == "cuda" and shard()[1] > 1:
+        return f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
+    return device
+
+
+def default_out(source) -> Path:
+    """Where a scan writes when ``out`` is not given: ``results/<source name>``."""
+    return Path("results") / source.name
+
+
+def scan_settings(config: ScanConfig, suites, measures: dict[str, Measure]) -> dict:
+    """The settings that change values, as recorded in ``runs/<hash>.json``: a digest of each suite's
+    items, every measure's full config, and the scan-wide options."""
+    return {
+        "suites": {s.name: hashlib.sha256(json.dumps([it.to_dict() for it in s.items], sort_keys=True)
+                                          .encode()).hexdigest()[:16] for s in suites},
+        "metrics": {n: m.settings for n, m in measures.items()},
+        **{name: getattr(config, name) for name, _ in SCAN_SETTINGS}, "model_items": config.model_items,
+    }
+
+
+def row_settings(config: ScanConfig, config_hash: str) -> dict:
+    """The settings columns of every measurement row (:data:`ckptgeo.store.schemas.SETTINGS_COLUMNS`)."""
+    from ckptgeo import __version__
+
+    return {**{name: getattr(config, name) for name, _ in SCAN_SETTINGS}, "config_hash": config_hash,
+            "ckptgeo_version": __version__}
+
+
+def config_hash(settings: dict) -> str:
+    """The 12-hex-digit hash of ``settings`` that names parts and keys resume."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def resolve(source, config: ScanConfig) -> Resolved:
+    """Check ``config``, open ``source``, select its revisions, load the suites and configure the
+    measures: everything that can be refused is refused here, before any download.
+
+    Raises
+    ------
+    InvalidParameterError
+        A bad setting or measure option, an unknown suite or measure, or no suite at all.
+    RevisionNotFoundError, EmptySelectionError
+        The selector names a missing revision or matches none.
+    """
+    from ckptgeo.suites.items import load_suite
+
+    validate_scan_config(config)
+    label = str(source) if isinstance(source, (str, Path)) else getattr(source, "repo_id", source.name)
+    if isinstance(source, (str, Path)):
+        source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
+    measures = configure_metrics(config)  # option errors come before any listing of revisions
+    selected = select_revisions(source.revisions(), config.revisions or source.default_selector, source=label,
+                                note=getattr(source, "missing_note", None))
+    specs = list(config.suites) or source.default_suites()
+    if not specs:
+        raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",
+                                    name="suites", value=())
+    suites = [load_suite(s) for s in specs]
+    settings = scan_settings(config, suites, measures)
+    return Resolved(source, selected, suites, measures, settings, config_hash(settings))
+
+
+def weights_digest(files: list[WeightFile]) -> str | None:
+    """One sha256 over the names and sha256 of a revision's weight files; None if any is unknown."""
+    if not files or any(f.sha256 is None for f in files):
+        return None
+    return hashlib.sha256("".join(f"{f.name}:{f.sha256};" for f in sorted(files, key=lambda f: f.name))
+                          .encode()).hexdigest()
+
+
+def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | None = None, **options) -> ScanPlan:
+    """What :func:`ckptgeo.engine.scan.scan` would fetch and measure, without fetching anything (``--dry-run``).
+
+    Parameters
+    ----------
+    source : str, Path or CheckpointSource
+        As for ``scan``.
+    config : ScanConfig, optional
+        Settings; ``options`` (any keyword option of ``scan``) override its fields.
+    out : path, optional
+        The dataset folder whose finished revisions are left out (default ``results/<source name>``).
+
+    Returns
+    -------
+    ScanPlan
+
+    Raises
+    ------
+    InvalidParameterError, RevisionNotFoundError, EmptySelectionError
+        As for ``scan``, before anything is fetched.
+    TypeError
+        An option that ``scan`` does not have.
+    """
+    unknown = set(options) - {f.name for f in dataclasses.fields(ScanConfig)}
+    if unknown:
+        raise TypeError(f"plan_scan() got unexpected keyword arguments {sorted(unknown)}")
+    options = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in options.items()}
+    config = dataclasses.replace(config or ScanConfig(), **options)
+    return make_plan(resolve(source, config), config, out)
+
+
+def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
+    """The plan of a resolved scan: this process's share of the selection, less what ``out`` holds."""
+    source, selected = resolved.source, resolved.selected
+    out = Path(out) if out is not None else default_out(source)
+    done: set[str] = set()
+    if (out / "ckptgeo.json").exists() and not config.overwrite:
+        ds = Dataset(out)  # by part name: a family's rows carry each member's model name
+        done = {r.name for r in selected if ds.is_done(part_name(source.name, r.name, resolved.config_hash))}
+    rank, world = shard()
+    mine = [r for i, r in enumerate(selected) if i % world == rank]
+    todo = [r for r in mine if r.name not in done]
+    # metadata of every selected revision (not only this process's share), so that duplicates found
+    # before download are the same in every process and in a one-process run
+    def metadata(r: Revision):
+        try:
+            return source.weight_files(r)
+        except (CorruptCheckpointError, RevisionNotFoundError) as err:  # e.g. a branch without weights (pythia#107):
+            return err                                               # that revision fails, not the whole scan
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = dict(zip([r.name for r in selected], pool.map(metadata, selected)))
+    errors = {n: v for n, v in got.items() if isinstance(v, Exception)}
+    files = {n: [] if n in errors else v for n, v in got.items()}
+    sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
+             for fs in (files[r.name] for r in todo)]
+    known = all(s is not None for s in sizes)
+    fetch = sum(sizes) if known else None
+    peak = (min(config.prefetch, max(len(todo) - 1, 0)) + 1) * max(sizes, default=0) if known else None
+    if not source.downloads:
+        fetch, peak = 0, 0
+    return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
+                    done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak,
+                    config_hash=resolved.config_hash, errors=errors)
