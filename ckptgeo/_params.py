@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 import types
 import typing
 from collections.abc import Mapping
@@ -55,7 +56,7 @@ class Interval:
         self.kind, self.low, self.high, self.closed = kind, low, high, closed
 
     def __call__(self, value: Any) -> bool:
-        if isinstance(value, bool) or not isinstance(value, (int, float) if self.kind is float else int):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real if self.kind is float else numbers.Integral):
             return False
         if isinstance(value, float) and math.isnan(value):
             return False

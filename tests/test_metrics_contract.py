@@ -90,3 +90,28 @@ def test_docstring_has_numpydoc_sections(name):
     doc = inspect.getdoc(SPECS[name].fn) or ""
     for section in SECTIONS:
         assert f"{section}\n{'-' * len(section)}" in doc, f"{name}'s docstring lacks a {section} section"
+
+
+@pytest.mark.parametrize("name", TIMED)
+def test_values_lie_in_the_declared_range(name):
+    spec = SPECS[name]
+    lo, hi = spec.range
+    values = _values(_run(spec))
+    assert all(lo <= v <= hi for v in values), f"{name}: {values} outside its declared range [{lo}, {hi}]"
+
+
+@pytest.mark.parametrize("name", sorted(all_metrics()))
+def test_declared_table_and_columns_exist_and_options_are_constrained(name):
+    from ckptgeo.store.dataset import SCHEMAS
+
+    spec = all_metrics()[name]
+    assert spec.table in SCHEMAS, f"{name} writes to {spec.table!r}, which is not a table"
+    fields = {f.name for f in dataclasses.fields(spec.config)}
+    for field, column in spec.columns:
+        assert field in fields and column in SCHEMAS[spec.table].names, (name, field, column)
+    lo, hi = spec.range
+    assert lo < hi, (name, spec.range)
+    # every option is declared with its constraints, so --metric-option can check it
+    constrained = set(getattr(spec.config, "_parameter_constraints", {}))
+    assert constrained == fields, f"{name}: options without constraints {sorted(fields - constrained)}"
+    spec.configure({})  # the defaults pass their own constraints

@@ -83,6 +83,19 @@ def constant_layers(sub) -> set:
     return out
 
 
+def _axis_label(metric: str) -> str:
+    """``"rankme (effective dimensions)"``: the name and the unit the measure declares (name alone for a
+    measure this installation does not know)."""
+    from ckptgeo.errors import InvalidParameterError
+    from ckptgeo.metrics.registry import get_metric
+
+    try:
+        unit = get_metric(metric).unit
+    except InvalidParameterError:
+        unit = ""
+    return f"{metric} ({unit})" if unit else metric
+
+
 def _pick_curves(analysis, model: str, suite: str, metric: str):
     """The (config_hash, curves frame) to draw: uncentred first, then the config with most rows."""
     c = analysis.curves
@@ -148,7 +161,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         ax.plot(g["step"], g["value"], color=cmap(i / max(1, len(layers) - 1)), lw=1.4,
                 label=f"L{layer}", marker="." if len(g) < 40 else None)
     ax.set_xlabel("training step")
-    ax.set_ylabel(f"{metric} (effective dimensions)")
+    ax.set_ylabel(_axis_label(metric))
     ax.set_yscale("log")
     _plain(ax.yaxis)
     _log_x(ax, sub["step"])

@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo._io import atomic_path
+from ckptgeo._params import Interval, validate_params
 from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
 from ckptgeo.store.schemas import EVENTS_COLUMNS, SCHEMAS
 from ckptgeo.analysis import events as ev
@@ -110,6 +111,16 @@ class AnalysisConfig:
     collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION
     min_drop: float = 0.0
     collapse_metrics: tuple[str, ...] = ("rankme",)
+
+    _parameter_constraints = {
+        "acc_threshold": [Interval(float, 0, 1, closed="left"), None],
+        "window": [Interval(int, 1, None)],
+        "recovery": [Interval(float, 0, 1, closed="right")],
+        "collapse_fraction": [Interval(float, 0, 1, closed="right")],
+        "probe_margin": [Interval(float, 0, 1, closed="left")],
+        "min_drop": [Interval(float, 0, 1, closed="left")],
+        "probe_alpha": [Interval(float, 0, 1, closed="left")],
+    }
 
 
 @dataclass(frozen=True, eq=False)
@@ -458,17 +469,7 @@ def _atomic_parquet(df: pd.DataFrame, path: Path, schema=None) -> Path:
 
 
 def _validate(cfg: AnalysisConfig) -> None:
-    ev.acquisition_threshold(cfg.acc_threshold)
-    if isinstance(cfg.window, bool) or not isinstance(cfg.window, (int, np.integer)) or cfg.window < 1:
-        raise InvalidParameterError(f"The 'window' parameter must be an int in [1, inf). Got {cfg.window!r}.",
-                                    name="window", value=cfg.window)
-    for name in ("recovery", "collapse_fraction"):
-        ev._check_fraction(getattr(cfg, name), name)
-    for name, lo, hi in (("probe_margin", 0.0, 1.0), ("min_drop", 0.0, 1.0), ("probe_alpha", 0.0, 1.0)):
-        v = getattr(cfg, name)
-        if not (isinstance(v, (int, float)) and lo <= v < hi):
-            raise InvalidParameterError(f"The {name!r} parameter must be a float in [{lo:g}, {hi:g}). Got {v!r}.",
-                                        name=name, value=v)
+    validate_params(cfg, owner="analyze")
     if not cfg.collapse_metrics:
         raise InvalidParameterError("The 'collapse_metrics' parameter must name at least one metric. Got ().",
                                     name="collapse_metrics", value=())

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ckptgeo._io import atomic_dir, atomic_path, atomic_write_text
+from ckptgeo._params import Interval, validate_params
 from ckptgeo._threads import thread_record, torch_threads
 from ckptgeo.errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
 from ckptgeo.suites.items import Item, write_jsonl
@@ -149,33 +150,24 @@ class TrainConfig:
         """The step at which the cosine reaches its floor (``schedule_steps``, or ``n_steps``)."""
         return self.n_steps if self.schedule_steps is None else self.schedule_steps
 
-
-# name -> (types, low, high, low inclusive); the validation table of TrainConfig's numbers.
-_NUMERIC_RULES = {
-    "n_steps": (int, 1, math.inf, True),
-    "seed": (int, 0, math.inf, True),
-    "batch_size": (int, 1, math.inf, True),
-    "lr": ((int, float), 0, math.inf, False),
-    "weight_decay": ((int, float), 0, math.inf, True),
-    "warmup_steps": (int, 0, math.inf, True),
-    "min_lr_ratio": ((int, float), 0, 1, True),
-    "grad_clip": ((int, float), 0, math.inf, True),
-    "n_checkpoints": (int, 2, math.inf, True),
-    "n_heldout": (int, 1, math.inf, True),
-    "monitor": (int, 0, math.inf, True),
-}
+    _parameter_constraints = {
+        "n_steps": [Interval(int, 1, None)],
+        "seed": [Interval(int, 0, None)],
+        "batch_size": [Interval(int, 1, None)],
+        "lr": [Interval(float, 0, None, closed="neither")],
+        "weight_decay": [Interval(float, 0, None)],
+        "warmup_steps": [Interval(int, 0, None)],
+        "min_lr_ratio": [Interval(float, 0, 1)],
+        "grad_clip": [Interval(float, 0, None)],
+        "n_checkpoints": [Interval(int, 2, None)],
+        "n_heldout": [Interval(int, 1, None)],
+        "monitor": [Interval(int, 0, None)],
+        "threads": [Interval(int, 1, None), None],
+    }
 
 
 def _validate(config: TrainConfig) -> None:
-    for name, (types, lo, hi, lo_incl) in _NUMERIC_RULES.items():
-        value = getattr(config, name)
-        ok = isinstance(value, types) and not isinstance(value, bool)
-        ok = ok and (value >= lo if lo_incl else value > lo) and value <= hi
-        if not ok:
-            kind = "an int" if types is int else "a float"
-            raise InvalidParameterError(
-                f"The '{name}' parameter of TrainConfig must be {kind} in {'[' if lo_incl else '('}{lo}, {hi}"
-                f"{']' if hi != math.inf else ')'}. Got {value!r}.", name=name, value=value)
+    validate_params(config, owner="TrainConfig")
     if isinstance(config.tasks, str) or not config.tasks:
         raise InvalidParameterError(f"The 'tasks' parameter of TrainConfig must be a non-empty tuple of task "
                                     f"names. Got {config.tasks!r}.", name="tasks", value=config.tasks)
