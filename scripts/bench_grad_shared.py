@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _ckptgeo(*args: str, threads: int | None) -> float:
-    env = {**os.environ, "CKPTGEO_NO_PROGRESS": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    path = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    env = {**os.environ, "CKPTGEO_NO_PROGRESS": "1", "PYTHONPATH": path}
     cmd = [sys.executable, "-m", "ckptgeo", *args] + (["--threads", str(threads)] if threads else [])
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)

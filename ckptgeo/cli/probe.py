@@ -15,6 +15,7 @@ examples:
   ckptgeo probe --suite logical_deduction EleutherAI/pythia-410m --revisions every-1000 --out runs/ld
   ckptgeo probe --suite path/to/three_objects.json --suite syntax ./my-run --revisions all --out runs/mine
   ckptgeo probe --suite hf:blimp/anaphor_gender_agreement --out runs/blimp
+  ckptgeo probe --suite logic --metric-option probe.k=3 --metric-option probe.C=0.1
   HF_ENDPOINT=https://my-mirror.example ckptgeo probe --suite logic --out runs/probe-logic
 """
 

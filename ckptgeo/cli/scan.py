@@ -14,6 +14,7 @@ _EPILOG = """examples:
   ckptgeo scan EleutherAI/pythia-2.8b --revisions 1000:20000:1000 --prefetch 2 --max-disk 40GB
   ckptgeo scan EleutherAI/pythia-410m --revisions log --dry-run
   ckptgeo scan runs/addition-L1 --metrics rankme,behavior,hessian --n-samples 100
+  ckptgeo scan runs/addition-L1 --metrics hessian,llc --metric-option hessian.k=10 --metric-option llc.num_chains=2
   ckptgeo scan EleutherAI/pythia-160m --suite path/to/task.json --position mean --centered
   accelerate launch --num_processes 4 -m ckptgeo scan EleutherAI/pythia-2.8b --out results/p28
   torchrun --nproc_per_node 2 -m ckptgeo scan runs/addition-L1      # several CPU processes
