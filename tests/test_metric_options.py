@@ -10,9 +10,7 @@ import pytest
 from ckptgeo.cli import main
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.engine.scan import scan
-from tests._checkpoints import BIGBENCH, make_checkpoints
-
-SUITE = str(BIGBENCH / "three_objects.json")
+from tests._checkpoints import SUITE, make_checkpoints
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +87,7 @@ def test_per_sample_gradients_once_per_revision_and_suite(ckpts, tmp_path, monke
     out = tmp_path / "ds"
     scan(ckpts, out=out, suites=(SUITE,), n_samples=8, metrics=("grad_rank", "grad_cov_rank"),
          metric_options={"grad_rank": {"sketch_dim": 256}, "grad_cov_rank": {"sketch_dim": 256}})
-    assert sorted(calls) == [("step0", "three_objects"), ("step1", "three_objects")], calls
+    assert sorted(r for r, _ in calls) == ["step0", "step1"] and len({s for _, s in calls}) == 1, calls
     g = pd.read_parquet(out / "geometry")
     assert g.groupby(["revision", "metric"]).size().to_dict() == {
         ("step0", "grad_cov_rank"): 1, ("step0", "grad_rank"): 1, ("step1", "grad_cov_rank"): 1,
