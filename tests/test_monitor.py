@@ -108,7 +108,7 @@ def test_step_measures_on_schedule_restores_mode_and_random_state(tmp_path, sing
 
 
 def test_task_suite_is_the_trainers_heldout_set():
-    from ckptgeo.training.tasks import heldout_items
+    from ckptgeo.suites.tasks import heldout_items
 
     s = task_suite("modular", 1, n_items=20, seed=3)
     assert s.name == "modular-L1" and s.items == heldout_items("modular", 1, 20, seed=3)

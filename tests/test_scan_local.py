@@ -146,7 +146,7 @@ def test_suite_the_tokenizer_cannot_read_is_refused_before_measuring(tmp_path):
     from transformers import GPTNeoXForCausalLM
 
     from ckptgeo.errors import InvalidParameterError
-    from ckptgeo.training.vocab import build_tokenizer, vocab_size
+    from ckptgeo.suites.vocab import build_tokenizer, vocab_size
     from tests._checkpoints import tiny_config
 
     root = tmp_path / "taskmodel"

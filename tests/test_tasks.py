@@ -11,7 +11,7 @@ from ckptgeo.errors import InvalidParameterError
 from ckptgeo.training import (LEVELS, SIZES, TASKS, VOCAB, build_config, build_tokenizer, chance, count_parameters,
                            generate, get_level, get_size, heldout_items, sample, space_size, suite_header,
                            suite_name)
-from ckptgeo.training.vocab import SEPARATOR
+from ckptgeo.suites.vocab import SEPARATOR
 
 ALL = [(t, lvl) for t in TASKS for lvl in (1, 2, 3)]
 MARKERS = {"copy": "copy", "reverse": "reverse", "compare": "compare", "parity": "parity", "addition": "add",

@@ -8,7 +8,7 @@ import dataclasses
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.training.grid import train_grid
 from ckptgeo.training.sizes import SIZES
-from ckptgeo.training.tasks import TASKS
+from ckptgeo.suites.tasks import TASKS
 from ckptgeo.training.trainer import TrainConfig, train
 
 __all__ = ["add_parser"]

@@ -135,16 +135,16 @@ def task_suite(task: str, level: int, *, n_items: int = DEFAULT_N_SAMPLES, seed:
     InvalidParameterError
         Unknown task or level, or more items than half the level's prompts.
     """
-    from ckptgeo.training.tasks import heldout_items, suite_header, suite_name
+    from ckptgeo.suites.tasks import heldout_items, suite_header, suite_name
 
     items = heldout_items(task, level, n_items, seed=seed)
-    return Suite(suite_name(task, level), items, source=f"ckptgeo.training.tasks:{task}-L{level}",
+    return Suite(suite_name(task, level), items, source=f"ckptgeo.suites.tasks:{task}-L{level}",
                  header=suite_header(task, level, n_items=n_items))
 
 
 def _load_suite(spec, n_items: int, seed: int) -> Suite:
     from ckptgeo.suites.items import available_suites, load_suite
-    from ckptgeo.training.tasks import TASKS
+    from ckptgeo.suites.tasks import TASKS
 
     if isinstance(spec, Suite):
         return spec

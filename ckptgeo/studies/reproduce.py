@@ -176,7 +176,7 @@ def plan_study(preset: str | Preset, out: str | Path) -> list[StudyRun]:
         A task, level or size the toolkit does not have, or a task level without a budget.
     """
     from ckptgeo.training.sizes import get_size
-    from ckptgeo.training.tasks import get_level
+    from ckptgeo.suites.tasks import get_level
     from ckptgeo.training.trainer import run_name
 
     preset = get_preset(preset)
@@ -263,9 +263,9 @@ def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3) -> di
     from ckptgeo.metrics.probe import probe
     from ckptgeo.metrics.rankme import rankme
     from ckptgeo.training.sizes import build_config, get_size
-    from ckptgeo.training.tasks import sample
+    from ckptgeo.suites.tasks import sample
     from ckptgeo.training.trainer import _answer_loss, _encode
-    from ckptgeo.training.vocab import build_tokenizer
+    from ckptgeo.suites.vocab import build_tokenizer
 
     tok = build_tokenizer()
     dev = torch.device(device)

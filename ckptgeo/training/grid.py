@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ckptgeo.errors import InvalidParameterError
-from ckptgeo.training.tasks import get_level
+from ckptgeo.suites.tasks import get_level
 from ckptgeo.training.sizes import get_size
 from ckptgeo.training.trainer import MANIFEST_NAME, TrainConfig, run_name, train
 

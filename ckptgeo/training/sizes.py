@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ckptgeo.errors import InvalidParameterError
-from ckptgeo.training.vocab import EOS, PAD, BOS, VOCAB
+from ckptgeo.suites.vocab import EOS, PAD, BOS, VOCAB
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import GPTNeoXConfig

@@ -55,7 +55,7 @@ from ckptgeo._params import Interval, validate_params
 from ckptgeo._threads import thread_record, torch_threads
 from ckptgeo.errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
 from ckptgeo.suites.items import Item, write_jsonl
-from ckptgeo.training.tasks import get_level, heldout_items, sample, suite_header, suite_name
+from ckptgeo.suites.tasks import get_level, heldout_items, sample, suite_header, suite_name
 from ckptgeo.training.sizes import get_size
 
 __all__ = ["TrainConfig", "train", "checkpoint_steps", "evaluate", "exact_match", "training_history", "run_name",
@@ -545,7 +545,7 @@ def _train(config: TrainConfig) -> Path:
     from transformers import GPTNeoXForCausalLM
 
     from ckptgeo.training.sizes import build_config
-    from ckptgeo.training.vocab import build_tokenizer
+    from ckptgeo.suites.vocab import build_tokenizer
 
     out = Path(config.out)
     manifest = _check_out(out, config)

@@ -4,7 +4,7 @@ Every item is a :class:`ckptgeo.suites.items.Item` of kind ``"generation"``: the
 token, the input tokens and the separator ``=``, space-separated; the target is the answer tokens,
 each preceded by a space; the label is the answer class (compare, parity) or the first answer
 token (modular and sort: a coarser class, below). Numbers are written digit by digit, zero-padded to the level's width, except the operands and
-residues of ``modular``, which are single tokens (see :mod:`ckptgeo.training.vocab`).
+residues of ``modular``, which are single tokens (see :mod:`ckptgeo.suites.vocab`).
 
 ====================  ================================  =======================================
 task                  example (prompt -> target)         level 1 / level 2 / level 3
@@ -68,7 +68,7 @@ from typing import Callable
 
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.suites.items import Item
-from ckptgeo.training.vocab import SEPARATOR
+from ckptgeo.suites.vocab import SEPARATOR
 
 __all__ = ["TASKS", "LEVELS", "LevelSpec", "get_level", "suite_name", "chance", "space_size", "sample",
            "generate", "heldout_items", "suite_header", "MODULUS"]
