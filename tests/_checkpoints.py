@@ -93,3 +93,26 @@ def make_checkpoints(root: Path, steps=(0, 1, 2, 4, 100, 200), *, duplicate: dic
         shutil.rmtree(root / copy, ignore_errors=True)
         shutil.copytree(root / orig, root / copy)
     return root
+
+
+def cache_bytes() -> int:
+    """Bytes of the files (not the symlinks) in the Hub cache the tests point huggingface_hub at."""
+    import huggingface_hub.constants as hc
+
+    return sum(p.stat().st_size for p in Path(hc.HF_HUB_CACHE).rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def record_fetch_peaks(monkeypatch) -> list[int]:
+    """Wrap ``HubSource.fetch`` so that each fetch appends the cache's size right after it; returns that list."""
+    from ckptgeo.sources.hub import HubSource
+
+    peaks: list[int] = []
+    orig = HubSource.fetch
+
+    def fetch(self, revision):
+        path = orig(self, revision)
+        peaks.append(cache_bytes())
+        return path
+
+    monkeypatch.setattr(HubSource, "fetch", fetch)
+    return peaks

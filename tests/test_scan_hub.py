@@ -12,16 +12,10 @@ from ckptgeo.errors import DiskSpaceError, DuplicateWeightsWarning, RevisionNotF
 from ckptgeo.sources.revisions import select_revisions
 from ckptgeo.engine.scan import plan_scan, scan
 from ckptgeo.sources.hub import HubSource
-from tests._checkpoints import SUITE
+from tests._checkpoints import SUITE, cache_bytes, record_fetch_peaks
 
 ROOT = Path(__file__).resolve().parents[1]
 FIVE = "step0,step1,step2,step4,step8"
-
-
-def cache_bytes() -> int:
-    import huggingface_hub.constants as hc
-
-    return sum(p.stat().st_size for p in Path(hc.HF_HUB_CACHE).rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def test_listing_matches_the_served_branches(local_hub):
@@ -49,15 +43,7 @@ def test_missing_revision_and_repo(local_hub, tmp_path):
 
 
 def test_scan_five_revisions_resume_and_bounded_cache(local_hub, tmp_path, monkeypatch):
-    peaks = []
-    orig = HubSource.fetch
-
-    def fetch(self, revision):
-        path = orig(self, revision)
-        peaks.append(cache_bytes())
-        return path
-
-    monkeypatch.setattr(HubSource, "fetch", fetch)
+    peaks = record_fetch_peaks(monkeypatch)
     out = tmp_path / "ds"
     res = scan(local_hub.repo_id, revisions=FIVE, suites=(SUITE,), n_samples=16, out=out, prefetch=1)
     assert res.measured == FIVE.split(",")

@@ -13,19 +13,13 @@ from ckptgeo.engine.scan import scan
 from ckptgeo.errors import EmptySelectionError
 from ckptgeo.sources.hub import HubSource
 from ckptgeo.sources.revisions import select_revisions
-from tests._checkpoints import SUITE
+from tests._checkpoints import SUITE, cache_bytes, record_fetch_peaks
 
 #: OLMo-2: stage 1, then two stage-2 ingredients whose steps restart at 0 (overlapping step numbers)
 OLMO = ("stage1-step0-tokens0B", "stage1-step1000-tokens5B", "stage1-step2000-tokens9B",
         "stage2-ingredient1-step0-tokens9B", "stage2-ingredient1-step1000-tokens14B",
         "stage2-ingredient2-step0-tokens9B", "stage2-ingredient2-step1000-tokens14B")
 SMOL = ("step-0", "step-2000", "step-4000")
-
-
-def cache_bytes() -> int:
-    import huggingface_hub.constants as hc
-
-    return sum(p.stat().st_size for p in Path(hc.HF_HUB_CACHE).rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def quiet(source, out, **kw):
@@ -220,16 +214,8 @@ def test_trainer_subfolders_are_revisions_fetched_one_at_a_time(local_hub, tmp_p
     revs = HubSource(repo.repo_id).revisions()
     assert [(r.name, r.step, r.subfolder, r.commit) for r in revs] == [
         (f"checkpoint-{s}", s, f"checkpoint-{s}", repo.commits["main"]) for s in (100, 200, 300)]
-    peaks = []
-    orig = HubSource.fetch
-
-    def fetch(self, revision):
-        path = orig(self, revision)
-        peaks.append(cache_bytes())
-        return path
-
     mp = pytest.MonkeyPatch()
-    mp.setattr(HubSource, "fetch", fetch)
+    peaks = record_fetch_peaks(mp)
     try:
         res = quiet(repo.repo_id, tmp_path / "ds", revisions="all", prefetch=0)
     finally:
