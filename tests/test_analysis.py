@@ -197,7 +197,9 @@ def test_probe_lead_needs_chance_control_and_significance(tmp_path):
         + rows(1, [0.3, 0.3, 0.45, 0.45, 0.5, 0.6, 0.9, 0.9, 0.9, 0.9], [0.2] * 10, 0.28,
                [0.5, 0.5, 0.2, 0.1, 0.01, 0.01, 0.001, 0.001, 0.001, 0.001])
         # every checkpoint undefined (97 classes over 200 items)
-        + rows(2, [nan] * 10, [nan] * 10, 0.02, [nan] * 10, reason="class 5 has a single member"))
+        + rows(2, [nan] * 10, [nan] * 10, 0.02, [nan] * 10, reason="class 5 has a single member")
+        # readable at the first checkpoint already (the inputs carry the label): no rise, so no lead
+        + rows(3, [0.8] * 10, [0.2] * 10, 0.28, [0.001] * 10))
     root = _write_dataset(tmp_path / "ds", [("toy-2x16", "modular-L1", 0.01, _acc(70), _easy(2, 3.0), {})],
                           probes=probes)
     pl = analyze(root).probe_lead.set_index("layer")
@@ -205,6 +207,7 @@ def test_probe_lead_needs_chance_control_and_significance(tmp_path):
     assert (pl.loc[1, "probe_step"], pl.loc[1, "lead_steps"], pl.loc[1, "status"]) == (40, 30, "leads")
     assert pl.loc[1, "p_value_at_onset"] == pytest.approx(0.01) and pl.loc[1, "probe_alpha"] == 0.05
     assert pl.loc[2, "status"] == "not_measured" and "single member" in pl.loc[2, "reason"]
+    assert (pl.loc[3, "probe_step"], pl.loc[3, "status"], bool(pl.loc[3, "leads"])) == (0, "readable_at_start", False)
     strict = analyze(root, probe_alpha=0.005, write=False).probe_lead.set_index("layer")
     assert strict.loc[1, "probe_step"] == 60
 

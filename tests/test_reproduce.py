@@ -131,6 +131,22 @@ def test_claims_inconclusive(tmp_path):
     assert "2 acquired run(s) not measured" in t.loc["probe_lead", "reason"]
 
 
+def test_probe_readable_at_the_first_checkpoint_is_no_lead(tmp_path):
+    """Probes that beat their baseline from step 0 on (the inputs carry the label) are left out, not leads."""
+    spec = {"tiny": {task: dict(acq=ACQ[task], floor=3.0, recover=ACQ[task],
+                                probe_at=0 if task in ("copy", "sort", "compare", "reverse") else ACQ[task] + 20)
+                     for task in TASKS}}
+    t = _verdicts(_grid(tmp_path / "ds", spec))
+    # four runs readable at start are left out; the four others' probes lag: 0 of 4 lead
+    assert t.loc["probe_lead", "measured"].startswith("0/4 (0%)"), t.loc["probe_lead"].to_dict()
+    assert t.loc["probe_lead", "verdict"] == "not reproduced"
+    assert "4 acquired run(s) left out" in t.loc["probe_lead", "reason"]
+    spec = {"tiny": {task: dict(acq=ACQ[task], floor=3.0, recover=ACQ[task], probe_at=0) for task in TASKS}}
+    t = _verdicts(_grid(tmp_path / "ds2", spec))
+    assert t.loc["probe_lead", "verdict"] == "inconclusive" and "8 acquired run(s) left out" in t.loc[
+        "probe_lead", "reason"]
+
+
 def test_claims_of_an_empty_or_foreign_dataset_are_inconclusive():
     t = claim_table(pd.DataFrame(columns=["model", "metric", "layer", "status"]))
     assert len(t) == 12 and set(t["verdict"]) == {"inconclusive"}

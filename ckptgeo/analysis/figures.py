@@ -524,7 +524,8 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              f"First checkpoint where a layer's probe beats the better of majority-class chance and its "
              f"shuffled-label control by {cfg.probe_margin} with p < {cfg.probe_alpha}, against acquisition "
              "(lead = acquisition − probe onset). *not_measured*: the probe was undefined at every checkpoint; "
-             "*no_probe_onset*: measured, never beat its baseline.\n\n",
+             "*no_probe_onset*: measured, never beat its baseline; *readable_at_start*: beats it already at the first "
+             "measured checkpoint (no rise to see, not a lead).\n\n",
              _md(analysis.probe_lead.drop(columns=["config_hash", "reason"], errors="ignore")),
              "## Across model sizes\n",
              "Runs of the same task (suite) at different model sizes (parameters from the model name, else depth): "

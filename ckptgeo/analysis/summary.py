@@ -330,7 +330,8 @@ def _probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> 
     """Probe onset against acquisition per (model, suite, config_hash, layer).
 
     status: "leads" / "synchronous" / "lags" (onset before / at / after acquisition), "no_probe_onset"
-    (measured, never beat max(chance, control) by the margin with p < alpha), "not_measured" (no
+    (measured, never beat max(chance, control) by the margin with p < alpha), "readable_at_start" (beats
+    it already at the first measured checkpoint, so no rise can be seen: not a lead), "not_measured" (no
     checkpoint has a defined probe: the reason the probe gave), or the acquisition's status
     ("never_acquired", "acquired_at_start", "no_data") when the probe was measured but there is no
     acquisition to lead.
@@ -364,6 +365,12 @@ def _probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> 
             reasons = g["reason"].dropna().astype(str)
             status = "not_measured"
             reason = "probe undefined at every checkpoint" + (f": {reasons.iloc[0]}" if len(reasons) else "")
+        elif onset.index == 0:
+            # beats its baseline at the first measured checkpoint: readable from the start (the inputs carry
+            # it), so no checkpoint before the onset shows the probe learning it: not a lead
+            status = "readable_at_start"
+            reason = (f"the probe beats max(chance, control) at the first measured checkpoint (step {onset.step}): "
+                      f"nothing before it shows the probe rising")
         else:
             status = {"precursor": "leads", "lagging": "lags", "no_onset": "no_probe_onset"}.get(gap.status,
                                                                                                 gap.status)
@@ -374,7 +381,7 @@ def _probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> 
         rows.append({"model": model, "suite": suite, "config_hash": chash, "layer": int(layer),
                      "n_checkpoints": int(g[["accuracy", "control_accuracy"]].notna().all(axis=1).sum()),
                      "probe_step": _opt(onset.step), "acquisition_step": _opt(acq.step),
-                     "lead_steps": _opt(gap.gap_steps), "leads": bool(gap.precursor),
+                     "lead_steps": _opt(gap.gap_steps), "leads": status == "leads",
                      "resolution_steps": _opt(gap.resolution_steps), "status": status, "reason": reason,
                      "probe_margin": cfg.probe_margin, "probe_alpha": cfg.probe_alpha,
                      "p_value_at_onset": float(at.iloc[0]) if len(at) else math.nan})

@@ -34,7 +34,10 @@ DEFINITIONS = """\
   acquisition step of the counted runs *of the same model size* (slow for that size); the others are
   **easy**. So the split moves with capacity: a task slow for `tiny` can be easy for a larger model.
 * Whole-model measures (LLC, Hessian) and probes are measured at a subset of checkpoints (the preset
-  says how many); their onsets are judged against the acquisition step from every checkpoint.
+  says how many); their onsets are judged against the acquisition step from every checkpoint. A probe
+  that beats its baseline already at its first measured checkpoint is *readable at start*: no rise can be
+  seen, so it is no lead, and a run whose every probed layer is readable at start is left out of the probe
+  row's fraction.
 * Verdicts. A claim that something holds in all (most) cases is *reproduced* when the measured
   fraction is >= 0.8, *not reproduced* when <= 0.5, else *inconclusive* (mixed); a claim that something
   never happens is reproduced at <= 0.2, not reproduced at >= 0.5. Fewer than 3 cases:
@@ -303,14 +306,15 @@ def _probe(probe_lead: pd.DataFrame, runs: pd.DataFrame) -> Claim:
                      "summary/probe_lead.parquet")
     pl = pl[pl["model"].isin(set(counted["model"]))]
     measured = pl[pl["status"] != "not_measured"]
-    by_run = measured.groupby("model")
-    n = by_run.ngroups
-    first_lead = {m: int(g.loc[g["status"] == "leads", "probe_step"].min()) for m, g in by_run
-                  if (g["status"] == "leads").any()}
-    leads, at_start = list(first_lead), [m for m, s in first_lead.items() if s == 0]
+    # a run is judged on the layers whose probe could be seen rising: readable at the first checkpoint is no lead
+    judged = measured[measured["status"] != "readable_at_start"]
+    leads = sorted(set(judged.loc[judged["status"] == "leads", "model"]))
+    n = judged["model"].nunique()
+    at_start = sorted(set(measured["model"]) - set(judged["model"]))
     not_measured = sorted(set(pl["model"]) - set(measured["model"]))
     verdict, why = _fraction_verdict(len(leads), n, want="all")
-    extra = f"; {len(at_start)} of them already at step 0 (the answer is readable from the inputs)" if at_start else ""
+    extra = (f"; {len(at_start)} acquired run(s) left out: every layer's probe reads the label at the first "
+             f"checkpoint (no rise to see)") if at_start else ""
     extra += f"; {len(not_measured)} acquired run(s) not measured (probe undefined)" if not_measured else ""
     return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
                  "probes lead acquisition", f"{_frac(len(leads), n)} acquired runs have a layer whose probe leads",
