@@ -253,24 +253,36 @@ def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3) -> di
     measurement (a forward pass over ``n_samples`` items, RankMe and probes per layer) for ``size``.
 
     On a CPU the seconds are this process's CPU time (``time.process_time``), which is what the work takes
-    on an idle core whatever else the machine runs; on a GPU, wall time after ``cuda.synchronize``."""
+    on an idle core whatever else the machine runs, under the thread count the runs use (the rule of
+    :mod:`ckptgeo._threads`); on a GPU, wall time after ``cuda.synchronize``."""
+    import torch
+    from transformers import GPTNeoXForCausalLM
+
+    from ckptgeo._threads import torch_threads
+    from ckptgeo.suites.vocab import build_tokenizer
+    from ckptgeo.training.sizes import build_config, count_parameters, get_size
+
+    tok = build_tokenizer()
+    dev = torch.device(device)
+    model = GPTNeoXForCausalLM(build_config(get_size(size), vocab_size=len(tok))).to(dev)
+    # the thread count the study's runs use: process time over more threads than the work can fill (spinning
+    # while the machine is busy) would count far more CPU seconds than the work needs
+    with torch_threads(count_parameters(model)):
+        return _bench_model(model, size, dev, n_samples, steps, tok)
+
+
+def _bench_model(model, size, dev, n_samples, steps, tok) -> dict:
     import random
 
     import numpy as np
     import torch
-    from transformers import GPTNeoXForCausalLM
 
     from ckptgeo.metrics.probe import probe
     from ckptgeo.metrics.rankme import rankme
-    from ckptgeo.training.sizes import build_config, get_size
     from ckptgeo.suites.tasks import sample
     from ckptgeo.training.trainer import _answer_loss, _encode
-    from ckptgeo.suites.vocab import build_tokenizer
 
-    tok = build_tokenizer()
-    dev = torch.device(device)
     clock = time.perf_counter if dev.type == "cuda" else time.process_time
-    model = GPTNeoXForCausalLM(build_config(get_size(size), vocab_size=len(tok))).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     rng = random.Random(0)
     items = [sample("modular", 1, rng) for _ in range(RECIPE["batch_size"])]
