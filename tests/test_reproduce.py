@@ -231,7 +231,7 @@ def test_a_tiny_study_end_to_end_and_resumes(tmp_path):
     assert "| collapse -> recovery -> acquisition" in text and "## Recipe" in text
     assert set(res.claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"} and len(res.claims) == 12
     manifest = json.loads((tmp_path / "study" / "runs" / "copy-L1-tiny-s0" / "manifest.json").read_text())
-    assert manifest["recipe"]["schedule_horizon"] == 800 and manifest["complete"]
+    assert manifest["recipe"]["schedule_horizon"] == 400 and manifest["complete"]
     probes = pd.read_parquet(tmp_path / "study" / "dataset" / "probes")
     assert probes["accuracy"].notna().all() and probes["revision"].nunique() == 4
     before = sorted(p.name for p in (tmp_path / "study" / "dataset" / "revisions").iterdir())
