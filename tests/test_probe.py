@@ -99,3 +99,78 @@ def test_convergence_warning():
     assert any(issubclass(w.category, ProbeConvergenceWarning) for w in caught)
     assert not any(w.category.__name__ == "ConvergenceWarning" for w in caught)
     assert 0.0 <= r.accuracy <= 1.0
+
+
+def _reference(x, y, config):
+    """What the probe computes, the plain way: ``cross_val_score`` of the scaler + L-BFGS pipeline on the
+    probe's folds, for the labels and for the shuffled control."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    _, codes = np.unique(np.asarray([str(v) for v in y]), return_inverse=True)
+    k = min(config.k, int(np.bincount(codes).min()))
+    folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=config.seed).split(x, codes))
+    control = np.random.default_rng(config.seed).permutation(codes)
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=config.C, max_iter=config.max_iter))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return (cross_val_score(model, x, codes, cv=folds).mean(), cross_val_score(model, x, control, cv=folds).mean())
+
+
+def _hard_cases():
+    """States like an untrained model's: collapsed to a few directions, constant or tiny columns, wildly
+    different scales, more dimensions than items, many classes of two or three members."""
+    rng = np.random.default_rng(0)
+    y10 = np.arange(200) % 10
+    collapsed = rng.normal(size=(200, 1)) @ rng.normal(size=(1, 64)) + 1e-6 * rng.normal(size=(200, 64))
+    scales = rng.normal(size=(200, 48)) * np.logspace(-6, 6, 48) + 0.3 * y10[:, None]
+    constant = np.c_[np.ones((200, 8)), rng.normal(size=(200, 8)) + 0.5 * (y10 % 2)[:, None]]
+    wide = rng.normal(size=(60, 256)) + 0.2 * (np.arange(60) % 3)[:, None]
+    rare = rng.normal(size=(60, 32)) + 0.5 * np.repeat(np.arange(20), 3)[:, None]
+    return [(collapsed, y10), (scales, y10), (constant, y10 % 4), (wide, np.arange(60) % 3),
+            (rare, np.repeat(np.arange(20), 3)), (np.zeros((40, 16)), np.arange(40) % 2)]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_equals_the_cross_validated_pipeline(case):
+    x, y = _hard_cases()[case]
+    config = ProbeConfig(seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = probe(x, y, config)
+    accuracy, control = _reference(x, y, config)
+    assert abs(r.accuracy - accuracy) <= 1e-3 and abs(r.control_accuracy - control) <= 1e-3, (r, accuracy, control)
+
+
+def test_control_fold_without_a_second_class_is_nan_as_in_the_pipeline():
+    """A rare class whose shuffled members all fall in one test fold leaves that fold's training part a
+    single class: its score is NaN, as a failed fit is in ``cross_val_score``."""
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.array([0] * 18 + [1] * 2)
+    x = np.random.default_rng(0).normal(size=(20, 4))
+    for seed in range(200):
+        folds = list(StratifiedKFold(2, shuffle=True, random_state=seed).split(x, y))
+        control = np.random.default_rng(seed).permutation(y)
+        if any(np.unique(control[train]).size < 2 for train, _ in folds):
+            break
+    else:
+        pytest.fail("no seed puts both shuffled members in one test fold")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = probe(x, y, ProbeConfig(seed=seed))
+        assert np.isnan(_reference(x, y, ProbeConfig(seed=seed))[1])
+    assert r.k == 2 and not math.isnan(r.accuracy) and math.isnan(r.control_accuracy)
+
+
+def test_blas_threads_are_set_for_the_fits_and_restored():
+    from threadpoolctl import threadpool_info
+
+    before = [i["num_threads"] for i in threadpool_info()]
+    x, y = _separable(n=60, d=6, n_classes=2)
+    assert probe(x, y, ProbeConfig(blas_threads=1)).accuracy == probe(x, y, ProbeConfig(blas_threads=2)).accuracy
+    assert [i["num_threads"] for i in threadpool_info()] == before
+    with pytest.raises(InvalidParameterError, match="blas_threads"):
+        probe(x, y, ProbeConfig(blas_threads=0))

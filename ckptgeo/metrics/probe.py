@@ -1,8 +1,8 @@
 """Linear probes: can a logistic regression read an item's label from one layer's hidden states?
 
 The probe is scikit-learn's :class:`~sklearn.linear_model.LogisticRegression` on standardised states
-(a :class:`~sklearn.pipeline.Pipeline` of :class:`~sklearn.preprocessing.StandardScaler` and the
-classifier, so each fold's scaler is fitted on its training part only), scored by stratified k-fold
+(a :class:`~sklearn.preprocessing.StandardScaler` fitted on each fold's training part only, then the
+classifier), scored by stratified k-fold
 cross-validation. Each result carries the chance level (the majority class's rate), a
 shuffled-label control (the same cross-validation, on the same folds, of labels permuted with the same
 seed, which estimates what the probe reaches by fitting noise; Hewitt & Liang 2019 argue for such
@@ -36,19 +36,23 @@ class ProbeConfig:
 
     ``k``: folds of stratified cross-validation (lowered to the rarest class's count when smaller);
     ``C``: inverse L2 regularisation strength; ``max_iter``: L-BFGS iterations; ``seed``: seeds the
-    fold split and the control's label permutation.
+    fold split and the control's label permutation; ``blas_threads``: BLAS threads for the fits (1: the
+    matrices are items x d_model, too small to gain from threads, and on a busy machine extra threads
+    made a revision of the 0.4M model several times slower; see ``scripts/bench_probe.py``).
     """
 
     k: int = 5
     C: float = 1.0
     max_iter: int = 1000
     seed: int = 0
+    blas_threads: int = 1
 
     _parameter_constraints = {
         "k": [Interval(int, 2, None)],
         "C": [Interval(float, 0.0, None, closed="neither")],
         "max_iter": [Interval(int, 1, None)],
         "seed": [Interval(int, 0, None)],
+        "blas_threads": [Interval(int, 1, None)],
     }
 
 
@@ -80,14 +84,31 @@ def _as_float64(states) -> np.ndarray:
     return np.asarray(states, dtype=np.float64)
 
 
-def _cv_accuracy(x: np.ndarray, y: np.ndarray, folds: list, config: ProbeConfig) -> np.ndarray:
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import cross_val_score
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+def _fold_accuracies(x: np.ndarray, label_sets: list[np.ndarray], folds: list, config: ProbeConfig) -> np.ndarray:
+    """Test accuracy of the probe for each label set (rows) on each fold (columns).
 
-    model = make_pipeline(StandardScaler(), LogisticRegression(C=config.C, max_iter=config.max_iter))
-    return cross_val_score(model, x, y, cv=folds, scoring="accuracy")
+    Per fold, the scaler is fitted on the training rows once and shared by the label sets (it does not
+    see the labels), then one L-BFGS fit per label set, under ``config.blas_threads`` BLAS threads: the
+    matrices are small (items x d_model), so more threads only contend for the cores. This is the
+    computation of ``cross_val_score`` over a ``make_pipeline(StandardScaler(), LogisticRegression())``,
+    without the per-fit clone and scorer overhead. A training part with a single class (possible for
+    the shuffled labels of a rare class) scores NaN, as a failed fit does there.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
+
+    out = np.full((len(label_sets), len(folds)), np.nan)
+    with threadpool_limits(limits=config.blas_threads):
+        for f, (train, test) in enumerate(folds):
+            scaler = StandardScaler().fit(x[train])
+            x_train, x_test = scaler.transform(x[train]), scaler.transform(x[test])
+            for i, y in enumerate(label_sets):
+                if np.unique(y[train]).size < 2:
+                    continue
+                model = LogisticRegression(C=config.C, max_iter=config.max_iter).fit(x_train, y[train])
+                out[i, f] = float(np.mean(model.predict(x_test) == y[test]))
+    return out
 
 
 def fold_test(scores: np.ndarray, baseline: np.ndarray, n_test: np.ndarray, n: int) -> float:
@@ -229,8 +250,7 @@ def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=config.seed).split(x, y_codes))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        scores = _cv_accuracy(x, y_codes, folds, config)
-        control = _cv_accuracy(x, y_control, folds, config)
+        scores, control = _fold_accuracies(x, [y_codes, y_control], folds, config)
     n_conv = sum(1 for w in caught if w.category.__name__ == "ConvergenceWarning")
     for w in caught:
         if w.category.__name__ != "ConvergenceWarning":
