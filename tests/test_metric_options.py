@@ -70,7 +70,7 @@ def test_python_metric_options_and_the_centered_alias(ckpts, tmp_path):
     assert all(json.loads(s) == {"centered": True, "eps": 1e-7} for s in g.settings)
     p = pd.read_parquet(out / "probes")
     # the probe's seed follows the scan's seed unless its options set one
-    assert all(json.loads(s) == {"k": 2, "C": 0.5, "max_iter": 1000, "seed": 3} for s in p.settings)
+    assert all(json.loads(s) == {"k": 2, "C": 0.5, "max_iter": 1000, "seed": 3, "blas_threads": 1} for s in p.settings)
     assert "centered" not in p.columns and "epsilon" not in p.columns
     with pytest.raises(InvalidParameterError, match="disagree"):
         scan(ckpts, out=tmp_path / "b", suites=(SUITE,), n_samples=8, centered=True,
