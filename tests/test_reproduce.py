@@ -218,11 +218,14 @@ def test_estimate_measures_steps_per_second():
 
 
 @pytest.mark.slow
-def test_a_tiny_study_end_to_end_and_resumes(tmp_path):
+def test_a_tiny_study_end_to_end_and_resumes(tmp_path, caplog):
     """Two runs (copy and sort at level 1 on tiny), every stage, then a rerun that redoes nothing."""
+    import logging
+
     import torch
 
     torch.set_num_threads(1)
+    caplog.set_level(logging.INFO, logger="ckptgeo.studies")
     preset = Preset("t", ("copy", "sort"), (1,), ("tiny",), (0,), {"copy": {1: 200}, "sort": {1: 200}},
                     n_checkpoints=16, n_samples=60, probe_checkpoints=4)
     res = run_reproduce(preset, tmp_path / "study")
@@ -232,6 +235,10 @@ def test_a_tiny_study_end_to_end_and_resumes(tmp_path):
     assert set(res.claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"} and len(res.claims) == 12
     manifest = json.loads((tmp_path / "study" / "runs" / "copy-L1-tiny-s0" / "manifest.json").read_text())
     assert manifest["recipe"]["schedule_horizon"] == 400 and manifest["complete"]
+    # no terminal here, so no bar: one progress line per stage, with an ETA
+    lines = [r.getMessage() for r in caplog.records if r.name == "ckptgeo.studies.reproduce"]
+    assert any("trained copy-L1-tiny-s0 (stage" in m and "ETA" in m for m in lines), lines
+    assert sum("scanned" in m for m in lines) == 2, lines
     probes = pd.read_parquet(tmp_path / "study" / "dataset" / "probes")
     assert probes["accuracy"].notna().all() and probes["revision"].nunique() == 4
     before = sorted(p.name for p in (tmp_path / "study" / "dataset" / "revisions").iterdir())

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+
+from ckptgeo.constants import NO_PROGRESS
 
 __all__ = ["add_parser"]
 
@@ -54,6 +57,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         print(estimate_text(args.preset, estimate(args.preset, device=args.device)))
         return 0
     logging.getLogger("ckptgeo.studies").setLevel(logging.INFO)
+    if NO_PROGRESS or not sys.stderr.isatty():  # no progress bars: the training runs' progress lines instead
+        logging.getLogger("ckptgeo.training.trainer").setLevel(logging.INFO)
     t0 = time.perf_counter()
     res = run_reproduce(args.preset, args.out, device=args.device, plots=not args.no_plots)
     if not res.analysed:

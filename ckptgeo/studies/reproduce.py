@@ -117,7 +117,7 @@ _ALL = ("copy", "reverse", "compare", "parity", "addition", "modular", "sort", "
 _CPU_STEPS = {
     "copy": {1: 300, 2: 600}, "reverse": {1: 300, 2: 600}, "compare": {1: 300, 2: 600},
     "parity": {1: 500, 2: 1000}, "sort": {1: 300, 2: 600}, "addition": {1: 1200, 2: 1000},
-    "modular": {1: 4000, 2: 1000}, "multiplication": {1: 3000, 2: 1000},
+    "modular": {1: 4000, 2: 1000}, "multiplication": {1: 2000, 2: 1000},
 }
 
 PRESETS: dict[str, Preset] = {
@@ -207,6 +207,13 @@ def plan_study(preset: str | Preset, out: str | Path) -> list[StudyRun]:
     return runs
 
 
+def _cost(run: StudyRun) -> float:
+    """A run's relative cost: steps x non-embedding parameters."""
+    from ckptgeo.training.sizes import get_size
+
+    return float(run.steps * get_size(run.size).n_parameters(embeddings=False))
+
+
 def assign(runs: list[StudyRun], world: int) -> list[list[StudyRun]]:
     """Runs per process: the longest first, each to the least loaded process (cost: steps x non-embedding
     parameters), so that the processes of a launcher finish together. Deterministic: every process computes
@@ -219,11 +226,10 @@ def assign(runs: list[StudyRun], world: int) -> list[list[StudyRun]]:
     >>> [[r.steps for r in share] for share in assign(runs, 2)]
     [[400, 100], [300, 200]]
     """
-    from ckptgeo.training.sizes import get_size
 
     shares: list[list[StudyRun]] = [[] for _ in range(world)]
     load = [0.0] * world
-    cost = {r.name: r.steps * get_size(r.size).n_parameters(embeddings=False) for r in runs}
+    cost = {r.name: _cost(r) for r in runs}
     for r in sorted(runs, key=lambda r: (-cost[r.name], r.name)):
         i = min(range(world), key=lambda j: (load[j], j))
         shares[i].append(r)
@@ -521,6 +527,20 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     seconds = {"train": 0.0, "scan": 0.0, "train_cpu": 0.0, "scan_cpu": 0.0}
     bar = tqdm(total=2 * len(mine) + 1, desc=f"reproduce {preset.name}", unit="stage", disable=NO_PROGRESS or None,
                dynamic_ncols=True, position=0)
+    started, cost_done = time.perf_counter(), 0.0
+    cost_all = sum(_cost(r) for r in mine) or 1.0
+
+    def stage_done(what: str, run: StudyRun, fraction: float) -> None:
+        """A progress line in the log when there is no bar (no terminal, CKPTGEO_NO_PROGRESS)."""
+        nonlocal cost_done
+        cost_done += fraction * _cost(run)
+        bar.update(1)
+        if bar.disable:
+            elapsed = time.perf_counter() - started
+            eta = elapsed * (cost_all - cost_done) / cost_done if cost_done else float("nan")
+            log.info("reproduce %s [rank %d/%d]: %s %s (stage %d/%d, %.0f s elapsed, ETA %.0f s by steps x "
+                     "parameters)", preset.name, rank, world, what, run.name, bar.n, bar.total, elapsed, eta)
+
     try:
         for run in mine:
             bar.set_postfix_str(f"train {run.name}")
@@ -529,13 +549,13 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
                        template=_template(run, preset, device), rank=0, world_size=1)
             seconds["train"] += time.perf_counter() - t0
             seconds["train_cpu"] += time.process_time() - c0
-            bar.update(1)
+            stage_done("trained", run, 0.8)
             bar.set_postfix_str(f"scan {run.name}")
             t0, c0 = time.perf_counter(), time.process_time()
             _scan_run(run, preset, dataset, device, seed)
             seconds["scan"] += time.perf_counter() - t0
             seconds["scan_cpu"] += time.process_time() - c0
-            bar.update(1)
+            stage_done("scanned", run, 0.2)
         if not _wait_for_others(out, key, rank, world):
             log.info("rank %d/%d: share done; the last process to finish analyses", rank, world)
             return StudyResult(out, None, seconds=seconds, analysed=False)

@@ -52,9 +52,12 @@ Measured on ``tiny`` (batch 128, lr 1e-3, 2 shared CPU cores; acquisition = held
 > 0.5, or > 0.75 for compare and parity, at 3 evaluations in a row). With the whole cosine inside
 1000-1500 steps: copy-L1 at step 75, sort-L1 50, compare-L1 75, reverse-L1 100, parity-L1 175,
 addition-L1 525-555; modular-L1 not (0.46-0.52 at 1500), multiplication-L1 not (0.41 at 1000, rising).
-With the learning rate held near its peak (``ckptgeo reproduce``'s recipe: cosine horizon 4x the
-budget): copy-L1 at 72 (seed 0); modular-L1 at 2064 (seed 0; 0.30 at 1200), while seed 1 was still at
-0.48 at step 2500, so modular's acquisition varies by seed by several hundred steps. Levels 2 and 3
+With the learning rate held near its peak (cosine horizon 4x a 3000-step budget, or constant without
+clipping) modular-L1 reached 0.52-0.57 by step 3000 but hovered around 0.5 without holding above it.
+Under ``ckptgeo reproduce``'s recipe (cosine horizon twice the budget, so the rate decays through the
+run; 4000 steps): modular-L1 at 1456 (seed 0) and 2548 (seed 1), multiplication-L1 at
+910 (seed 0). With the horizon equal to the 4000 steps, modular-L1 acquired at 2002 (seed 0) and 2184
+(seed 1): its acquisition varies with the seed and schedule by several hundred steps. Levels 2 and 3
 multiply the input space (see :func:`space_size`) and were not all measured.
 """
 
