@@ -87,6 +87,8 @@ def main() -> int:
     ap.add_argument("--n-samples", type=int, default=32)
     ap.add_argument("--metrics", default=METRICS)
     ap.add_argument("--timeout", type=int, default=1800, help="seconds before the scan is stopped")
+    ap.add_argument("--metric-option", action="append", default=[], metavar="METRIC.OPTION=VALUE",
+                    help="passed to the scan (for profiling; the benchmark's figure is without any)")
     args = ap.parse_args()
 
     tmp = tempfile.TemporaryDirectory(prefix="ckptgeo-bench-lm-")
@@ -102,6 +104,9 @@ def main() -> int:
            "--n-samples", str(args.n_samples), "--out", str(out)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    for opt in args.metric_option:
+        cmd += ["--metric-option", opt]
+    print("$ " + " ".join(cmd[1:] if cmd[0] == sys.executable else cmd).replace(str(out), "OUT"), flush=True)
     timer = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
     t = time.perf_counter()
     try:

@@ -38,7 +38,7 @@ def _regression(d: int, n: int = 500, seed: int = 0):
 # nβ = n / ln n (Lau et al.'s β* = 1/ln n); γ = 1 ≪ nβ ≈ 80 biases λ̂ by about −1 %; ε·nβ = 0.16
 # mixes in ~15 steps. Measured: 5.14, 5.07, 5.00 over three data seeds (chain spread ≈ 0.4).
 REGULAR = LLCConfig(lr=2e-3, nbeta=500 / math.log(500), localization=1.0, num_chains=4, num_draws=300,
-                    num_burnin_steps=50, batch_size=500)
+                    num_burnin_steps=50, batch_size=500, max_seconds=None)
 
 
 def test_regular_model_llc_is_half_its_dimension():
@@ -95,6 +95,7 @@ def test_llc_metric_records_settings_and_all_diverged_reason():
     assert len(extra["llc_per_chain"]) == 2 and extra["n_chains_diverged"] == 0
     assert extra["llc_std"] >= 0 and extra["devinterp_version"] == "2.0.1"
     assert extra["n_sgld_steps"] == 2 * 15 and "answer tokens" in extra["objective"]
+    assert extra["converged"] is True and extra["stopped_by"] == "completed" and extra["n_steps_per_chain"] == [15, 15]
     json.dumps(extra, allow_nan=False)
     # a step far too large: every chain blows up
     with pytest.warns(ChainDivergenceWarning):
@@ -102,6 +103,38 @@ def test_llc_metric_records_settings_and_all_diverged_reason():
     assert math.isnan(bad.value) and "all 2 SGLD chains diverged" in bad.reason
     assert bad.extra["llc_per_chain"] == [None, None] and bad.extra["diverged_chains"] == [0, 1]
     json.dumps(bad.extra, allow_nan=False)
+
+
+def test_time_budget_stops_the_running_chain_and_keeps_its_draws():
+    import time
+
+    model, base = _regression(3, n=64)
+
+    def slow(m, idx):  # each SGLD step takes at least 50 ms
+        time.sleep(0.05)
+        return base(m, idx)
+
+    cfg = LLCConfig(lr=1e-3, nbeta=10.0, num_chains=3, num_draws=100, batch_size=64, max_seconds=0.5)
+    est = estimate_llc(model, slow, 64, cfg)
+    steps = list(est.n_steps_per_chain)
+    assert est.stopped_by == "max_seconds" and not est.converged and not est.diverged.any()
+    assert 1 <= steps[0] <= 10 and steps[1:] == [0, 0], steps  # chain 0 cut short, 1 and 2 never started
+    assert math.isfinite(est.llc_mean) and est.llc_mean == est.llc_per_chain[0]
+    assert math.isnan(est.llc_per_chain[1]) and est.chain_errors == ()
+    # no budget: every chain runs its full length
+    full = estimate_llc(model, base, 64, LLCConfig(lr=1e-3, nbeta=10.0, num_chains=2, num_draws=20, batch_size=64,
+                                                   max_seconds=None))
+    assert full.converged and full.stopped_by == "completed" and list(full.n_steps_per_chain) == [20, 20]
+
+
+def test_metric_records_a_budget_that_ended_sampling_before_any_draw():
+    [value] = llc(tiny_context(), LLCConfig(num_chains=2, num_draws=15, batch_size=4, max_seconds=0.0))
+    assert math.isnan(value.value) and "budget ended SGLD before the first draw" in value.reason
+    extra = value.extra
+    assert extra["converged"] is False and extra["stopped_by"] == "max_seconds"
+    assert extra["n_steps_per_chain"] == [0, 0] and extra["n_chains_diverged"] == 0
+    assert extra["llc_per_chain"] == [None, None] and extra["max_seconds"] == 0.0
+    json.dumps(extra, allow_nan=False)
 
 
 def test_deterministic_under_a_seed_on_a_short_chain():

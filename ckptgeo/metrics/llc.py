@@ -9,6 +9,18 @@ records, the estimate per chain is
     λ̂_c = nβ · ( mean_{t ≥ burn-in} L_t^{(c)} − L_n(w*) )
 
 and chains whose loss went NaN/inf are reported and left out of the mean.
+
+Defaults and cost
+-----------------
+Each SGLD step is one forward and backward of the task loss on a minibatch, so the cost is
+``num_chains × (num_burnin_steps + num_draws × num_steps_bw_draws)`` such passes: on a pythia-14m-shaped
+model with 32 BIG-bench items about 1-3 s each on 2 CPU cores. devinterp's own defaults (4 chains × 200
+draws) are 800 passes, 20-40 minutes there. The defaults here are 2 chains × 50 draws (100 passes;
+two chains still give a spread, ``llc_std``) and a wall-clock budget ``max_seconds=120``: when it runs
+out the running chain stops (its draws so far count when it has at least one), later chains are not
+started, and ``converged`` is recorded False with ``stopped_by="max_seconds"``. Fewer draws make λ̂
+noisier, not biased in a known direction; raise ``num_draws`` / ``num_chains`` (and ``max_seconds``)
+where the estimate matters (``--metric-option llc.num_draws=200``).
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ import logging
 import math
 import random
 import tempfile
+import time
 import warnings
 import contextlib
 import sys
@@ -51,10 +64,11 @@ class LLCConfig:
         ``default_nbeta``). The value used is recorded as ``nbeta_used``.
     localization : float, default=100.0
         Strength γ of the pull back to the initial weights w*.
-    num_chains : int, default=4
-        Independent chains (seeds ``seed + chain``).
-    num_draws : int, default=200
-        SGLD steps per chain after burn-in that enter the estimate.
+    num_chains : int, default=2
+        Independent chains (seeds ``seed + chain``). devinterp's default is 4; see the module
+        docstring for the cost.
+    num_draws : int, default=50
+        SGLD steps per chain after burn-in that enter the estimate (devinterp's default: 200).
     num_burnin_steps : int, default=0
         Steps per chain discarded before the draws.
     num_steps_bw_draws : int, default=1
@@ -65,17 +79,21 @@ class LLCConfig:
     params : str, default="all"
         Parameters that move: ``"all"``, globs or ``"re:<regex>"`` (others are frozen: a
         restricted LLC).
+    max_seconds : float or None, default=120.0
+        Budget: wall-clock seconds of SGLD over all chains, from the first step (None: no limit). When it ends the work,
+        the estimate uses the draws made so far and records ``converged=False``.
     """
 
     lr: float = 1e-4
     nbeta: float | None = None
     localization: float = 100.0
-    num_chains: int = 4
-    num_draws: int = 200
+    num_chains: int = 2
+    num_draws: int = 50
     num_burnin_steps: int = 0
     num_steps_bw_draws: int = 1
     batch_size: int = 32
     params: str = "all"
+    max_seconds: float | None = 120.0
 
     _parameter_constraints = {
         "lr": [Interval(float, 0.0, None, closed="neither")],
@@ -87,6 +105,7 @@ class LLCConfig:
         "num_steps_bw_draws": [Interval(int, 1, None)],
         "batch_size": [Interval(int, 1, None)],
         "params": [NonEmptyStr],
+        "max_seconds": [Interval(float, 0.0, None), None],
     }
 
 
@@ -98,6 +117,9 @@ class LLCEstimate:
     none is. ``llc_per_chain``: shape (num_chains,), NaN for a diverged chain. ``diverged``: one
     flag per chain. ``init_loss``: L_n(w*) in nats, as devinterp measured it. ``nbeta_used``,
     ``batch_size_used``: resolved settings. ``chain_errors``: devinterp's message per failed chain.
+    ``stopped_by``: "completed" or "max_seconds" (the budget ended the sampling); ``converged`` is
+    True when every chain ran its full length. ``n_steps_per_chain``: SGLD steps after burn-in that
+    entered each chain's estimate (0 for a chain the budget never started). ``seconds``: wall time of SGLD.
     """
 
     llc_mean: float
@@ -108,6 +130,14 @@ class LLCEstimate:
     nbeta_used: float
     batch_size_used: int
     chain_errors: tuple[str, ...] = ()
+    stopped_by: str = "completed"
+    n_steps_per_chain: tuple[int, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def converged(self) -> bool:
+        """Every chain ran its full length (no budget cut it short)."""
+        return self.stopped_by == "completed"
 
 
 class _IndexDataset(torch.utils.data.Dataset):
@@ -226,7 +256,25 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     if not torch.isfinite(init).all():
         raise NonFiniteActivationsError(f"loss at the initial weights is {float(init)}{context}; no LLC", **fields)
 
+    from devinterp.slt.sampler import ChainHealthError
+
+    # The budget: devinterp has no time limit, but ends a chain (keeping its draws so far) when the
+    # loss raises ChainHealthError. Each chain samples its own deep copy, so a new model object
+    # marks a new chain; devinterp's initial losses are computed on ``model`` itself.
+    clock = {"model": None, "chain": -1, "stopped_in": None, "deadline": math.inf, "t0": 0.0}
+
     def devinterp_loss(m: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+        if m is not model:
+            if clock["chain"] < 0:  # the first SGLD step starts the clock
+                clock["t0"] = time.perf_counter()
+                if config.max_seconds is not None:
+                    clock["deadline"] = clock["t0"] + config.max_seconds
+            if m is not clock["model"]:
+                clock["model"], clock["chain"] = m, clock["chain"] + 1
+            if clock["stopped_in"] is None and time.perf_counter() > clock["deadline"]:
+                clock["stopped_in"] = clock["chain"]
+            if clock["stopped_in"] is not None:
+                raise ChainHealthError(f"{_BUDGET}: {config.max_seconds} s")
         loss = loss_fn(m, input_ids[:, 0])
         # devinterp wants a per-token loss of shape (batch, seq − 1) = (b, 1); its mean is our loss
         return loss.float().reshape(1, 1).expand(input_ids.shape[0], 1)
@@ -243,20 +291,33 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
                       num_init_loss_batches=max(1, n_samples // batch_size), init_seed=seed,
                       localization=config.localization, device=str(device), output_path=Path(tmp) / "samples.zarr",
                       loss_fn=devinterp_loss)
+        seconds = time.perf_counter() - clock["t0"] if clock["chain"] >= 0 else 0.0
         ds = tree.dataset
         trace = ds.sampling_loss_micro.mean(dim=["batch_sampling", "token_pos"]).values.astype(np.float64)
         init_loss = float(np.asarray(ds.init_loss.values, dtype=np.float64).mean())
-    errors = tuple(str(w.message) for w in caught if "Chain failed" in str(w.message))
+    errors = tuple(str(w.message) for w in caught if "Chain failed" in str(w.message) and _BUDGET not in str(w.message))
     for w in caught:
         if "Chain failed" not in str(w.message):
             logger.debug("devinterp: %s", w.message)
 
-    # trace: (chain, step); a diverged chain has a NaN/inf step and NaN (never written) after it
-    diverged = ~np.isfinite(trace).all(axis=1)
+    # trace: (chain, step); a diverged chain has a NaN/inf step and NaN (never written) after it; the
+    # chain the budget stopped has finite steps then NaN (never written), later chains only NaN
+    stopped_in = clock["stopped_in"]
     kept = trace[:, config.num_burnin_steps:]
-    per_chain = nbeta * (kept.mean(axis=1) - init_loss)
-    per_chain[diverged] = np.nan
-    healthy = per_chain[~diverged]
+    n_draws = np.isfinite(kept).sum(axis=1)
+    cut = np.zeros(config.num_chains, dtype=bool)
+    if stopped_in is not None:
+        cut[stopped_in:] = True
+    diverged = ~np.isfinite(trace).all(axis=1) & ~cut
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the mean of a chain with no draws
+        per_chain = nbeta * (np.nanmean(np.where(np.isfinite(kept), kept, np.nan), axis=1) - init_loss)
+    per_chain[diverged | (n_draws == 0)] = np.nan
+    n_draws[diverged] = 0
+    healthy = per_chain[np.isfinite(per_chain)]
+    if stopped_in is not None:
+        logger.warning("LLC: the %s s budget stopped SGLD in chain %d of %d (steps per chain %s)%s",
+                       config.max_seconds, stopped_in + 1, config.num_chains, n_draws.tolist(), context)
     if diverged.any():
         warnings.warn(f"{int(diverged.sum())} of {config.num_chains} SGLD chains diverged (NaN/inf loss){context} "
                       f"and are left out of the LLC (chains {np.flatnonzero(diverged).tolist()}); lower lr "
@@ -265,7 +326,12 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     mean = float(healthy.mean()) if healthy.size else math.nan
     std = float(healthy.std()) if healthy.size else math.nan
     return LLCEstimate(llc_mean=mean, llc_std=std, llc_per_chain=per_chain, diverged=diverged, init_loss=init_loss,
-                       nbeta_used=float(nbeta), batch_size_used=int(batch_size), chain_errors=errors)
+                       nbeta_used=float(nbeta), batch_size_used=int(batch_size), chain_errors=errors,
+                       stopped_by="completed" if stopped_in is None else "max_seconds",
+                       n_steps_per_chain=tuple(int(v) for v in n_draws), seconds=seconds)
+
+
+_BUDGET = "ckptgeo LLC time budget spent"
 
 
 def _devinterp_version() -> str:
@@ -308,9 +374,9 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
         minibatch is ``ctx.loss`` on it: the task loss, mean token cross-entropy (nats) over the
         answer positions only, logits computed only there (never the language-modelling loss).
     config : LLCConfig, optional
-        ``lr`` (1e-4), ``nbeta`` (None → m/ln m), ``localization`` (100), ``num_chains`` (4),
-        ``num_draws`` (200), ``num_burnin_steps`` (0), ``num_steps_bw_draws`` (1),
-        ``batch_size`` (32), ``params`` ("all").
+        ``lr`` (1e-4), ``nbeta`` (None → m/ln m), ``localization`` (100), ``num_chains`` (2),
+        ``num_draws`` (50), ``num_burnin_steps`` (0), ``num_steps_bw_draws`` (1),
+        ``batch_size`` (32), ``params`` ("all"), ``max_seconds`` (120).
 
     Returns
     -------
@@ -318,8 +384,10 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
         One value: the mean λ̂ over healthy chains (about d/2 for a regular model with d
         parameters; smaller for degenerate ones). ``extra``: every setting, ``nbeta_used``,
         ``batch_size_used``, ``n_sgld_steps`` (the budget: chains × (burn-in + draws × steps between
-        draws)), ``objective`` (the task loss), ``llc_std`` (spread over healthy chains), ``llc_per_chain`` (None for
-        a diverged chain), ``diverged_chains``, ``n_chains_diverged``, ``init_loss``,
+        draws)), ``converged`` (False when ``max_seconds`` cut the sampling short), ``stopped_by``
+        ("completed" or "max_seconds"), ``n_steps_per_chain``, ``seconds_sgld``, ``objective`` (the task
+        loss), ``llc_std`` (spread over healthy chains), ``llc_per_chain`` (None for a diverged chain or
+        one the budget never started), ``diverged_chains``, ``n_chains_diverged``, ``init_loss``,
         ``devinterp_version``. NaN with a reason when every chain diverged.
 
     Raises
@@ -363,13 +431,17 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
                        error_fields=location(ctx))
     n_steps = config.num_chains * (config.num_burnin_steps + config.num_draws * config.num_steps_bw_draws)
     extra = {**asdict(config), "nbeta_used": est.nbeta_used, "batch_size_used": est.batch_size_used,
-             "n_sgld_steps": n_steps, "objective": TASK_LOSS,
+             "n_sgld_steps": n_steps, "objective": TASK_LOSS, "converged": est.converged,
+             "stopped_by": est.stopped_by, "n_steps_per_chain": list(est.n_steps_per_chain),
+             "seconds_sgld": est.seconds,
              "llc_std": est.llc_std if math.isfinite(est.llc_std) else None,
              "llc_per_chain": [float(v) if math.isfinite(v) else None for v in est.llc_per_chain],
              "diverged_chains": np.flatnonzero(est.diverged).tolist(), "n_chains_diverged": int(est.diverged.sum()),
              "init_loss": est.init_loss, "devinterp_version": _devinterp_version()}
     reason = None
-    if not math.isfinite(est.llc_mean):
+    if not math.isfinite(est.llc_mean) and est.stopped_by == "max_seconds" and not est.diverged.any():
+        reason = f"the {config.max_seconds} s budget ended SGLD before the first draw; raise llc.max_seconds"
+    elif not math.isfinite(est.llc_mean):
         reason = (f"all {config.num_chains} SGLD chains diverged (NaN/inf loss); lower lr ({config.lr}) or raise "
                   f"localization ({config.localization})")
     return [MetricValue(value=est.llc_mean, reason=reason, extra=extra)]
