@@ -27,7 +27,8 @@ class ModelContext:
     where a position is not scored (the answer tokens of each item are scored). ``seed`` seeds any
     randomness; ``position_ids`` (optional) give left-padded rows their positions. :meth:`loss` is the
     task loss: the mean token cross-entropy (nats) over scored positions, the output head applied only
-    at the last :meth:`logits_to_keep` positions (``_autodiff.task_token_losses``);
+    at the positions that predict a scored token (``_autodiff.task_loss``; per item, at the last
+    :meth:`logits_to_keep` positions, ``_autodiff.task_token_losses``);
     :meth:`per_sample_loss` returns one loss per item, shape ``(n_items,)``. A measure that samples
     around the weights (LLC) works on copies of ``model`` and leaves it unchanged. :meth:`shared` keeps
     inputs several measures read (per-sample gradients), computed once.
@@ -61,11 +62,10 @@ class ModelContext:
         return tok.sum(1) / mask.sum(1).clamp_min(1)
 
     def loss(self, model: torch.nn.Module | None = None, batch: dict | None = None) -> torch.Tensor:
-        from ckptgeo.metrics._autodiff import task_token_losses
+        from ckptgeo.metrics._autodiff import task_loss
 
         batch = batch or self.batch
-        tok, mask = task_token_losses(model or self.model, batch, self._tail(batch))
-        return tok.sum() / mask.sum().clamp_min(1)
+        return task_loss(model or self.model, batch, self._tail(batch))
 
     def _tail(self, batch: dict) -> int:
         # rows drawn from this context's batch keep its columns, so its tail covers them

@@ -16,7 +16,7 @@ Each SGLD step is one forward and backward of the task loss on a minibatch, so t
 ``num_chains × (num_burnin_steps + num_draws × num_steps_bw_draws)`` such passes: on a pythia-14m-shaped
 model with 32 BIG-bench items about 1-3 s each on 2 CPU cores. devinterp's own defaults (4 chains × 200
 draws) are 800 passes, 20-40 minutes there. The defaults here are 2 chains × 50 draws (100 passes;
-two chains still give a spread, ``llc_std``) and a wall-clock budget ``max_seconds=120``: when it runs
+two chains still give a spread, ``llc_std``) and a wall-clock budget ``max_seconds=90``: when it runs
 out the running chain stops (its draws so far count when it has at least one), later chains are not
 started, and ``converged`` is recorded False with ``stopped_by="max_seconds"``. Fewer draws make λ̂
 noisier, not biased in a known direction; raise ``num_draws`` / ``num_chains`` (and ``max_seconds``)
@@ -79,7 +79,7 @@ class LLCConfig:
     params : str, default="all"
         Parameters that move: ``"all"``, globs or ``"re:<regex>"`` (others are frozen: a
         restricted LLC).
-    max_seconds : float or None, default=120.0
+    max_seconds : float or None, default=90.0
         Budget: wall-clock seconds of SGLD over all chains, from the first step (None: no limit). When it ends the work,
         the estimate uses the draws made so far and records ``converged=False``.
     """
@@ -93,7 +93,7 @@ class LLCConfig:
     num_steps_bw_draws: int = 1
     batch_size: int = 32
     params: str = "all"
-    max_seconds: float | None = 120.0
+    max_seconds: float | None = 90.0
 
     _parameter_constraints = {
         "lr": [Interval(float, 0.0, None, closed="neither")],
@@ -376,7 +376,7 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
     config : LLCConfig, optional
         ``lr`` (1e-4), ``nbeta`` (None → m/ln m), ``localization`` (100), ``num_chains`` (2),
         ``num_draws`` (50), ``num_burnin_steps`` (0), ``num_steps_bw_draws`` (1),
-        ``batch_size`` (32), ``params`` ("all"), ``max_seconds`` (120).
+        ``batch_size`` (32), ``params`` ("all"), ``max_seconds`` (90).
 
     Returns
     -------
