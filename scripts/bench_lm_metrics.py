@@ -11,7 +11,7 @@ this process it also times one loss and backward on the measures' fixed batch th
 every position and the full vocabulary) against the task loss (logits at the answer positions only),
 and prints the ratio: the baseline measured in the same run.
 
-    python scripts/bench_lm_metrics.py                      # ~2-5 minutes on 2 cores
+    python scripts/bench_lm_metrics.py                      # ~5 minutes on 2 cores
     python scripts/bench_lm_metrics.py --threads 2 --keep /tmp/p14m
 """
 
@@ -50,8 +50,10 @@ def build(folder: Path) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def loss_ratio(folder: Path, suite: Path, n_items: int, repeats: int = 3) -> tuple[float, float]:
-    """Seconds of one loss + backward with logits everywhere, and with logits at the answers only."""
+def loss_ratio(folder: Path, suite: Path, n_items: int, repeats: int = 3) -> tuple[float, float, float]:
+    """Seconds of one loss + backward with logits everywhere, at the last positions holding every answer
+    (the per-item loss of the gradient ranks), and at the rows predicting an answer token only (the
+    batch loss of Hessian and LLC, ``ModelContext.loss``)."""
     import torch
     from transformers import AutoTokenizer, GPTNeoXForCausalLM
 
@@ -65,19 +67,22 @@ def loss_ratio(folder: Path, suite: Path, n_items: int, repeats: int = 3) -> tup
     ctx = ModelContext(model=model, batch=batch, device=torch.device("cpu"))
     full = batch["labels"].shape[1]
 
-    def timed(keep):
+    from ckptgeo.metrics._autodiff import task_token_losses
+
+    def tail_loss(keep):
+        tok, mask = task_token_losses(model, batch, keep)
+        return tok.sum() / mask.sum()
+
+    def timed(loss):
         best = float("inf")
         for _ in range(repeats):
             t = time.perf_counter()
-            from ckptgeo.metrics._autodiff import task_token_losses
-
-            tok, mask = task_token_losses(model, batch, keep)
-            (tok.sum() / mask.sum()).backward()
+            loss().backward()
             best = min(best, time.perf_counter() - t)
             model.zero_grad(set_to_none=True)
         return best
 
-    return timed(full), timed(ctx.logits_to_keep())
+    return timed(lambda: tail_loss(full)), timed(lambda: tail_loss(ctx.logits_to_keep())), timed(ctx.loss)
 
 
 def main() -> int:
@@ -94,10 +99,11 @@ def main() -> int:
     tmp = tempfile.TemporaryDirectory(prefix="ckptgeo-bench-lm-")
     folder = Path(args.keep) if args.keep else Path(tmp.name) / "p14m"
     n_params = build(folder) if not (folder / "step1000").is_dir() else None
-    full_s, tail_s = loss_ratio(folder, BIGBENCH, args.n_samples)
+    full_s, tail_s, rows_s = loss_ratio(folder, BIGBENCH, args.n_samples)
     print(f"pythia-14m shape, {n_params or '(existing folder)'} parameters; one loss + backward on "
-          f"{args.n_samples} items: all positions {full_s:.3f} s, answer positions only {tail_s:.3f} s "
-          f"(ratio {full_s / tail_s:.1f}x)", flush=True)
+          f"{args.n_samples} items (best of 3): all positions {full_s:.3f} s (baseline), last positions holding "
+          f"the answers {tail_s:.3f} s ({full_s / tail_s:.1f}x), answer-predicting rows only {rows_s:.3f} s "
+          f"({full_s / rows_s:.1f}x)", flush=True)
 
     out = Path(tmp.name) / "out"
     cmd = [sys.executable, "-m", "ckptgeo", "scan", str(folder), "--suite", str(BIGBENCH), "--metrics", args.metrics,
@@ -123,11 +129,16 @@ def main() -> int:
         return 1
     import pandas as pd
 
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else ["?"] * 3
+    print(f"load average after the scan (1, 5, 15 min): {' '.join(load)} on {__import__('os').cpu_count()} CPUs "
+          f"(other processes' load inflates the wall time)")
+
     g = pd.read_parquet(out / "geometry")
     for (metric, layer), rows in g.groupby(["metric", "layer"], sort=False):
         vals = ", ".join(f"{v:.4g}" for v in rows.sort_values("index").value)
         extra = json.loads(rows.settings.iloc[0])
-        keys = {k: extra[k] for k in ("n_hvp", "converged", "stopped_by", "n_params", "n_sgld_steps") if k in extra}
+        keys = {k: extra[k] for k in ("n_hvp", "converged", "stopped_by", "n_params", "n_sgld_steps",
+                                      "n_steps_per_chain") if k in extra}
         print(f"  {metric:14s} layer {layer:2d}  {rows.seconds.max():7.1f} s  [{vals}] {keys}")
     finite = bool(g.value.notna().all())
     print(f"every value finite: {finite}")

@@ -121,12 +121,16 @@ class HessianVectorProduct:
     """``v ↦ Hv`` for the Hessian of ``loss_fn()`` w.r.t. ``params``, as float64 NumPy vectors.
 
     The loss and its gradient (with ``create_graph=True``) are computed once; each product is one
-    backward pass through that graph (``retain_graph=True``), about twice a plain backward.
+    backward pass through that graph (``retain_graph=True``), about twice a plain backward. A loss
+    given as a sum of parts (a list of callables, e.g. one per chunk of items) keeps one graph per
+    part and runs the product part by part: the retained graphs take the same memory in all, but
+    the double backward's temporaries are one part's (on pythia-14m with 32 items, 4 parts of 8
+    items: about 0.3 GB instead of 1.1 GB at the peak), and Hv is the sum of the parts' products.
 
     Parameters
     ----------
-    loss_fn : callable () -> Tensor of shape ()
-        The scalar loss, differentiable in ``params``.
+    loss_fn : callable () -> Tensor of shape (), or list of them
+        The scalar loss, differentiable in ``params`` (or its parts, summed).
     params : list of Tensor
         Parameters spanning the Hessian; P = Σ numel.
     context : str, default=""
@@ -145,17 +149,22 @@ class HessianVectorProduct:
         self.n_calls = 0
         self._context = context
         self._fields = error_fields or {}
-        loss = loss_fn()
-        if not torch.isfinite(loss).all():
-            raise NonFiniteActivationsError(f"loss is {float(loss.detach())}{context}; no Hessian", **self._fields)
-        self.loss = float(loss.detach())
-        grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
-        for g in grads:
-            if g is not None and not torch.isfinite(g).all():
-                raise NonFiniteActivationsError(f"NaN or inf in the loss gradient{context}; no Hessian", **self._fields)
-        # a gradient that does not depend on the parameters contributes a zero block to H
-        self._live = [i for i, g in enumerate(grads) if g is not None and g.requires_grad]
-        self._grads = [grads[i] for i in self._live]
+        self.loss = 0.0
+        self._parts = []  # per part: (indices of parameters with a live gradient, those gradients)
+        for part in (loss_fn if isinstance(loss_fn, (list, tuple)) else [loss_fn]):
+            loss = part()
+            if not torch.isfinite(loss).all():
+                raise NonFiniteActivationsError(f"loss is {float(loss.detach())}{context}; no Hessian", **self._fields)
+            self.loss += float(loss.detach())
+            grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+            for g in grads:
+                if g is not None and not torch.isfinite(g).all():
+                    raise NonFiniteActivationsError(f"NaN or inf in the loss gradient{context}; no Hessian",
+                                                    **self._fields)
+            # a gradient that does not depend on the parameters contributes a zero block to H
+            live = [i for i, g in enumerate(grads) if g is not None and g.requires_grad]
+            if live:
+                self._parts.append((live, [grads[i] for i in live]))
         self._sizes = [p.numel() for p in params]
         self._offsets = np.cumsum([0] + self._sizes)
 
@@ -172,14 +181,14 @@ class HessianVectorProduct:
         """Hv for a flat tensor ``v`` of shape (P,) on the parameters' device; returns shape (P,), ``v``'s dtype."""
         self.n_calls += 1
         out = torch.zeros_like(v)
-        if not self._live:
-            return out
-        vs = [v[self._offsets[i]:self._offsets[i + 1]].to(self.params[i].dtype).view_as(self.params[i])
-              for i in self._live]
-        hv = torch.autograd.grad(self._grads, self.params, grad_outputs=vs, retain_graph=True, allow_unused=True)
-        for i, h in enumerate(hv):
-            if h is not None:
-                out[self._offsets[i]:self._offsets[i + 1]] = h.detach().reshape(-1)
+        for live, grads in self._parts:
+            vs = [v[self._offsets[i]:self._offsets[i + 1]].to(self.params[i].dtype).view_as(self.params[i])
+                  for i in live]
+            hv = torch.autograd.grad(grads, self.params, grad_outputs=vs, retain_graph=True, allow_unused=True)
+            for i, h in enumerate(hv):
+                if h is not None:
+                    out[self._offsets[i]:self._offsets[i + 1]] += h.detach().reshape(-1)
+            del hv
         if not torch.isfinite(out).all():
             raise NonFiniteActivationsError(f"NaN or inf in a Hessian-vector product{self._context}", **self._fields)
         return out
@@ -280,7 +289,7 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
     V = torch.empty(basis, n, dtype=dtype, device=device)
     v = torch.from_numpy(np.random.default_rng(seed).standard_normal(n)).to(device=device, dtype=dtype)
     v /= v.norm()
-    start, t0, restarts, stop = hvp.n_calls, time.perf_counter(), 0, None
+    start, t0, restarts, stop, previous = hvp.n_calls, time.perf_counter(), 0, None, None
     exact = tol == 0
     while stop is None:
         alpha: list[float] = []
@@ -325,9 +334,14 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
             V[j + 1] = w / b
         if stop is None:  # explicit restart from the wanted Ritz vectors
             restarts += 1
+            previous = (theta, resid, done)
             v = V[:len(alpha)].T @ torch.from_numpy(vecs[:, idx].sum(1)).to(device=device, dtype=dtype)
             v /= v.norm()
     del V
+    if len(idx) < k and previous is not None and stop != "converged":
+        # a budget ended a restarted cycle before it held k Ritz values: the last full cycle's estimates
+        theta, resid, done = previous
+        idx = np.arange(k)
     converged = bool(done.all()) and len(idx) == k
     if not converged:
         logger.warning("Lanczos converged on %d of %d Hessian eigenvalues (stopped by %s after %d products)",
@@ -335,6 +349,31 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
     return HessianSpectrum(eigenvalues=theta, n_hvp=hvp.n_calls - start, converged=converged, n_params=n,
                            converged_each=done, residuals=resid, stopped_by=stop,
                            seconds=time.perf_counter() - t0)
+
+
+#: items per part of the loss whose Hessian-vector products run one after the other (see HessianVectorProduct)
+_ITEMS_PER_PART = 8
+
+
+def _loss_parts(ctx: ModelContext):
+    """The task loss as a sum of parts of ``_ITEMS_PER_PART`` items, each its token-weighted share:
+    ``L = Σ_c (n_c / n) L_c`` with ``n_c`` the scored tokens of chunk c, so the Hessian is the sum of
+    theirs. A context without labelled items gets one part, ``ctx.loss``."""
+    labels = ctx.batch.get("labels") if isinstance(ctx.batch, dict) else None
+    if labels is None or labels.shape[0] <= _ITEMS_PER_PART:
+        return [lambda: ctx.loss()]
+    counts = (labels[:, 1:] != -100).sum(1)
+    total = max(1, int(counts.sum()))
+    parts = []
+    for start in range(0, labels.shape[0], _ITEMS_PER_PART):
+        sl = slice(start, start + _ITEMS_PER_PART)
+        share = int(counts[sl].sum()) / total
+        if share == 0:
+            continue
+        chunk = {k: (v[sl] if isinstance(v, torch.Tensor) and v.shape[:1] == labels.shape[:1] else v)
+                 for k, v in ctx.batch.items()}
+        parts.append(lambda chunk=chunk, share=share: ctx.loss(batch=chunk) * share)
+    return parts
 
 
 def _available_host_bytes() -> int | None:
@@ -458,7 +497,7 @@ def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[Metr
     chosen = [p for _, p in select_parameters(model, config.params, metric="hessian")]
     bar = progress(config.max_hvp, f"Hessian-vector products{where(ctx)}", "hvp")
     with eval_mode(model), eager_attention(model), gradients_on(chosen), bar:
-        op = HessianVectorProduct(lambda: ctx.loss(), chosen, context=where(ctx), error_fields=location(ctx))
+        op = HessianVectorProduct(_loss_parts(ctx), chosen, context=where(ctx), error_fields=location(ctx))
         spec = hessian_eigenvalues(op, k=config.k, which=config.which, tol=config.tol, max_iter=config.max_iter,
                                    ncv=config.ncv, seed=ctx.seed, max_hvp=config.max_hvp,
                                    max_seconds=config.max_seconds, on_step=lambda n: bar.update(n - bar.n))
