@@ -196,3 +196,33 @@ def test_refuses_a_lanczos_basis_larger_than_host_memory(monkeypatch):
     monkeypatch.setattr(hmod, "_available_host_bytes", lambda: 1000)
     with pytest.raises(InvalidParameterError, match="host memory.*'params'"):
         hessian(_quadratic_context(), HessianConfig(k=2))
+
+
+def test_loss_in_parts_of_items_gives_the_whole_batch_hessian():
+    from ckptgeo.metrics._autodiff import eager_attention, gradients_on
+    from ckptgeo.metrics.hessian import _ITEMS_PER_PART, _loss_parts
+
+    ctx = tiny_context(n_items=2 * _ITEMS_PER_PART + 3)  # three parts, the last one short
+    params = list(ctx.model.parameters())
+    parts = _loss_parts(ctx)
+    assert len(parts) == 3
+    v = torch.randn(sum(p.numel() for p in params), generator=torch.Generator().manual_seed(1))
+    with eager_attention(ctx.model), gradients_on(params):
+        split = HessianVectorProduct(parts, params)
+        whole = HessianVectorProduct(lambda: ctx.loss(), params)
+        assert split.loss == pytest.approx(whole.loss, rel=1e-6)
+        np.testing.assert_allclose(split.apply(v).numpy(), whole.apply(v).numpy(), rtol=1e-5, atol=1e-6)
+    assert len(_loss_parts(tiny_context(n_items=_ITEMS_PER_PART))) == 1
+
+
+def test_batch_task_loss_on_answer_rows_equals_the_tail_loss():
+    from ckptgeo.metrics._autodiff import task_loss, task_token_losses
+
+    ctx = tiny_context(n_items=5)
+    tok, mask = task_token_losses(ctx.model, ctx.batch, ctx.batch["labels"].shape[1])  # logits everywhere
+    with torch.no_grad():
+        rows = task_loss(ctx.model, ctx.batch)
+        fallback = task_loss(lambda **kw: ctx.model(**{k: v for k, v in kw.items() if k != "logits_to_keep"}),
+                             ctx.batch)  # a model without logits_to_keep: full logits, the tail's way
+    assert float(rows) == pytest.approx(float(tok.sum() / mask.sum()), rel=1e-6)
+    assert float(fallback) == pytest.approx(float(rows), rel=1e-6)
