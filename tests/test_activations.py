@@ -179,10 +179,13 @@ def test_task_loss_reads_logits_at_the_answer_positions_only(model, tokenizer):
     shapes = []
     handle = model.get_output_embeddings().register_forward_hook(lambda m, a, out: shapes.append(tuple(out.shape)))
     try:
-        loss = ctx.loss()
+        loss = ctx.loss()  # the batch loss: the head only at the rows that predict an answer token
+        per_item = ctx.per_sample_loss()  # per item (vmap-able): the head at the last `keep` positions
     finally:
         handle.remove()
-    assert shapes == [(6, keep, model.config.vocab_size)]
+    n_answer = sum(len(p.conts[p.item.answer]) for p in ps.items)
+    assert shapes == [(n_answer, model.config.vocab_size), (6, keep, model.config.vocab_size)]
     tok, mask = task_token_losses(model, batch, batch["input_ids"].shape[1])  # logits everywhere
     assert loss.item() == pytest.approx((tok.sum() / mask.sum()).item(), rel=1e-6)
-    assert int(mask.sum()) == sum(len(p.conts[p.item.answer]) for p in ps.items)
+    assert per_item.tolist() == pytest.approx((tok.sum(1) / mask.sum(1)).tolist(), rel=1e-6)
+    assert int(mask.sum()) == n_answer
