@@ -36,6 +36,7 @@ Usage::
     python scripts/bench_scan.py                       # pythia-70m shape, 10 revisions, 200 items
     python scripts/bench_scan.py --plain-revisions 2         # B on two revisions only
     python scripts/bench_scan.py --shape tiny --revisions 4 --n-items 40   # a quick check (~20 s)
+    python scripts/bench_scan.py --compare-prefix --revisions 3 --plain-revisions 1   # prefix sharing on/off
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ class RunStats:
     peak_rss_sampled: int = 0
     peak_rss_hwm: int | None = None
     rss_after: list[int] = field(default_factory=list)           # after revision 1, 2, ...
+    released_at: list[float] = field(default_factory=list)       # perf_counter after revision 1, 2, ... (A)
     peak_cache: int = 0
     accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)   # revision -> (correct, n)
     rankme: dict[str, list[float]] = field(default_factory=dict)          # revision -> per layer
@@ -160,13 +162,14 @@ class RunStats:
 # --------------------------------------------------------------------------------------------------
 # run A: ckptgeo.engine.scan
 # --------------------------------------------------------------------------------------------------
-def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _Sampler) -> RunStats:
+def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _Sampler, *,
+             share_prefix: bool = True) -> RunStats:
     import pandas as pd
 
     from ckptgeo.engine.scan import scan
     from ckptgeo.sources.hub import HubSource
 
-    stats = RunStats("A ckptgeo.engine.scan")
+    stats = RunStats("A ckptgeo.engine.scan" + ("" if share_prefix else ", prefixes not shared"))
 
     class InstrumentedHub(HubSource):
         """HubSource that records the cache size just before each eviction and RSS just after it."""
@@ -175,6 +178,7 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _
             sampler.note_cache(_dir_bytes(cache))
             super().release(revision)
             stats.rss_after.append(_rss())
+            stats.released_at.append(time.perf_counter())
 
     sampler.watch(cache)
     _reset_hwm()
@@ -182,7 +186,7 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _
     source = InstrumentedHub(repo_id)
     result = scan(source, revisions="all", suites=(str(suite),), metrics=("rankme", "behavior"),
                   n_samples=args.n_items, prefetch=args.prefetch, batch_size=args.batch_size,
-                  device=args.device, out=out, on_error="raise")
+                  device=args.device, out=out, on_error="raise", share_prefix=share_prefix)
     stats.wall = time.perf_counter() - t0
     stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = _hwm(), sampler.peak_rss, sampler.peak_cache
     stats.n_revisions = len(result.measured)
@@ -365,6 +369,9 @@ def _parse_args(argv):
                         help="run B on the first M revisions only (it is the slow one); the speed ratio then "
                              "compares seconds per revision (default: all)")
     parser.add_argument("--batch-size", type=int, default=16, help="both runs (default: %(default)s)")
+    parser.add_argument("--compare-prefix", action="store_true",
+                        help="also run A with prefix sharing off (scan(..., share_prefix=False)) and print the ratios "
+                             "with and without it")
     parser.add_argument("--device", default="cpu", help="torch device for both runs (default: %(default)s)")
     parser.add_argument("--suite", type=Path, default=DEFAULT_SUITE,
                         help="BIG-bench task JSON (default: ../shared/data/bigbench_logical_deduction/"
@@ -437,8 +444,21 @@ def main(argv=None) -> int:
         sampler.start()
         a = run_scan(repo.repo_id, args.suite, args, work / "out", cache_a, sampler)
         print(_run_block(a, rev_weights=rev_weights, rev_all=rev_all), flush=True)
+        if args.compare_prefix:
+            a0 = run_scan(repo.repo_id, args.suite, args, work / "out_unshared", cache_a, sampler, share_prefix=False)
+            print(_run_block(a0, rev_weights=rev_weights, rev_all=rev_all), flush=True)
         b = run_plain(repo.repo_id, branches[: args.plain_revisions or None], items, args, cache_b, sampler)
         print(_run_block(b, rev_weights=rev_weights, rev_all=rev_all), flush=True)
+        if args.compare_prefix:
+            # A and its unshared twin after their first revision (set-up, first loads and warm-up excluded)
+            per_a, per_a0 = ((x.released_at[-1] - x.released_at[0]) / (len(x.released_at) - 1) for x in (a, a0))
+            per_b = b.wall / max(b.n_revisions, 1)
+            diff = max((abs(x - y) / max(abs(y), 1e-12) for rev in a.rankme for x, y in
+                        zip(a.rankme[rev], a0.rankme.get(rev, []))), default=float("nan"))
+            print(f"prefix sharing (A after its first revision): {per_a0:.2f} s/revision without, {per_a:.2f} s with: ratio {per_a0 / per_a:.2f}x; "
+                  f"plain way / scan: {per_b / per_a:.2f}x with sharing, {per_b / per_a0:.2f}x without; "
+                  f"RankMe max relative difference shared vs unshared {diff:.1e}; accuracy equal: "
+                  f"{a.accuracy == a0.accuracy}", flush=True)
         ok = _report(a, b, rev_all=rev_all, prefetch=args.prefetch)
     finally:
         sampler.stop()

@@ -47,6 +47,7 @@ class ScanConfig:
     step_pattern: str | None = None
     model_items: int = 32
     threads: int | None = None
+    share_prefix: bool = True
 
     _parameter_constraints = {
         "n_samples": [Interval(int, 2, None)],

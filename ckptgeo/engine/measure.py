@@ -120,7 +120,8 @@ class SuiteInputs:
 
         t0 = time.perf_counter()
         out = run_suite(self.model, self.prepared, batch_size=self.config.batch_size, position=self.config.position,
-                        device=self.config.device, revision=self.revision, with_probes=self.with_probes)
+                        device=self.config.device, revision=self.revision, with_probes=self.with_probes,
+                        share_prefix=self.config.share_prefix)
         self.forward_seconds = time.perf_counter() - t0
         return out
 

@@ -70,7 +70,7 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
          model_items: int = 32, centered: bool | None = None, epsilon: float | None = None, batch_size: int = 16,
          device: str = "cpu", prefetch: int = 1, max_disk: int | str | None = None, keep_cache: bool = False,
          overwrite: bool = False, save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None,
-         threads: int | None = None, config: ScanConfig | None = None) -> ScanResult:
+         threads: int | None = None, share_prefix: bool = True, config: ScanConfig | None = None) -> ScanResult:
     """Measure every selected revision of ``source`` and write the tables under ``out``.
 
     Parameters
@@ -129,6 +129,10 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
     threads : int, optional
         Torch CPU threads (default :func:`ckptgeo._threads.default_threads` of the model's size); recorded,
         with torch's deterministic settings, in ``runs/<config_hash>.json`` under ``runtime``.
+    share_prefix : bool, default=True
+        Run a prefix that a batch's prompts share once and reuse its key/value cache (equal results to
+        1e-5 relative; does not change values). False runs every prompt whole: the baseline of
+        ``scripts/bench_scan.py --compare-prefix``.
     config : ScanConfig, optional
         Settings as one object (the command line builds one); keyword options that differ from their
         defaults override its fields.
@@ -161,7 +165,8 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
                    metric_options=metric_options, n_samples=n_samples, position=position, dtype=dtype, seed=seed,
                    model_items=model_items, centered=centered, epsilon=epsilon, batch_size=batch_size, device=device,
                    prefetch=prefetch, max_disk=parse_size(max_disk), keep_cache=keep_cache, overwrite=overwrite,
-                   save_states=save_states, on_error=on_error, step_pattern=step_pattern, threads=threads)
+                   save_states=save_states, on_error=on_error, step_pattern=step_pattern, threads=threads,
+                   share_prefix=share_prefix)
     config = merge_options(config, options)
     run = _Run.start(source, config, out)
     try:
