@@ -130,8 +130,10 @@ PRESETS: dict[str, Preset] = {
     # the work evenly (assign).
     "cpu": Preset(
         "cpu", _ALL, (1, 2), ("tiny", "mini"), (0,), _CPU_STEPS, n_checkpoints=40, n_samples=200,
-        probe_checkpoints=4, model_metrics=("hessian", "llc"),
+        probe_checkpoints=8, model_metrics=("hessian", "llc"),
         model_runs=(("copy", 1, "tiny"), ("addition", 1, "tiny"), ("modular", 1, "tiny")), model_checkpoints=5,
+        # more SGLD than the language-model defaults (2 x 50): cheap on tiny, and the LLC claim needs a steady curve
+        metric_options={"llc": {"num_chains": 4, "num_draws": 100}},
         levels_by_size={"mini": (1,)},
         description="8 tasks x levels 1-2 on tiny, level 1 on mini, 1 seed: 24 runs on 2 CPU cores"),
     "paper": Preset(
