@@ -226,3 +226,16 @@ def test_batch_task_loss_on_answer_rows_equals_the_tail_loss():
                              ctx.batch)  # a model without logits_to_keep: full logits, the tail's way
     assert float(rows) == pytest.approx(float(tok.sum() / mask.sum()), rel=1e-6)
     assert float(fallback) == pytest.approx(float(rows), rel=1e-6)
+
+
+def test_a_budget_inside_a_restarted_cycle_keeps_the_better_lower_bounds():
+    lam = torch.cat([torch.tensor([9.0, 5.0]), torch.linspace(0.0, 4.0, 200)]).double()
+    first = hessian(_quadratic_context(lam), HessianConfig(k=2, tol=0, ncv=4, max_hvp=4))  # one full cycle
+    for budget in (5, 6, 7):  # stopped 1, 2, 3 products into the restarted cycle
+        rows = hessian(_quadratic_context(lam), HessianConfig(k=2, tol=0, ncv=4, max_hvp=budget))
+        assert rows[0].extra["stopped_by"] == "max_hvp" and rows[0].extra["n_hvp"] == budget
+        values = [r.value for r in rows]
+        assert all(np.isfinite(values)), values
+        # Ritz values of "LA" are lower bounds: never below the first cycle's, never above the truth
+        assert all(v >= f.value - 1e-12 for v, f in zip(values, first)), (values, [f.value for f in first])
+        assert values[0] <= 9.0 + 1e-9 and values[1] <= 5.0 + 1e-9 and values[0] >= values[1]

@@ -338,9 +338,18 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
             v = V[:len(alpha)].T @ torch.from_numpy(vecs[:, idx].sum(1)).to(device=device, dtype=dtype)
             v /= v.norm()
     del V
-    if len(idx) < k and previous is not None and stop != "converged":
-        # a budget ended a restarted cycle before it held k Ritz values: the last full cycle's estimates
-        theta, resid, done = previous
+    if previous is not None and stop != "converged":
+        # a budget ended a restarted cycle early. Its Ritz values come from a smaller Krylov space;
+        # with fewer than k of them, the last full cycle's estimates stand. For "LA" each Ritz value
+        # is a lower bound on its eigenvalue (Cauchy interlacing), so per rank the larger of the two
+        # cycles' estimates is the better one.
+        p_theta, p_resid, p_done = previous
+        if len(idx) < k:
+            theta, resid, done = p_theta, p_resid, p_done
+        elif which == "LA":
+            take = np.nan_to_num(p_theta, nan=-np.inf) > np.nan_to_num(theta, nan=-np.inf)
+            theta, resid, done = (np.where(take, p_theta, theta), np.where(take, p_resid, resid),
+                                  np.where(take, p_done, done))
         idx = np.arange(k)
     converged = bool(done.all()) and len(idx) == k
     if not converged:
