@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import asdict
 
+import numpy as np
 import pytest
 import torch
 
@@ -105,22 +106,24 @@ def test_llc_metric_records_settings_and_all_diverged_reason():
     json.dumps(bad.extra, allow_nan=False)
 
 
-def test_time_budget_stops_the_running_chain_and_keeps_its_draws():
+def test_time_budget_is_shared_between_the_chains_and_keeps_their_draws():
     import time
 
     model, base = _regression(3, n=64)
 
-    def slow(m, idx):  # each SGLD step takes at least 50 ms
-        time.sleep(0.05)
+    def slow(m, idx):  # each SGLD step takes at least 0.2 s
+        time.sleep(0.2)
         return base(m, idx)
 
-    cfg = LLCConfig(lr=1e-3, nbeta=10.0, num_chains=3, num_draws=100, batch_size=64, max_seconds=0.5)
+    cfg = LLCConfig(lr=1e-3, nbeta=10.0, num_chains=3, num_draws=100, batch_size=64, max_seconds=6.0)
     est = estimate_llc(model, slow, 64, cfg)
     steps = list(est.n_steps_per_chain)
     assert est.stopped_by == "max_seconds" and not est.converged and not est.diverged.any()
-    assert 1 <= steps[0] <= 10 and steps[1:] == [0, 0], steps  # chain 0 cut short, 1 and 2 never started
-    assert math.isfinite(est.llc_mean) and est.llc_mean == est.llc_per_chain[0]
-    assert math.isnan(est.llc_per_chain[1]) and est.chain_errors == ()
+    # each chain gets its share of the 6 s (what is left over the chains still to run): a few steps of
+    # 0.2 s each, far short of 100, and no chain left out
+    assert all(1 <= n <= 15 for n in steps), steps
+    assert np.isfinite(est.llc_per_chain).all() and est.llc_mean == pytest.approx(np.mean(est.llc_per_chain))
+    assert est.chain_errors == () and est.llc_std >= 0
     # no budget: every chain runs its full length
     full = estimate_llc(model, base, 64, LLCConfig(lr=1e-3, nbeta=10.0, num_chains=2, num_draws=20, batch_size=64,
                                                    max_seconds=None))

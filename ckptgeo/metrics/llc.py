@@ -16,9 +16,10 @@ Each SGLD step is one forward and backward of the task loss on a minibatch, so t
 ``num_chains × (num_burnin_steps + num_draws × num_steps_bw_draws)`` such passes: on a pythia-14m-shaped
 model with 32 BIG-bench items about 1-3 s each on 2 CPU cores. devinterp's own defaults (4 chains × 200
 draws) are 800 passes, 20-40 minutes there. The defaults here are 2 chains × 50 draws (100 passes;
-two chains still give a spread, ``llc_std``) and a wall-clock budget ``max_seconds=90``: when it runs
-out the running chain stops (its draws so far count when it has at least one), later chains are not
-started, and ``converged`` is recorded False with ``stopped_by="max_seconds"``. Fewer draws make λ̂
+two chains still give a spread, ``llc_std``) and a wall-clock budget ``max_seconds=90``, shared out
+between the chains: a chain that starts with r seconds left and k chains to go runs for r / k seconds
+(its draws so far count when it has at least one; time a chain leaves unused passes on), and ``converged`` is
+recorded False with ``stopped_by="max_seconds"``. Fewer draws make λ̂
 noisier, not biased in a known direction; raise ``num_draws`` / ``num_chains`` (and ``max_seconds``)
 where the estimate matters (``--metric-option llc.num_draws=200``).
 """
@@ -259,21 +260,24 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     from devinterp.slt.sampler import ChainHealthError
 
     # The budget: devinterp has no time limit, but ends a chain (keeping its draws so far) when the
-    # loss raises ChainHealthError. Each chain samples its own deep copy, so a new model object
-    # marks a new chain; devinterp's initial losses are computed on ``model`` itself.
-    clock = {"model": None, "chain": -1, "stopped_in": None, "deadline": math.inf, "t0": 0.0}
+    # loss raises ChainHealthError, and goes on with the next chain. Each chain samples its own deep copy,
+    # so a new model object marks a new chain; devinterp's initial losses are computed on ``model`` itself.
+    # A chain that starts with r seconds of the budget left and k chains to go (itself included) may run
+    # r / k seconds: every chain gets its share, time one leaves unused passes on, and a spread is measured.
+    clock = {"model": None, "chain": -1, "cut": set(), "deadline": math.inf, "t0": 0.0}
 
     def devinterp_loss(m: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
         if m is not model:
+            now = time.perf_counter()
             if clock["chain"] < 0:  # the first SGLD step starts the clock
-                clock["t0"] = time.perf_counter()
-                if config.max_seconds is not None:
-                    clock["deadline"] = clock["t0"] + config.max_seconds
+                clock["t0"] = now
             if m is not clock["model"]:
                 clock["model"], clock["chain"] = m, clock["chain"] + 1
-            if clock["stopped_in"] is None and time.perf_counter() > clock["deadline"]:
-                clock["stopped_in"] = clock["chain"]
-            if clock["stopped_in"] is not None:
+                if config.max_seconds is not None:
+                    left = max(clock["t0"] + config.max_seconds - now, 0.0)
+                    clock["deadline"] = now + left / (config.num_chains - clock["chain"])
+            if clock["chain"] in clock["cut"] or now >= clock["deadline"]:
+                clock["cut"].add(clock["chain"])
                 raise ChainHealthError(f"{_BUDGET}: {config.max_seconds} s")
         loss = loss_fn(m, input_ids[:, 0])
         # devinterp wants a per-token loss of shape (batch, seq − 1) = (b, 1); its mean is our loss
@@ -302,12 +306,10 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
 
     # trace: (chain, step); a diverged chain has a NaN/inf step and NaN (never written) after it; the
     # chain the budget stopped has finite steps then NaN (never written), later chains only NaN
-    stopped_in = clock["stopped_in"]
     kept = trace[:, config.num_burnin_steps:]
     n_draws = np.isfinite(kept).sum(axis=1)
     cut = np.zeros(config.num_chains, dtype=bool)
-    if stopped_in is not None:
-        cut[stopped_in:] = True
+    cut[sorted(clock["cut"])] = True
     diverged = ~np.isfinite(trace).all(axis=1) & ~cut
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the mean of a chain with no draws
@@ -315,9 +317,10 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     per_chain[diverged | (n_draws == 0)] = np.nan
     n_draws[diverged] = 0
     healthy = per_chain[np.isfinite(per_chain)]
-    if stopped_in is not None:
-        logger.warning("LLC: the %s s budget stopped SGLD in chain %d of %d (steps per chain %s)%s",
-                       config.max_seconds, stopped_in + 1, config.num_chains, n_draws.tolist(), context)
+    if cut.any():
+        logger.warning("LLC: the %s s budget cut SGLD chains %s of %d short (draws per chain %s)%s",
+                       config.max_seconds, (np.flatnonzero(cut) + 1).tolist(), config.num_chains, n_draws.tolist(),
+                       context)
     if diverged.any():
         warnings.warn(f"{int(diverged.sum())} of {config.num_chains} SGLD chains diverged (NaN/inf loss){context} "
                       f"and are left out of the LLC (chains {np.flatnonzero(diverged).tolist()}); lower lr "
@@ -327,7 +330,7 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     std = float(healthy.std()) if healthy.size else math.nan
     return LLCEstimate(llc_mean=mean, llc_std=std, llc_per_chain=per_chain, diverged=diverged, init_loss=init_loss,
                        nbeta_used=float(nbeta), batch_size_used=int(batch_size), chain_errors=errors,
-                       stopped_by="completed" if stopped_in is None else "max_seconds",
+                       stopped_by="max_seconds" if cut.any() else "completed",
                        n_steps_per_chain=tuple(int(v) for v in n_draws), seconds=seconds)
 
 
