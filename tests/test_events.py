@@ -156,7 +156,7 @@ def test_ties_resolve_to_first_occurrence():
     rank = [10.0, 4.0, 2.0, 2.0, 2.0, 6.0, 9.0]
     col = ev.collapse_point(range(7), rank, 6)
     assert (col.step, col.index) == (2, 2)
-    o = ev.onset_of_change(range(5), [1.0, 3.0, 3.0, -1.0, 3.0], acquisition=None)
+    o = ev.onset_of_change(range(5), [1.0, 3.0, 3.0, -1.0, 3.0])
     # largest |departure| is 2.0 at step 1 (tied with steps 2, 3 and 4; first wins, direction up)
     assert (o.step, o.level) == (1, pytest.approx(1.2))
 
@@ -168,15 +168,24 @@ def test_unsorted_input_is_sorted():
 
 
 def test_onset_of_change_rising_and_falling():
-    up = ev.onset_of_change(STEPS, [1, 1, 1, 2, 5, 11, 20, 20, 20, 20], acquisition=60)
-    # departure before step 60 is 10 (at step 50); 10 % is 1.0: step 30 (2 - 1 = 1) is first
-    assert (up.step, up.level) == (30, 2.0)
-    down = ev.onset_of_change(STEPS, [9, 9, 8.5, 7, 4, 1, 1, 1, 1, 1], acquisition=70, fraction=0.5)
+    up = ev.onset_of_change(STEPS, [1, 1, 1, 2, 5, 11, 20, 20, 20, 20])
+    # the largest departure is 19 (from step 60 on); 10 % is 1.9: step 40 (5 - 1 = 4) is first
+    assert (up.step, up.level) == (40, pytest.approx(2.9))
+    down = ev.onset_of_change(STEPS, [9, 9, 8.5, 7, 4, 1, 1, 1, 1, 1], fraction=0.5)
     assert (down.step, down.level) == (40, 5.0)
-    flat = ev.onset_of_change(STEPS, [3.0] * 10, acquisition=70)
+    flat = ev.onset_of_change(STEPS, [3.0] * 10)
     assert (flat.step, flat.status) == (None, "not_found")
-    none = ev.onset_of_change(STEPS, RANKME, acquisition=0)
-    assert none.status == "no_data"
+    assert ev.onset_of_change([0], [1.0]).status == "no_data"
+
+
+def test_onset_of_change_is_scaled_by_the_whole_run():
+    """A sparse whole-model curve (the cpu study's LLC on modular-L1: 0.75, 1.12, then 21.4 after acquisition
+    at 1500): the wobble before acquisition is 1% of the change, not an onset; the onset comes with the jump."""
+    steps, llc = [0, 375, 1625, 2750, 4000], [0.75, 1.12, 21.39, 29.87, 34.93]
+    onset = ev.onset_of_change(steps, llc)
+    assert onset.step == 1625
+    acq = ev.acquisition_step([0, 375, 750, 1125, 1500, 1875, 2250], [0, 0, 0, 0.1, 0.9, 0.95, 0.97])
+    assert acq.step == 1500 and ev.precursor_gap(acq, onset).status == "lagging"
 
 
 def test_chance_aware_threshold():
@@ -264,4 +273,4 @@ def test_float_noise_is_not_a_collapse_or_an_onset():
     steps = [0, 10, 20, 30, 40]
     flat = [1.0002046207, 1.0002046207 - 4e-13, 1.0002046207 + 1e-13, 1.0002046207 - 2e-13, 1.0002046207]
     assert collapse_point(steps, flat, acquisition=40).status == "no_collapse"
-    assert onset_of_change(steps, flat, acquisition=40).status == "not_found"
+    assert onset_of_change(steps, flat).status == "not_found"

@@ -212,6 +212,11 @@ def test_loss_in_parts_of_items_gives_the_whole_batch_hessian():
         whole = HessianVectorProduct(lambda: ctx.loss(), params)
         assert split.loss == pytest.approx(whole.loss, rel=1e-6)
         np.testing.assert_allclose(split.apply(v).numpy(), whole.apply(v).numpy(), rtol=1e-5, atol=1e-6)
+        # no graph kept between products: each product rebuilds it, same Hv, twice in a row
+        rebuilt = HessianVectorProduct(parts, params, retain_graph=False)
+        assert rebuilt.loss == pytest.approx(split.loss, rel=1e-7)
+        for _ in range(2):
+            np.testing.assert_allclose(rebuilt.apply(v).numpy(), split.apply(v).numpy(), rtol=1e-5, atol=1e-6)
     assert len(_loss_parts(tiny_context(n_items=_ITEMS_PER_PART))) == 1
 
 

@@ -41,7 +41,7 @@ def test_hessian_k_from_the_command_line_writes_k_rows_with_k_in_settings(ckpts,
 
 @pytest.mark.parametrize("option, message", [
     ("hessian.kk=3", "Unknown option 'kk' of hessian. Did you mean: k? Valid options: k, which, params, tol, max_iter, "
-                     "ncv, max_hvp, max_seconds, hutchinson_samples."),
+                     "ncv, max_hvp, max_seconds, hutchinson_samples, retain_graph."),
     ("hessian.k=-1", "The 'k' parameter of hessian must be an int in [1, inf). Got -1."),
     ("hessian.k=1.5", "The 'k' parameter of hessian must be an int in [1, inf). Got '1.5'."),
     ("hessian.which=SA", "The 'which' parameter of hessian must be one of ['LA', 'LM']. Got 'SA'."),

@@ -237,7 +237,7 @@ def test_a_tiny_study_end_to_end_and_resumes(tmp_path, caplog):
     assert manifest["recipe"]["schedule_horizon"] == 400 and manifest["complete"]
     # no terminal here, so no bar: one progress line per stage, with an ETA
     lines = [r.getMessage() for r in caplog.records if r.name == "ckptgeo.studies.reproduce"]
-    assert any("trained copy-L1-tiny-s0 (stage" in m and "ETA" in m for m in lines), lines
+    assert any("trained copy-L1-tiny-s0 (stage 1/5" in m and "ETA" in m for m in lines), lines
     assert sum("scanned" in m for m in lines) == 2, lines
     probes = pd.read_parquet(tmp_path / "study" / "dataset" / "probes")
     assert probes["accuracy"].notna().all() and probes["revision"].nunique() == 4

@@ -396,48 +396,46 @@ def recovery_onset(steps: Sequence[float], values: Sequence[float], collapse: Co
     return Onset(int(s[i]), i, level, "found", None, _spacing(s, i))
 
 
-def onset_of_change(steps: Sequence[float], values: Sequence[float], acquisition: int | None = None, *,
+def onset_of_change(steps: Sequence[float], values: Sequence[float], *,
                     fraction: float = DEFAULT_RECOVERY) -> Onset:
     """The first checkpoint at which a measure moved a fraction of the way to its largest departure.
 
     For measures that may rise or fall (gradient ranks, Hessian, LLC, ...): the largest departure is
-    the checkpoint before acquisition farthest from the first value (first occurrence on ties), and
-    the onset is the first checkpoint that moved ``fraction`` of that distance in the same direction.
+    the checkpoint of the whole curve farthest from the first value (first occurrence on ties), and the
+    onset is the first checkpoint that moved ``fraction`` of that distance in the same direction. The
+    scale is the whole run's, not only the part before acquisition: with few checkpoints before
+    acquisition (whole-model measures are costly, so measured sparsely) a scale taken there alone makes
+    any wobble at the one checkpoint before acquisition an onset, and every run a "precursor".
 
     Parameters
     ----------
     steps, values : array-like of shape (n_checkpoints,)
-    acquisition : int or None, default=None
-        Only checkpoints strictly before this step define the departure. None: the whole curve.
     fraction : float in (0, 1], default=0.1
 
     Returns
     -------
     Onset
-        status "no_data" when fewer than two checkpoints precede acquisition, "not_found" when the
-        measure never departs from its first value there.
+        status "no_data" with fewer than two measured checkpoints, "not_found" when the measure never
+        departs from its first value.
 
     Examples
     --------
-    >>> o = onset_of_change([0, 1, 2, 3, 4], [1.0, 1.05, 2.0, 5.0, 9.0], acquisition=4)
+    >>> o = onset_of_change([0, 1, 2, 3, 4], [1.0, 1.05, 2.0, 5.0, 9.0])
     >>> o.step, o.level
-    (2, 1.4)
+    (2, 1.8)
     """
     fraction = _check_fraction(fraction, "recovery")
     s, v = _clean(steps, values)
-    m = _before(s, acquisition)
-    if m < 2:
-        return Onset(None, None, math.nan, "no_data",
-                     "fewer than two measured checkpoints before acquisition")
-    dev = v[:m] - v[0]
+    if s.size < 2:
+        return Onset(None, None, math.nan, "no_data", "fewer than two measured checkpoints")
+    dev = v - v[0]
     k = int(np.argmax(np.abs(dev)))
     if abs(dev[k]) <= FLAT_TOLERANCE * max(abs(float(v[0])), 1e-12):
-        return Onset(None, None, math.nan, "not_found", "the measure never moves before acquisition")
+        return Onset(None, None, math.nan, "not_found", "the measure never moves from its first value")
     sign = 1.0 if dev[k] > 0 else -1.0
     need = fraction * abs(dev[k])
     level = float(v[0] + sign * need)
-    hit = np.nonzero(sign * dev[1:m] >= need)[0]
-    i = 1 + int(hit[0])  # exists: k itself qualifies
+    i = 1 + int(np.nonzero(sign * dev[1:] >= need)[0][0])  # exists: k itself qualifies
     return Onset(int(s[i]), i, level, "found", None, _spacing(s, i))
 
 
@@ -565,7 +563,7 @@ def precursor_gap(acquisition: Acquisition, onset: Onset) -> Gap:
     Examples
     --------
     >>> acq = acquisition_step([0, 10, 20, 30, 40, 50], [0, 0, 0, 0.9, 0.9, 0.9])
-    >>> g = precursor_gap(acq, onset_of_change([0, 10, 20, 30], [5, 5, 9, 9], acquisition=30))
+    >>> g = precursor_gap(acq, onset_of_change([0, 10, 20, 30], [5, 5, 9, 9]))
     >>> g.precursor, g.gap_steps, g.resolution_steps, g.status
     (True, 10, 10, 'precursor')
     """

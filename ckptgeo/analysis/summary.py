@@ -221,7 +221,7 @@ def _compute_events(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: 
             collapse_step, collapse_floor, con_step = col.step, col.floor, con.step
             kind = "recovery"
         else:
-            onset = ev.onset_of_change(s, v, acq.step, fraction=cfg.recovery)
+            onset = ev.onset_of_change(s, v, fraction=cfg.recovery)
             kind = "change"
         gap = ev.precursor_gap(acq, onset)
         reason = gap.reason if gap.status != "no_onset" else onset.reason
@@ -724,7 +724,7 @@ def events_legend(config: "AnalysisConfig | None" = None) -> str:
         f"acq: acquisition, first of {cfg.window} checkpoints in a row with accuracy above {thr}",
         "collapse: checkpoint of the metric's minimum before acquisition (RankMe); floor: its value there",
         f"onset: RankMe back up by {cfg.recovery:g} of its drop after the collapse (other measures: moved "
-        f"{cfg.recovery:g} of the way to their largest departure)",
+        f"{cfg.recovery:g} of the way to their largest departure from the first value over the run)",
         f"half_onset: first checkpoint at {cfg.collapse_fraction:g} of the first RankMe value (orders layers)",
         "gap: acq - onset in steps (positive: the geometry moved first); res: checkpoint spacing at acq",
         "status: precursor (onset before acq), synchronous, lagging, no_onset, acquired_at_start, never_acquired, "

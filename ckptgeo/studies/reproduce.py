@@ -121,13 +121,12 @@ _CPU_STEPS = {
 }
 
 PRESETS: dict[str, Preset] = {
-    # CPU seconds of one thread, measured (_bench_size; scans of a tiny checkpoint): tiny 24.6 steps/s, mini
-    # 5.0 steps/s; a probe of one layer's 200 states up to 5 s (the solver at max_iter, untrained states);
-    # Hessian 3.7 s and LLC 22 s per tiny checkpoint; RankMe and behaviour a fraction of a second.
-    # Training: tiny 15,300 steps / 24.6 = 620 s, mini 8,900 / 5.0 = 1,780 s; probes (4 checkpoints x 3 or 5
-    # layers) up to 950 s; Hessian and LLC (3 runs x 5 checkpoints) 390 s; scans and analysis about 300 s:
-    # about 4,000 CPU-s, 34 min on two processes (torchrun --nproc_per_node 2 ... --threads 1), if they share
-    # the work evenly (assign).
+    # Measured: `torchrun --nproc_per_node 2 -m ckptgeo reproduce --preset cpu --threads 1` took 42 min 55 s
+    # wall on 2 CPU cores (other jobs used the cores for its first quarter): 4,305 s of training over the 24
+    # runs (15,300 tiny steps, 8,900 mini steps; mini about 2.5 steps/s there against 5.8 on an idle core),
+    # 693 s of scans (232 s and 461 s in the two processes: RankMe and accuracy at 40 checkpoints, probes at 8,
+    # Hessian and LLC at 5 of 3 runs) and about 35 s of analysis. The mini runs dominate: modular-L1-mini alone
+    # trains 4,000 steps (27 min there).
     "cpu": Preset(
         "cpu", _ALL, (1, 2), ("tiny", "mini"), (0,), _CPU_STEPS, n_checkpoints=40, n_samples=200,
         probe_checkpoints=8, model_metrics=("hessian", "llc"),
@@ -529,19 +528,20 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     seconds = {"train": 0.0, "scan": 0.0, "train_cpu": 0.0, "scan_cpu": 0.0}
     bar = tqdm(total=2 * len(mine) + 1, desc=f"reproduce {preset.name}", unit="stage", disable=NO_PROGRESS or None,
                dynamic_ncols=True, position=0)
-    started, cost_done = time.perf_counter(), 0.0
+    started, cost_done, stages = time.perf_counter(), 0.0, 0
     cost_all = sum(_cost(r) for r in mine) or 1.0
 
     def stage_done(what: str, run: StudyRun, fraction: float) -> None:
         """A progress line in the log when there is no bar (no terminal, CKPTGEO_NO_PROGRESS)."""
-        nonlocal cost_done
-        cost_done += fraction * _cost(run)
+        nonlocal cost_done, stages
+        cost_done, stages = cost_done + fraction * _cost(run), stages + 1
         bar.update(1)
-        if bar.disable:
+        if bar.disable:  # a disabled bar counts nothing: the stage count is ours
             elapsed = time.perf_counter() - started
             eta = elapsed * (cost_all - cost_done) / cost_done if cost_done else float("nan")
             log.info("reproduce %s [rank %d/%d]: %s %s (stage %d/%d, %.0f s elapsed, ETA %.0f s by steps x "
-                     "parameters)", preset.name, rank, world, what, run.name, bar.n, bar.total, elapsed, eta)
+                     "parameters)", preset.name, rank, world, what, run.name, stages, 2 * len(mine) + 1, elapsed,
+                     eta)
 
     try:
         for run in mine:
