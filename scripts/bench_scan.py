@@ -37,6 +37,7 @@ Usage::
     python scripts/bench_scan.py --plain-revisions 2         # B on two revisions only
     python scripts/bench_scan.py --shape tiny --revisions 4 --n-items 40   # a quick check (~20 s)
     python scripts/bench_scan.py --compare-prefix --revisions 3 --plain-revisions 1   # prefix sharing on/off
+    python scripts/bench_scan.py --device cuda --revisions 3 --plain-revisions 1  # GPU: pythia-2.8b shape
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ class RunStats:
     peak_rss_hwm: int | None = None
     rss_after: list[int] = field(default_factory=list)           # after revision 1, 2, ...
     released_at: list[float] = field(default_factory=list)       # perf_counter after revision 1, 2, ... (A)
+    per_revision: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # (whole, forward, measures)
     peak_cache: int = 0
     accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)   # revision -> (correct, n)
     rankme: dict[str, list[float]] = field(default_factory=dict)          # revision -> per layer
@@ -198,6 +200,14 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _
     beh = pd.read_parquet(out / "behavior")
     for row in beh[beh.metric == "accuracy"].itertuples():
         stats.accuracy[row.revision] = (int(round(row.value * row.n_items)), int(row.n_items))
+    # per revision: the whole revision (fetch, verify, load, forward, measures, write), the forward sweep
+    # (the behaviour rows' seconds) and the measures on its outputs (the geometry rows' seconds)
+    revs = pd.read_parquet(out / "revisions")
+    total = revs[revs.status == "ok"].groupby("revision").seconds.max()
+    forward = beh.groupby("revision").seconds.max()
+    measures = pd.read_parquet(out / "geometry").groupby("revision").seconds.sum()
+    stats.per_revision = {r: (float(total[r]), float(forward.get(r, 0.0)), float(measures.get(r, 0.0)))
+                          for r in total.index}
     return stats
 
 
@@ -361,8 +371,9 @@ def _parse_args(argv):
                "  python scripts/bench_scan.py --shape tiny --revisions 4 --n-items 40   # quick check\n"
                "  python scripts/bench_scan.py --prefetch 2 --keep  # keep the work folder\n")
     parser.add_argument("--revisions", type=int, default=10, help="step branches served (default: %(default)s)")
-    parser.add_argument("--shape", default="pythia-70m", choices=["pythia-70m", "tiny"],
-                        help="model shape of the served repo (default: %(default)s)")
+    parser.add_argument("--shape", default=None, choices=["pythia-2.8b", "pythia-70m", "tiny"],
+                        help="model shape of the served repo (default: pythia-2.8b with --device cuda on a GPU "
+                             "machine, else pythia-70m)")
     parser.add_argument("--n-items", type=int, default=200, help="items of the suite (default: %(default)s)")
     parser.add_argument("--prefetch", type=int, default=1, help="K: revisions downloaded ahead (default: %(default)s)")
     parser.add_argument("--plain-revisions", type=int, default=None, metavar="M",
@@ -385,6 +396,13 @@ def _parse_args(argv):
         parser.error("--plain-revisions must be between 1 and --revisions")
     if not args.suite.is_file():
         parser.error(f"--suite {args.suite} is not a file")
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        args.device, args.shape = "cpu", args.shape or "pythia-70m"
+        print(f"no GPU here (--device cuda asked): running on the CPU with the {args.shape} shape instead of "
+              f"pythia-2.8b; the <= 10 s per revision target is for one H200", flush=True)
+    args.shape = args.shape or ("pythia-2.8b" if args.device.startswith("cuda") else "pythia-70m")
     return args
 
 
@@ -444,6 +462,10 @@ def main(argv=None) -> int:
         sampler.start()
         a = run_scan(repo.repo_id, args.suite, args, work / "out", cache_a, sampler)
         print(_run_block(a, rev_weights=rev_weights, rev_all=rev_all), flush=True)
+        print(f"A per revision on {args.device} (s): whole revision / forward sweep / measures / the rest "
+              f"(fetch over loopback, verify, load, write)", flush=True)
+        for rev, (whole, fwd, meas) in a.per_revision.items():
+            print(f"  {rev:>10}: {whole:7.2f} / {fwd:7.2f} / {meas:6.2f} / {whole - fwd - meas:7.2f}", flush=True)
         if args.compare_prefix:
             a0 = run_scan(repo.repo_id, args.suite, args, work / "out_unshared", cache_a, sampler, share_prefix=False)
             print(_run_block(a0, rev_weights=rev_weights, rev_all=rev_all), flush=True)

@@ -87,13 +87,16 @@ class ModelShape:
     max_position_embeddings: int = 2048
 
 
-#: named shapes: ``tiny`` for fast tests (about 0.25 MB per checkpoint) and ``pythia-70m``
-#: (EleutherAI/pythia-70m's config, 141 MB per checkpoint in float16) for benchmarks.
+#: named shapes: ``tiny`` for fast tests (about 0.25 MB per checkpoint), ``pythia-70m``
+#: (EleutherAI/pythia-70m's config, 141 MB per checkpoint in float16) and ``pythia-2.8b`` for benchmarks.
 SHAPES: Mapping[str, ModelShape] = MappingProxyType({
     "tiny": ModelShape(vocab_size=512, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                        intermediate_size=128, dtype="float32"),
     "pythia-70m": ModelShape(vocab_size=50304, hidden_size=512, num_hidden_layers=6, num_attention_heads=8,
                              intermediate_size=2048, dtype="float16"),
+    # EleutherAI/pythia-2.8b's config: 5.6 GB per checkpoint in float16 (for GPU machines)
+    "pythia-2.8b": ModelShape(vocab_size=50304, hidden_size=2560, num_hidden_layers=32, num_attention_heads=32,
+                              intermediate_size=10240, dtype="float16"),
 })
 
 
@@ -425,7 +428,7 @@ def make_test_repo(
     steps : sequence of int, default=DEFAULT_STEPS
         One branch ``step{N}`` per step, weights seeded by ``(seed, N)``. ``main`` points at the
         commit of the largest step.
-    shape : {"tiny", "pythia-70m"} or ModelShape, default="tiny"
+    shape : {"tiny", "pythia-70m", "pythia-2.8b"} or ModelShape, default="tiny"
         Model shape (see :data:`SHAPES`).
     seed : int, default=0
         Base seed; the same inputs give byte-identical weights and the same commit hashes.
