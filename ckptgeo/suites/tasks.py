@@ -52,8 +52,9 @@ Measured on ``tiny`` (batch 128, lr 1e-3, 2 shared CPU cores; acquisition = held
 > 0.5, or > 0.75 for compare and parity, at 3 evaluations in a row). With the whole cosine inside
 1000-1500 steps: copy-L1 at step 75, sort-L1 50, compare-L1 75, reverse-L1 100, parity-L1 175,
 addition-L1 525-555; modular-L1 not (0.46-0.52 at 1500), multiplication-L1 not (0.41 at 1000, rising).
-With the learning rate held near its peak (cosine horizon 4x a 3000-step budget, or constant without
-clipping) modular-L1 reached 0.52-0.57 by step 3000 but hovered around 0.5 without holding above it.
+With the learning rate held near its peak modular-L1 hovered around 0.5: 0.52-0.55 by step 3000 with a
+cosine horizon 4x a 3000-step budget (never three checkpoints above 0.5); at a constant rate without
+clipping 0.53-0.57 at steps 2603-2877, then 0.475 at 3000.
 Under ``ckptgeo reproduce``'s recipe (cosine horizon twice the budget, so the rate decays through the
 run; 4000 steps): modular-L1 at 1456 (seed 0) and 2548 (seed 1), multiplication-L1 at
 910 (seed 0). With the horizon equal to the 4000 steps, modular-L1 acquired at 2002 (seed 0) and 2184
