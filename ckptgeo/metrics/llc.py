@@ -18,10 +18,10 @@ model with 32 BIG-bench items about 1-3 s each on 2 CPU cores. devinterp's own d
 draws) are 800 passes, 20-40 minutes there. The defaults here are 2 chains × 50 draws (100 passes;
 two chains still give a spread, ``llc_std``) and a wall-clock budget ``max_seconds=90``, shared out
 between the chains: a chain that starts with r seconds left and k chains to go runs for r / k seconds
-(its draws so far count when it has at least one; time a chain leaves unused passes on), and ``converged`` is
-recorded False with ``stopped_by="max_seconds"``. Fewer draws make λ̂
-noisier, not biased in a known direction; raise ``num_draws`` / ``num_chains`` (and ``max_seconds``)
-where the estimate matters (``--metric-option llc.num_draws=200``).
+(its draws so far count when it has at least one; time a chain leaves unused passes on), and
+``converged`` is recorded False with ``stopped_by="max_seconds"``. Fewer draws make λ̂ noisier, not
+biased in a known direction; raise ``num_draws`` / ``num_chains`` (and ``max_seconds``) where the
+estimate matters (``--metric-option llc.num_draws=200``).
 """
 
 from __future__ import annotations
@@ -81,8 +81,9 @@ class LLCConfig:
         Parameters that move: ``"all"``, globs or ``"re:<regex>"`` (others are frozen: a
         restricted LLC).
     max_seconds : float or None, default=90.0
-        Budget: wall-clock seconds of SGLD over all chains, from the first step (None: no limit). When it ends the work,
-        the estimate uses the draws made so far and records ``converged=False``.
+        Budget: wall-clock seconds of SGLD over all chains, from the first step, shared out between the
+        chains (None: no limit). Where it cuts chains short, the estimate uses the draws made so far and
+        records ``converged=False``.
     """
 
     lr: float = 1e-4
@@ -120,7 +121,7 @@ class LLCEstimate:
     ``batch_size_used``: resolved settings. ``chain_errors``: devinterp's message per failed chain.
     ``stopped_by``: "completed" or "max_seconds" (the budget ended the sampling); ``converged`` is
     True when every chain ran its full length. ``n_steps_per_chain``: SGLD steps after burn-in that
-    entered each chain's estimate (0 for a chain the budget never started). ``seconds``: wall time of SGLD.
+    entered each chain's estimate (0 for a chain the budget cut before its first draw). ``seconds``: wall time of SGLD.
     """
 
     llc_mean: float
@@ -304,8 +305,8 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
         if "Chain failed" not in str(w.message):
             logger.debug("devinterp: %s", w.message)
 
-    # trace: (chain, step); a diverged chain has a NaN/inf step and NaN (never written) after it; the
-    # chain the budget stopped has finite steps then NaN (never written), later chains only NaN
+    # trace: (chain, step); a diverged chain has a NaN/inf step and NaN (never written) after it; a
+    # chain the budget cut has finite steps then NaN (never written), none at all if cut before its first
     kept = trace[:, config.num_burnin_steps:]
     n_draws = np.isfinite(kept).sum(axis=1)
     cut = np.zeros(config.num_chains, dtype=bool)
@@ -390,7 +391,7 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
         draws)), ``converged`` (False when ``max_seconds`` cut the sampling short), ``stopped_by``
         ("completed" or "max_seconds"), ``n_steps_per_chain``, ``seconds_sgld``, ``objective`` (the task
         loss), ``llc_std`` (spread over healthy chains), ``llc_per_chain`` (None for a diverged chain or
-        one the budget never started), ``diverged_chains``, ``n_chains_diverged``, ``init_loss``,
+        one the budget cut before its first draw), ``diverged_chains``, ``n_chains_diverged``, ``init_loss``,
         ``devinterp_version``. NaN with a reason when every chain diverged.
 
     Raises
