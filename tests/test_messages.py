@@ -56,6 +56,31 @@ def test_missing_config_json_says_missing(good, tmp_path):
     assert "unreadable config.json" in str(quiet_scan(ck, tmp_path / "ds").failed["step1"])
 
 
+def test_unreadable_config_json_beside_the_tokenizer_is_one_clear_error(good, tmp_path, capsys):
+    """transformers reads the tokenizer folder's config.json too: damaged there, the scan stops with one line
+    naming it, before anything is measured (not a traceback)."""
+    from ckptgeo.sources.registry import open_source
+
+    ck = _copy(good, tmp_path)
+    folder = open_source(str(ck)).tokenizer_path()
+    (folder / "config.json").write_text("{bad")
+    assert main(["scan", str(ck), "--out", str(tmp_path / "ds"), "--suite", SUITE]) == CorruptCheckpointError.exit_code
+    err = capsys.readouterr().err
+    assert err.startswith(f"ckptgeo: error: cannot load the tokenizer from {folder}: ") and "Traceback" not in err
+    assert "nothing was measured" in err
+
+
+def test_a_cuda_device_that_is_not_here_is_one_clear_error(good, tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    assert main(["scan", str(good), "--out", str(tmp_path / "ds"), "--suite", SUITE, "--device", "cuda"]) == 2
+    assert "CUDA is not available here" in capsys.readouterr().err
+    assert main(["reproduce", "--preset", "paper", "--dry-run", "--device", "cuda", "--out", str(tmp_path / "r")]) == 2
+    assert "CUDA is not available here" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv,flag", [(["--n-samples", "1"], "--n-samples 1 is not valid: "),
                                        (["--batch-size", "0"], "--batch-size 0 is not valid: "),
                                        (["--prefetch", "-1"], "--prefetch -1 is not valid: "),

@@ -262,13 +262,17 @@ def test_the_last_process_to_finish_analyses(tmp_path):
 def test_scans_of_a_study_are_not_split_again_under_a_launcher(monkeypatch):
     """Under torchrun the study splits runs between processes; each run's scan then measures all its revisions
     (a scan alone would measure only its rank's share)."""
+    import torch
+
+    from ckptgeo.engine.plan import rank_device
     from ckptgeo.engine.scan import shard
-    from ckptgeo.studies.reproduce import _one_process, _process_device
+    from ckptgeo.studies.reproduce import _one_process
 
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("LOCAL_RANK", "3")
-    assert shard() == (3, 4) and _process_device("cuda") == "cuda:3" and _process_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the mapping only; nothing runs on it
+    assert shard() == (3, 4) and rank_device("cuda") == "cuda:3" and rank_device("cpu") == "cpu"
     with _one_process():
         assert shard() == (0, 1)
     assert shard() == (3, 4)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from ckptgeo import __version__
@@ -73,3 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ckptgeo: interrupted; finished revisions are saved, rerun to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` & co., which stopped reading: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0

@@ -112,7 +112,7 @@ def _flag_of(args, name: str | None) -> str | None:
     dest = {"suites": "suites", "max_disk": "max_disk"}.get(name or "", name)
     if not dest or dest == "source" or not hasattr(args, dest):
         return None
-    return {"suites": "--suite"}.get(dest, "--" + dest.replace("_", "-"))
+    return {"suites": "--suite", "metric_options": "--metric-option"}.get(dest, "--" + dest.replace("_", "-"))
 
 
 def _shown(value) -> str:

@@ -12,7 +12,7 @@ __all__ = ["add_parser"]
 
 _EPILOG = """\
 examples:
-  ckptgeo reproduce --preset cpu --out results/reproduce        # 32 runs, 2 CPU cores
+  ckptgeo reproduce --preset cpu --out results/reproduce        # 24 runs, one process
   ckptgeo reproduce --preset paper --dry-run --device cuda      # the plan, and GPU-hours from measured steps/s
   torchrun --nproc_per_node 8 -m ckptgeo reproduce --preset paper --device cuda --out /data/reproduce
   torchrun --nproc_per_node 2 -m ckptgeo reproduce --preset cpu --threads 1   # both cores of a CPU
@@ -31,7 +31,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "reproduction.md: one row per claim of arXiv:2602.15997 with the measured value and a verdict.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", choices=["cpu", "paper"],
-                   help="cpu: 8 tasks x 2 levels x 2 sizes on 2 CPU cores; paper: 8 x 3 x 6 x 2 seeds for GPUs")
+                   help="cpu: 8 tasks x levels 1-2 on tiny, level 1 on mini (24 runs) on 2 CPU cores; paper: 8 tasks x 3 "
+                        "levels x 6 sizes x 2 seeds (288 runs) for GPUs")
     p.add_argument("--out", default="results/reproduce", help="study folder (default results/reproduce)")
     p.add_argument("--device", default="cpu", help="torch device for training and scans (default cpu)")
     p.add_argument("--dry-run", action="store_true",

@@ -78,7 +78,22 @@ def shard() -> tuple[int, int]:
 
 
 def rank_device(device: str) -> str:
-    """``"cuda"`` becomes ``cuda:$LOCAL_RANK`` when several processes share a machine."""
+    """``"cuda"`` becomes ``cuda:$LOCAL_RANK`` when several processes share a machine.
+
+    Raises
+    ------
+    InvalidParameterError
+        A CUDA device is asked for and torch has none here (a CPU build, or no GPU).
+    """
+    if device.startswith("cuda"):
+        import torch
+
+        from ckptgeo.errors import InvalidParameterError
+
+        if not torch.cuda.is_available():
+            raise InvalidParameterError(f"Device {device!r} was asked for but CUDA is not available here (torch "
+                                        f"{torch.__version__}); use --device cpu, or run on a GPU machine.",
+                                        name="device", value=device)
     if device == "cuda" and shard()[1] > 1:
         return f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
     return device

@@ -263,8 +263,6 @@ class _Run:
     def start(cls, source, config: ScanConfig, out) -> "_Run":
         """Resolve and plan, refuse what cannot work (foreign ``out``, too little disk), record the settings,
         read the tokenizer and the architecture, tokenize the suites."""
-        from transformers import AutoTokenizer
-
         from ckptgeo.engine.model import ModelHolder
 
         config = dataclasses.replace(config, device=rank_device(config.device))
@@ -279,7 +277,7 @@ class _Run:
         run = cls(config=config, resolved=resolved, plan=plan, dataset=dataset,
                   result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash),
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
-                  tokenizer=AutoTokenizer.from_pretrained(source.tokenizer_path()), duplicates=duplicates,
+                  tokenizer=_load_tokenizer(source), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
                   bar=_progress(len(plan.todo), f"scan {source.name}"), threads=contextlib.ExitStack())
         run._read_architecture()
@@ -446,6 +444,20 @@ def _check_disk(plan: ScanPlan, config: ScanConfig) -> None:
         if free < plan.peak_disk:
             raise DiskSpaceError(f"{plan.peak_disk / 1e6:,.1f} MB needed for downloads, {free / 1e6:,.1f} MB free "
                                  f"on {cache_root}", needed=plan.peak_disk, available=free)
+
+
+def _load_tokenizer(source):
+    """The source's tokenizer; a damaged file in its folder (transformers reads the folder's
+    ``config.json`` too) is a :class:`CorruptCheckpointError` naming it, before anything is measured."""
+    from transformers import AutoTokenizer
+
+    path = source.tokenizer_path()
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise CorruptCheckpointError(f"cannot load the tokenizer from {path}: {err} Restore or re-save the files "
+                                     f"there (the tokenizer is read once, from the first folder that holds it); "
+                                     f"nothing was measured.", path=str(path)) from err
 
 
 def _progress(total: int, desc: str):

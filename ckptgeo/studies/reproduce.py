@@ -349,6 +349,10 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
         ``bench`` (per size), ``train_hours``, ``scan_hours``, ``total_hours``, ``runs``, ``device``.
     """
     preset = get_preset(preset)
+    if not bench:
+        from ckptgeo.engine.plan import rank_device
+
+        rank_device(device)  # a CUDA device that is not here: a clear error before any benchmark
     bench = dict(bench) if bench else {s: _bench_size(s, device, preset.n_samples) for s in preset.sizes}
     runs = plan_study(preset, "-")
     train_s = sum(r.steps * bench[r.size]["step_s"] for r in runs)
@@ -423,15 +427,6 @@ def _one_process():
     return mock.patch.dict(os.environ, {"RANK": "0", "WORLD_SIZE": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
 
 
-def _process_device(device: str) -> str:
-    """``cuda`` is this process's GPU under a launcher (``cuda:$LOCAL_RANK``)."""
-    from ckptgeo.engine.scan import shard
-
-    if device == "cuda" and shard()[1] > 1:
-        return f"cuda:{os.environ.get('LOCAL_RANK', 0)}"
-    return device
-
-
 def _scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: int) -> None:
     with _one_process():
         _scan_run_here(run, preset, dataset, device, seed)
@@ -483,7 +478,7 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     Parameters
     ----------
     preset : str or Preset, default="cpu"
-        ``"cpu"`` (32 runs, 2 CPU cores) or ``"paper"`` (288 runs, GPUs), or a :class:`Preset`.
+        ``"cpu"`` (24 runs, 2 CPU cores) or ``"paper"`` (288 runs, GPUs), or a :class:`Preset`.
     out : path, default="results/reproduce"
     device : str, default="cpu"
         Training and scanning device (``cuda`` maps to the local rank's GPU under a launcher).
@@ -503,13 +498,15 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     Raises
     ------
     InvalidParameterError
-        An unknown preset, or a preset naming an unknown task, level or size.
+        An unknown preset, or a preset naming an unknown task, level or size; a CUDA device that is
+        not here.
     RunMismatchError
         A run folder in ``OUT/runs`` holds a run with other settings.
     """
     from tqdm.auto import tqdm
 
     from ckptgeo.constants import NO_PROGRESS
+    from ckptgeo.engine.plan import rank_device
     from ckptgeo.engine.scan import shard
     from ckptgeo.training.grid import train_grid
 
@@ -520,7 +517,7 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     rank = env_rank if rank is None else rank
     world = env_world if world_size is None else world_size
     mine = assign(runs, world)[rank]
-    device = _process_device(device)
+    device = rank_device(device)
     dataset = out / "dataset"
     out.mkdir(parents=True, exist_ok=True)
     key = f"{preset.name}-" + hashlib.sha256(" ".join(r.name for r in runs).encode()).hexdigest()[:12]
