@@ -57,6 +57,17 @@ def add_scan_options(p: argparse.ArgumentParser) -> None:
                    help="torch CPU threads (default: 1 for models under 10M parameters, else the physical cores)")
 
 
+def log_training_progress_without_terminal() -> None:
+    """With no terminal (or ``CKPTGEO_NO_PROGRESS``) there is no progress bar: send the trainer's progress
+    lines to the log instead (INFO, or lower when ``-vv`` asked for more)."""
+    import logging
+
+    from ckptgeo.constants import NO_PROGRESS
+
+    if NO_PROGRESS or not sys.stderr.isatty():
+        logging.getLogger("ckptgeo.training.trainer").setLevel(min(logging.INFO, logging.getLogger().level))
+
+
 def parse_metric_options(values: list[str] | None) -> dict[str, dict]:
     """``["hessian.k=10", "llc.num_chains=2"]`` -> ``{"hessian": {"k": 10}, "llc": {"num_chains": 2}}``, each
     value read as the type of that field of the metric's config (``none`` for None, ``true``/``false``).

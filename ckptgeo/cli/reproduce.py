@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
-from ckptgeo.constants import NO_PROGRESS
+from ckptgeo.cli._options import log_training_progress_without_terminal
 
 __all__ = ["add_parser"]
 
@@ -58,8 +57,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         print(estimate_text(args.preset, estimate(args.preset, device=args.device)))
         return 0
     logging.getLogger("ckptgeo.studies").setLevel(logging.INFO)
-    if NO_PROGRESS or not sys.stderr.isatty():  # no progress bars: the training runs' progress lines instead
-        logging.getLogger("ckptgeo.training.trainer").setLevel(logging.INFO)
+    log_training_progress_without_terminal()
     t0 = time.perf_counter()
     res = run_reproduce(args.preset, args.out, device=args.device, plots=not args.no_plots)
     if not res.analysed:

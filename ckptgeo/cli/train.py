@@ -121,14 +121,12 @@ def _train_from_args(args: argparse.Namespace) -> int:
                            n_checkpoints=args.checkpoints, n_heldout=args.heldout, device=args.device,
                            monitor=args.monitor, threads=args.threads, schedule_steps=args.horizon)
     import logging
-    import sys
 
-    from ckptgeo.constants import NO_PROGRESS
+    from ckptgeo.cli._options import log_training_progress_without_terminal
 
     if args.monitor:
         logging.getLogger("ckptgeo.monitor").setLevel(logging.INFO)  # the live event lines
-    if NO_PROGRESS or not sys.stderr.isatty():   # no progress bar: progress lines in the log instead
-        logging.getLogger("ckptgeo.training.trainer").setLevel(min(logging.INFO, logging.getLogger().level))
+    log_training_progress_without_terminal()
     if args.grid:
         report = train_grid(tasks, levels or [1, 2, 3], _csv(args.sizes) or [args.size], out=args.out,
                             seeds=_csv(args.seeds, int) or [args.seed], template=template)
