@@ -304,7 +304,10 @@ def _probe(probe_lead: pd.DataFrame, runs: pd.DataFrame) -> Claim:
         return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
                      "probes lead acquisition", "not measured", "inconclusive", "no probes table in this study",
                      "summary/probe_lead.parquet")
-    pl = pl[pl["model"].isin(set(counted["model"]))]
+    # layer 0 is the read position's token embedding, the same for every item (the separator): it carries
+    # nothing to read and never rises, so it neither leads nor keeps a run whose real layers are all
+    # readable at start in the fraction
+    pl = pl[pl["model"].isin(set(counted["model"])) & (pd.to_numeric(pl["layer"], errors="coerce") >= 1)]
     measured = pl[pl["status"] != "not_measured"]
     # a run is judged on the layers whose probe could be seen rising: readable at the first checkpoint is no lead
     judged = measured[measured["status"] != "readable_at_start"]
