@@ -16,7 +16,7 @@ from ckptgeo.studies.reproduce import PRESETS, Preset, checkpoint_subset, plan_s
 
 STEPS = list(range(0, 201, 10))
 TASKS = ("copy", "sort", "compare", "reverse", "parity", "addition", "modular", "multiplication")
-LAYERS = {"tiny": 2, "mini": 4}
+LAYERS = {"tiny": 2, "mini": 4, "small": 6}
 _COMMON = dict(commit=None, tokens=None, ckptgeo_version="0.1.0", n_samples=200, position="last", centered=False,
                dtype="float32", epsilon=1e-7, seed=0)
 
@@ -31,13 +31,14 @@ def _rankme(n_layers, floor, recover_at, *, top_down=True):
     return out
 
 
-def _grid(root, spec):
+def _grid(root, spec, seeds=(0,)):
     """spec: {size: {task: dict(acq=step or None, floor=..., recover=step, top_down=bool, llc_at=step,
-    probe_at=step or None, probe_nan=bool)}} -> a dataset folder with geometry, behavior and probes."""
+    probe_at=step or None, probe_nan=bool)}} -> a dataset folder with geometry, behavior and probes (each
+    setting once per seed, the same curves)."""
     geo, beh, probes = [], [], []
-    for size, tasks in spec.items():
+    for size, tasks, seed in ((size, tasks, seed) for size, tasks in spec.items() for seed in seeds):
         for task, t in tasks.items():
-            model, suite = f"{task}-L1-{size}-s0", f"{task}-L1"
+            model, suite = f"{task}-L1-{size}-s{seed}", f"{task}-L1"
             chance = 0.5 if task in ("parity", "compare") else 0.01
             acc = [0.0 if (t["acq"] is None or s < t["acq"]) else 0.95 for s in STEPS]
             ranks = _rankme(LAYERS[size], t["floor"], t["recover"], top_down=t.get("top_down", True))
@@ -75,29 +76,34 @@ FLOORS = {"copy": 3.0, "sort": 4.0, "compare": 5.0, "reverse": 6.0, "parity": 7.
 
 def _verdicts(root):
     a = analyze(root, write=False)
-    table = claim_table(a.events, a.top_down, a.probe_lead)
+    table = claim_table(a.events, a.top_down, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
+                        n_permutations=199, n_resamples=199, n_noise_curves=20)
     return table.set_index("id")
 
 
 def test_claims_reproduced(tmp_path):
     spec = {}
-    for size, mul_floor in (("tiny", 3.0), ("mini", 5.0)):
+    for size, mul_floor in (("tiny", 3.0), ("mini", 5.0), ("small", 7.0)):
         spec[size] = {task: dict(acq=ACQ[task], floor=FLOORS.get(task, mul_floor),
                                  recover=ACQ[task] - 30 if ACQ[task] >= 90 else ACQ[task],  # hard: precursor
                                  llc_at=ACQ[task], probe_at=ACQ[task] - 40) for task in TASKS}
-    t = _verdicts(_grid(tmp_path / "ds", spec))
+    t = _verdicts(_grid(tmp_path / "ds", spec, seeds=(1, 2)))
     expected = {"order": "reproduced", "precursor_hard": "reproduced", "precursor_easy": "reproduced",
                 "top_down": "reproduced", "llc": "reproduced", "hessian": "reproduced",
                 "floor_modular": "reproduced", "floor_multiplication": "reproduced",
                 "across_sizes_collapse_floor": "reproduced", "across_sizes_acquisition_step": "reproduced",
                 "probe_lead": "reproduced", "pythia_deduction": "inconclusive"}
     assert t["verdict"].to_dict() == expected, t[["verdict", "measured", "reason"]].to_string()
-    assert t.loc["precursor_hard", "measured"].startswith("8/8 (100%) hard runs; median gap 30 steps (")
-    assert t.loc["precursor_easy", "measured"].startswith("0/8 (0%)")
-    assert t.loc["top_down", "measured"] == "16/16 (100%) runs top-down"
-    assert t.loc["floor_modular", "measured"] == "median floor by size: tiny 2.00, mini 2.00"
-    assert t.loc["floor_multiplication", "measured"] == "median floor by size: tiny 3.00, mini 5.00"
+    assert t.loc["precursor_hard", "measured"].startswith("24/24 (100%) hard runs [100%, 100%]; median gap 30 steps")
+    assert t.loc["precursor_hard", "p_value"] < 0.01 and t.loc["precursor_hard", "null"] < 0.8
+    assert t.loc["precursor_easy", "measured"].startswith("0/24 (0%)")
+    # tiny (2 layers) is not tested for top-down; mini and small are, 16 runs, every one tau = -1
+    assert t.loc["top_down", "measured"].startswith("mean tau -1.00 over 32 runs of >= 4 layers (32 with tau < 0; 0 ")
+    assert "16 run(s) of < 4 layers not tested" in t.loc["top_down", "reason"]
+    assert t.loc["floor_modular", "measured"].startswith("median floor by size [95% bootstrap over seeds]: tiny 2.00 ")
+    assert t.loc["floor_multiplication", "measured"].startswith("median floor by size: tiny 3.00, mini 5.00, small 7.00")
     assert "28/32" in t.loc["top_down", "paper"] and "0/24" in t.loc["llc", "paper"]
+    assert "from a summary" in t.loc["floor_multiplication", "source"] and "v4" in t.loc["order", "source"]
 
 
 def test_claims_not_reproduced(tmp_path):
@@ -106,18 +112,18 @@ def test_claims_not_reproduced(tmp_path):
         spec[size] = {}
         for task in TASKS:
             acq = ACQ[task] if size == "tiny" else 230 - ACQ[task]  # mini acquires in the reverse order
-            hard = acq >= (90 if size == "tiny" else 140)  # the medians
+            hard = task in ("parity", "addition", "modular", "multiplication")  # the study's rule (is_hard)
             floor = 4.0 if task == "modular" else FLOORS.get(task, mul_floor)
             spec[size][task] = dict(acq=acq, floor=floor if size == "tiny" else 10.0 - floor,
                                     recover=acq + 20 if hard else acq - 20,  # hard lags, easy precedes
-                                    top_down=False, llc_at=acq - 30, probe_at=None)
-    t = _verdicts(_grid(tmp_path / "ds", spec))
+                                    top_down=False, llc_at=acq - 30, probe_at=acq + 20)  # probes lag
+    t = _verdicts(_grid(tmp_path / "ds", spec, seeds=(0, 1)))
     for claim in ("order", "precursor_hard", "precursor_easy", "top_down", "llc", "hessian", "floor_modular",
                   "floor_multiplication", "across_sizes_collapse_floor", "across_sizes_acquisition_step",
                   "probe_lead"):
         assert t.loc[claim, "verdict"] == "not reproduced", (claim, t.loc[claim].to_dict())
-    assert t.loc["order", "measured"] == "8/16 (50%) acquired runs"
-    assert "rho -" in t.loc["across_sizes_acquisition_step", "measured"]
+    assert t.loc["order", "measured"].startswith("16/32 (50%) acquired runs [")
+    assert "tau -1.00" in t.loc["across_sizes_acquisition_step", "measured"]
 
 
 def test_claims_inconclusive(tmp_path):
@@ -145,6 +151,14 @@ def test_probe_readable_at_the_first_checkpoint_is_no_lead(tmp_path):
     t = _verdicts(_grid(tmp_path / "ds2", spec))
     assert t.loc["probe_lead", "verdict"] == "inconclusive" and "8 acquired run(s) left out" in t.loc[
         "probe_lead", "reason"]
+
+
+def test_a_probe_that_never_decodes_while_the_model_is_right_fails_the_sanity_gate(tmp_path):
+    spec = {"tiny": {task: dict(acq=ACQ[task], floor=3.0, recover=ACQ[task], probe_at=None)
+                     for task in ("copy", "sort", "parity")}}
+    t = _verdicts(_grid(tmp_path / "ds", spec))
+    assert t.loc["probe_lead", "measured"] == "not measured (failed gate)"
+    assert t.loc["probe_lead", "verdict"] == "inconclusive" and "0 run(s) pass, 3 fail" in t.loc["probe_lead", "reason"]
 
 
 def test_claims_of_an_empty_or_foreign_dataset_are_inconclusive():

@@ -1,0 +1,219 @@
+"""What the study's rules give by chance: the event rules re-run on the study's own curves.
+
+The claim table (:mod:`ckptgeo.studies.claims`) judges each rate against a null built here from the same
+event rules :func:`ckptgeo.analysis.analyze` applies (:mod:`ckptgeo.analysis.events`), so a rule change there
+moves the observed rate and its null together:
+
+* :func:`status_at` -- a curve's status ("precursor", "synchronous", ...) had its run acquired at a given step;
+* :func:`permutation_null` -- acquisition steps permuted across runs that share a checkpoint schedule
+  (:func:`ckptgeo.analysis.stats.permutation_test`), the rate recomputed each time;
+* :func:`noise_rate` -- the rule's false-positive rate on noise curves at each run's own schedule
+  (:func:`ckptgeo.analysis.stats.false_positive_rate`);
+* :func:`subsample_rates` -- the precursor rates again with every k-th checkpoint kept (spacing as a factor).
+
+Nothing here reads or writes files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ckptgeo.analysis import events as ev
+from ckptgeo.analysis import stats
+
+__all__ = ["Curve", "status_at", "permutation_null", "noise_rate", "subsample_rates", "SUBSAMPLE_FACTORS"]
+
+#: keep every k-th checkpoint (the first and the last always kept) in the spacing table.
+SUBSAMPLE_FACTORS = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's curve of one measure at one layer, with what its events need.
+
+    Attributes
+    ----------
+    steps, values : ndarray of shape (n_checkpoints,)
+        Training steps (sorted) and the measure's values there.
+    acquisition_step : int or None
+        The run's own acquisition step (None: not acquired).
+    stratum : str
+        Runs with the same stratum share a checkpoint schedule (their acquisition steps can be swapped).
+    kind : {"recovery", "change"}
+        RankMe-like measures (collapse, then recovery onset) or others (onset of change).
+    """
+
+    steps: np.ndarray
+    values: np.ndarray
+    acquisition_step: int | None
+    stratum: str
+    kind: str = "recovery"
+
+
+def _acquisition(steps: np.ndarray, step: int | None, window: int) -> ev.Acquisition:
+    """The acquisition of a run whose accuracy jumps from 0 to 1 at ``step`` (None: never)."""
+    acc = np.zeros(len(steps)) if step is None else (steps >= step).astype(float)
+    return ev.acquisition_step(steps, acc, threshold=0.5, window=window)
+
+
+def status_at(steps, values, acquisition_step: int | None, *, kind: str = "recovery",
+              config=None) -> str:
+    """Status of a curve's onset against acquisition at ``acquisition_step``, by the analysis's rules.
+
+    Parameters
+    ----------
+    steps, values : array-like of shape (n_checkpoints,)
+    acquisition_step : int or None
+        A step of ``steps`` (another run's acquisition, for a null), or None.
+    kind : {"recovery", "change"}
+        ``recovery``: collapse point before acquisition, then the recovery onset (RankMe); ``change``:
+        onset of change (LLC, Hessian).
+    config : AnalysisConfig, optional
+        Window, recovery fraction, minimum collapse depth (default: ``AnalysisConfig()``).
+
+    Returns
+    -------
+    str
+        A :class:`ckptgeo.analysis.events.Gap` status ("precursor", "synchronous", "lagging", ...).
+
+    Examples
+    --------
+    >>> s = np.arange(0, 100, 10)
+    >>> v = np.array([20, 5, 5, 5, 15, 15, 15, 15, 15, 15.0])
+    >>> status_at(s, v, 60), status_at(s, v, 30)
+    ('precursor', 'lagging')
+    """
+    from ckptgeo.analysis.summary import AnalysisConfig
+
+    cfg = config or AnalysisConfig()
+    s = np.asarray(steps, dtype=float)
+    v = np.asarray(values, dtype=float)
+    acq = _acquisition(s, acquisition_step, cfg.window)
+    if kind == "recovery":
+        col = ev.collapse_point(s, v, acq.step, min_drop=cfg.min_drop)
+        onset = ev.recovery_onset(s, v, col, recovery=cfg.recovery)
+    else:
+        onset = ev.onset_of_change(s, v, fraction=cfg.recovery)
+    return ev.precursor_gap(acq, onset).status
+
+
+def permutation_null(curves: Mapping[str, Curve], judged: Sequence[str], *, config=None,
+                     n_permutations: int = stats.DEFAULT_N_PERMUTATIONS, seed: int = 0,
+                     alternative: str = "greater") -> stats.PermutationResult | None:
+    """Precursor rate of ``judged`` runs against acquisition steps permuted across runs of one schedule.
+
+    Every run of ``curves`` that acquired takes part (its acquisition step can go to another run of its
+    stratum); the statistic is the fraction of ``judged`` runs whose status at the acquisition step they
+    are given is "precursor". The identity gives the observed rate.
+
+    Returns
+    -------
+    PermutationResult or None
+        None when no judged run acquired.
+    """
+    pool = [m for m, c in curves.items() if c.acquisition_step is not None]
+    judged_set = set(judged)
+    who = [i for i, m in enumerate(pool) if m in judged_set]
+    if not who:
+        return None
+    strata = [curves[m].stratum for m in pool]
+    hit = np.zeros((len(pool), len(pool)), dtype=bool)
+    for i in who:
+        c = curves[pool[i]]
+        for j, m in enumerate(pool):
+            if strata[j] == strata[i]:
+                hit[i, j] = status_at(c.steps, c.values, curves[m].acquisition_step, kind=c.kind,
+                                      config=config) == "precursor"
+    idx = np.asarray(who)
+
+    def rate(order: np.ndarray) -> float:
+        return float(hit[idx, np.asarray(order)[idx]].mean())
+
+    return stats.permutation_test(rate, len(pool), strata=strata, n_permutations=n_permutations, seed=seed,
+                                  alternative=alternative)
+
+
+def noise_rate(curves: Mapping[str, Curve], judged: Sequence[str], *, config=None, n_curves: int = 100,
+               seed: int = 0, relative_sd: float | None = None) -> stats.Rate | None:
+    """How often the rule calls a precursor on noise curves at each judged run's schedule and acquisition.
+
+    Per run, ``n_curves`` Gaussian curves around its first value with the run's own checkpoint-to-checkpoint
+    noise (:func:`ckptgeo.analysis.stats.robust_noise_sd`, relative to the first value; ``relative_sd``
+    overrides it); the counts are pooled over the runs.
+
+    Returns
+    -------
+    Rate or None
+        Pooled rate with its Wilson interval; None without an acquired judged run.
+    """
+    k = n = 0
+    for i, m in enumerate(sorted(judged)):
+        c = curves.get(m)
+        if c is None or c.acquisition_step is None or len(c.steps) < 3:
+            continue
+        level = float(c.values[0]) if np.isfinite(c.values[0]) and c.values[0] != 0 else 1.0
+        sd = relative_sd
+        if sd is None:
+            sd = stats.robust_noise_sd(c.values) / abs(level)
+            sd = 0.05 if not np.isfinite(sd) or sd <= 0 else float(sd)
+        r = stats.false_positive_rate(
+            lambda s, v, c=c: status_at(s, v, c.acquisition_step, kind=c.kind, config=config) == "precursor",
+            c.steps, n_curves=n_curves, seed=seed + i, level=level, relative_sd=sd)
+        k, n = k + r.k, n + r.n
+    return stats.binomial_interval(k, n) if n else None
+
+
+def _every(n: int, k: int) -> np.ndarray:
+    keep = list(range(0, n, k))
+    if keep[-1] != n - 1:
+        keep.append(n - 1)
+    return np.asarray(keep)
+
+
+def subsample_rates(curves: Mapping[str, Curve], accuracy: Mapping[str, tuple[np.ndarray, np.ndarray, float]],
+                    hard: Callable[[str], bool], *, factors: Sequence[int] = SUBSAMPLE_FACTORS,
+                    config=None) -> pd.DataFrame:
+    """Precursor rates of hard and easy runs when only every k-th checkpoint had been saved.
+
+    Acquisition is found again on the kept checkpoints of each run's accuracy curve (``accuracy[run] =
+    (steps, accuracy, chance)``), then the RankMe status.
+
+    Returns
+    -------
+    DataFrame
+        One row per factor: ``factor``, ``checkpoints`` (median per run), ``hard_k``, ``hard_n``,
+        ``hard_rate``, ``hard_low``, ``hard_high`` and the same for ``easy``.
+    """
+    from ckptgeo.analysis.summary import AnalysisConfig
+
+    cfg = config or AnalysisConfig()
+    rows = []
+    for k in factors:
+        counts = {True: [0, 0], False: [0, 0]}
+        lengths = []
+        for m, c in curves.items():
+            if m not in accuracy:
+                continue
+            s_acc, acc, chance = accuracy[m]
+            keep = _every(len(s_acc), k)
+            acq = ev.acquisition_step(s_acc[keep], acc[keep], threshold=cfg.acc_threshold, window=cfg.window,
+                                      chance=None if chance is None or math.isnan(chance) else chance)
+            if not acq.acquired or acq.at_first_checkpoint:
+                continue
+            kc = _every(len(c.steps), k)
+            lengths.append(len(kc))
+            st = status_at(c.steps[kc], c.values[kc], acq.step, kind=c.kind, config=cfg)
+            counts[hard(m)][0] += st == "precursor"
+            counts[hard(m)][1] += 1
+        row = {"factor": k, "checkpoints": float(np.median(lengths)) if lengths else math.nan}
+        for name, flag in (("hard", True), ("easy", False)):
+            r = stats.binomial_interval(*counts[flag])
+            row |= {f"{name}_k": r.k, f"{name}_n": r.n, f"{name}_rate": r.rate, f"{name}_low": r.low,
+                    f"{name}_high": r.high}
+        rows.append(row)
+    return pd.DataFrame(rows)
