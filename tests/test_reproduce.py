@@ -295,13 +295,14 @@ def test_scans_of_a_study_are_not_split_again_under_a_launcher(monkeypatch):
 def test_probe_row_ignores_layer_0_the_constant_embedding_of_the_read_position():
     """Layer 0 (the separator's embedding, constant) never has a probe onset; it must not keep a run whose other
     layers are all readable at start in the probe row's fraction (today's main: 1/3 where the rule gives 1/2)."""
-    runs = pd.DataFrame({"model": ["a-L1-tiny-s0", "b-L1-tiny-s0", "c-L1-tiny-s0"], "counted": True})
+    runs = pd.DataFrame({"model": ["a-L1-tiny-s0", "b-L1-tiny-s0", "c-L1-tiny-s0"], "counted": True,
+                         "task": ["a", "b", "c"], "seed": 0})
     rows = [("a-L1-tiny-s0", 0, "no_probe_onset"), ("a-L1-tiny-s0", 1, "readable_at_start"),
             ("a-L1-tiny-s0", 2, "readable_at_start"), ("b-L1-tiny-s0", 0, "no_probe_onset"),
             ("b-L1-tiny-s0", 2, "leads"), ("c-L1-tiny-s0", 0, "no_probe_onset"), ("c-L1-tiny-s0", 2, "lags")]
     pl = pd.DataFrame(rows, columns=["model", "layer", "status"])
-    from ckptgeo.studies.claims import _probe
+    from ckptgeo.studies.claims import _Ctx, _probe
 
-    row = _probe(pl, runs)
+    row = _probe(_Ctx(runs), pl)
     assert row.measured.startswith("1/2 (50%)"), row
     assert "1 acquired run(s) left out" in row.reason
