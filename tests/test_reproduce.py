@@ -183,19 +183,39 @@ def test_hard_is_relative_to_each_size():
 
 def test_presets_cover_the_grid():
     cpu = plan_study("cpu", "out")
-    assert len(cpu) == 24 and {r.size for r in cpu} == {"tiny", "mini"} and {r.level for r in cpu} == {1, 2}
-    assert {r.task for r in cpu} == set(TASKS) and {r.level for r in cpu if r.size == "mini"} == {1}
-    assert sum(1 for r in cpu if r.model_metrics) == 3
-    # two processes: every run once, the mini modular and multiplication runs (the longest) apart
+    assert len(cpu) == 84 and {r.size for r in cpu} == {"tiny", "mini", "small"} and {r.seed for r in cpu} == {1, 2, 3}
+    assert {r.task for r in cpu} == set(TASKS) and {r.level for r in cpu if r.size != "tiny"} == {1}
+    # every setting has 3 seeds; floors and orders compare sizes at matched (task, level)
+    per = pd.Series([(r.task, r.level, r.size) for r in cpu]).value_counts()
+    assert set(per) == {3}
+    shared = {(r.task, r.level) for r in cpu if r.size == "small"}
+    assert len(shared) >= 5 and shared <= {(r.task, r.level) for r in cpu if r.size == "tiny"}
+    # >= 4 layers for top-down: mini and small; whole-model measures on 3 settings x 3 seeds at 12 checkpoints
+    assert sum(1 for r in cpu if r.model_metrics) == 9 and PRESETS["cpu"].model_checkpoints >= 10
+    assert all(v.get("max_seconds", 0) is None for v in PRESETS["cpu"].metric_options.values())
     from ckptgeo.studies.reproduce import assign
 
     a, b = assign(cpu, 2)
     assert sorted(r.name for r in a + b) == sorted(r.name for r in cpu)
-    assert {r.name for r in a[:1] + b[:1]} == {"modular-L1-mini-s0", "multiplication-L1-mini-s0"}
+    smoke = plan_study("smoke", "out")
+    assert len(smoke) == 9 and {r.task for r in smoke} == {"copy", "compare", "parity"} and len({r.seed for r in smoke}) == 3
     paper = plan_study("paper", "out")
-    assert len(paper) == 8 * 3 * 6 * 2 and all(r.model_metrics for r in paper)
+    assert len(paper) == 8 * 3 * 6 * 3 and all(r.model_metrics for r in paper)
+    assert all(0 not in PRESETS[p].seeds for p in PRESETS)  # seed 0 was the pilot of the hard/easy rule
     with pytest.raises(InvalidParameterError, match="Unknown preset"):
         plan_study("gpu", "out")
+
+
+def test_whole_model_checkpoints_are_around_acquisition():
+    from ckptgeo.studies.reproduce import whole_model_checkpoints
+
+    schedule = list(range(0, 1000, 10))
+    history = [{"step": s, "accuracy": {"t": 0.9 if s >= 200 else 0.0}} for s in schedule]
+    got = whole_model_checkpoints({"schedule": schedule, "history": history, "chance": {"t": 0.01}}, 12)
+    assert len(got) == 12 and got[0] == 0 and got[-1] == 400  # acquired at 200: up to twice that
+    never = [{"step": s, "accuracy": {"t": 0.0}} for s in schedule]
+    got = whole_model_checkpoints({"schedule": schedule, "history": never, "chance": {"t": 0.01}}, 12)
+    assert len(got) == 12 and got[-1] == 990
 
 
 def test_checkpoint_subset():
@@ -212,12 +232,15 @@ def test_cli_parser_and_dry_run(capsys, monkeypatch):
     fake = {s: {"size": s, "device": "cpu", "step_s": 0.5, "forward_s": 0.1, "rankme_probe_per_layer_s": 0.2,
                 "n_layers": 3, "steps_per_s": 2.0} for s in PRESETS["paper"].sizes}
     real = rp.estimate
-    monkeypatch.setattr(rp, "estimate", lambda preset, device="cpu": real(preset, device=device, bench=fake))
+    monkeypatch.setattr(rp, "estimate", lambda preset, device="cpu", threads=None: real(preset, device=device,
+                                                                                        bench=fake))
     assert main(["reproduce", "--preset", "paper", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "288 runs" in out and "device-hours" in out
-    # 288 runs: 96 each of 10000, 20000, 30000 steps at 0.5 s per step
-    assert f"training {288 / 3 * 60000 * 0.5 / 3600:.2f} h" in out
+    assert "432 runs" in out and "device-hours" in out and "seeds 1, 2, 3" in out
+    # 432 runs: 144 each of 10000, 20000, 30000 steps at 0.5 s per step
+    assert f"training {432 / 3 * 60000 * 0.5 / 3600:.2f} h" in out
+    # whole-model measures from their work: 40 checkpoints x 0.5 s x (2 x 40 products + 4 x 200 / 4 SGLD steps)
+    assert f"whole-model measures {432 * 40 * 0.5 * (80 + 200) / 3600:.2f} h" in out
 
 
 def test_estimate_measures_steps_per_second():

@@ -87,8 +87,20 @@ class Preset:
         Settings of the whole-model measures (as ``--metric-option``), recorded in each row's ``settings``;
         measures not named keep their defaults.
     description : str
-    levels_by_size : mapping of size -> levels
-        Sizes that train other levels than ``levels`` (the cpu preset trains level 2 on ``tiny`` only).
+    settings_by_size : mapping of size -> tuple of (task, level)
+        Sizes that train only these settings (default: every task x level).
+    steps_by_size : mapping of size -> {task: {level: steps}}
+        Budgets that differ from ``steps`` at a size.
+    n_heldout : int
+        Held-out items per run (never trained on); accuracy is measured on ``n_samples`` of them, probes on
+        all of them.
+    probe_min_class : int
+        Probe target classes with fewer held-out items than this are dropped from the probe's items.
+    whole_model_window : float
+        Whole-model measures are spread over checkpoints up to this multiple of the run's acquisition step
+        (from the trainer's own held-out accuracy); over the whole run when not acquired.
+    n_permutations, n_noise_curves : int
+        Work of the claim table's tests (permutations and bootstrap resamples; noise curves per run).
     """
 
     name: str
@@ -106,41 +118,78 @@ class Preset:
     model_checkpoints: int = 8
     metric_options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     description: str = ""
-    levels_by_size: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    settings_by_size: Mapping[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    steps_by_size: Mapping[str, Mapping[str, Mapping[int, int]]] = field(default_factory=dict)
+    n_heldout: int = 200
+    probe_min_class: int = 5
+    whole_model_window: float = 2.0
+    n_permutations: int = 999
+    n_noise_curves: int = 100
+
+    def settings(self, size: str) -> list[tuple[str, int]]:
+        """The (task, level) settings trained at ``size``."""
+        if size in self.settings_by_size:
+            return list(self.settings_by_size[size])
+        return [(t, lv) for t in self.tasks for lv in self.levels]
+
+    def budget(self, task: str, level: int, size: str) -> int | None:
+        """Training steps of (task, level) at ``size``."""
+        return self.steps_by_size.get(size, {}).get(task, {}).get(level) or self.steps.get(task, {}).get(level)
 
 
 _ALL = ("copy", "reverse", "compare", "parity", "addition", "modular", "sort", "multiplication")
+_FAST = ("copy", "reverse", "compare", "sort", "parity")
 
-#: Budgets (steps) under :data:`RECIPE`, the same at every size: level 1 with a margin over the acquisition
-#: measured on ``tiny`` (tasks.py module docstring); level 2 twice level 1 for the fast tasks and less than
-#: level 1 for the slow ones: harder levels acquire later or not at all.
+#: Budgets (steps) under :data:`RECIPE`: level 1 with a margin over the acquisition measured on ``tiny`` at
+#: seed 0 (the pilot; tasks.py module docstring), level 2 twice level 1 for the fast tasks.
 _CPU_STEPS = {
     "copy": {1: 300, 2: 600}, "reverse": {1: 300, 2: 600}, "compare": {1: 300, 2: 600},
     "parity": {1: 500, 2: 1000}, "sort": {1: 300, 2: 600}, "addition": {1: 1200, 2: 1000},
     "modular": {1: 4000, 2: 1000}, "multiplication": {1: 2000, 2: 1000},
 }
+#: Seeds of the studies: seed 0 was the pilot that fixed which settings are hard (claims.PILOT_HARD), so it
+#: is left out.
+_SEEDS = (1, 2, 3)
+#: Whole-model measures stopped by work, never by wall time: Lanczos products; SGLD chains x draws.
+_WORK = {"hessian": {"max_hvp": 20, "max_seconds": None}, "llc": {"num_chains": 2, "num_draws": 100,
+                                                                   "max_seconds": None}}
 
 PRESETS: dict[str, Preset] = {
-    # Measured: `torchrun --nproc_per_node 2 -m ckptgeo reproduce --preset cpu --threads 1` took 42 min 55 s
-    # wall on 2 CPU cores (other jobs used the cores for its first quarter): 4,305 s of training over the 24
-    # runs (15,300 tiny steps, 8,900 mini steps; mini about 2.5 steps/s there against 5.8 on an idle core),
-    # 693 s of scans (232 s and 461 s in the two processes: RankMe and accuracy at 40 checkpoints, probes at 8,
-    # Hessian and LLC at 5 of 3 runs) and about 35 s of analysis. The mini runs dominate: modular-L1-mini alone
-    # trains 4,000 steps (27 min there).
+    # About 5 minutes on 2 idle cores (CI runs it as a slow test): 3 tasks x 3 seeds on tiny, short budgets.
+    "smoke": Preset(
+        "smoke", ("copy", "compare", "parity"), (1,), ("tiny",), _SEEDS,
+        {"copy": {1: 150}, "compare": {1: 150}, "parity": {1: 300}}, n_checkpoints=16, n_samples=100,
+        probe_checkpoints=4, model_metrics=("hessian", "llc"), model_runs=(("parity", 1, "tiny"),),
+        model_checkpoints=10,
+        metric_options={"hessian": {"max_hvp": 8, "max_seconds": None},
+                        "llc": {"num_chains": 1, "num_draws": 20, "max_seconds": None}},
+        n_heldout=150, probe_min_class=5, n_permutations=199, n_noise_curves=30,
+        description="3 tasks (copy, compare: easy; parity: hard) x level 1 x 3 seeds on tiny: 9 runs, about "
+                    "5 minutes on 2 cores; checks the pipeline end to end, too small to judge a claim"),
+    # Designed from steps/s measured on one thread of this machine (tiny 0.055 s, mini 0.26 s, small 0.57 s a
+    # step): about 2 hours on 2 idle cores under `torchrun --nproc_per_node 2 ... --threads 1`.
     "cpu": Preset(
-        "cpu", _ALL, (1, 2), ("tiny", "mini"), (0,), _CPU_STEPS, n_checkpoints=40, n_samples=200,
+        "cpu", _ALL, (1, 2), ("tiny", "mini", "small"), _SEEDS, _CPU_STEPS, n_checkpoints=40, n_samples=200,
         probe_checkpoints=8, model_metrics=("hessian", "llc"),
-        model_runs=(("copy", 1, "tiny"), ("addition", 1, "tiny"), ("modular", 1, "tiny")), model_checkpoints=5,
-        # more SGLD than the language-model defaults (2 x 50): cheap on tiny, and the LLC claim needs a steady curve
-        metric_options={"llc": {"num_chains": 4, "num_draws": 100}},
-        levels_by_size={"mini": (1,)},
-        description="8 tasks x levels 1-2 on tiny, level 1 on mini, 1 seed: 24 runs on 2 CPU cores"),
+        model_runs=(("copy", 1, "tiny"), ("parity", 1, "tiny"), ("addition", 1, "tiny")), model_checkpoints=12,
+        metric_options=_WORK, n_heldout=500, probe_min_class=4,
+        settings_by_size={
+            "tiny": tuple((t, 1) for t in _ALL) + tuple((t, 2) for t in _FAST),
+            "mini": tuple((t, 1) for t in _FAST + ("addition", "modular", "multiplication")),
+            "small": tuple((t, 1) for t in _FAST + ("modular", "multiplication"))},
+        # modular and multiplication at the larger sizes: long enough for the collapse floor, not for acquisition
+        steps_by_size={"mini": {"modular": {1: 600}, "multiplication": {1: 600}},
+                       "small": {"modular": {1: 600}, "multiplication": {1: 600}}},
+        description="8 tasks at level 1 and 5 at level 2 on tiny (2 layers), 8 tasks on mini (4 layers), 7 on small "
+                    "(6 layers), 3 seeds each: 84 runs, about 2 hours on 2 CPU cores"),
     "paper": Preset(
-        "paper", _ALL, (1, 2, 3), ("tiny", "mini", "small", "medium", "large", "xl"), (0, 1),
-        {t: {1: 10000, 2: 20000, 3: 30000} for t in _ALL}, n_checkpoints=200, n_samples=200,
+        "paper", _ALL, (1, 2, 3), ("tiny", "mini", "small", "medium", "large", "xl"), _SEEDS,
+        {t: {1: 10000, 2: 20000, 3: 30000} for t in _ALL}, n_checkpoints=200, n_samples=500,
         probe_checkpoints=50, model_metrics=("grad_rank", "grad_cov_rank", "hessian", "llc"), model_runs_all=True,
-        model_checkpoints=40,
-        description="8 tasks x 3 levels x 6 sizes x 2 seeds: 288 runs, for GPUs"),
+        model_checkpoints=40, n_heldout=1000, probe_min_class=5,
+        metric_options={"hessian": {"max_hvp": 40, "max_seconds": None},
+                        "llc": {"num_chains": 4, "num_draws": 200, "max_seconds": None}},
+        description="8 tasks x 3 levels x 6 sizes x 3 seeds: 432 runs, for GPUs"),
 }
 
 
@@ -193,18 +242,17 @@ def plan_study(preset: str | Preset, out: str | Path) -> list[StudyRun]:
     runs = []
     for size in preset.sizes:
         get_size(size)
-        for task in preset.tasks:
-            for level in preset.levels_by_size.get(size, preset.levels):
-                get_level(task, level)
-                steps = preset.steps.get(task, {}).get(level)
-                if not steps:
-                    raise InvalidParameterError(f"Preset {preset.name!r} gives no step budget for {task}-L{level}.",
-                                                name="steps", value=(task, level))
-                wants = preset.model_runs_all or (task, level, size) in preset.model_runs
-                for seed in preset.seeds:
-                    runs.append(StudyRun(task, level, size, seed, int(steps),
-                                         Path(out) / "runs" / run_name(task, level, size, seed),
-                                         preset.model_metrics if wants else ()))
+        for task, level in preset.settings(size):
+            get_level(task, level)
+            steps = preset.budget(task, level, size)
+            if not steps:
+                raise InvalidParameterError(f"Preset {preset.name!r} gives no step budget for {task}-L{level}.",
+                                            name="steps", value=(task, level))
+            wants = preset.model_runs_all or (task, level, size) in preset.model_runs
+            for seed in preset.seeds:
+                runs.append(StudyRun(task, level, size, seed, int(steps),
+                                     Path(out) / "runs" / run_name(task, level, size, seed),
+                                     preset.model_metrics if wants else ()))
     return runs
 
 
@@ -258,18 +306,19 @@ def _template(run: StudyRun, preset: Preset, device: str):
     recipe = RECIPE | {"warmup_steps": min(RECIPE["warmup_steps"], run.steps)}  # a very short run warms up less
     return TrainConfig(tasks=(run.task,), levels=(run.level,), out=str(run.folder), n_steps=run.steps,
                        schedule_steps=HORIZON_FACTOR * run.steps, n_checkpoints=preset.n_checkpoints,
-                       n_heldout=preset.n_samples, device=device, **recipe)
+                       n_heldout=max(preset.n_heldout, preset.n_samples), device=device, **recipe)
 
 
 # ---------------------------------------------------------------------------------------------- estimate
 
-def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3) -> dict:
+def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3, threads: int | None = None) -> dict:
     """Measured seconds of one training step (batch 128 of modular-L1 items) and of one checkpoint's
     measurement (a forward pass over ``n_samples`` items, RankMe and probes per layer) for ``size``.
 
     On a CPU the seconds are this process's CPU time (``time.process_time``), which is what the work takes
     on an idle core whatever else the machine runs, under the thread count the runs use (the rule of
-    :mod:`ckptgeo._threads`); on a GPU, wall time after ``cuda.synchronize``."""
+    :mod:`ckptgeo._threads`, or ``threads`` as ``--threads`` sets it); on a GPU, wall time after
+    ``cuda.synchronize``."""
     import torch
     from transformers import GPTNeoXForCausalLM
 
@@ -282,7 +331,7 @@ def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3) -> di
     model = GPTNeoXForCausalLM(build_config(get_size(size), vocab_size=len(tok))).to(dev)
     # the thread count the study's runs use: process time over more threads than the work can fill (spinning
     # while the machine is busy) would count far more CPU seconds than the work needs
-    with torch_threads(count_parameters(model)):
+    with torch_threads(count_parameters(model), threads=threads):
         return _bench_model(model, size, dev, n_samples, steps, tok)
 
 
@@ -336,31 +385,48 @@ def _bench_model(model, size, dev, n_samples, steps, tok) -> dict:
             "rankme_probe_per_layer_s": per_layer, "n_layers": n_layers, "steps_per_s": 1.0 / step_s}
 
 
-def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, dict] | None = None) -> dict:
+def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, dict] | None = None,
+             threads: int | None = None) -> dict:
     """Device-hours the preset needs, from steps per second measured here (one benchmark per size).
 
     Training: steps / measured steps per second. Measurement: per checkpoint, a forward pass for
-    training's own evaluation and one for the scan; per probed checkpoint, RankMe and a probe per layer.
-    Whole-model measures are not in the estimate (their cost depends on their settings).
+    training's own evaluation (over ``n_heldout`` items) and one for the scan (``n_samples``); per probed
+    checkpoint, RankMe and a probe per layer (scaled to ``n_heldout`` items). Whole-model measures, from their
+    work budgets: a Hessian-vector product counted as two training steps, an SGLD step (batch 32) as a
+    quarter of one; measures without a work budget in ``metric_options`` are left out.
+
+    Parameters
+    ----------
+    threads : int, optional
+        CPU threads per process (``--threads``); default: the thread rule of :mod:`ckptgeo._threads`.
 
     Returns
     -------
     dict
-        ``bench`` (per size), ``train_hours``, ``scan_hours``, ``total_hours``, ``runs``, ``device``.
+        ``bench`` (per size), ``train_hours``, ``scan_hours``, ``model_hours``, ``total_hours``, ``runs``,
+        ``device``.
     """
     preset = get_preset(preset)
     if not bench:
         from ckptgeo.engine.plan import rank_device
 
         rank_device(device)  # a CUDA device that is not here: a clear error before any benchmark
-    bench = dict(bench) if bench else {s: _bench_size(s, device, preset.n_samples) for s in preset.sizes}
+    bench = dict(bench) if bench else {s: _bench_size(s, device, preset.n_samples, threads=threads)
+                                       for s in preset.sizes}
     runs = plan_study(preset, "-")
     train_s = sum(r.steps * bench[r.size]["step_s"] for r in runs)
-    scan_s = sum(preset.n_checkpoints * 2 * bench[r.size]["forward_s"]
+    held = max(preset.n_heldout, preset.n_samples)
+    scan_s = sum(preset.n_checkpoints * bench[r.size]["forward_s"] * (1 + held / preset.n_samples)
                  + preset.probe_checkpoints * bench[r.size]["n_layers"] * bench[r.size]["rankme_probe_per_layer_s"]
-                 for r in runs)
-    return {"bench": bench, "train_hours": train_s / 3600, "scan_hours": scan_s / 3600,
-            "total_hours": (train_s + scan_s) / 3600, "runs": len(runs), "device": device}
+                 * max(held / 128, 1.0) for r in runs)
+    hessian = preset.metric_options.get("hessian", {}).get("max_hvp") or 0
+    llc = preset.metric_options.get("llc", {})
+    sgld = (llc.get("num_chains") or 0) * (llc.get("num_draws") or 0)
+    model_s = sum(preset.model_checkpoints * bench[r.size]["step_s"]
+                  * (2 * hessian * ("hessian" in r.model_metrics) + sgld / 4 * ("llc" in r.model_metrics))
+                  for r in runs if r.model_metrics)
+    return {"bench": bench, "train_hours": train_s / 3600, "scan_hours": scan_s / 3600, "model_hours": model_s / 3600,
+            "total_hours": (train_s + scan_s + model_s) / 3600, "runs": len(runs), "device": device}
 
 
 def plan_text(preset: str | Preset, out: str | Path) -> str:
@@ -368,25 +434,31 @@ def plan_text(preset: str | Preset, out: str | Path) -> str:
     preset = get_preset(preset)
     runs = plan_study(preset, out)
     lines = [f"preset {preset.name}: {preset.description}",
-             f"  {len(runs)} runs in {Path(out) / 'runs'}; {preset.n_checkpoints} checkpoints each; RankMe per layer "
-             f"and accuracy at every checkpoint, probes at {preset.probe_checkpoints}",
+             f"  {len(runs)} runs in {Path(out) / 'runs'}; seeds {', '.join(map(str, preset.seeds))}; "
+             f"{preset.n_checkpoints} checkpoints each; RankMe per layer and accuracy ({preset.n_samples} held-out "
+             f"items) at every checkpoint, probes (first answer token, {preset.n_heldout} held-out items) at "
+             f"{preset.probe_checkpoints}",
              f"  recipe: AdamW lr {RECIPE['lr']:g}, weight decay {RECIPE['weight_decay']:g}, batch "
-             f"{RECIPE['batch_size']}, warm-up {RECIPE['warmup_steps']}, cosine horizon {HORIZON_FACTOR} x steps",
-             "  steps per task level: " + _budgets(preset)]
-    for size, levels in preset.levels_by_size.items():
-        lines.append(f"  {size}: levels {'/'.join(map(str, levels))} only")
+             f"{RECIPE['batch_size']}, warm-up {RECIPE['warmup_steps']}, cosine horizon {HORIZON_FACTOR} x steps"]
+    seen: dict = {}
+    for size in preset.sizes:
+        mine = [r for r in runs if r.size == size]
+        settings = tuple(sorted({(r.task, r.level, r.steps) for r in mine}))
+        shown = (f"the same settings as {seen[settings]}" if settings in seen else
+                 "steps " + ", ".join(f"{t}-L{lv} {st}" for t, lv, st in settings))
+        seen.setdefault(settings, size)
+        lines.append(f"  {size}: {len(mine)} runs; {shown}")
     with_model = [r for r in runs if r.model_metrics]
     if with_model:
         lines.append(f"  whole-model measures {', '.join(preset.model_metrics)} at {preset.model_checkpoints} "
-                     f"checkpoints of {len(with_model)} run(s)" + "".join(
-                         f"; {m} " + ", ".join(f"{k}={v}" for k, v in o.items())
-                         for m, o in preset.metric_options.items()))
+                     f"checkpoints (up to {preset.whole_model_window:g} x the acquisition step) of {len(with_model)} "
+                     "run(s), stopped by work" + "".join(f"; {m} " + ", ".join(f"{k}={v}" for k, v in o.items())
+                                                         for m, o in preset.metric_options.items()))
     return "\n".join(lines)
 
 
 def _budgets(preset: Preset) -> str:
-    return ("; ".join(f"{t} " + "/".join(str(preset.steps[t][lv]) for lv in preset.levels) for t in preset.tasks)
-            + f" (levels {'/'.join(map(str, preset.levels))})")
+    return "; ".join(sorted({f"{r.task}-L{r.level} on {r.size}: {r.steps}" for r in plan_study(preset, "-")}))
 
 
 def estimate_text(preset: str | Preset, est: dict) -> str:
@@ -397,8 +469,12 @@ def estimate_text(preset: str | Preset, est: dict) -> str:
     for s, b in est["bench"].items():
         lines.append(f"  {s:>7}: {b['steps_per_s']:8.1f} steps/s; forward of {preset.n_samples} items "
                      f"{b['forward_s']:.3f} s")
-    lines.append(f"  training {est['train_hours']:.2f} h + measuring {est['scan_hours']:.2f} h = "
-                 f"{est['total_hours']:.2f} device-hours for {est['runs']} runs (whole-model measures not included)")
+    lines.append(f"  training {est['train_hours']:.2f} h + measuring {est['scan_hours']:.2f} h + whole-model measures "
+                 f"{est.get('model_hours', 0.0):.2f} h (from their work budgets) = {est['total_hours']:.2f} "
+                 f"device-hours for {est['runs']} runs")
+    if est["device"] == "cpu":
+        lines.append(f"  on 2 idle cores (torchrun --nproc_per_node 2 ... --threads 1): about "
+                     f"{est['total_hours'] / 2:.1f} h of wall time")
     if est["device"] == "cpu":
         lines.append("  (measured on this CPU; on a GPU machine run `ckptgeo reproduce --preset paper --dry-run "
                      "--device cuda` for GPU-hours)")
@@ -433,21 +509,85 @@ def _scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: i
 
 
 def _scan_run_here(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: int) -> None:
-    import json as _json
-
     from ckptgeo.engine.scan import scan
 
     scan(run.folder, out=dataset, metrics=("rankme", "behavior"), n_samples=preset.n_samples, device=device,
          seed=seed)
-    schedule = _json.loads((run.folder / "manifest.json").read_text(encoding="utf-8"))["schedule"]
+    manifest = json.loads((run.folder / "manifest.json").read_text(encoding="utf-8"))
+    schedule = manifest["schedule"]
     subset = checkpoint_subset(schedule, preset.probe_checkpoints)
-    scan(run.folder, out=dataset, metrics=("probe",), n_samples=preset.n_samples, device=device, seed=seed,
-         revisions=",".join(f"step{s}" for s in subset))
+    suite, n_items = probe_suite(run, dataset.parent / "probe-suites", min_class=preset.probe_min_class)
+    if n_items:
+        scan(run.folder, out=dataset, metrics=("probe",), suites=[str(suite)], n_samples=n_items, device=device,
+             seed=seed, revisions=",".join(f"step{s}" for s in subset))
     if run.model_metrics:
-        subset = checkpoint_subset(schedule, preset.model_checkpoints)
+        subset = whole_model_checkpoints(manifest, preset.model_checkpoints, preset.whole_model_window)
         options = {m: dict(o) for m, o in preset.metric_options.items() if m in run.model_metrics}
         scan(run.folder, out=dataset, metrics=run.model_metrics, n_samples=preset.n_samples, device=device,
              seed=seed, revisions=",".join(f"step{s}" for s in subset), metric_options=options or None)
+
+
+def probe_suite(run: StudyRun, folder: Path, *, min_class: int = 5) -> tuple[Path, int]:
+    """Write the probe's items of a run: its held-out items labelled with the model's own target.
+
+    The label is the first answer token exactly (what the model must emit at the read position, the first
+    token the accuracy scores), not the suite's coarser ``label``; classes with fewer than ``min_class``
+    items are dropped (stratified cross-validation needs several per class). The header records both.
+
+    Returns
+    -------
+    (Path, int)
+        ``folder/<run>/<suite>.jsonl`` and the number of items kept (0: nothing to probe, no file).
+    """
+    from collections import Counter
+
+    from ckptgeo.suites.items import load_jsonl, write_jsonl
+    from ckptgeo.suites.tasks import suite_name
+
+    name = suite_name(run.task, run.level)
+    suite = load_jsonl(run.folder / "suites" / f"{name}.jsonl")
+    labels = [it.target.split()[0] if it.target and it.target.split() else None for it in suite.items]
+    counts = Counter(lab for lab in labels if lab is not None)
+    keep = [(it, lab) for it, lab in zip(suite.items, labels) if lab is not None and counts[lab] >= min_class]
+    dropped = sorted(c for c, n in counts.items() if n < min_class)
+    path = folder / run.name / f"{name}.jsonl"
+    if not keep or len({lab for _, lab in keep}) < 2:
+        return path, 0
+    header = dict(suite.header) | {"name": name, "n_items": len(keep), "probe_target": "first answer token",
+                                   "probe_min_class": min_class, "probe_dropped_classes": dropped}
+    write_jsonl(path, [dataclasses.replace(it, label=lab) for it, lab in keep], header=header)
+    return path, len(keep)
+
+
+def whole_model_checkpoints(manifest: Mapping, n: int, window: float = 2.0) -> list[int]:
+    """``n`` checkpoints around a run's acquisition for the whole-model measures.
+
+    Acquisition is found on the trainer's held-out accuracy (the manifest's ``history``, same rule as the
+    analysis); the checkpoints are spread evenly by index over those up to ``window`` x the acquisition step
+    (at least ``n`` of them), or over the whole run when it did not acquire.
+
+    Examples
+    --------
+    >>> h = [{"step": s, "accuracy": {"t": float(s >= 40)}} for s in range(0, 200, 10)]
+    >>> whole_model_checkpoints({"schedule": list(range(0, 200, 10)), "history": h, "chance": {"t": 0.01}}, 5)
+    [0, 20, 40, 60, 80]
+    """
+    from ckptgeo.analysis.events import acquisition_step
+
+    schedule = sorted(int(s) for s in manifest["schedule"])
+    history = sorted(manifest.get("history") or [], key=lambda h: h["step"])
+    chance = manifest.get("chance") or {}
+    acq = None
+    if history and history[0].get("accuracy"):
+        suite = sorted(history[0]["accuracy"])[0]
+        steps = [h["step"] for h in history if suite in (h.get("accuracy") or {})]
+        accs = [h["accuracy"][suite] for h in history if suite in (h.get("accuracy") or {})]
+        acq = acquisition_step(steps, accs, chance=chance.get(suite)).step
+    pool = schedule
+    if acq:
+        inside = [s for s in schedule if s <= window * acq]
+        pool = inside if len(inside) >= n else schedule[:max(n, len(inside))]
+    return checkpoint_subset(pool, n)
 
 
 def _wait_for_others(out: Path, key: str, rank: int, world: int) -> bool:
@@ -570,26 +710,94 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
 def _analyse(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], *, plots: bool, seconds: dict):
     from ckptgeo.analysis import analyze
     from ckptgeo.analysis.figures import plot_grid, write_report
-    from ckptgeo.studies.claims import claim_table, runs_table
+    from ckptgeo.studies.claims import claim_table, rules, runs_table, spacing_table
 
     analysis = analyze(dataset)
     write_report(dataset, analysis=analysis, plots=plots)
-    claims = claim_table(analysis.events, analysis.top_down, analysis.probe_lead)
-    grid_png = plot_grid(runs_table(analysis.events), out / "figures" / "grid.png") if plots else None
+    claims = claim_table(analysis.events, analysis.top_down, analysis.probe_lead, curves=analysis.curves,
+                         accuracy=analysis.accuracy, probes=analysis.probes, config=analysis.config,
+                         n_permutations=preset.n_permutations, n_resamples=preset.n_permutations,
+                         n_noise_curves=preset.n_noise_curves)
+    spacing = spacing_table(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
+    table = runs_table(analysis.events)
+    grid_png = plot_grid(table, out / "figures" / "grid.png") if plots else None
     manifests = {}
     for r in runs:
         path = r.folder / "manifest.json"
         if path.is_file():
             manifests[r.name] = json.loads(path.read_text(encoding="utf-8"))
-    report = _write_markdown(out, preset, claims, runs_table(analysis.events), manifests, grid_png, seconds)
-    study = {"preset": dataclasses.asdict(preset) | {"steps": {t: dict(v) for t, v in preset.steps.items()},
-                                                     "levels_by_size": dict(preset.levels_by_size)},
-             "runs": [r.name for r in runs], "seconds": seconds, "recipe": RECIPE, "horizon_factor": HORIZON_FACTOR}
+    report = _write_markdown(out, preset, claims, spacing, table, manifests, grid_png, seconds)
+    preset_record = dataclasses.asdict(preset) | {
+        "steps": {t: dict(v) for t, v in preset.steps.items()},
+        "settings_by_size": {k: list(v) for k, v in preset.settings_by_size.items()},
+        "steps_by_size": {k: {t: dict(v) for t, v in d.items()} for k, d in preset.steps_by_size.items()}}
+    study = {"preset": preset_record, "runs": [r.name for r in runs], "seconds": seconds, "recipe": RECIPE,
+             "horizon_factor": HORIZON_FACTOR, "rules": rules()}
     atomic_write_text(out / "study.json", json.dumps(study, indent=1, default=str))
+    summary = dataset / "summary"
+    summary.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(summary / "claims_rules.json", json.dumps({"preset": preset.name, "rules": rules(),
+                                                                "recipe": RECIPE}, indent=1, default=str))
+    claims.to_parquet(summary / "claims.parquet", index=False)
+    spacing.to_parquet(summary / "claims_spacing.parquet", index=False)
     return StudyResult(out, report, claims=claims, analysis=analysis, seconds=seconds)
 
 
-def _write_markdown(out: Path, preset: Preset, claims, runs, manifests: dict, grid_png, seconds: dict) -> Path:
+def _claims_view(claims):
+    import math
+
+    import pandas as pd
+
+    def num(x, pct=True):
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else (f"{x:.0%}" if pct else f"{x:.3g}")
+
+    return pd.DataFrame({
+        "claim": claims["claim"], "source": claims["source"], "measured [95% interval]": claims["measured"],
+        "null": [num(v, pct=i not in ("top_down",) and not str(i).startswith(("across", "floor")))
+                 for i, v in zip(claims["id"], claims["null"])],
+        "p": [num(v, pct=False) for v in claims["p_value"]],
+        "verdict": claims["verdict"], "test": claims["test"], "reason": claims["reason"]})
+
+
+def _spacing_view(spacing):
+    import pandas as pd
+
+    def rate(k, n, lo, hi):
+        return f"{int(k)}/{int(n)} [{lo:.0%}, {hi:.0%}]" if n else "0/0"
+
+    return pd.DataFrame({
+        "every k-th checkpoint kept": spacing["factor"], "checkpoints per run (median)": spacing["checkpoints"],
+        "hard runs precursor": [rate(*r) for r in spacing[["hard_k", "hard_n", "hard_low", "hard_high"]].to_numpy()],
+        "easy runs precursor": [rate(*r) for r in spacing[["easy_k", "easy_n", "easy_low", "easy_high"]].to_numpy()]})
+
+
+def _cannot_say(preset: Preset) -> str:
+    from ckptgeo.training.sizes import get_size
+
+    sizes = ", ".join(f"{s} ({get_size(s).n_parameters() / 1e6:.1f}M)" for s in preset.sizes)
+    return f"""\
+* **Whether the paper's own rules give the paper's numbers.** The paper's operational definitions (hard,
+  precursor, thresholds, checkpoint spacing) are not available here; each verdict says whether *ckptgeo's*
+  rules, written above and in `dataset/summary/claims_rules.json`, reproduce the claim on *this* grid.
+* **Anything beyond these sizes**: {sizes}; the paper reaches 151M parameters and Pythia-2.8B. The Pythia row
+  is not measured.
+* **"Hard relative to capacity"** in the paper's sense: hard and easy are fixed per (task, level) from a pilot on
+  `tiny` and applied at every size, so a setting easy for a larger model still counts as hard.
+* **Causation.** A permutation p-value says a rate is higher than when acquisition is unrelated to the curve
+  within a schedule; it cannot tell a precursor from two effects of one cause (the learning-rate schedule, the
+  data), nor say that intervening on the geometry would move acquisition.
+* **More than {len(preset.seeds)} seeds' worth of spread**, other optimisers or schedules (one recipe), or other
+  machines: training is bitwise reproducible on one machine, not across CPUs.
+* **The rest of a multi-token answer**: probes read the first answer token only.
+* **Twelve rows, no correction**: each test is at alpha 0.05 on its own; across the rows about one false
+  rejection in twenty is expected by chance.
+* **Noise beyond iid**: the noise null draws independent Gaussian values per checkpoint; real curves are
+  autocorrelated, which the permutation null keeps (it reuses the real curves).
+"""
+
+
+def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests: dict, grid_png,
+                    seconds: dict) -> Path:
     from ckptgeo.analysis.figures import _md
     from ckptgeo.studies import claims as claims_mod
 
@@ -602,19 +810,31 @@ def _write_markdown(out: Path, preset: Preset, claims, runs, manifests: dict, gr
              f"{seconds.get('train', 0):.0f} s training ({seconds.get('train_cpu', 0):.0f} s of CPU) and "
              f"{seconds.get('scan', 0):.0f} s scanning ({seconds.get('scan_cpu', 0):.0f} s of CPU), in this process "
              f"(others under a launcher add theirs). Threads per process: {', '.join(map(str, threads)) or '?'}.\n",
-             "## Claims\n", _md(claims.drop(columns=["id"]), max_rows=100),
+             "## Claims\n",
+             "Each row: the paper's statement and where it comes from, the value measured here with its 95% "
+             "interval, the value the same rule gives by chance (null), the test's p-value, and the verdict that "
+             "test gives. Machine-readable: `dataset/summary/claims.parquet`.\n",
+             _md(_claims_view(claims), max_rows=100),
+             "## Checkpoint spacing as a factor\n",
+             "The RankMe precursor rates again, with acquisition found again, when only every k-th checkpoint of "
+             "each run is kept (the first and last always). A verdict that moves with k depends on the spacing.\n",
+             _md(_spacing_view(spacing), max_rows=20),
+             "## What this study cannot say\n", _cannot_say(preset),
              "## How the verdicts are reached\n", claims_mod.DEFINITIONS,
+             "Every rule and threshold: `study.json` (`rules`) and `dataset/summary/claims_rules.json`.\n",
              "## Recipe\n",
              f"AdamW, lr {RECIPE['lr']:g}, weight decay {RECIPE['weight_decay']:g} (matrices and embeddings), batch "
              f"{RECIPE['batch_size']} fresh items per step, {RECIPE['warmup_steps']} warm-up steps, then a cosine to "
              f"{RECIPE['min_lr_ratio']:g} x lr at {HORIZON_FACTOR} x the run's steps (so the lr ends each run "
-             "at 0.55-0.7 of its peak, the warm-up's share of the horizon making up the difference); gradient clipping at 1.0. Steps per task level: "
-             + _budgets(preset) + ". Every run's `manifest.json` holds its `recipe`.\n"]
+             "at 0.55-0.7 of its peak, the warm-up's share of the horizon making up the difference); gradient "
+             f"clipping at 1.0. Seeds {', '.join(map(str, preset.seeds))}. Steps: " + _budgets(preset)
+             + ". Every run's `manifest.json` holds its `recipe`.\n"]
     if grid_png is not None:
         parts += ["## The grid at a glance\n", f"![grid]({Path(grid_png).relative_to(out).as_posix()})\n",
                   "Each cell is one run (task x level, per size): colour = RankMe status at the summary layer; the "
                   "number is the precursor gap in steps (acquisition - recovery onset), or the status.\n"]
-    parts += ["## Runs\n", _md(runs.drop(columns=["n_parameters"], errors="ignore"), max_rows=400),
+    parts += ["## Runs\n", _md(runs.drop(columns=["n_parameters", "suite", "config_hash"], errors="ignore"),
+                                max_rows=400),
               "Per-run RankMe/accuracy figures and every table: `dataset/report.md`, `dataset/figures/`.\n"]
     path = out / "reproduction.md"
     atomic_write_text(path, "\n".join(parts))
