@@ -329,3 +329,34 @@ def test_probe_row_ignores_layer_0_the_constant_embedding_of_the_read_position()
     row = _probe(_Ctx(runs), pl)
     assert row.measured.startswith("1/2 (50%)"), row
     assert "1 acquired run(s) left out" in row.reason
+
+
+@pytest.mark.slow
+def test_the_smoke_preset_end_to_end(tmp_path):
+    """`--preset smoke` (9 runs, about 5 minutes on 2 idle cores) through every stage: the claim rows carry
+    their source, interval, null and p-value; probes read the first answer token; the whole-model measures
+    sit at 10 checkpoints and were stopped by work; every rule is in the metadata."""
+    import torch
+
+    torch.set_num_threads(1)
+    res = run_reproduce("smoke", tmp_path / "smoke")
+    assert res.analysed and len(res.claims) == 12
+    text = res.report.read_text()
+    for section in ("## Claims", "## Checkpoint spacing as a factor", "## What this study cannot say",
+                    "## How the verdicts are reached"):
+        assert section in text
+    c = res.claims.set_index("id")
+    assert c["source"].str.len().gt(0).all()
+    # three seeds of three tasks: the precursor rows are tested against permuted acquisition
+    tested = c.loc[["order", "precursor_hard", "precursor_easy"]]
+    assert tested["p_value"].between(0, 1).all() and tested["test"].str.contains("permutation").all(), tested
+    rules = json.loads((tmp_path / "smoke" / "dataset" / "summary" / "claims_rules.json").read_text())
+    assert rules["rules"]["pilot_hard"] and rules["rules"]["alpha"] == 0.05
+    probes = pd.read_parquet(tmp_path / "smoke" / "dataset" / "probes")
+    copy = probes[probes["model"] == "copy-L1-tiny-s1"]
+    assert copy["revision"].nunique() == 4 and copy["n"].max() >= 100  # the held-out items, first answer token
+    geo = pd.read_parquet(tmp_path / "smoke" / "dataset" / "geometry")
+    hess = geo[(geo["metric"] == "hessian") & (geo["model"] == "parity-L1-tiny-s1")]
+    assert hess["step"].nunique() == 10 and '"max_seconds": null' in hess["settings"].iloc[0]
+    spacing = pd.read_parquet(tmp_path / "smoke" / "dataset" / "summary" / "claims_spacing.parquet")
+    assert list(spacing["factor"]) == [1, 2, 4]
