@@ -75,7 +75,7 @@ FLOORS = {"copy": 3.0, "sort": 4.0, "compare": 5.0, "reverse": 6.0, "parity": 7.
 
 
 def _verdicts(root):
-    a = analyze(root, write=False)
+    a = analyze(root, write=False, n_permutations=99, n_noise_curves=10)
     table = claim_table(a.events, a.top_down, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
                         n_permutations=199, n_resamples=199, n_noise_curves=20)
     return table.set_index("id")
@@ -124,6 +124,26 @@ def test_claims_not_reproduced(tmp_path):
         assert t.loc[claim, "verdict"] == "not reproduced", (claim, t.loc[claim].to_dict())
     assert t.loc["order", "measured"].startswith("16/32 (50%) acquired runs [")
     assert "tau -1.00" in t.loc["across_sizes_acquisition_step", "measured"]
+
+
+def test_rankme_unrelated_to_acquisition_is_not_a_precursor(tmp_path):
+    """Noise RankMe curves (a dip at a random step, nothing tied to acquisition) with real acquisition steps and
+    3 seeds: the precursor row must not say reproduced, and its null is near the observed rate."""
+    spec = {"tiny": {task: dict(acq=ACQ[task], floor=3.0, recover=ACQ[task]) for task in TASKS}}
+    root = _grid(tmp_path / "ds", spec, seeds=(1, 2, 3))
+    geo = pd.read_parquet(root / "geometry")
+    rng = np.random.default_rng(0)
+    for model, g in geo.groupby("model"):
+        dip = rng.integers(2, len(STEPS) - 4)  # a collapse and recovery at a random checkpoint
+        for layer, h in g.groupby("layer"):
+            vals = 20.0 + rng.normal(0, 1.0, len(h))
+            vals[dip:dip + 2] = 5.0
+            geo.loc[h.sort_values("step").index, "value"] = vals
+    geo.to_parquet(root / "geometry" / "part.parquet")
+    t = _verdicts(root)
+    hard = t.loc["precursor_hard"]
+    assert hard["verdict"] != "reproduced" and hard["p_value"] >= 0.05, hard.to_dict()
+    assert abs(hard["value"] - hard["null"]) < 0.35, hard.to_dict()
 
 
 def test_claims_inconclusive(tmp_path):

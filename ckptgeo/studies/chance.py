@@ -26,7 +26,7 @@ import pandas as pd
 from ckptgeo.analysis import events as ev
 from ckptgeo.analysis import stats
 
-__all__ = ["Curve", "status_at", "permutation_null", "noise_rate", "subsample_rates", "SUBSAMPLE_FACTORS"]
+__all__ = ["Curve", "status_at", "events_at", "permutation_null", "noise_rate", "subsample_rates", "SUBSAMPLE_FACTORS"]
 
 #: keep every k-th checkpoint (the first and the last always kept) in the spacing table.
 SUBSAMPLE_FACTORS = (1, 2, 4)
@@ -56,9 +56,23 @@ class Curve:
 
 
 def _acquisition(steps: np.ndarray, step: int | None, window: int) -> ev.Acquisition:
-    """The acquisition of a run whose accuracy jumps from 0 to 1 at ``step`` (None: never)."""
-    acc = np.zeros(len(steps)) if step is None else (steps >= step).astype(float)
-    return ev.acquisition_step(steps, acc, threshold=0.5, window=window)
+    """An acquisition placed at ``step`` of this schedule (:func:`ckptgeo.analysis.events.acquisition_at`);
+    None: never acquired."""
+    if step is None:
+        return ev.acquisition_step(steps, np.zeros(len(steps)), threshold=0.5, window=window)
+    return ev.acquisition_at(steps, int(step), window=window)
+
+
+def events_at(steps, values, acquisition_step: int | None, *, kind: str = "recovery", config=None):
+    """The analysis's rule on one curve (:func:`ckptgeo.analysis.events.curve_events`) against an acquisition
+    at ``acquisition_step``; returns its ``CurveEvents``."""
+    from ckptgeo.analysis.summary import AnalysisConfig
+
+    cfg = config or AnalysisConfig()
+    s = np.asarray(steps, dtype=float)
+    acq = _acquisition(s, acquisition_step, cfg.window)
+    return ev.curve_events(s, np.asarray(values, dtype=float), acq, kind=kind, min_drop=cfg.min_drop,
+                           recovery=cfg.recovery, resolution_checkpoints=cfg.resolution_checkpoints)
 
 
 def status_at(steps, values, acquisition_step: int | None, *, kind: str = "recovery",
@@ -74,32 +88,21 @@ def status_at(steps, values, acquisition_step: int | None, *, kind: str = "recov
         ``recovery``: collapse point before acquisition, then the recovery onset (RankMe); ``change``:
         onset of change (LLC, Hessian).
     config : AnalysisConfig, optional
-        Window, recovery fraction, minimum collapse depth (default: ``AnalysisConfig()``).
+        Window, recovery fraction, minimum collapse depth, resolution (default: ``AnalysisConfig()``).
 
     Returns
     -------
     str
-        A :class:`ckptgeo.analysis.events.Gap` status ("precursor", "synchronous", "lagging", ...).
+        A :class:`ckptgeo.analysis.events.Gap` status ("precursor", "synchronous", "unresolved", ...).
 
     Examples
     --------
     >>> s = np.arange(0, 100, 10)
     >>> v = np.array([20, 5, 5, 5, 15, 15, 15, 15, 15, 15.0])
-    >>> status_at(s, v, 60), status_at(s, v, 30)
-    ('precursor', 'lagging')
+    >>> status_at(s, v, 70), status_at(s, v, 30)
+    ('precursor', 'unresolved')
     """
-    from ckptgeo.analysis.summary import AnalysisConfig
-
-    cfg = config or AnalysisConfig()
-    s = np.asarray(steps, dtype=float)
-    v = np.asarray(values, dtype=float)
-    acq = _acquisition(s, acquisition_step, cfg.window)
-    if kind == "recovery":
-        col = ev.collapse_point(s, v, acq.step, min_drop=cfg.min_drop)
-        onset = ev.recovery_onset(s, v, col, recovery=cfg.recovery)
-    else:
-        onset = ev.onset_of_change(s, v, fraction=cfg.recovery)
-    return ev.precursor_gap(acq, onset).status
+    return events_at(steps, values, acquisition_step, kind=kind, config=config).gap.status
 
 
 def permutation_null(curves: Mapping[str, Curve], judged: Sequence[str], *, config=None,

@@ -271,23 +271,35 @@ def _rate(ctx: _Ctx, rows: pd.DataFrame, flag: pd.Series) -> tuple[float, float,
     return r.rate, r.low, r.high, "Wilson"
 
 
-def _holds(p: float, n: int, what: str) -> tuple[str, str]:
-    """Verdict of a claim that something holds, from its test's p-value over n cases."""
+def _powerless(floor_p: float) -> bool:
+    return floor_p is not None and not math.isnan(floor_p) and floor_p >= ALPHA
+
+
+def _holds(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str, str]:
+    """Verdict of a claim that something holds, from its test's p-value over n cases (``floor_p``: the smallest
+    p-value the test could give; at or above alpha the test cannot reject and the verdict is inconclusive)."""
     if n < MIN_CASES or p is None or math.isnan(p):
         return "inconclusive", f"only {n} case(s); at least {MIN_CASES} are needed" if n < MIN_CASES else \
             "no test possible"
     if p < ALPHA:
         return "reproduced", f"{what}: p = {p:.3g} < {ALPHA}"
+    if _powerless(floor_p):
+        return "inconclusive", (f"{what}: p = {p:.3g}; the test cannot reject (chance alone gives the highest rate, "
+                                f"smallest possible p {floor_p:.2g} >= {ALPHA})")
     return "not reproduced", f"{what}: p = {p:.3g} >= {ALPHA} (not distinguishable from chance)"
 
 
-def _absent(p: float, n: int, what: str) -> tuple[str, str]:
-    """Verdict of a claim that something does not happen beyond chance."""
+def _absent(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str, str]:
+    """Verdict of a claim that something does not happen beyond chance; inconclusive when the rule fires on
+    chance curves so often that no rate could stand out (``floor_p`` >= alpha)."""
     if n < MIN_CASES or p is None or math.isnan(p):
         return "inconclusive", f"only {n} case(s); at least {MIN_CASES} are needed" if n < MIN_CASES else \
             "no test possible"
     if p < ALPHA:
         return "not reproduced", f"{what} above chance: p = {p:.3g} < {ALPHA}"
+    if _powerless(floor_p):
+        return "inconclusive", (f"{what}: p = {p:.3g}, but the rule fires on chance curves so often that no rate "
+                                f"could stand out (smallest possible p {floor_p:.2g} >= {ALPHA})")
     return "reproduced", f"{what} not above chance: p = {p:.3g} >= {ALPHA}"
 
 
@@ -299,15 +311,13 @@ def _order(ctx: _Ctx) -> Claim:
     col, rec, acq = _num(c["collapse_step"]), _num(c["onset_step"]), _num(c["acquisition_step"])
     ok = (col < rec) & (rec <= acq)  # NaN compares False: a missing collapse or recovery is out of order
     rate, lo, hi, how = _rate(ctx, c, ok)
-    null, p = math.nan, math.nan
+    null, p, res = math.nan, math.nan, None
     if ctx.curves and len(c):
         # the order under permuted acquisition: collapse and recovery are found before the acquisition given
-        from ckptgeo.studies.chance import permutation_null
-
         res = _order_null(ctx, list(c["model"]))
         if res is not None:
             null, p = res.null_mean, res.p_value
-    verdict, why = _holds(p, len(c), "order rate against permuted acquisition")
+    verdict, why = _holds(p, len(c), "order rate against permuted acquisition", _floor_p(res))
     missing = c.loc[~ok.to_numpy(), "model"]
     return Claim("order", "collapse -> recovery -> acquisition, in that order, in every run",
                  "the shape holds across tasks and sizes",
@@ -319,11 +329,8 @@ def _order(ctx: _Ctx) -> Claim:
 
 def _order_null(ctx: _Ctx, judged: list[str]):
     """Permutation null of the in-order rate (collapse < recovery onset <= acquisition)."""
-    from ckptgeo.analysis import events as ev
-    from ckptgeo.analysis.summary import AnalysisConfig
-    from ckptgeo.studies.chance import _acquisition
+    from ckptgeo.studies.chance import events_at
 
-    cfg = ctx.config or AnalysisConfig()
     pool = [m for m, cv in ctx.curves.items() if cv.acquisition_step is not None]
     who = [i for i, m in enumerate(pool) if m in set(judged)]
     if not who:
@@ -335,14 +342,21 @@ def _order_null(ctx: _Ctx, judged: list[str]):
         for j, m in enumerate(pool):
             if strata[j] != strata[i]:
                 continue
-            acq = _acquisition(cv.steps, ctx.curves[m].acquisition_step, cfg.window)
-            col = ev.collapse_point(cv.steps, cv.values, acq.step, min_drop=cfg.min_drop)
-            on = ev.recovery_onset(cv.steps, cv.values, col, recovery=cfg.recovery)
-            hit[i, j] = (col.step is not None and on.step is not None and acq.step is not None
-                         and col.step < on.step <= acq.step)
+            e = events_at(cv.steps, cv.values, ctx.curves[m].acquisition_step, config=ctx.config)
+            col, on = e.collapse.step if e.collapse else None, e.onset.step
+            acq = ctx.curves[m].acquisition_step
+            hit[i, j] = col is not None and on is not None and col < on <= acq
     idx = np.asarray(who)
     return stats.permutation_test(lambda o: float(hit[idx, np.asarray(o)[idx]].mean()), len(pool), strata=strata,
                                   n_permutations=ctx.n_permutations, seed=ctx.seed)
+
+
+def _floor_p(res) -> float:
+    """The smallest p-value the test could give (the share of the null at the statistic's maximum, 1):
+    above alpha, no observation could reject chance."""
+    if res is None or not len(res.null):
+        return math.nan
+    return (1 + int(np.sum(res.null >= 1.0 - 1e-12))) / (1 + len(res.null))
 
 
 def _precursor(ctx: _Ctx, hard: bool) -> Claim:
@@ -357,7 +371,7 @@ def _precursor(ctx: _Ctx, hard: bool) -> Claim:
     gaps = _num(prec["gap_steps"])
     gap = f"; median gap {gaps.median():.0f} steps" if len(gaps) else ""
     null = p = math.nan
-    noise = ""
+    noise, res = "", None
     if ctx.curves and len(c):
         res = permutation_null(ctx.curves, list(c["model"]), config=ctx.config, n_permutations=ctx.n_permutations,
                                seed=ctx.seed)
@@ -371,12 +385,12 @@ def _precursor(ctx: _Ctx, hard: bool) -> Claim:
                 f"{_frac(k, len(c))} {'hard' if hard else 'easy'} runs {_ci(lo, hi)}{gap}")
     test = f"permutation of acquisition steps within a schedule (one-sided); interval: {how}"
     if hard:
-        verdict, why = _holds(p, len(c), "precursor rate against permuted acquisition")
+        verdict, why = _holds(p, len(c), "precursor rate against permuted acquisition", _floor_p(res))
         return Claim("precursor_hard", "RankMe recovery precedes acquisition on hard settings",
                      "100% of hard algorithmic settings", measured, verdict, why,
                      "events/events.parquet (status precursor); runs: " + _examples(c["model"]),
                      SOURCES["precursor_hard"], rate, lo, hi, null, p, test)
-    verdict, why = _absent(p, len(c), "easy precursor rate")
+    verdict, why = _absent(p, len(c), "easy precursor rate", _floor_p(res))
     return Claim("precursor_easy", "on easy settings collapse and acquisition coincide (no precursor)",
                  "none detectable", measured, verdict, why,
                  "events/events.parquet (status, gap_steps, resolution_steps); runs: " + _examples(c["model"]),
@@ -460,6 +474,7 @@ def _whole_model(ctx: _Ctx, events: pd.DataFrame, curves: pd.DataFrame | None, m
     rate, lo, hi, how = _rate(ctx, meta, flag.reset_index(drop=True).set_axis(meta.index))
     n_ckpt = int(_num(c["n_checkpoints"]).median()) if len(c) else 0
     null = p = math.nan
+    res = None
     if curves is not None and len(curves) and len(c):
         sub = curves[(curves["metric"] == metric) & (curves["layer"] == -1)]
         mc = {}
@@ -474,7 +489,7 @@ def _whole_model(ctx: _Ctx, events: pd.DataFrame, curves: pd.DataFrame | None, m
                                seed=ctx.seed)
         if res is not None:
             null, p = res.null_mean, res.p_value
-    verdict, why = _absent(p, len(c), f"{metric} precursor rate")
+    verdict, why = _absent(p, len(c), f"{metric} precursor rate", _floor_p(res))
     return Claim(metric, f"{label} is not a precursor of acquisition", paper,
                  f"{_frac(int(flag.sum()), len(c))} acquired runs precursor {_ci(lo, hi)}; {lag} lagging; "
                  f"median {n_ckpt} checkpoints per run" + ("" if math.isnan(null) else f"; permuted {null:.0%}"),
@@ -617,6 +632,7 @@ def _probe(ctx: _Ctx, probe_lead: pd.DataFrame, probes: pd.DataFrame | None = No
     flag = rows["model"].isin(leads)
     rate, lo, hi, how = _rate(ctx, rows, flag)
     null = p = math.nan
+    res = None
     if models and "probe_step" in judged.columns:
         first = judged.groupby("model")["probe_step"].min()
         pool = [m for m in models if m in ctx.curves and ctx.curves[m].acquisition_step is not None]
@@ -627,7 +643,7 @@ def _probe(ctx: _Ctx, probe_lead: pd.DataFrame, probes: pd.DataFrame | None = No
             res = stats.permutation_test(lambda o: float(np.mean(onset < acq[np.asarray(o)])), len(pool),
                                          strata=strata, n_permutations=ctx.n_permutations, seed=ctx.seed)
             null, p = res.null_mean, res.p_value
-    verdict, why = _holds(p, len(models), "lead rate against permuted acquisition")
+    verdict, why = _holds(p, len(models), "lead rate against permuted acquisition", _floor_p(res))
     extra = (f"; {len(at_start)} acquired run(s) left out: every layer's probe reads the label at the first "
              f"checkpoint (no rise to see)") if at_start else ""
     extra += f"; {len(not_measured)} acquired run(s) not measured (probe undefined)" if not_measured else ""

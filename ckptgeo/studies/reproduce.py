@@ -151,7 +151,7 @@ _CPU_STEPS = {
 #: is left out.
 _SEEDS = (1, 2, 3)
 #: Whole-model measures stopped by work, never by wall time: Lanczos products; SGLD chains x draws.
-_WORK = {"hessian": {"max_hvp": 20, "max_seconds": None}, "llc": {"num_chains": 2, "num_draws": 100,
+_WORK = {"hessian": {"k": 1, "max_hvp": 20, "max_seconds": None}, "llc": {"num_chains": 2, "num_draws": 100,
                                                                    "max_seconds": None}}
 
 PRESETS: dict[str, Preset] = {
@@ -161,7 +161,7 @@ PRESETS: dict[str, Preset] = {
         {"copy": {1: 150}, "compare": {1: 150}, "parity": {1: 300}}, n_checkpoints=16, n_samples=100,
         probe_checkpoints=4, model_metrics=("hessian", "llc"), model_runs=(("parity", 1, "tiny"),),
         model_checkpoints=10,
-        metric_options={"hessian": {"max_hvp": 8, "max_seconds": None},
+        metric_options={"hessian": {"k": 1, "max_hvp": 10, "max_seconds": None},
                         "llc": {"num_chains": 1, "num_draws": 20, "max_seconds": None}},
         n_heldout=150, probe_min_class=5, n_permutations=199, n_noise_curves=30,
         description="3 tasks (copy, compare: easy; parity: hard) x level 1 x 3 seeds on tiny: 9 runs, about "
@@ -187,7 +187,7 @@ PRESETS: dict[str, Preset] = {
         {t: {1: 10000, 2: 20000, 3: 30000} for t in _ALL}, n_checkpoints=200, n_samples=500,
         probe_checkpoints=50, model_metrics=("grad_rank", "grad_cov_rank", "hessian", "llc"), model_runs_all=True,
         model_checkpoints=40, n_heldout=1000, probe_min_class=5,
-        metric_options={"hessian": {"max_hvp": 40, "max_seconds": None},
+        metric_options={"hessian": {"k": 1, "max_hvp": 40, "max_seconds": None},
                         "llc": {"num_chains": 4, "num_draws": 200, "max_seconds": None}},
         description="8 tasks x 3 levels x 6 sizes x 3 seeds: 432 runs, for GPUs"),
 }
