@@ -170,18 +170,17 @@ PRESETS: dict[str, Preset] = {
     # step): about 2 hours on 2 idle cores under `torchrun --nproc_per_node 2 ... --threads 1`.
     "cpu": Preset(
         "cpu", _ALL, (1, 2), ("tiny", "mini", "small"), _SEEDS, _CPU_STEPS, n_checkpoints=40, n_samples=200,
-        probe_checkpoints=8, model_metrics=("hessian", "llc"),
+        probe_checkpoints=6, model_metrics=("hessian", "llc"),
         model_runs=(("copy", 1, "tiny"), ("parity", 1, "tiny"), ("addition", 1, "tiny")), model_checkpoints=12,
-        metric_options=_WORK, n_heldout=500, probe_min_class=4,
+        metric_options=_WORK, n_heldout=400, probe_min_class=4,
         settings_by_size={
             "tiny": tuple((t, 1) for t in _ALL) + tuple((t, 2) for t in _FAST),
             "mini": tuple((t, 1) for t in _FAST + ("addition", "modular", "multiplication")),
-            "small": tuple((t, 1) for t in _FAST + ("modular", "multiplication"))},
+            "small": tuple((t, 1) for t in _FAST + ("modular",))},
         # modular and multiplication at the larger sizes: long enough for the collapse floor, not for acquisition
-        steps_by_size={"mini": {"modular": {1: 600}, "multiplication": {1: 600}},
-                       "small": {"modular": {1: 600}, "multiplication": {1: 600}}},
-        description="8 tasks at level 1 and 5 at level 2 on tiny (2 layers), 8 tasks on mini (4 layers), 7 on small "
-                    "(6 layers), 3 seeds each: 84 runs, about 2 hours on 2 CPU cores"),
+        steps_by_size={"mini": {"modular": {1: 600}, "multiplication": {1: 600}}, "small": {"modular": {1: 600}}},
+        description="8 tasks at level 1 and 5 at level 2 on tiny (2 layers), 8 tasks on mini (4 layers), 6 on small "
+                    "(6 layers), 3 seeds each: 81 runs, about 2 hours on 2 CPU cores"),
     "paper": Preset(
         "paper", _ALL, (1, 2, 3), ("tiny", "mini", "small", "medium", "large", "xl"), _SEEDS,
         {t: {1: 10000, 2: 20000, 3: 30000} for t in _ALL}, n_checkpoints=200, n_samples=500,
@@ -374,9 +373,12 @@ def _bench_model(model, size, dev, n_samples, steps, tok) -> dict:
     n_layers = len(hs)
     forward_s = (clock() - t0) * max(n_samples / len(ids), 1.0)
     states = hs[-1][:, -1].float().cpu()
+    labels = np.arange(len(states)) % 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        probe(states.numpy()[:40], labels[:40])  # warm-up: the first fit pays scikit-learn's imports
     t0 = clock()
     rankme(states)
-    labels = np.arange(len(states)) % 10
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an untrained model's states: the solver may stop at max_iter
         probe(states.numpy(), labels)
