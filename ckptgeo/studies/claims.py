@@ -483,8 +483,10 @@ def _whole_model(ctx: _Ctx, events: pd.DataFrame, curves: pd.DataFrame | None, m
             if base is None:
                 continue
             g = g.sort_values("step")
-            mc[m] = Curve(g["step"].to_numpy(float), g["value"].to_numpy(float), base.acquisition_step,
-                          ",".join(map(str, g["step"].astype(int))) + "|" + base.stratum, "change")
+            # one stratum: each run's checkpoints sit around its own acquisition, so no two share a schedule;
+            # another run's acquisition step is placed on this run's grid (the first checkpoint at or after it)
+            mc[m] = Curve(g["step"].to_numpy(float), g["value"].to_numpy(float), base.acquisition_step, "all",
+                          "change")
         res = permutation_null(mc, list(c["model"]), config=ctx.config, n_permutations=ctx.n_permutations,
                                seed=ctx.seed)
         if res is not None:
