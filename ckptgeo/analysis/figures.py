@@ -127,6 +127,31 @@ def _int_or_none(x) -> int | None:
     return None if _isna(x) else int(x)
 
 
+def _left_out_steps(analysis, model: str) -> np.ndarray:
+    """Steps of ``model``'s revisions the analysis left out (``model`` as the curves name it, ``name@stage``
+    where the run has stages)."""
+    lo = getattr(analysis, "left_out", None)
+    if lo is None or lo.empty:
+        return np.array([], dtype=float)
+    names = [m if _isna(st) else f"{m}@{st}" for m, st in zip(lo["model"], lo["stage"])]
+    return np.sort(lo["step"].to_numpy(dtype=float)[[n == model for n in names]])
+
+
+def with_gaps(x, y, gaps) -> tuple[np.ndarray, np.ndarray]:
+    """``x``, ``y`` (sorted by x) with a NaN inserted between two points that have a left-out point (one of
+    ``gaps``) between them, so the line breaks there instead of bridging revisions not analysed.
+
+    >>> with_gaps([0, 1, 3], [5, 6, 7], [2])
+    (array([0., 1., 2., 3.]), array([ 5.,  6., nan,  7.]))
+    """
+    x, y, gaps = (np.asarray(v, dtype=float) for v in (x, y, gaps))
+    if x.size < 2 or gaps.size == 0:
+        return x, y
+    inside = [i for i in range(1, x.size) if ((gaps > x[i - 1]) & (gaps < x[i])).any()]
+    brk = [float(gaps[(gaps > x[i - 1]) & (gaps < x[i])][0]) for i in inside]
+    return np.insert(x, inside, brk), np.insert(y, inside, np.nan)
+
+
 def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, metric: str = "rankme") -> Path | None:
     """RankMe per layer against step, accuracy on a second axis, acquisition and recovery marked.
 
@@ -153,12 +178,13 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     layers = sorted(sub["layer"].unique())
     flat = constant_layers(sub)
     cmap = matplotlib.colormaps["viridis"]
+    gaps = _left_out_steps(analysis, model)   # revisions left out: the line breaks there
     for i, layer in enumerate(layers):
         g = sub[sub["layer"] == layer].sort_values("step")
         if layer in flat:   # constant by construction: drawn thin and grey, and said so
-            ax.plot(g["step"], g["value"], color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
+            ax.plot(*with_gaps(g["step"], g["value"], gaps), color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
             continue
-        ax.plot(g["step"], g["value"], color=cmap(i / max(1, len(layers) - 1)), lw=1.4,
+        ax.plot(*with_gaps(g["step"], g["value"], gaps), color=cmap(i / max(1, len(layers) - 1)), lw=1.4,
                 label=f"L{layer}", marker="." if len(g) < 40 else None)
     ax.set_xlabel("training step")
     ax.set_ylabel(_axis_label(metric))
@@ -172,7 +198,8 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         pick = chash if (acc["config_hash"] == chash).any() else acc["config_hash"].iloc[0]
         acc = acc[acc["config_hash"] == pick].sort_values("step")
         ax2 = ax.twinx()
-        (acc_line,) = ax2.plot(acc["step"], acc["accuracy"], color="black", lw=2.0, ls="-", label="accuracy")
+        (acc_line,) = ax2.plot(*with_gaps(acc["step"], acc["accuracy"], gaps), color="black", lw=2.0, ls="-",
+                               label="accuracy")
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("accuracy")
     ev = _summary_event(analysis, model, suite, chash, metric)
@@ -188,6 +215,8 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
             ax.axvline(acq, color="tab:red", ls="-", lw=1.5, label=f"acquisition {acq}")
         gap = _int_or_none(ev["gap_steps"])
         title += f" — {ev['status']}" + (f", gap {gap} steps" if gap is not None else "")
+    if gaps.size:
+        title += f" ({gaps.size} revisions left out: line breaks)"
     ax.set_title(title, fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     if acc_line is not None:
@@ -471,6 +500,15 @@ def _with_run(table, runs):
     return out
 
 
+def _left_out_md(analysis) -> str:
+    """The report's "N revisions left out and why" and the table of them."""
+    from ckptgeo.analysis.tables import left_out_text
+
+    lo = getattr(analysis, "left_out", None)
+    text = left_out_text(lo).replace("\n  ", "\n- ") + "\n"
+    return text + ("\n" + _md(lo.drop(columns=["reason"]), max_rows=200) if lo is not None and len(lo) else "")
+
+
 def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, **analyze_kwargs) -> Path:
     """Write ``report.md`` (and, with ``plots``, ``figures/``) for a dataset.
 
@@ -509,6 +547,7 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              f"{cfg.collapse_fraction} of the first value; min drop {cfg.min_drop}\n- probe margin over control: "
              f"{cfg.probe_margin}\n- models: {', '.join(sorted(e['model'].unique())) if len(e) else '–'}; "
              f"{len(e)} event rows\n",
+             "## Revisions left out\n", _left_out_md(analysis),
              "## Acquisition\n", _md(_with_run(analysis.acquisitions, runs).drop(columns=["reason"], errors="ignore")),
              "## Events (summary layer: deepest layer, or -1 for whole-model measures)\n",
              "The table `ckptgeo analyze` prints, with the same headers:\n\n",

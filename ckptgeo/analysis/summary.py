@@ -23,8 +23,10 @@ Each file is written to a hidden temporary name in its folder and moved into pla
 Choices made where SPEC.md leaves room (all recorded or documented; reading and labelling live in
 :mod:`ckptgeo.analysis.tables`):
 
-* Revisions the ``revisions`` table flags ``status == "duplicate"`` are dropped from every table.
-  Remaining rows at the same (curve, step) are averaged.
+* Revisions whose weights another revision at another training point also serves, or that share a weight
+  file with one (a group: pythia#205, #206), are left out of every table, the whole group, unless
+  ``keep_grouped`` keeps one member on purpose (:func:`ckptgeo.analysis.tables.leave_out_grouped`;
+  ``Analysis.left_out`` says which and why). Remaining rows at the same (curve, step) are averaged.
 * Measures with an eigenvalue ``index`` (Hessian top-k) use their lowest index (the top eigenvalue).
 * A geometry curve takes its accuracy from the behaviour rows of the same (model, suite) with the
   same ``config_hash``; failing that, the only behaviour config; failing that, the one with most
@@ -64,8 +66,8 @@ from ckptgeo._params import Interval, validate_params
 from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
 from ckptgeo.store.schemas import EVENTS_COLUMNS, SCHEMAS
 from ckptgeo.analysis import events as ev
-from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _drop_duplicates, _require,
-                                    _with_defaults, model_size, split_seed)
+from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _require,
+                                    _with_defaults, leave_out_grouped, model_size, split_seed)
 from ckptgeo.store.dataset import read_table
 
 __all__ = [
@@ -149,7 +151,9 @@ class Analysis:
     accuracy : DataFrame
         The cleaned behaviour curves used (model, suite, config_hash, step, accuracy, chance).
     probes : DataFrame or None
-        The dataset's probes table (duplicate revisions dropped), for the probe figures; None without one.
+        The dataset's probes table (grouped revisions left out), for the probe figures; None without one.
+    left_out : DataFrame or None
+        The revisions left out and why (:data:`ckptgeo.analysis.tables.LEFT_OUT_COLUMNS`).
     config : AnalysisConfig
     root, out : Path
         The dataset read and the folder written (the same unless ``out`` was given).
@@ -170,6 +174,7 @@ class Analysis:
     out: Path
     written: tuple[Path, ...] = field(default=())
     probes: pd.DataFrame | None = None
+    left_out: pd.DataFrame | None = None
 
     def summary_tables(self) -> dict[str, pd.DataFrame]:
         """The summary tables by file name (without ``.parquet``)."""
@@ -510,7 +515,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
             out: str | os.PathLike | None = None,
             collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION, min_drop: float = 0.0,
             collapse_metrics: tuple[str, ...] = ("rankme",), difficulty: Mapping[str, str] | None = None,
-            write: bool = True) -> Analysis:
+            write: bool = True, keep_grouped: str | list[str] | None = None) -> Analysis:
     """Find acquisition, collapse, recovery and precursor gaps in a scanned dataset.
 
     Parameters
@@ -540,6 +545,9 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         Difficulty class per suite, overriding the defaults (see the module docstring).
     write : bool, default=True
         Write ``events/events.parquet`` and ``summary/*.parquet`` (atomically).
+    keep_grouped : {None, "latest"} or list of str, default=None
+        Revisions serving the same weights as another are left out whole; ``"latest"`` keeps the latest of each
+        group, a list keeps those named (:func:`ckptgeo.analysis.tables.leave_out_grouped`).
 
     Returns
     -------
@@ -574,11 +582,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table; is it a ckptgeo "
                                  "dataset (the --out folder of `ckptgeo scan`)?", path=str(root))
     probes, revs = read_table(root, "probes"), read_table(root, "revisions")
-    dup: set = set()
-    if not revs.empty and {"model", "revision", "status"} <= set(revs.columns):
-        d = revs[revs["status"].astype(str) == "duplicate"]
-        dup = set(zip(d["model"].astype(str), d["revision"].astype(str)))
-    geo, beh, probes = (_drop_duplicates(t, dup) for t in (geo, beh, probes))
+    kept, left_out = leave_out_grouped({"geometry": geo, "behavior": beh, "probes": probes}, revs, keep=keep_grouped)
+    geo, beh, probes = kept["geometry"], kept["behavior"], kept["probes"]
 
     if not geo.empty:
         _require(geo, "geometry", ("model", "suite", "step", "metric", "layer", "value"), root)
@@ -631,7 +636,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         precursor_rates_by_model=by_model, top_down=_top_down(events, cfg),
         probe_lead=_probe_lead(probes, acc_groups, cfg), across_sizes=_across_sizes(events, acq, curves, cfg),
         seed_spread=_seed_spread(events), curves=curves, accuracy=accuracy, probes=probes, config=cfg, root=root,
-        out=Path(out) if out is not None else root)
+        out=Path(out) if out is not None else root, left_out=left_out)
     if write:
         written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", SCHEMAS["events"])]
         for name, table in analysis.summary_tables().items():

@@ -14,12 +14,14 @@ def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = Tr
         p.add_argument("source", help="Hub repo id (EleutherAI/pythia-160m), a family of repos "
                                       "('org/pythia-160m-seed{1..3}' or 'org/a,org/b'), or a folder of checkpoints")
     p.add_argument("--revisions", default=None,
-                   help="revision selector: all, every-N, log, A:B[:N], main, names/steps, or STAGE:SEL such as "
+                   help="revision selector: all, every-N, log, A:B[:N], main, genuine (no two serve the same "
+                        "weights; see `ckptgeo revisions SOURCE --integrity`), names/steps, or STAGE:SEL such as "
                         "'stage2-ingredient1:*' (default: all for a folder, every-1000 for a Hub repo)")
     p.add_argument("--step-pattern", default=None,
                    help=r"regex mapping branch names to steps: group 'step' (or the first), optional 'stage' and "
                         r"'tokens' (billions); default: the built-in schemes step{N}, [stageK[-ingredientJ]-]"
-                        r"step{N}-tokens{T}B, step-{N}, step-{N}-{T}BT, checkpoint-{N}, global_step{N}")
+                        r"step{N}-tokens{T}B, stageK-step-{N}, step-{N}, step-{N}-{T}BT, step_{N}, checkpoint-{N}, "
+                        r"global_step{N}, iter{N}, ckpt_{K}, {N}")
 
 
 def add_scan_options(p: argparse.ArgumentParser) -> None:
@@ -145,6 +147,9 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
     if res.duplicates is not None and not res.duplicates.empty:
         for r, o in zip(res.duplicates.revision, res.duplicates.duplicate_of):
             print(f"  duplicate weights: {r} = {o}", file=sys.stderr)
+    for g in res.groups:
+        print(f"  left out of the analysis by default: {g.describe()} (keep one with "
+              f"`ckptgeo analyze --keep-grouped latest`)", file=sys.stderr)
     if args.save_states and not res.measured and res.skipped:
         print("  no states saved: every revision was already measured; add --overwrite to measure and save them",
               file=sys.stderr)

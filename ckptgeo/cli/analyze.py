@@ -11,6 +11,7 @@ examples:
   ckptgeo analyze results/pythia-160m
   ckptgeo analyze results/demo --acc-threshold 0.6 --window 5 --recovery 0.2
   ckptgeo analyze results/demo --no-plots --all-layers
+  ckptgeo analyze results/pythia-2.8b --keep-grouped latest   # keep the latest of each group of identical weights
 
 outputs (inside DIR, or --out):
   events/events.parquet   one row per (model, suite, config_hash, metric, layer)
@@ -42,6 +43,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR)")
     p.add_argument("--no-plots", action="store_true", help="skip figures (report.md is still written)")
     p.add_argument("--all-layers", action="store_true", help="print every layer, not only the summary layer")
+    p.add_argument("--keep-grouped", default=None, metavar="latest|NAME,...",
+                   help="revisions whose weights another revision also serves are left out, the whole group; keep "
+                        "the latest of each group, or the revisions named (default: keep none)")
     p.set_defaults(func=_run_analyze)
     return p
 
@@ -49,12 +53,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def _run_analyze(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.figures import write_report
     from ckptgeo.analysis.summary import analyze, events_text, read_runs
+    from ckptgeo.analysis.tables import left_out_text
 
+    keep = args.keep_grouped
+    keep = keep.split(",") if keep not in (None, "latest") else keep
     result = analyze(args.dir, acc_threshold=args.acc_threshold, window=args.window, recovery=args.recovery,
-                     probe_margin=args.probe_margin, probe_alpha=args.probe_alpha, out=args.out)
+                     probe_margin=args.probe_margin, probe_alpha=args.probe_alpha, out=args.out, keep_grouped=keep)
     report = write_report(result.root, analysis=result, plots=not args.no_plots)
     print(events_text(result.events, all_layers=args.all_layers, runs=read_runs(result.root), config=result.config))
     print()
+    print(left_out_text(result.left_out))
     print(f"events table:  {result.out / 'events'}  ({len(result.events)} rows)")
     print(f"summaries:     {result.out / 'summary'}")
     if not args.no_plots:

@@ -194,7 +194,7 @@ ROWS: dict[str, Callable[[Measure, SuiteInputs, dict], list[dict]]] = {
 
 
 def measure_revision(model, prepared: list, measures: dict[str, Measure], config, row0: dict, *, revision: str,
-                     states_dir: Path | None = None) -> dict[str, list[dict]]:
+                     states_dir: Path | None = None, seconds: dict[str, float] | None = None) -> dict[str, list[dict]]:
     """Every measure over every prepared suite at one revision: rows per table.
 
     Parameters
@@ -211,6 +211,9 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
         The revision's name, for error messages.
     states_dir : Path, optional
         Where to keep each suite's hidden states (``--save-states``).
+    seconds : dict, optional
+        Filled with the wall seconds spent per measure name, summed over suites (the forward pass a suite's
+        measures share is counted in the first measure that asks for it).
 
     Returns
     -------
@@ -224,13 +227,16 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
     """
     with_probes = any(m.spec.needs == "probe_states" for m in measures.values())
     rows: dict[str, list[dict]] = {m.spec.table: [] for m in measures.values()}
+    seconds = {} if seconds is None else seconds
     for ps in prepared:
         inputs = SuiteInputs(model, ps, config, revision=revision, with_probes=with_probes)
         if states_dir is not None:
             _save_states(states_dir, ps.suite.name, inputs.outputs)
         row0_suite = {**row0, "suite": ps.suite.name}
-        for m in measures.values():
+        for name, m in measures.items():
+            t0 = time.perf_counter()
             rows[m.spec.table] += ROWS[m.spec.needs](m, inputs, row0_suite)
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
     return rows
 
 

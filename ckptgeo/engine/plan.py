@@ -15,6 +15,8 @@ from pathlib import Path
 from ckptgeo.engine.config import ScanConfig, validate_scan_config
 from ckptgeo.engine.measure import Measure, configure_metrics
 from ckptgeo.errors import CorruptCheckpointError, InvalidParameterError, RevisionNotFoundError
+from ckptgeo.sources.integrity import (IntegrityReport, check_source, check_weights, main_weight_files,
+                                       weights_digest)
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.registry import open_source
 from ckptgeo.sources.revisions import Revision, select_revisions
@@ -39,6 +41,7 @@ class ScanPlan:
     peak_disk: int | None
     config_hash: str
     errors: dict[str, Exception] = field(default_factory=dict)
+    integrity: IntegrityReport | None = None
 
     def summary(self) -> str:
         def fmt(n):
@@ -53,6 +56,8 @@ class ScanPlan:
                          + (f"  fails: {self.errors[r.name]}" if r.name in self.errors else ""))
         lines.append(f"bytes to fetch: {fmt(self.bytes_to_fetch)}; peak disk: {fmt(self.peak_disk)}; "
                      f"config hash {self.config_hash}")
+        if self.integrity is not None and self.integrity.groups:
+            lines += [f"left out of the analysis by default: {g.describe()}" for g in self.integrity.groups]
         return "\n".join(lines)
 
 
@@ -146,8 +151,12 @@ def resolve(source, config: ScanConfig) -> Resolved:
     if isinstance(source, (str, Path)):
         source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
     measures = configure_metrics(config)  # option errors come before any listing of revisions
-    selected = select_revisions(source.revisions(), config.revisions or source.default_selector, source=label,
-                                note=getattr(source, "missing_note", None))
+    selector = config.revisions or source.default_selector
+    genuine = None
+    if "genuine" in selector:   # metadata only: which revisions belong to no group of identical weights
+        genuine = {r.name for r in check_source(source, label=label).genuine}
+    selected = select_revisions(source.revisions(), selector, source=label,
+                                note=getattr(source, "missing_note", None), genuine=genuine)
     specs = list(config.suites) or source.default_suites()
     if not specs:
         raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",
@@ -155,14 +164,6 @@ def resolve(source, config: ScanConfig) -> Resolved:
     suites = [load_suite(s) for s in specs]
     settings = scan_settings(config, suites, measures)
     return Resolved(source, selected, suites, measures, settings, config_hash(settings))
-
-
-def weights_digest(files: list[WeightFile]) -> str | None:
-    """One sha256 over the names and sha256 of a revision's weight files; None if any is unknown."""
-    if not files or any(f.sha256 is None for f in files):
-        return None
-    return hashlib.sha256("".join(f"{f.name}:{f.sha256};" for f in sorted(files, key=lambda f: f.name))
-                          .encode()).hexdigest()
 
 
 def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | None = None, **options) -> ScanPlan:
@@ -218,6 +219,8 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = dict(zip([r.name for r in selected], pool.map(metadata, selected)))
     errors = {n: v for n, v in got.items() if isinstance(v, Exception)}
+    integrity = check_weights(selected, got, main=main_weight_files(source),
+                              source=getattr(source, "repo_id", source.name))
     files = {n: [] if n in errors else v for n, v in got.items()}
     sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
              for fs in (files[r.name] for r in todo)]
@@ -228,4 +231,4 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
         fetch, peak = 0, 0
     return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
                     done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak,
-                    config_hash=resolved.config_hash, errors=errors)
+                    config_hash=resolved.config_hash, errors=errors, integrity=integrity)

@@ -53,7 +53,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class ScanResult:
     """Outcome of :func:`scan`: the dataset folder, revision names measured / skipped (done before) /
-    failed (with errors) / locked by another process, duplicate pairs, and the config hash."""
+    failed (with errors) / locked by another process, duplicate pairs, the config hash, and the groups of
+    selected revisions serving the same weights (:class:`~ckptgeo.sources.integrity.WeightGroup`, left out of
+    the analysis by default)."""
 
     out: Path
     measured: list[str] = field(default_factory=list)
@@ -62,6 +64,7 @@ class ScanResult:
     locked: list[str] = field(default_factory=list)
     duplicates: pd.DataFrame | None = None
     config_hash: str = ""
+    groups: list = field(default_factory=list)
 
 
 def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None, suites=(), metrics=(),
@@ -187,10 +190,19 @@ class _Prefetcher:
         self.source, self.todo, self.prefetch, self.needs_fetch = source, todo, prefetch, needs_fetch
         self.pool = ThreadPoolExecutor(max_workers=max(prefetch, 1))
         self.futures: dict[int, Future] = {}
+        #: revision name -> seconds its fetch call took
+        self.seconds: dict[str, float] = {}
+
+    def _timed_fetch(self, rev: Revision) -> Path:
+        t0 = time.perf_counter()
+        try:
+            return self.source.fetch(rev)
+        finally:
+            self.seconds[rev.name] = time.perf_counter() - t0
 
     def _submit(self, i: int) -> None:
         if i < len(self.todo) and i not in self.futures and self.needs_fetch(self.todo[i]):
-            self.futures[i] = self.pool.submit(self.source.fetch, self.todo[i])
+            self.futures[i] = self.pool.submit(self._timed_fetch, self.todo[i])
 
     def ahead(self, i: int) -> None:
         for j in range(i + 1, i + 1 + self.prefetch):
@@ -212,6 +224,21 @@ class _Prefetcher:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Clock:
+    """Seconds per stage of one revision: ``with clock("seconds_load"): ...``."""
+
+    def __init__(self):
+        self.seconds: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, key: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[key] = time.perf_counter() - t0
 
 
 class _Duplicates:
@@ -275,7 +302,8 @@ class _Run:
         dataset = Dataset(out)
         duplicates = _Duplicates(plan.selected, plan.files)
         run = cls(config=config, resolved=resolved, plan=plan, dataset=dataset,
-                  result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash),
+                  result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash,
+                                    groups=list(plan.integrity.groups) if plan.integrity is not None else []),
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
                   tokenizer=_load_tokenizer(source), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
@@ -335,6 +363,7 @@ class _Run:
             self.prefetcher.drop(i)
             self.bar.update(1)
             return
+        clock = _Clock()
         try:
             if rev.name in self.plan.errors:
                 raise self.plan.errors[rev.name]
@@ -343,11 +372,17 @@ class _Run:
             if original is not None:
                 self.write_duplicate(rev, name, base, files, original, t0)
                 return
-            path = self.prefetcher.get(i)
-            files = verify_files(path, files, rev)
-            model = self.holder.load(path, revision=rev.name)
-            rows = self.measure(model, rev, name, base)
-            self.write(name, rows, base, files, t0)
+            with clock("seconds_wait"):
+                path = self.prefetcher.get(i)
+            clock.seconds["seconds_download"] = self.prefetcher.seconds.pop(rev.name, None)
+            with clock("seconds_verify"):
+                files = verify_files(path, files, rev)
+            with clock("seconds_load"):
+                model = self.holder.load(path, revision=rev.name)
+            per_measure: dict[str, float] = {}
+            rows = self.measure(model, rev, name, base, seconds=per_measure)
+            clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()))
+            self.write(name, rows, base, files, t0, clock)
             self.result.measured.append(rev.name)
         except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
             self.fail(rev, name, base, err, t0)
@@ -370,17 +405,21 @@ class _Run:
             return None
         return lock
 
-    def measure(self, model, rev: Revision, name: str, base: dict) -> dict[str, list[dict]]:
-        """Every measure over every suite at this revision: rows per table."""
+    def measure(self, model, rev: Revision, name: str, base: dict,
+                seconds: dict[str, float] | None = None) -> dict[str, list[dict]]:
+        """Every measure over every suite at this revision: rows per table (``seconds``: filled per measure)."""
         if self.prepared is None:
             self._prepare_suites()
         states = self.dataset.root / "states" / name[: -len(".parquet")] if self.config.save_states else None
         row0 = {**base, **row_settings(self.config, self.resolved.config_hash)}
         return measure_revision(model, self.prepared, self.resolved.measures, self.config, row0, revision=rev.name,
-                                states_dir=states)
+                                states_dir=states, seconds=seconds)
 
-    def write(self, name: str, rows: dict[str, list[dict]], base: dict, files: list[WeightFile], t0: float) -> None:
+    def write(self, name: str, rows: dict[str, list[dict]], base: dict, files: list[WeightFile], t0: float,
+              clock: "_Clock | None" = None) -> None:
         """One part per table, then the ``revisions`` part that marks the revision done."""
+        clock = clock or _Clock()
+        tw = time.perf_counter()
         for table, trows in rows.items():
             if table == "behavior" and any(
                     self.dataset.has_part("behavior", part_name(self.source.name, base["revision"], h))
@@ -388,15 +427,18 @@ class _Run:
                 continue   # already there from a run with other metrics: not a second copy
             if trows:
                 self.dataset.write_part(table, name, trows)
+        clock.seconds["seconds_write"] = time.perf_counter() - tw   # the small revisions part is not counted
         self.dataset.write_part("revisions", name, [revision_row(base, "ok", self.resolved.config_hash, t0,
-                                                                 files=files)])
+                                                                 files=files, extra={**clock.seconds,
+                                                                                     **self._group(base)})])
 
     def write_duplicate(self, rev: Revision, name: str, base: dict, files: list[WeightFile], original: str,
                         t0: float) -> None:
         warnings.warn(f"{rev.name} holds the same weights as {original}; not fetched, not measured",
                       DuplicateWeightsWarning, stacklevel=4)
         self.dataset.write_part("revisions", name, [revision_row(base, "duplicate", self.resolved.config_hash, t0,
-                                                                 files=files, duplicate_of=original)])
+                                                                 files=files, duplicate_of=original,
+                                                                 extra=self._group(base))])
         self.result.measured.append(rev.name)
 
     def fail(self, rev: Revision, name: str, base: dict, err: Exception, t0: float) -> None:
@@ -421,6 +463,11 @@ class _Run:
     def finish(self) -> ScanResult:
         self.result.duplicates = _finish(self.dataset)
         return self.result
+
+    def _group(self, base: dict) -> dict:
+        """``weight_group`` and ``group_note`` of a revision (null when it is in no group)."""
+        group = self.plan.integrity.group_of.get(base["revision"]) if self.plan.integrity is not None else None
+        return {"weight_group": group.name, "group_note": group.describe()} if group is not None else {}
 
     def _base(self, rev: Revision) -> dict:
         """The columns that say which revision a row belongs to."""
@@ -493,9 +540,10 @@ def verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[Wei
 
 
 def revision_row(base: dict, status: str, chash: str, t0: float, *, files: list[WeightFile] = (),
-                 error: str | None = None, duplicate_of: str | None = None) -> dict:
-    """The ``revisions`` row of one revision: status, error, its weight files' names, sha256 and bytes."""
-    return {**base, "status": status, "error": error, "files": [f.name for f in files],
+                 error: str | None = None, duplicate_of: str | None = None, extra: dict | None = None) -> dict:
+    """The ``revisions`` row of one revision: status, error, its weight files' names, sha256 and bytes
+    (``extra``: its weight group and seconds per stage, :data:`~ckptgeo.store.schemas.REVISION_SECONDS`)."""
+    return {**(extra or {}), **base, "status": status, "error": error, "files": [f.name for f in files],
             "sha256": [f.sha256 for f in files], "bytes": [f.size for f in files],
             "weights_sha256": weights_digest(files), "duplicate_of": duplicate_of,
             "seconds": time.perf_counter() - t0, "config_hash": chash, "ckptgeo_version": __version__}

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from ckptgeo._io import atomic_write_text
-from ckptgeo.constants import NO_PROGRESS, PYTHIA_TOKENS_PER_STEP
+from ckptgeo.constants import NO_PROGRESS
 from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
                       SourceNotFoundError)
 from ckptgeo.sources.naming import parse_names
@@ -121,7 +121,8 @@ class HubSource:
         self.step_pattern = step_pattern
         self.keep_cache = keep_cache
         self.cache_dir = str(cache_dir) if cache_dir else None
-        self.tokens_per_step = PYTHIA_TOKENS_PER_STEP if re.match(r"EleutherAI/pythia-", repo_id) else None
+        #: the naming scheme's known global batch (Pythia, SmolLM3), set when the branches are listed
+        self.tokens_per_step: int | None = None
         self._api = HfApi()
         if NO_PROGRESS:
             from huggingface_hub.utils import disable_progress_bars
@@ -225,9 +226,11 @@ class HubSource:
 
     def _parse(self, commits: dict[str, str], *, subfolders: bool = False) -> list[Revision]:
         parsed = parse_names(list(commits), self.step_pattern, where=self.repo_id)
-        return [revision_from_name(n, pattern=self.step_pattern, commit=commits[n],
-                                   tokens_per_step=self.tokens_per_step, subfolder=n if subfolders else None)
-                for n in parsed]
+        batches = {p.tokens_per_step for p in parsed.values()}
+        self.tokens_per_step = batches.pop() if len(batches) == 1 else None
+        return [revision_from_name(n, pattern=self.step_pattern, commit=commits[n], parsed=p,
+                                   tokens_per_step=p.tokens_per_step, subfolder=n if subfolders else None)
+                for n, p in parsed.items()]
 
     def _cached_revisions(self) -> list[Revision]:
         """Offline: the revisions whose weights are in the cache (refs -> snapshots)."""

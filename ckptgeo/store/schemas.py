@@ -5,7 +5,8 @@ Tables a scan writes (one part per revision, :class:`~ckptgeo.store.dataset.Data
     geometry   one row per (revision, suite, metric, layer[, index]): a measure's value
     behavior   one row per (revision, suite, metric): accuracy, accuracy_norm
     probes     one row per (revision, suite, layer): linear-probe accuracy against its control
-    revisions  one row per revision: status, weight files and their sha256, duplicates
+    revisions  one row per revision: status, weight files and their sha256, duplicates, the group of
+               revisions serving the same weights (``weight_group``, ``group_note``), seconds per stage
 
 The analysis writes ``events`` (one row per curve, :func:`ckptgeo.analysis.summary.analyze`).
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 __all__ = ["SCHEMAS", "SCAN_TABLES", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS", "RANKME_COLUMNS",
-           "EVENTS_COLUMNS"]
+           "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS"]
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -39,6 +40,18 @@ SETTINGS_COLUMNS = SCAN_SETTINGS + [("config_hash", _s), ("ckptgeo_version", _s)
 #: Every measure's full settings are the JSON ``settings`` column.
 RANKME_COLUMNS = [("centered", _b), ("epsilon", _f)]
 
+#: the group of revisions (at different training points) serving the same weights, or sharing a weight file,
+#: as the metadata of the scan's selection and ``main`` showed (:mod:`ckptgeo.sources.integrity`):
+#: ``weight_group`` its earliest member's name, ``group_note`` what it is ("... serve the weights of main").
+#: Null for a revision in no group. Added after the first datasets: absent (all null) in older ones.
+REVISION_GROUP = [("weight_group", _s), ("group_note", _s)]
+#: where a revision's time went, in wall seconds: its download (the fetch call, in the background while the
+#: previous revision is measured), the wait for it, verifying sha256, loading the weights, each measure
+#: (``measure_names`` / ``measure_seconds``, parallel lists) and writing its parts. Null where the stage did
+#: not run (a duplicate is not fetched). Absent in datasets written before they were added.
+REVISION_SECONDS = [("seconds_download", _f), ("seconds_wait", _f), ("seconds_verify", _f), ("seconds_load", _f),
+                    ("measure_names", pa.list_(_s)), ("measure_seconds", pa.list_(_f)), ("seconds_write", _f)]
+
 SCHEMAS: dict[str, pa.Schema] = {
     "geometry": pa.schema(IDENTITY + [("layer", _i), ("metric", _s), ("index", _i), ("value", _f), ("reason", _s),
                                       ("settings", _s), ("seconds", _f)] + SETTINGS_COLUMNS + RANKME_COLUMNS),
@@ -51,7 +64,7 @@ SCHEMAS: dict[str, pa.Schema] = {
                                            ("sha256", pa.list_(_s)), ("bytes", pa.list_(_i)), ("weights_sha256", _s),
                                            ("duplicate_of", _s), ("shared_shards_with", pa.list_(_s)),
                                            ("seconds", _f), ("config_hash", _s),
-                                           ("ckptgeo_version", _s)]),
+                                           ("ckptgeo_version", _s)] + REVISION_GROUP + REVISION_SECONDS),
     "events": pa.schema([
         ("model", _s), ("suite", _s), ("config_hash", _s), ("task", _s), ("difficulty", _s), ("metric", _s),
         ("layer", _i), ("centered", _b), ("seed", _i), ("n_checkpoints", _i), ("first_step", _i), ("last_step", _i),
