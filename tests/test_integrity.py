@@ -135,6 +135,18 @@ def test_scan_keeps_groups_in_revisions_and_the_analysis_leaves_them_out(hub205,
     at0 = raw[(raw.revision == "step0") & (raw.metric == "rankme")].sort_values("layer").value.to_numpy()
     at2000 = kept.curves[(kept.curves.step == 2000) & (kept.curves.metric == "rankme")].sort_values("layer")
     assert at2000.value.to_numpy() == pytest.approx(at0)
+    # the same events in tokens (the pythia scheme's batch: 2,097,152 tokens per step)
+    e = a.events
+    for c in ("first", "last", "acquisition", "onset"):
+        known = e[f"{c}_step"].notna()
+        assert (e.loc[known, f"{c}_tokens"] == e.loc[known, f"{c}_step"] * 2_097_152).all(), c
+        assert e.loc[~known, f"{c}_tokens"].isna().all()
+    assert (e.first_tokens == 3000 * 2_097_152).all()
+    ev_path = tmp_path / "an" / "events" / "events.parquet"
+    assert {"acquisition_tokens", "gap_tokens"} <= set(pd.read_parquet(ev_path).columns)
+    by_tokens = analyze(out, window=2, write=False, x="tokens")
+    assert by_tokens.x == "tokens" and sorted(by_tokens.curves.tokens.unique()) == [s * 2_097_152 for s in
+                                                                                   (3000, 4000, 5000, 6000, 7000)]
     named = analyze(out, window=2, write=False, keep_grouped=["step9000"])
     assert 9000 in set(named.curves.step) and 10000 not in set(named.curves.step)
     from ckptgeo.errors import InvalidParameterError
@@ -172,3 +184,65 @@ def test_shared_shard_revisions_are_left_out(hub206, tmp_path):
     assert sorted(a.curves.step.unique()) == [0, 2000]
     assert sorted(a.left_out.revision) == ["step3000", "step4000"]
     assert a.left_out.reason.str.contains("share weight file").all()
+
+
+def test_x_tokens_without_tokens_is_a_one_line_error(tmp_path):
+    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.errors import InvalidParameterError
+    from tests._checkpoints import make_checkpoints
+
+    ck = make_checkpoints(tmp_path / "ck" / "tiny", steps=(0, 1, 2))
+    out = tmp_path / "ds"
+    _scan_local(ck, out)
+    with pytest.raises(InvalidParameterError, match="--x tokens: .* records no training tokens"):
+        analyze(out, write=False, x="tokens")
+
+
+def _scan_local(path, out):
+    import warnings
+
+    from ckptgeo.engine.scan import scan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return scan(path, out=out, suites=(SUITE,), n_samples=8)
+
+
+def test_with_gaps_breaks_the_line_at_left_out_revisions():
+    import numpy as np
+
+    from ckptgeo.analysis.figures import with_gaps
+
+    x, y = with_gaps([3000, 4000, 5000, 7000, 10000], [1, 2, 3, 4, 5], [0, 1000, 6000, 8000, 9000])
+    assert list(x) == [3000, 4000, 5000, 6000, 7000, 8000, 10000]
+    assert np.isnan(y[3]) and np.isnan(y[5]) and list(y[[0, 1, 2, 4, 6]]) == [1, 2, 3, 4, 5]
+    x, y = with_gaps([0, 1], [1, 2], [])
+    assert list(x) == [0, 1] and not np.isnan(y).any()
+
+
+def test_hub_listing_reads_stage_and_tokens_of_smollm3_and_olmo2_names(local_hub):
+    smol = local_hub.add_repo("SmolLM3-tiny", branches=("stage1-step-0", "stage1-step-2000", "stage2-step-4000"))
+    revs = HubSource(smol.repo_id).revisions()
+    assert [(r.stage, r.step, r.tokens) for r in revs] == [("stage1", 0, 0), ("stage1", 2000, 2000 * 2_359_296),
+                                                           ("stage2", 4000, 4000 * 2_359_296)]
+    olmo = local_hub.add_repo("OLMo-2-noprefix", branches=("step0-tokens0B", "step150-tokens1B",
+                                                           "stage2-ingredient1-step0-tokens1B"))
+    assert [(r.name, r.stage) for r in HubSource(olmo.repo_id).revisions()] == [
+        ("step0-tokens0B", "stage1"), ("step150-tokens1B", "stage1"),
+        ("stage2-ingredient1-step0-tokens1B", "stage2-ingredient1")]
+
+
+def test_one_training_point_under_two_names_is_no_group():
+    """OLMo-2's stage-2 ingredients start from stage 1's end: the same weights at the same tokens are one
+    training point, not a broken branch; the same weights at different tokens are a group."""
+    from ckptgeo.sources.integrity import check_weights
+    from ckptgeo.sources.protocol import WeightFile as W
+    from ckptgeo.sources.revisions import revision_from_name
+
+    revs = [revision_from_name(n) for n in ("stage1-step0-tokens0B", "stage1-step900-tokens4B",
+                                            "stage2-ingredient1-step0-tokens4B", "stage2-ingredient1-step10-tokens5B")]
+    files = {r.name: [W("model.safetensors", 1, sha)] for r, sha in zip(revs, "abbc")}
+    assert check_weights(revs, files).groups == []
+    files["stage2-ingredient1-step10-tokens5B"] = [W("model.safetensors", 1, "b")]
+    assert [g.revisions for g in check_weights(revs, files).groups] == [
+        ("stage1-step900-tokens4B", "stage2-ingredient1-step0-tokens4B", "stage2-ingredient1-step10-tokens5B")]

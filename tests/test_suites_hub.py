@@ -257,7 +257,8 @@ def test_polypythia_seed_family_lists_scans_and_resumes(polypythia, tmp_path, ca
     lines = out.splitlines()
     assert lines[0].split()[:5] == ["revision", "stage", "step", "tokens", "seed"] and lines[-1] == "9 revisions"
     row = next(line for line in lines if line.startswith("pythia-tiny-seed2@step1000"))
-    assert row.split()[2:5] == ["1000", "-", "2"] and polypythia[1].commits["step1000"] in row
+    assert row.split()[2:5] == ["1000", "2.09715B", "2"]  # the pythia scheme: 2,097,152 tokens a step
+    assert polypythia[1].commits["step1000"] in row
     res = quiet(spec, tmp_path / "ds", revisions="every-1000")
     assert len(res.measured) == 9 and not res.failed
     g = pd.read_parquet(tmp_path / "ds" / "geometry")

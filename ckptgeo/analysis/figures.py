@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ckptgeo._io import atomic_path, atomic_write_text
 
@@ -127,14 +128,15 @@ def _int_or_none(x) -> int | None:
     return None if _isna(x) else int(x)
 
 
-def _left_out_steps(analysis, model: str) -> np.ndarray:
-    """Steps of ``model``'s revisions the analysis left out (``model`` as the curves name it, ``name@stage``
-    where the run has stages)."""
+def _left_out_steps(analysis, model: str, xcol: str = "step") -> np.ndarray:
+    """Steps (or tokens) of ``model``'s revisions the analysis left out (``model`` as the curves name it,
+    ``name@stage`` where the run has stages)."""
     lo = getattr(analysis, "left_out", None)
     if lo is None or lo.empty:
         return np.array([], dtype=float)
     names = [m if _isna(st) else f"{m}@{st}" for m, st in zip(lo["model"], lo["stage"])]
-    return np.sort(lo["step"].to_numpy(dtype=float)[[n == model for n in names]])
+    values = pd.to_numeric(lo[xcol], errors="coerce").to_numpy(dtype=float)
+    return np.sort(values[[n == model for n in names]])
 
 
 def with_gaps(x, y, gaps) -> tuple[np.ndarray, np.ndarray]:
@@ -178,19 +180,20 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     layers = sorted(sub["layer"].unique())
     flat = constant_layers(sub)
     cmap = matplotlib.colormaps["viridis"]
-    gaps = _left_out_steps(analysis, model)   # revisions left out: the line breaks there
+    xcol = "tokens" if getattr(analysis, "x", "steps") == "tokens" else "step"
+    gaps = _left_out_steps(analysis, model, xcol)   # revisions left out: the line breaks there
     for i, layer in enumerate(layers):
         g = sub[sub["layer"] == layer].sort_values("step")
         if layer in flat:   # constant by construction: drawn thin and grey, and said so
-            ax.plot(*with_gaps(g["step"], g["value"], gaps), color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
+            ax.plot(*with_gaps(g[xcol], g["value"], gaps), color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
             continue
-        ax.plot(*with_gaps(g["step"], g["value"], gaps), color=cmap(i / max(1, len(layers) - 1)), lw=1.4,
+        ax.plot(*with_gaps(g[xcol], g["value"], gaps), color=cmap(i / max(1, len(layers) - 1)), lw=1.4,
                 label=f"L{layer}", marker="." if len(g) < 40 else None)
-    ax.set_xlabel("training step")
+    ax.set_xlabel("training tokens" if xcol == "tokens" else "training step")
     ax.set_ylabel(_axis_label(metric))
     ax.set_yscale("log")
     _plain(ax.yaxis)
-    _log_x(ax, sub["step"])
+    _log_x(ax, sub[xcol])
     acc_line = None
     acc = analysis.accuracy
     acc = acc[(acc["model"] == model) & (acc["suite"] == suite)]
@@ -198,23 +201,25 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         pick = chash if (acc["config_hash"] == chash).any() else acc["config_hash"].iloc[0]
         acc = acc[acc["config_hash"] == pick].sort_values("step")
         ax2 = ax.twinx()
-        (acc_line,) = ax2.plot(*with_gaps(acc["step"], acc["accuracy"], gaps), color="black", lw=2.0, ls="-",
+        (acc_line,) = ax2.plot(*with_gaps(acc[xcol], acc["accuracy"], gaps), color="black", lw=2.0, ls="-",
                                label="accuracy")
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("accuracy")
     ev = _summary_event(analysis, model, suite, chash, metric)
     title = f"{model} · {suite}"
     if ev is not None:
-        acq, rec, col = (_int_or_none(ev["acquisition_step"]), _int_or_none(ev["onset_step"]),
-                         _int_or_none(ev["collapse_step"]))
+        unit = "tokens" if xcol == "tokens" else "step"
+        acq, rec, col = (_int_or_none(ev[f"acquisition_{unit}"]), _int_or_none(ev[f"onset_{unit}"]),
+                         _int_or_none(ev[f"collapse_{unit}"]))
         if col is not None:
             ax.axvline(col, color="tab:blue", ls=":", lw=1.2, label=f"collapse (L{int(ev['layer'])}) {col}")
         if rec is not None:
             ax.axvline(rec, color="tab:green", ls="--", lw=1.5, label=f"recovery onset (L{int(ev['layer'])}) {rec}")
         if acq is not None:
             ax.axvline(acq, color="tab:red", ls="-", lw=1.5, label=f"acquisition {acq}")
-        gap = _int_or_none(ev["gap_steps"])
-        title += f" — {ev['status']}" + (f", gap {gap} steps" if gap is not None else "")
+        gap = _int_or_none(ev["gap_tokens" if xcol == "tokens" else "gap_steps"])
+        title += f" — {ev['status']}" + (f", gap {gap:,} {'tokens' if xcol == 'tokens' else 'steps'}"
+                                         if gap is not None else "")
     if gaps.size:
         title += f" ({gaps.size} revisions left out: line breaks)"
     ax.set_title(title, fontsize=10)

@@ -67,7 +67,8 @@ from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
 from ckptgeo.store.schemas import EVENTS_COLUMNS, SCHEMAS
 from ckptgeo.analysis import events as ev
 from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _require,
-                                    _with_defaults, leave_out_grouped, model_size, split_seed)
+                                    _with_defaults, check_x, events_in_tokens, leave_out_grouped, model_size,
+                                    split_seed)
 from ckptgeo.store.dataset import read_table
 
 __all__ = [
@@ -154,6 +155,8 @@ class Analysis:
         The dataset's probes table (grouped revisions left out), for the probe figures; None without one.
     left_out : DataFrame or None
         The revisions left out and why (:data:`ckptgeo.analysis.tables.LEFT_OUT_COLUMNS`).
+    x : {"steps", "tokens"}
+        The axis of the figures and of the events a reader sees.
     config : AnalysisConfig
     root, out : Path
         The dataset read and the folder written (the same unless ``out`` was given).
@@ -175,6 +178,7 @@ class Analysis:
     written: tuple[Path, ...] = field(default=())
     probes: pd.DataFrame | None = None
     left_out: pd.DataFrame | None = None
+    x: str = "steps"
 
     def summary_tables(self) -> dict[str, pd.DataFrame]:
         """The summary tables by file name (without ``.parquet``)."""
@@ -515,7 +519,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
             out: str | os.PathLike | None = None,
             collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION, min_drop: float = 0.0,
             collapse_metrics: tuple[str, ...] = ("rankme",), difficulty: Mapping[str, str] | None = None,
-            write: bool = True, keep_grouped: str | list[str] | None = None) -> Analysis:
+            write: bool = True, keep_grouped: str | list[str] | None = None, x: str = "steps") -> Analysis:
     """Find acquisition, collapse, recovery and precursor gaps in a scanned dataset.
 
     Parameters
@@ -548,6 +552,9 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     keep_grouped : {None, "latest"} or list of str, default=None
         Revisions serving the same weights as another are left out whole; ``"latest"`` keeps the latest of each
         group, a list keeps those named (:func:`ckptgeo.analysis.tables.leave_out_grouped`).
+    x : {"steps", "tokens"}, default="steps"
+        The axis of figures and of the events a reader sees. Events carry both: ``*_step`` and ``*_tokens``
+        (:func:`ckptgeo.analysis.tables.events_in_tokens`); "tokens" needs the dataset's ``tokens`` column.
 
     Returns
     -------
@@ -559,7 +566,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         ``dir`` has no geometry or behaviour table, or one lacks required columns; ``out`` is a file, or a
         non-empty folder that is neither a dataset nor an earlier analysis (:func:`check_analysis_out`).
     InvalidParameterError
-        A threshold, fraction or window is out of range.
+        A threshold, fraction or window is out of range; ``x`` is not "steps" or "tokens", or is "tokens" and
+        some curve records no tokens.
 
     References
     ----------
@@ -625,7 +633,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         acq.insert(3, "task", pd.Series(dtype=str))
         acq.insert(4, "difficulty", pd.Series(dtype=str))
 
-    events = _compute_events(curves, acc_groups, classes, cfg, __version__)
+    events = events_in_tokens(_compute_events(curves, acc_groups, classes, cfg, __version__), curves, accuracy)
+    check_x(x, curves, accuracy)
     rows_ = _summary_rows(events)
     curves_sizes = {m: model_size(m) for m in events["model"].unique()}
     by_model = _rates(rows_, ["model", "metric", "centered", "difficulty"])
@@ -636,7 +645,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         precursor_rates_by_model=by_model, top_down=_top_down(events, cfg),
         probe_lead=_probe_lead(probes, acc_groups, cfg), across_sizes=_across_sizes(events, acq, curves, cfg),
         seed_spread=_seed_spread(events), curves=curves, accuracy=accuracy, probes=probes, config=cfg, root=root,
-        out=Path(out) if out is not None else root, left_out=left_out)
+        out=Path(out) if out is not None else root, left_out=left_out, x=x)
     if write:
         written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", SCHEMAS["events"])]
         for name, table in analysis.summary_tables().items():

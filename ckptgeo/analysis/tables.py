@@ -22,7 +22,11 @@ import pandas as pd
 
 from ckptgeo.errors import DatasetLayoutError
 
-__all__ = ["model_size", "split_seed", "leave_out_grouped", "left_out_text", "LEFT_OUT_COLUMNS"]
+__all__ = ["model_size", "split_seed", "leave_out_grouped", "left_out_text", "LEFT_OUT_COLUMNS", "events_in_tokens",
+           "in_tokens", "X_AXES"]
+
+#: what a curve's x axis can be: training steps (within a stage) or training tokens seen
+X_AXES = ("steps", "tokens")
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +204,69 @@ def left_out_text(left_out: pd.DataFrame | None) -> str:
     return "\n".join(lines)
 
 
+def _step_to_tokens(curves: pd.DataFrame, accuracy: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """model (``name@stage`` where staged) -> (steps, tokens) of its checkpoints with known tokens, by step."""
+    frames = [t[["model", "step", "tokens"]] for t in (curves, accuracy) if len(t) and "tokens" in t.columns]
+    if not frames:
+        return {}
+    both = pd.concat(frames, ignore_index=True).dropna(subset=["tokens"]).drop_duplicates(["model", "step"])
+    return {m: (g["step"].to_numpy(dtype=float), g["tokens"].to_numpy(dtype=float))
+            for m, g in both.sort_values("step").groupby("model", sort=False)}
+
+
+def in_tokens(model: str, steps, table: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Training tokens at ``steps`` of ``model``'s curve: linear between its checkpoints (exact for a constant
+    batch), NaN where the model records no tokens or a step lies outside its checkpoints."""
+    steps = np.asarray(steps, dtype=float)
+    if model not in table:
+        return np.full(steps.shape, np.nan)
+    s, t = table[model]
+    out = np.interp(steps, s, t) if len(s) > 1 else np.where(steps == s[0], t[0], np.nan)
+    return np.where((steps < s.min()) | (steps > s.max()) | np.isnan(steps), np.nan, out)
+
+
+def events_in_tokens(events: pd.DataFrame, curves: pd.DataFrame, accuracy: pd.DataFrame) -> pd.DataFrame:
+    """``events`` with its checkpoints also in training tokens (:data:`ckptgeo.store.schemas.EVENT_TOKENS`).
+
+    Events are found per curve in steps; a curve never spans two stages (steps restart in each stage, so each
+    stage is its own curve, ordered by step), and within a stage tokens grow with steps, so the same
+    checkpoints in tokens are the events a tokens axis would find. ``gap_tokens`` = acquisition - onset,
+    where ``gap_steps`` is defined.
+    """
+    table = _step_to_tokens(curves, accuracy)
+    events = events.copy()
+    for c in ("first", "last", "acquisition", "collapse", "onset", "collapse_onset"):
+        col = f"{c}_step"
+        values = [in_tokens(m, [np.nan if pd.isna(v) else float(v)], table)[0]
+                  for m, v in zip(events["model"], events[col])] if len(events) else []
+        events[f"{c}_tokens"] = pd.array(np.round(np.asarray(values, dtype=float)), dtype="Float64").astype("Int64")
+    gap = events["acquisition_tokens"] - events["onset_tokens"]
+    events["gap_tokens"] = gap.where(events["gap_steps"].notna())
+    return events
+
+
+def check_x(x: str, curves: pd.DataFrame, accuracy: pd.DataFrame) -> None:
+    """Refuse an ``x`` axis the tables cannot give.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``x`` is not one of :data:`X_AXES`, or is "tokens" and a curve's checkpoints record no tokens.
+    """
+    from ckptgeo.errors import InvalidParameterError
+
+    if x not in X_AXES:
+        raise InvalidParameterError(f"x={x!r}: use one of {', '.join(X_AXES)}", name="x", value=x)
+    if x == "tokens":
+        frames = [t[["model", "tokens"]] for t in (curves, accuracy) if len(t)]
+        both = pd.concat(frames) if frames else pd.DataFrame(columns=["model", "tokens"])
+        missing = sorted(set(both.loc[both["tokens"].isna(), "model"]))
+        if missing:
+            raise InvalidParameterError(
+                f"--x tokens: {', '.join(missing[:3])} records no training tokens (its branch names give none and "
+                f"its naming scheme has no known global batch); use --x steps", name="x", value=x)
+
+
 def _with_defaults(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if "config_hash" not in df.columns:
@@ -225,10 +292,12 @@ def _clean_geometry(geo: pd.DataFrame) -> pd.DataFrame:
         lowest = geo.groupby(key, sort=False)["_idx"].transform("min")
         geo = geo[geo["_idx"] == lowest].drop(columns="_idx")
     agg = {"value": ("value", "mean")}
-    for extra in ("centered", "seed"):
+    for extra in ("centered", "seed", "tokens"):
         if extra in geo.columns:
             agg[extra] = (extra, "first")
     geo = geo.assign(value=pd.to_numeric(geo["value"], errors="coerce").astype("float64"))
+    if "tokens" in geo.columns:
+        geo = geo.assign(tokens=pd.to_numeric(geo["tokens"], errors="coerce").astype("float64"))
     out = geo.groupby(key + ["step"], sort=True, dropna=False).agg(**agg).reset_index()
     out["step"] = out["step"].astype("int64")
     return out
@@ -243,8 +312,10 @@ def _clean_behavior(beh: pd.DataFrame) -> pd.DataFrame:
     chance = beh["chance"] if "chance" in beh.columns else pd.Series(np.nan, index=beh.index)
     beh = beh.assign(accuracy=pd.to_numeric(beh["value"], errors="coerce").astype("float64"),
                      chance=pd.to_numeric(chance, errors="coerce").astype("float64"))
-    out = beh.groupby(_KEYS + ["step"], sort=True).agg(accuracy=("accuracy", "mean"),
-                                                         chance=("chance", "median")).reset_index()
+    tokens = beh["tokens"] if "tokens" in beh.columns else pd.Series(np.nan, index=beh.index)
+    beh = beh.assign(tokens=pd.to_numeric(tokens, errors="coerce").astype("float64"))
+    out = beh.groupby(_KEYS + ["step"], sort=True).agg(accuracy=("accuracy", "mean"), chance=("chance", "median"),
+                                                         tokens=("tokens", "first")).reset_index()
     out["step"] = out["step"].astype("int64")
     return out
 

@@ -12,6 +12,7 @@ examples:
   ckptgeo analyze results/demo --acc-threshold 0.6 --window 5 --recovery 0.2
   ckptgeo analyze results/demo --no-plots --all-layers
   ckptgeo analyze results/pythia-2.8b --keep-grouped latest   # keep the latest of each group of identical weights
+  ckptgeo analyze results/pythia-160m --x tokens               # figures and events against training tokens
 
 outputs (inside DIR, or --out):
   events/events.parquet   one row per (model, suite, config_hash, metric, layer)
@@ -43,6 +44,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR)")
     p.add_argument("--no-plots", action="store_true", help="skip figures (report.md is still written)")
     p.add_argument("--all-layers", action="store_true", help="print every layer, not only the summary layer")
+    p.add_argument("--x", choices=("steps", "tokens"), default="steps",
+                   help="axis of the figures and the printed events: training steps (default) or tokens seen; the "
+                        "events table always has both (*_step, *_tokens)")
     p.add_argument("--keep-grouped", default=None, metavar="latest|NAME,...",
                    help="revisions whose weights another revision also serves are left out, the whole group; keep "
                         "the latest of each group, or the revisions named (default: keep none)")
@@ -53,14 +57,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def _run_analyze(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.figures import write_report
     from ckptgeo.analysis.summary import analyze, events_text, read_runs
+    import pandas as pd
+
     from ckptgeo.analysis.tables import left_out_text
 
     keep = args.keep_grouped
     keep = keep.split(",") if keep not in (None, "latest") else keep
     result = analyze(args.dir, acc_threshold=args.acc_threshold, window=args.window, recovery=args.recovery,
-                     probe_margin=args.probe_margin, probe_alpha=args.probe_alpha, out=args.out, keep_grouped=keep)
+                     probe_margin=args.probe_margin, probe_alpha=args.probe_alpha, out=args.out, keep_grouped=keep,
+                     x=args.x)
     report = write_report(result.root, analysis=result, plots=not args.no_plots)
-    print(events_text(result.events, all_layers=args.all_layers, runs=read_runs(result.root), config=result.config))
+    events = result.events
+    if args.x == "tokens":   # the same events, their checkpoints in tokens
+        events = events.assign(**{f"{c}_step": events[f"{c}_tokens"] for c in ("acquisition", "collapse", "onset",
+                                                                                 "collapse_onset")},
+                               gap_steps=events["gap_tokens"], resolution_steps=pd.NA)
+        print("(acq, collapse, onset, half_onset and gap below are in training tokens)")
+    print(events_text(events, all_layers=args.all_layers, runs=read_runs(result.root), config=result.config))
     print()
     print(left_out_text(result.left_out))
     print(f"events table:  {result.out / 'events'}  ({len(result.events)} rows)")

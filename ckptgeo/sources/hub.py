@@ -228,6 +228,9 @@ class HubSource:
         parsed = parse_names(list(commits), self.step_pattern, where=self.repo_id)
         batches = {p.tokens_per_step for p in parsed.values()}
         self.tokens_per_step = batches.pop() if len(batches) == 1 else None
+        if self.tokens_per_step:
+            log.info("%s: tokens = step x %s, the global batch of the %s naming scheme", self.repo_id,
+                     f"{self.tokens_per_step:,}", next(iter(parsed.values())).scheme)
         return [revision_from_name(n, pattern=self.step_pattern, commit=commits[n], parsed=p,
                                    tokens_per_step=p.tokens_per_step, subfolder=n if subfolders else None)
                 for n, p in parsed.items()]

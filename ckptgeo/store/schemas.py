@@ -21,7 +21,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 __all__ = ["SCHEMAS", "SCAN_TABLES", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS", "RANKME_COLUMNS",
-           "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS"]
+           "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS", "EVENT_TOKENS"]
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -52,6 +52,12 @@ REVISION_GROUP = [("weight_group", _s), ("group_note", _s)]
 REVISION_SECONDS = [("seconds_download", _f), ("seconds_wait", _f), ("seconds_verify", _f), ("seconds_load", _f),
                     ("measure_names", pa.list_(_s)), ("measure_seconds", pa.list_(_f)), ("seconds_write", _f)]
 
+#: the events' checkpoints in training tokens seen (from the ``tokens`` column the scan recorded: the name,
+#: or step x the naming scheme's global batch), null where unknown: ``first``, ``last``, ``acquisition``,
+#: ``collapse``, ``onset``, ``collapse_onset`` at ``X_tokens``, and ``gap_tokens`` = acquisition - onset.
+EVENT_TOKENS = [(f"{c}_tokens", _i) for c in ("first", "last", "acquisition", "collapse", "onset", "collapse_onset",
+                                                "gap")]
+
 SCHEMAS: dict[str, pa.Schema] = {
     "geometry": pa.schema(IDENTITY + [("layer", _i), ("metric", _s), ("index", _i), ("value", _f), ("reason", _s),
                                       ("settings", _s), ("seconds", _f)] + SETTINGS_COLUMNS + RANKME_COLUMNS),
@@ -72,7 +78,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("first_value", _f), ("onset_kind", _s), ("onset_step", _i), ("onset_resolution_steps", _i),
         ("collapse_onset_step", _i), ("precursor", _b), ("gap_steps", _i), ("resolution_steps", _i), ("status", _s),
         ("reason", _s), ("acc_threshold", _f), ("chance", _f), ("window", _i), ("recovery", _f),
-        ("collapse_fraction", _f), ("min_drop", _f), ("ckptgeo_version", _s)]),
+        ("collapse_fraction", _f), ("min_drop", _f), ("ckptgeo_version", _s)] + EVENT_TOKENS),
 }
 #: the tables :func:`ckptgeo.engine.scan.scan` writes, one part per revision.
 SCAN_TABLES = ("geometry", "behavior", "probes", "revisions")
