@@ -100,7 +100,7 @@ def test_selector_typos_suggest_the_form(typo, form):
         select_revisions(revs, typo, source="ck")
     msg = str(info.value)
     assert f"Did you mean the selector {form!r}?" in msg
-    assert "(selectors: all, every-N, log, A:B, A:B:N, main, final, STAGE:SEL, or names/steps" in msg
+    assert "(selectors: all, every-N, log, A:B, A:B:N, main, final, genuine, STAGE:SEL, or names/steps" in msg
     assert select_revisions(revs, form)   # the suggested form itself is a valid selector
 
 

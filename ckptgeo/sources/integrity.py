@@ -95,8 +95,6 @@ class IntegrityReport:
         Revisions whose metadata could not be read (the error).
     unchecked : list of str
         Revisions whose files have no sha256 in the metadata (not LFS, or a local folder): not checked.
-    n_requests : int or None
-        Hub requests made, where counted.
     """
 
     source: str

@@ -174,7 +174,7 @@ def suggest_selector(wanted: str) -> str | None:
     if digits and difflib.get_close_matches(word, ["every"], n=1, cutoff=0.6):
         return f"every-{digits}"
     if not digits:
-        close = difflib.get_close_matches(word, ["all", "log", "main", "final", "every"], n=1, cutoff=0.6)
+        close = difflib.get_close_matches(word, ["all", "log", "main", "final", "every", "genuine"], n=1, cutoff=0.6)
         if close:
             return "every-N" if close[0] == "every" else close[0]
     return None
