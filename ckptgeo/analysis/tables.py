@@ -2,8 +2,9 @@
 
 Tables are read with :func:`ckptgeo.store.dataset.read_table` (always a DataFrame, empty when the table
 has no part); revisions whose weights another revision also serves are left out
-(:func:`leave_out_grouped`, the one place that decides it), and curves are cleaned to one value per (model, suite, config_hash, metric, layer, step). Models get a
-size (:func:`model_size`) and a seed (:func:`split_seed`) from their names; suites a task and a
+(:func:`leave_out_grouped`, the one place that decides it), and curves are cleaned to one value per
+(model, suite, config_hash, metric, layer, step), with the training tokens there (:func:`events_in_tokens`
+gives the events in tokens too). Models get a size (:func:`model_size`) and a seed (:func:`split_seed`) from their names; suites a task and a
 difficulty class (see :mod:`ckptgeo.analysis.summary` for the rules).
 """
 

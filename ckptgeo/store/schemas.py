@@ -21,7 +21,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 __all__ = ["SCHEMAS", "SCAN_TABLES", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS", "RANKME_COLUMNS",
-           "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS", "EVENT_TOKENS"]
+           "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS", "EVENT_TOKENS", "TIMING_COLUMNS"]
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -51,6 +51,8 @@ REVISION_GROUP = [("weight_group", _s), ("group_note", _s)]
 #: not run (a duplicate is not fetched). Absent in datasets written before they were added.
 REVISION_SECONDS = [("seconds_download", _f), ("seconds_wait", _f), ("seconds_verify", _f), ("seconds_load", _f),
                     ("measure_names", pa.list_(_s)), ("measure_seconds", pa.list_(_f)), ("seconds_write", _f)]
+#: the columns that hold wall time (they differ between two runs of the same scan; compare tables without them)
+TIMING_COLUMNS = ("seconds",) + tuple(n for n, t in REVISION_SECONDS if n != "measure_names")
 
 #: the events' checkpoints in training tokens seen (from the ``tokens`` column the scan recorded: the name,
 #: or step x the naming scheme's global batch), null where unknown: ``first``, ``last``, ``acquisition``,
