@@ -26,7 +26,9 @@ def test_clear_collapse_recover_acquire():
     assert rec.level == pytest.approx(5.8)
     assert (rec.step, rec.status, rec.resolution_steps) == (60, "found", 10)
     gap = ev.precursor_gap(acq, rec)
-    assert (gap.precursor, gap.gap_steps, gap.resolution_steps, gap.status) == (True, 10, 10, "precursor")
+    # one checkpoint before acquisition: within one spacing, so unresolved (issue 19), not a precursor
+    assert (gap.precursor, gap.gap_steps, gap.resolution_steps, gap.status) == (False, 10, 10, "unresolved")
+    assert (gap.gap_checkpoints, gap.gap_low_steps, gap.gap_high_steps) == (1, 0, 20)
     half = ev.collapse_onset(STEPS, RANKME)
     assert (half.step, half.level) == (20, 20.0)
 
@@ -80,12 +82,18 @@ def test_never_acquired():
     assert (gap.precursor, gap.gap_steps, gap.status) == (False, None, "never_acquired")
 
 
-def test_run_too_short_at_end_is_not_acquired():
+def test_run_too_short_at_end_is_right_censored():
+    """Above threshold at the last 2 checkpoints with window 3: the run ended before the window could confirm
+    it, so the acquisition is right-censored (at or after step 80, or never), not "never acquired"."""
     acc = [0, 0, 0, 0, 0, 0, 0, 0, 0.9, 0.9]
     acq = ev.acquisition_step(STEPS, acc)
-    assert acq.step is None and acq.status == "never_acquired"
+    assert (acq.step, acq.status, acq.censored_step) == (None, "censored", 80)
     assert "last 2 checkpoint(s) (from step 80)" in acq.reason
+    gap = ev.precursor_gap(acq, ev.recovery_onset(STEPS, RANKME, ev.collapse_point(STEPS, RANKME, None)))
+    assert (gap.status, gap.precursor, gap.gap_steps) == ("censored", False, None)
     assert ev.acquisition_step(STEPS, acc, window=2).step == 80
+    # a blip that falls back is not censored
+    assert ev.acquisition_step(STEPS, [0, 0, 0, 0, 0, 0, 0, 0.9, 0.9, 0.1]).status == "never_acquired"
 
 
 def test_no_collapse():
@@ -108,10 +116,21 @@ def test_never_recovers():
 
 
 def test_min_drop_guards_against_tiny_dips():
+    """The default collapse needs RankMe 25% below its first value (issue 19: min_drop=0 let a 1% dip count)."""
     nearly_flat = [10.0, 9.9, 10.0, 10.1, 10.0, 10.2, 10.0, 10.0, 10.0, 10.0]
-    assert ev.collapse_point(STEPS, nearly_flat, 70).step == 10
-    col = ev.collapse_point(STEPS, nearly_flat, 70, min_drop=0.05)
-    assert col.status == "no_collapse" and "min_drop" in col.reason
+    assert ev.DEFAULT_MIN_DROP == 0.25
+    col = ev.collapse_point(STEPS, nearly_flat, 70)
+    assert col.status == "no_collapse" and "min_drop=0.25" in col.reason
+    assert ev.collapse_point(STEPS, nearly_flat, 70, min_drop=0.0).step == 10  # the old rule, on request
+
+
+@pytest.mark.parametrize("floor, collapsed", [(7.6, False), (7.5, False), (7.4, True), (1.0, True)])
+def test_collapse_threshold_is_a_fraction_of_the_first_value(floor, collapsed):
+    """A drop must exceed 25% of the first value (10): a floor of 7.5 is exactly 25% and does not count."""
+    curve = [10.0, 9.0, floor, 9.0, 10.0, 10.0]
+    col = ev.collapse_point(range(6), curve, 5)
+    assert (col.status == "collapsed") is collapsed
+    assert (col.step == 2) is collapsed
 
 
 def test_noisy_curves():
@@ -185,7 +204,10 @@ def test_onset_of_change_is_scaled_by_the_whole_run():
     onset = ev.onset_of_change(steps, llc)
     assert onset.step == 1625
     acq = ev.acquisition_step([0, 375, 750, 1125, 1500, 1875, 2250], [0, 0, 0, 0.1, 0.9, 0.95, 0.97])
-    assert acq.step == 1500 and ev.precursor_gap(acq, onset).status == "lagging"
+    # the LLC onset lies in (375, 1625], acquisition in (1125, 1500]: the sparse grid cannot order them
+    gap = ev.precursor_gap(acq, onset)
+    assert acq.step == 1500 and (gap.status, gap.gap_steps, gap.resolution_steps) == ("unresolved", -125, 1250)
+    assert (gap.gap_low_steps, gap.gap_high_steps) == (-500, 1125)
 
 
 def test_chance_aware_threshold():

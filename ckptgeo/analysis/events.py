@@ -16,12 +16,29 @@ Conventions shared by every function here (SPEC.md, "Precursor-gap analysis"):
 * Nothing here raises on the shape of a curve: an empty curve, acquisition at the first checkpoint,
   a curve that never acquires, never collapses, or never recovers each returns a result with a
   ``status`` and a human-readable ``reason``; its step fields are ``None``.
+* **Every event has an uncertainty from the checkpoint grid**: an event found at checkpoint ``s_i`` happened
+  somewhere in ``(s_{i-1}, s_i]``. Each result carries the spacing before it (``resolution_steps``) and after
+  it (``spacing_after``); :class:`Gap` turns them into an interval on the gap and calls a gap that does not
+  exceed one spacing ``synchronous`` or ``unresolved``, never a precursor.
+
+The rules' defaults, and why (all recorded in the events table by :func:`ckptgeo.analysis.analyze`):
+
+* :data:`DEFAULT_MIN_DROP` = 0.25: a collapse must take RankMe at least 25% below its first value. The
+  collapses the precursor claim is about are deep (the CPU pilot of SPEC.md: 43 -> 2.8, 9 -> 3.4, 9 -> 4.5,
+  i.e. 50-93% drops), while the checkpoint-to-checkpoint jitter of RankMe over a few hundred items is a few
+  percent of its value; 0.25 is half the shallowest collapse seen and many times the jitter, so a 0.1% dip
+  (which counted with the old ``min_drop=0``) is no longer a collapse, and a real one is never missed.
+* :data:`DEFAULT_RESOLUTION_CHECKPOINTS` = 1: an onset one checkpoint before acquisition is one spacing of
+  the grid away, which noise in either curve can make or unmake; it is ``unresolved``, not a precursor.
+* Acquisition needs :data:`DEFAULT_WINDOW` = 3 checkpoints above threshold; a curve above threshold only at
+  its last one or two checkpoints is ``censored`` (right-censored: its acquisition lies at or after
+  ``censored_step``, or never), not ``never_acquired``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -29,10 +46,10 @@ import numpy as np
 from ckptgeo.errors import InvalidParameterError
 
 __all__ = [
-    "DEFAULT_ACC_THRESHOLD", "DEFAULT_WINDOW", "DEFAULT_RECOVERY", "DEFAULT_COLLAPSE_FRACTION",
-    "Acquisition", "Collapse", "Onset", "Gap",
-    "acquisition_threshold", "acquisition_step", "collapse_point", "recovery_onset", "onset_of_change",
-    "collapse_onset", "probe_onset", "precursor_gap",
+    "DEFAULT_ACC_THRESHOLD", "DEFAULT_WINDOW", "DEFAULT_RECOVERY", "DEFAULT_COLLAPSE_FRACTION", "DEFAULT_MIN_DROP",
+    "DEFAULT_RESOLUTION_CHECKPOINTS", "Acquisition", "Collapse", "Onset", "Gap", "CurveEvents",
+    "acquisition_threshold", "acquisition_step", "acquisition_at", "collapse_point", "recovery_onset",
+    "onset_of_change", "accuracy_onset", "collapse_onset", "probe_onset", "precursor_gap", "curve_events",
 ]
 
 #: accuracy an acquired capability must exceed (SPEC.md); see :func:`acquisition_threshold` for chance.
@@ -43,6 +60,10 @@ DEFAULT_WINDOW = 3
 DEFAULT_RECOVERY = 0.1
 #: fraction of its first value a layer's RankMe must fall to for its collapse onset.
 DEFAULT_COLLAPSE_FRACTION = 0.5
+#: fall, as a fraction of its first value, that RankMe must exceed for a collapse (module docstring: why 0.25).
+DEFAULT_MIN_DROP = 0.25
+#: a gap of at most this many checkpoints (and at most one spacing in steps) is not a precursor.
+DEFAULT_RESOLUTION_CHECKPOINTS = 1
 #: relative change below which a curve counts as flat: float noise (e.g. layer 0 read at a token that is
 #: the same for every item has RankMe 1.0 +- 1e-13 at every step), not a collapse or an onset.
 FLAT_TOLERANCE = 1e-6
@@ -64,7 +85,9 @@ class Acquisition:
         Consecutive checkpoints required above the threshold.
     chance : float or None
         The chance level given, if any.
-    status : {"acquired", "never_acquired", "no_data"}
+    status : {"acquired", "censored", "never_acquired", "no_data"}
+        "censored": accuracy is above the threshold at the last checkpoints, fewer than ``window`` of them,
+        so the confirmation window is cut off by the end of the run (right-censored).
     reason : str or None
         Why there is no step, or a note (acquisition at the first checkpoint).
     resolution_steps : int or None
@@ -72,6 +95,12 @@ class Acquisition:
         capability arrived somewhere in that interval. None at the first checkpoint.
     at_first_checkpoint : bool
         Acquired already at the first measured checkpoint (nothing before it can precede it).
+    spacing_after : int or None
+        Spacing to the next measured checkpoint (None at the last one).
+    censored_step : int or None
+        Status "censored" only: the first checkpoint of the run above threshold cut off by the end.
+    grid : tuple of int
+        The measured (cleaned, sorted) steps of the accuracy curve; gaps are counted in checkpoints on it.
     """
 
     step: int | None
@@ -83,6 +112,9 @@ class Acquisition:
     reason: str | None = None
     resolution_steps: int | None = None
     at_first_checkpoint: bool = False
+    spacing_after: int | None = None
+    censored_step: int | None = None
+    grid: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def acquired(self) -> bool:
@@ -131,6 +163,8 @@ class Onset:
     reason : str or None
     resolution_steps : int or None
         Spacing to the measured checkpoint before the onset (None at the first checkpoint).
+    spacing_after : int or None
+        Spacing to the measured checkpoint after the onset (None at the last checkpoint).
     """
 
     step: int | None
@@ -139,23 +173,37 @@ class Onset:
     status: str
     reason: str | None = None
     resolution_steps: int | None = None
+    spacing_after: int | None = None
 
 
 @dataclass(frozen=True)
 class Gap:
-    """Whether an onset precedes acquisition, and by how many steps.
+    """Whether an onset precedes acquisition by more than the checkpoint grid can blur, and by how much.
 
     Attributes
     ----------
     precursor : bool
-        The onset lies strictly before acquisition.
+        Status "precursor": the onset lies before acquisition by more than the resolution.
     gap_steps : int or None
         ``acquisition step - onset step`` (negative when the onset lags); None unless both exist and
         acquisition is not at the first checkpoint.
     resolution_steps : int or None
-        The checkpoint spacing at acquisition (:attr:`Acquisition.resolution_steps`).
-    status : {"precursor", "synchronous", "lagging", "no_onset", "acquired_at_start", "never_acquired", "no_data"}
+        The larger of the spacings before acquisition and before the onset: each event lies somewhere in
+        the interval ending at its checkpoint, so a gap no larger than this could be zero.
+    status : str
+        "precursor" (``gap_steps > resolution_steps`` and ``gap_checkpoints > resolution_checkpoints``),
+        "unresolved" (non-zero, but within the resolution), "synchronous" (gap 0), "lagging" (the onset
+        follows acquisition by more than the resolution), "no_onset", "acquired_at_start", "censored"
+        (acquisition right-censored), "never_acquired", "no_data".
     reason : str or None
+    gap_checkpoints : int or None
+        Checkpoints of the accuracy grid in ``(onset, acquisition]`` (negated when the onset lags).
+    gap_low_steps, gap_high_steps : int or None
+        Interval on the gap from the grid: acquisition in ``(a_prev, a]`` and onset in ``(o_prev, o]`` give
+        a gap in ``(a_prev - o, a - o_prev)``. A missing spacing (an event at a first checkpoint) leaves
+        that side None.
+    resolution_checkpoints : int
+        The rule's setting (:data:`DEFAULT_RESOLUTION_CHECKPOINTS`).
     """
 
     precursor: bool
@@ -163,6 +211,10 @@ class Gap:
     resolution_steps: int | None
     status: str
     reason: str | None = None
+    gap_checkpoints: int | None = None
+    gap_low_steps: int | None = None
+    gap_high_steps: int | None = None
+    resolution_checkpoints: int = DEFAULT_RESOLUTION_CHECKPOINTS
 
 
 def _clean(steps: Sequence[float], values: Sequence[float], name: str = "values") -> tuple[np.ndarray, np.ndarray]:
@@ -189,6 +241,16 @@ def _spacing(s: np.ndarray, i: int | None) -> int | None:
     if i is None or i <= 0:
         return None
     return int(s[i] - s[i - 1])
+
+
+def _spacing_after(s: np.ndarray, i: int | None) -> int | None:
+    if i is None or i >= s.size - 1:
+        return None
+    return int(s[i + 1] - s[i])
+
+
+def _found(s: np.ndarray, i: int, level: float, reason: str | None = None) -> "Onset":
+    return Onset(int(s[i]), i, level, "found", reason, _spacing(s, i), _spacing_after(s, i))
 
 
 def _check_fraction(value: float, name: str) -> float:
@@ -252,7 +314,8 @@ def acquisition_step(steps: Sequence[float], acc: Sequence[float], threshold: fl
     window : int, default=3
         Number of consecutive measured checkpoints, starting at the acquisition step, that must all
         be above the threshold. A run above the threshold that reaches the end of the curve with
-        fewer than ``window`` checkpoints does not count (status "never_acquired", reason says so).
+        fewer than ``window`` checkpoints is right-censored: status "censored", ``step`` None,
+        ``censored_step`` its first checkpoint (the run ended before the window could confirm it).
     chance : float or None, default=None
         Chance accuracy of the task.
 
@@ -286,23 +349,61 @@ def acquisition_step(steps: Sequence[float], acc: Sequence[float], threshold: fl
     thr = acquisition_threshold(threshold, chance)
     chance_f = None if chance is None or not math.isfinite(float(chance)) else float(chance)
     s, a = _clean(steps, acc, "acc")
+    grid = tuple(int(x) for x in s)
     if s.size == 0:
-        return Acquisition(None, None, thr, window, chance_f, "no_data", "no measured checkpoint")
+        return Acquisition(None, None, thr, window, chance_f, "no_data", "no measured checkpoint", grid=grid)
     above = a > thr
     n = s.size
     for i in range(n - window + 1):
         if above[i:i + window].all():
             note = "acquired at the first measured checkpoint" if i == 0 else None
-            return Acquisition(int(s[i]), i, thr, window, chance_f, "acquired", note, _spacing(s, i), i == 0)
+            return Acquisition(int(s[i]), i, thr, window, chance_f, "acquired", note, _spacing(s, i), i == 0,
+                               _spacing_after(s, i), grid=grid)
     tail = 0
     while tail < n and above[n - 1 - tail]:
         tail += 1
     if tail:
-        reason = (f"accuracy exceeds {thr:g} only at the last {tail} checkpoint(s) (from step "
-                  f"{int(s[n - tail])}), fewer than window={window}")
-    else:
-        reason = f"accuracy never stays above {thr:g} for {window} consecutive checkpoints (max {a.max():.3g})"
-    return Acquisition(None, None, thr, window, chance_f, "never_acquired", reason)
+        reason = (f"right-censored: accuracy exceeds {thr:g} at the last {tail} checkpoint(s) (from step "
+                  f"{int(s[n - tail])}), fewer than window={window}; the run ended before it could be confirmed")
+        return Acquisition(None, None, thr, window, chance_f, "censored", reason, censored_step=int(s[n - tail]),
+                           grid=grid)
+    reason = f"accuracy never stays above {thr:g} for {window} consecutive checkpoints (max {a.max():.3g})"
+    return Acquisition(None, None, thr, window, chance_f, "never_acquired", reason, grid=grid)
+
+
+def acquisition_at(steps: Sequence[float], step: int, *, threshold: float = DEFAULT_ACC_THRESHOLD,
+                   window: int = DEFAULT_WINDOW, chance: float | None = None) -> Acquisition:
+    """An acquisition placed at a given step of a schedule, for nulls (a permuted or synthetic acquisition).
+
+    Parameters
+    ----------
+    steps : array-like of shape (n_checkpoints,)
+        The schedule (NaN and order handled as everywhere in this module).
+    step : int
+        The acquisition step; it is moved to the first checkpoint at or after it.
+    threshold, window, chance
+        Recorded on the result only.
+
+    Returns
+    -------
+    Acquisition
+        status "acquired" (``at_first_checkpoint`` when it lands on the first checkpoint), or "censored"
+        when ``step`` lies after the last checkpoint.
+
+    Examples
+    --------
+    >>> a = acquisition_at([0, 10, 20, 30], 15)
+    >>> a.step, a.index, a.resolution_steps, a.spacing_after
+    (20, 2, 10, 10)
+    """
+    s, _ = _clean(steps, np.zeros(np.asarray(steps).size))
+    grid = tuple(int(x) for x in s)
+    i = int(np.searchsorted(s, step, side="left"))
+    if i >= s.size:
+        return Acquisition(None, None, float(threshold), int(window), chance, "censored",
+                           f"step {step} after the last checkpoint", censored_step=int(step), grid=grid)
+    return Acquisition(int(s[i]), i, float(threshold), int(window), chance, "acquired", None, _spacing(s, i), i == 0,
+                       _spacing_after(s, i), grid=grid)
 
 
 def _before(s: np.ndarray, acquisition: int | None) -> int:
@@ -311,7 +412,7 @@ def _before(s: np.ndarray, acquisition: int | None) -> int:
 
 
 def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition: int | None = None, *,
-                   min_drop: float = 0.0) -> Collapse:
+                   min_drop: float = DEFAULT_MIN_DROP) -> Collapse:
     """The collapse: the minimum of a RankMe curve before acquisition, and its floor.
 
     Parameters
@@ -322,9 +423,10 @@ def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition:
     acquisition : int or None, default=None
         Acquisition step: only checkpoints strictly before it are searched. None (never acquired):
         the whole curve.
-    min_drop : float, default=0.0
-        Minimum drop, as a fraction of the first value, for a collapse to count. 0 (SPEC.md): any
-        fall below the first value beyond float noise (:data:`FLAT_TOLERANCE`, 1e-6 of it).
+    min_drop : float in [0, 1), default=0.25
+        The drop (first value - floor) must exceed this fraction of the first value for a collapse to
+        count (:data:`DEFAULT_MIN_DROP`; the module docstring says why 0.25). 0: any fall below the
+        first value beyond float noise (:data:`FLAT_TOLERANCE`, 1e-6 of it).
 
     Returns
     -------
@@ -392,12 +494,11 @@ def recovery_onset(steps: Sequence[float], values: Sequence[float], collapse: Co
     if later.size == 0:
         return Onset(None, None, level, "not_found",
                      f"RankMe never regains {recovery:g} of its drop (level {level:.3g}) after step {collapse.step}")
-    i = collapse.index + 1 + int(later[0])
-    return Onset(int(s[i]), i, level, "found", None, _spacing(s, i))
+    return _found(s, collapse.index + 1 + int(later[0]), level)
 
 
 def onset_of_change(steps: Sequence[float], values: Sequence[float], *,
-                    fraction: float = DEFAULT_RECOVERY) -> Onset:
+                    fraction: float = DEFAULT_RECOVERY, baseline: float | None = None) -> Onset:
     """The first checkpoint at which a measure moved a fraction of the way to its largest departure.
 
     For measures that may rise or fall (gradient ranks, Hessian, LLC, ...): the largest departure is
@@ -411,12 +512,16 @@ def onset_of_change(steps: Sequence[float], values: Sequence[float], *,
     ----------
     steps, values : array-like of shape (n_checkpoints,)
     fraction : float in (0, 1], default=0.1
+    baseline : float or None, default=None
+        Where departures are measured from; None: the first value. Accuracy uses its chance level
+        (:func:`accuracy_onset`), so a binary task starts from 0.5, not 0. The onset is searched from the
+        second checkpoint on either way.
 
     Returns
     -------
     Onset
         status "no_data" with fewer than two measured checkpoints, "not_found" when the measure never
-        departs from its first value.
+        departs from its baseline.
 
     Examples
     --------
@@ -428,15 +533,58 @@ def onset_of_change(steps: Sequence[float], values: Sequence[float], *,
     s, v = _clean(steps, values)
     if s.size < 2:
         return Onset(None, None, math.nan, "no_data", "fewer than two measured checkpoints")
-    dev = v - v[0]
+    base = float(v[0]) if baseline is None or not math.isfinite(float(baseline)) else float(baseline)
+    dev = v - base
     k = int(np.argmax(np.abs(dev)))
-    if abs(dev[k]) <= FLAT_TOLERANCE * max(abs(float(v[0])), 1e-12):
-        return Onset(None, None, math.nan, "not_found", "the measure never moves from its first value")
+    if abs(dev[k]) <= FLAT_TOLERANCE * max(abs(base), 1e-12):
+        what = "its first value" if baseline is None else f"its baseline {base:g}"
+        return Onset(None, None, math.nan, "not_found", f"the measure never moves from {what}")
     sign = 1.0 if dev[k] > 0 else -1.0
     need = fraction * abs(dev[k])
-    level = float(v[0] + sign * need)
-    i = 1 + int(np.nonzero(sign * dev[1:] >= need)[0][0])  # exists: k itself qualifies
-    return Onset(int(s[i]), i, level, "found", None, _spacing(s, i))
+    level = float(base + sign * need)
+    hit = np.nonzero(sign * dev[1:] >= need)[0]
+    if hit.size == 0:  # only the first checkpoint departs (possible with a baseline)
+        return Onset(None, None, level, "not_found", "only the first checkpoint departs from the baseline")
+    return _found(s, 1 + int(hit[0]), level)
+
+
+def accuracy_onset(steps: Sequence[float], acc: Sequence[float], chance: float | None = None, *,
+                   fraction: float = DEFAULT_RECOVERY) -> Onset:
+    """Accuracy's own onset of change, under the rule the geometry's onsets follow, measured from chance.
+
+    The first checkpoint (after the first) at which accuracy has risen ``fraction`` of the way from chance
+    to its maximum over the run: ``acc - chance >= fraction * (max(acc) - chance)``. Comparing a geometric
+    onset with this one compares like with like; comparing it with acquisition (a threshold crossing,
+    :func:`acquisition_step`) compares an onset with a midpoint.
+
+    Parameters
+    ----------
+    steps, acc : array-like of shape (n_checkpoints,)
+    chance : float or None, default=None
+        Chance accuracy (0.5 for a binary task); None or NaN: the first measured accuracy.
+    fraction : float in (0, 1], default=0.1
+
+    Returns
+    -------
+    Onset
+        status "not_found" when accuracy never rises above chance (a fall counts as no onset).
+
+    Examples
+    --------
+    >>> o = accuracy_onset([0, 10, 20, 30, 40], [0.5, 0.52, 0.6, 0.9, 1.0], chance=0.5)
+    >>> o.step, o.level
+    (20, 0.55)
+    """
+    fraction = _check_fraction(fraction, "recovery")
+    s, a = _clean(steps, acc, "acc")
+    if s.size < 2:
+        return Onset(None, None, math.nan, "no_data", "fewer than two measured checkpoints")
+    base = float(a[0]) if chance is None or not math.isfinite(float(chance)) else float(chance)
+    rise = float(a[1:].max()) - base
+    if rise <= FLAT_TOLERANCE:
+        return Onset(None, None, math.nan, "not_found", f"accuracy never rises above {base:g}")
+    level = base + fraction * rise
+    return _found(s, 1 + int(np.nonzero(a[1:] >= level - 1e-12)[0][0]), level)
 
 
 def collapse_onset(steps: Sequence[float], values: Sequence[float], *,
@@ -469,8 +617,7 @@ def collapse_onset(steps: Sequence[float], values: Sequence[float], *,
     hit = np.nonzero(v[1:] <= level)[0]
     if hit.size == 0:
         return Onset(None, None, level, "not_found", f"never falls to {fraction:g} of its first value")
-    i = 1 + int(hit[0])
-    return Onset(int(s[i]), i, level, "found", None, _spacing(s, i))
+    return _found(s, 1 + int(hit[0]), level)
 
 
 def probe_onset(steps: Sequence[float], accuracy: Sequence[float], control_accuracy: Sequence[float], *,
@@ -540,43 +687,152 @@ def probe_onset(steps: Sequence[float], accuracy: Sequence[float], control_accur
         why = f"probe never beats max(chance, control) by {margin:g}"
         why += f" with p < {alpha:g}" if tested else ""
         return Onset(None, None, float(margin), "not_found", f"{why} (best lead {lead[pos].max():+.3g})")
-    i = int(hit[0])
     note = None if tested else "no p-values recorded: onset by the margin alone"
-    return Onset(int(s[i]), i, float(margin), "found", note, _spacing(s, i))
+    return _found(s, int(hit[0]), float(margin), note)
 
 
-def precursor_gap(acquisition: Acquisition, onset: Onset) -> Gap:
-    """Whether ``onset`` precedes ``acquisition``, and the gap in steps.
+def _count_between(grid: tuple[int, ...], lo: int, hi: int) -> int:
+    """Checkpoints of ``grid`` in (lo, hi]."""
+    g = np.asarray(grid, dtype=np.int64)
+    return int(np.searchsorted(g, hi, side="right") - np.searchsorted(g, lo, side="right"))
+
+
+def precursor_gap(acquisition: Acquisition, onset: Onset, *,
+                  resolution_checkpoints: int = DEFAULT_RESOLUTION_CHECKPOINTS) -> Gap:
+    """Whether ``onset`` precedes ``acquisition`` by more than the grid's resolution, with the gap's interval.
 
     Parameters
     ----------
     acquisition : Acquisition
     onset : Onset
-        A recovery onset (RankMe) or onset of change (other measures).
+        A recovery onset (RankMe), onset of change (other measures) or accuracy's own onset.
+    resolution_checkpoints : int, default=1
+        A gap of at most this many checkpoints (of the accuracy grid) is ``unresolved``, not a precursor.
 
     Returns
     -------
     Gap
-        Acquisition at the first checkpoint is censored: status "acquired_at_start", not a precursor,
-        no gap (nothing measured before it could precede it).
+        ``gap_steps = acquisition.step - onset.step``; resolution = the larger spacing before either event.
+        "precursor" needs ``gap_steps > resolution_steps`` and ``gap_checkpoints > resolution_checkpoints``;
+        "lagging" the mirror image; a gap of 0 is "synchronous" and anything else in between "unresolved".
+        Acquisition at the first checkpoint is "acquired_at_start" (nothing measured before it could precede
+        it); a right-censored acquisition is "censored"; neither has a gap.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``resolution_checkpoints`` < 0.
 
     Examples
     --------
     >>> acq = acquisition_step([0, 10, 20, 30, 40, 50], [0, 0, 0, 0.9, 0.9, 0.9])
     >>> g = precursor_gap(acq, onset_of_change([0, 10, 20, 30], [5, 5, 9, 9]))
-    >>> g.precursor, g.gap_steps, g.resolution_steps, g.status
-    (True, 10, 10, 'precursor')
+    >>> g.precursor, g.gap_steps, g.gap_checkpoints, g.status
+    (False, 10, 1, 'unresolved')
+    >>> g = precursor_gap(acq, onset_of_change([0, 10, 20, 30], [5, 9, 9, 9]))
+    >>> g.precursor, g.gap_steps, g.gap_checkpoints, (g.gap_low_steps, g.gap_high_steps), g.status
+    (True, 20, 2, (10, 30), 'precursor')
     """
-    res = acquisition.resolution_steps
+    if isinstance(resolution_checkpoints, bool) or int(resolution_checkpoints) != resolution_checkpoints \
+            or resolution_checkpoints < 0:
+        raise InvalidParameterError("The 'resolution_checkpoints' parameter must be an int in [0, inf). Got "
+                                    f"{resolution_checkpoints!r}.", name="resolution_checkpoints",
+                                    value=resolution_checkpoints)
+    rc = int(resolution_checkpoints)
+    res_a = acquisition.resolution_steps
     if acquisition.status == "no_data":
-        return Gap(False, None, None, "no_data", acquisition.reason)
+        return Gap(False, None, None, "no_data", acquisition.reason, resolution_checkpoints=rc)
+    if acquisition.status == "censored":
+        return Gap(False, None, None, "censored", acquisition.reason, resolution_checkpoints=rc)
     if not acquisition.acquired:
-        return Gap(False, None, None, "never_acquired", acquisition.reason)
+        return Gap(False, None, None, "never_acquired", acquisition.reason, resolution_checkpoints=rc)
     if acquisition.at_first_checkpoint:
         return Gap(False, None, None, "acquired_at_start",
-                   f"acquired at the first measured checkpoint (step {acquisition.step})")
+                   f"acquired at the first measured checkpoint (step {acquisition.step})", resolution_checkpoints=rc)
     if onset.step is None:
-        return Gap(False, None, res, "no_onset", onset.reason)
-    gap = int(acquisition.step - onset.step)
-    status = "precursor" if gap > 0 else ("synchronous" if gap == 0 else "lagging")
-    return Gap(gap > 0, gap, res, status)
+        return Gap(False, None, res_a, "no_onset", onset.reason, resolution_checkpoints=rc)
+    a, o = int(acquisition.step), int(onset.step)
+    gap = a - o
+    res = max(x for x in (res_a, onset.resolution_steps, 0) if x is not None)
+    grid = acquisition.grid or (a,)
+    n_ckpt = _count_between(grid, o, a) if gap >= 0 else -_count_between(grid, a, o)
+    low = None if res_a is None else a - res_a - o
+    high = None if onset.resolution_steps is None else a - (o - onset.resolution_steps)
+    if gap == 0:
+        status = "synchronous"
+    elif gap > res and n_ckpt > rc:
+        status = "precursor"
+    elif -gap > res and -n_ckpt > rc:
+        status = "lagging"
+    else:
+        status = "unresolved"
+    reason = None
+    if status == "unresolved":
+        reason = (f"gap of {gap} steps ({n_ckpt} checkpoint(s)) is within the resolution ({res} steps, "
+                  f"{rc} checkpoint(s)): the order of the two events is not resolved by this grid")
+    return Gap(status == "precursor", gap, res, status, reason, n_ckpt, low, high, rc)
+
+
+@dataclass(frozen=True)
+class CurveEvents:
+    """Everything :func:`curve_events` finds on one geometry curve against one acquisition.
+
+    Attributes
+    ----------
+    kind : {"recovery", "change"}
+        RankMe-like curves: collapse then recovery onset; others: onset of change.
+    collapse : Collapse or None
+        None for kind "change".
+    onset : Onset
+    gap : Gap
+    """
+
+    kind: str
+    collapse: Collapse | None
+    onset: Onset
+    gap: Gap
+
+    @property
+    def precursor(self) -> bool:
+        """The gap's verdict: a resolved precursor."""
+        return self.gap.precursor
+
+
+def curve_events(steps: Sequence[float], values: Sequence[float], acquisition: Acquisition, *,
+                 kind: str = "recovery", min_drop: float = DEFAULT_MIN_DROP, recovery: float = DEFAULT_RECOVERY,
+                 resolution_checkpoints: int = DEFAULT_RESOLUTION_CHECKPOINTS) -> CurveEvents:
+    """The whole precursor rule on one curve: collapse and recovery (or onset of change), then the gap.
+
+    The one place the rule is composed, used by :func:`ckptgeo.analysis.analyze`, the live monitor and the
+    nulls (:mod:`ckptgeo.analysis.stats`: permuted acquisitions, noise curves), so all of them test the same
+    detector.
+
+    Parameters
+    ----------
+    steps, values : array-like of shape (n_checkpoints,)
+    acquisition : Acquisition
+        From :func:`acquisition_step` (the run's accuracy) or :func:`acquisition_at` (a null's).
+    kind : {"recovery", "change"}, default="recovery"
+    min_drop, recovery, resolution_checkpoints
+        As :func:`collapse_point`, :func:`recovery_onset` (also the fraction of :func:`onset_of_change`) and
+        :func:`precursor_gap`.
+
+    Returns
+    -------
+    CurveEvents
+
+    Examples
+    --------
+    >>> acq = acquisition_step(range(8), [0, 0, 0, 0, 0, 0.9, 0.9, 0.9])
+    >>> curve_events(range(8), [40, 10, 3, 9, 20, 30, 30, 30], acq).gap.status
+    'precursor'
+    """
+    if kind == "recovery":
+        col = collapse_point(steps, values, acquisition.step, min_drop=min_drop)
+        onset = recovery_onset(steps, values, col, recovery=recovery)
+    elif kind == "change":
+        col, onset = None, onset_of_change(steps, values, fraction=recovery)
+    else:
+        raise InvalidParameterError(f"The 'kind' parameter must be 'recovery' or 'change'. Got {kind!r}.",
+                                    name="kind", value=kind)
+    return CurveEvents(kind, col, onset, precursor_gap(acquisition, onset, resolution_checkpoints=resolution_checkpoints))
