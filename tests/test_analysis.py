@@ -22,13 +22,13 @@ def _acc(acquire_at: int | None) -> list[float]:
     return [0.9 if s >= acquire_at else 0.05 for s in STEPS]
 
 
-def _hard(n_layers: int, floor: float) -> dict[int, list[float]]:
-    """Layer k reaches its floor at step 10 * (n_layers + 1 - k) (deeper first), recovers at step 60."""
+def _hard(n_layers: int, floor: float, recover_at: int = 60) -> dict[int, list[float]]:
+    """Layer k reaches its floor at step 10 * (n_layers + 1 - k) (deeper first), recovers at ``recover_at``."""
     out = {0: [1.0] * len(STEPS)}
     for k in range(1, n_layers + 1):
         onset = 10 * (n_layers + 1 - k)
-        vals = [20.0 if s < onset else floor for s in STEPS if s <= 50]
-        out[k] = vals + [10.0, 15.0, 18.0, 19.0]
+        vals = [20.0 if s < onset else floor for s in STEPS if s < recover_at]
+        out[k] = vals + [10.0, 15.0, 18.0, 19.0, 19.0, 19.0][:len(STEPS) - len(vals)]
     return out
 
 
@@ -87,7 +87,7 @@ def dataset(tmp_path_factory):
     hess0 = [1, 1, 1, 1, 1, 1, 3, 9, 9, 9]     # top eigenvalue: departs at step 60
     hess1 = [1, 5, 9, 9, 9, 9, 9, 9, 9, 9]     # second eigenvalue: would give step 10
     curves = [
-        ("toy-4x32", "modular-L3", 0.01, _acc(70), _hard(4, 2.0),
+        ("toy-4x32", "modular-L3", 0.01, _acc(70), _hard(4, 2.0, recover_at=50),
          {"llc": [(-1, None, llc)], "hessian": [(-1, 0, hess0), (-1, 1, hess1)]}),
         ("toy-4x32", "copy-L1", 0.1, _acc(20), _easy(4, 3.0), {}),
         ("toy-4x32", "sort-L2", 0.1, _acc(50), _hard(4, 4.0), {}),
@@ -97,15 +97,15 @@ def dataset(tmp_path_factory):
         ("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.1), {}),
         ("toy-2x16", "sort-L2", 0.1, _acc(50), _hard(2, 4.5), {}),
     ]
-    # a revision flagged duplicate at step 55: were it kept, RankMe 100 would move recovery to step 55
-    dup = dict(model="toy-4x32", revision="step55-dup", step=55, suite="modular-L3", **_COMMON)
+    # a revision flagged duplicate at step 45: were it kept, RankMe 100 would move recovery to step 45
+    dup = dict(model="toy-4x32", revision="step45-dup", step=45, suite="modular-L3", **_COMMON)
     extra_geo = [dup | dict(config_hash="g1", layer=k, metric="rankme", index=None, value=100.0, reason=None,
                             settings="{}", seconds=0.0) for k in range(5)]
     extra_beh = [dup | dict(config_hash="b1", metric="accuracy", value=1.0, n_items=200, chance=0.01,
                             kind="generation")]
-    revisions = [dict(model="toy-4x32", revision="step55-dup", step=55, status="duplicate", error=None,
-                      duplicate_of="step50"),
-                 dict(model="toy-4x32", revision="step50", step=50, status="ok", error=None, duplicate_of=None)]
+    revisions = [dict(model="toy-4x32", revision="step45-dup", step=45, status="duplicate", error=None,
+                      duplicate_of="step40"),
+                 dict(model="toy-4x32", revision="step40", step=40, status="ok", error=None, duplicate_of=None)]
     probes = (_probe_rows("toy-4x32", "modular-L3", 2, [0.5, 0.5, 0.5, 0.55, 0.65, 0.8, 0.9, 0.9, 0.9, 0.9])
               + _probe_rows("toy-4x32", "modular-L3", 1, [0.5] * 10))
     _write_dataset(root, curves, probes=probes, extra_geometry=extra_geo, extra_behavior=extra_beh,
@@ -130,13 +130,21 @@ def _event(res, model, suite, metric="rankme", layer=None):
 def test_hard_task_is_a_precursor_with_exact_gap(result):
     r = _event(result, "toy-4x32", "modular-L3")
     assert (r["layer"], r["acquisition_step"], r["collapse_step"], r["collapse_floor"]) == (4, 70, 10, 2.0)
-    # duplicate revision step55 excluded: recovery at 60, not 55
-    assert (r["onset_step"], r["gap_steps"], r["resolution_steps"], r["status"]) == (60, 10, 10, "precursor")
+    # duplicate revision step45 excluded: recovery at 50, not 45; two checkpoints before acquisition: resolved
+    assert (r["onset_step"], r["gap_steps"], r["resolution_steps"], r["status"]) == (50, 20, 10, "precursor")
+    assert (r["gap_checkpoints"], r["gap_low_steps"], r["gap_high_steps"]) == (2, 10, 30)
+    assert (r["acquisition_spacing_before"], r["acquisition_spacing_after"], r["onset_spacing_after"]) == (10, 10, 10)
     assert bool(r["precursor"]) and r["difficulty"] == "L3" and r["task"] == "modular"
-    assert (r["acc_threshold"], r["window"], r["recovery"]) == (0.5, 3, 0.1)
-    assert r["collapse_onset_step"] == 10
+    assert (r["acc_threshold"], r["window"], r["recovery"], r["min_drop"]) == (0.5, 3, 0.1, 0.25)
+    assert r["collapse_onset_step"] == 10 and r["collapse_drop_fraction"] == pytest.approx(0.9)
+    # accuracy 0.9 of 200 items at acquisition: Wilson interval
+    assert (r["acc_at_acquisition"], r["n_items"]) == (0.9, 200)
+    assert r["acc_low"] == pytest.approx(0.8506, abs=1e-3) and r["acc_high"] == pytest.approx(0.9346, abs=1e-3)
+    # accuracy's own onset (10% of the way from chance 0.01 to 0.9) is the jump at 70 too
+    assert (r["acc_onset_step"], r["gap_acc_onset_steps"], r["status_acc_onset"]) == (70, 20, "precursor")
     l1 = _event(result, "toy-4x32", "modular-L3", layer=1)
-    assert (l1["collapse_step"], l1["collapse_onset_step"], l1["onset_step"]) == (40, 40, 60)
+    assert (l1["collapse_step"], l1["collapse_onset_step"], l1["onset_step"]) == (40, 40, 50)
+    assert pd.isna(l1["noise_fpr"])  # the noise null runs on the summary layer only
 
 
 def test_easy_task_synchronous_and_lagging(result):
@@ -144,7 +152,8 @@ def test_easy_task_synchronous_and_lagging(result):
     assert (r["acquisition_step"], r["collapse_step"], r["onset_step"], r["gap_steps"], r["status"]) == \
         (20, 10, 20, 0, "synchronous")
     r = _event(result, "toy-4x32", "sort-L2")
-    assert (r["acquisition_step"], r["onset_step"], r["gap_steps"], r["status"]) == (50, 60, -10, "lagging")
+    # the recovery one checkpoint after acquisition: within one spacing, unresolved (was "lagging")
+    assert (r["acquisition_step"], r["onset_step"], r["gap_steps"], r["status"]) == (50, 60, -10, "unresolved")
 
 
 def test_never_acquired_and_chance_aware(result):
@@ -162,17 +171,24 @@ def test_whole_model_measures_use_onset_of_change(result):
     # departure before step 70 is 8 (at step 60); 10 % = 0.8: step 40 (+1) is first
     assert (llc["layer"], llc["onset_kind"], llc["onset_step"], llc["gap_steps"]) == (-1, "change", 40, 30)
     h = _event(result, "toy-4x32", "modular-L3", metric="hessian")
-    assert (h["onset_step"], h["gap_steps"]) == (60, 10)  # index 0 (top eigenvalue), not index 1
+    # index 0 (top eigenvalue), not index 1; one checkpoint before acquisition: unresolved
+    assert (h["onset_step"], h["gap_steps"], h["status"]) == (60, 10, "unresolved")
 
 
 def test_top_down_sign(result):
     td = result.top_down.set_index(["model", "suite"])
     big = td.loc[("toy-4x32", "modular-L3")]
     assert big["onsets"] == "L1:40 L2:30 L3:20 L4:10"
-    assert big["spearman_rho"] == pytest.approx(-1.0) and big["direction"] == "top-down"
+    assert big["spearman_rho"] == pytest.approx(-1.0)
     assert big["n_layers"] == 4  # layer 0 excluded
+    # Kendall over the blocks L1..L3 (L4, after the final norm, apart): tau -1, but 3! = 6 orders give an exact
+    # two-sided p of 2/6, so three blocks cannot show a direction (issue 19: two layers gave "top-down" always)
+    assert (big["n_blocks_tested"], big["kendall_tau"], big["kendall_exact"]) == (3, -1.0, True)
+    assert big["kendall_p"] == pytest.approx(1 / 3) and big["direction"] == "not_significant"
+    assert (big["final_norm_layer"], big["final_norm_onset_step"]) == (4, 10)
     easy = td.loc[("toy-4x32", "copy-L1")]
     assert math.isnan(easy["spearman_rho"]) and easy["direction"] == "simultaneous"
+    assert td.loc[("toy-2x16", "copy-L1"), "direction"] == "undetermined"  # one block
 
 
 def test_probe_lead(result):
@@ -216,8 +232,11 @@ def test_precursor_rates(result):
     r = result.precursor_rates
     r = r[r["metric"] == "rankme"].set_index("difficulty")
     assert (r.loc["L3", "n_counted"], r.loc["L3", "n_precursor"], r.loc["L3", "precursor_rate"]) == (1, 1, 1.0)
-    assert r.loc["L3", "n_never_acquired"] == 1 and r.loc["L3", "median_gap_steps"] == 10.0
-    # L1: copy (2 models, synchronous) + parity (no onset) -> 0 of 3; L2: sort lags in both -> 0 of 2
+    assert r.loc["L3", "n_never_acquired"] == 1 and r.loc["L3", "median_gap_steps"] == 20.0
+    # 1 of 1 with its Wilson interval, and no test: a single run has nothing to permute against
+    assert r.loc["L3", "rate_low"] == pytest.approx(0.2065, abs=1e-3) and r.loc["L3", "rate_high"] == 1.0
+    assert r.loc["L3", "verdict"] == "too_few_runs" and math.isnan(r.loc["L3", "p_value"])
+    # L1: copy (2 models, synchronous) + parity (no onset) -> 0 of 3; L2: sort unresolved in both -> 0 of 2
     assert (r.loc["L1", "n_counted"], r.loc["L1", "precursor_rate"]) == (3, 0.0)
     assert (r.loc["L2", "n_counted"], r.loc["L2", "precursor_rate"]) == (2, 0.0)
     bm = result.precursor_rates_by_model
@@ -238,8 +257,9 @@ def test_tables_written_and_readable(result, dataset):
     ev = pd.read_parquet(dataset / "events")
     assert len(ev) == len(result.events) == 31  # 4 suites x 5 layers + llc + hessian; 3 suites x 3 layers
     hard = ev[(ev["model"] == "toy-4x32") & (ev["suite"] == "modular-L3") & (ev["metric"] == "rankme")]
-    assert sorted(hard["layer"]) == [0, 1, 2, 3, 4] and set(hard.loc[hard["layer"] > 0, "gap_steps"]) == {10}
-    for name in ("acquisitions", "precursor_rates", "top_down", "probe_lead", "across_sizes", "seed_spread"):
+    assert sorted(hard["layer"]) == [0, 1, 2, 3, 4] and set(hard.loc[hard["layer"] > 0, "gap_steps"]) == {20}
+    for name in ("acquisitions", "precursor_rates", "top_down", "probe_lead", "across_sizes", "seed_spread",
+                 "difficulty_slope", "seed_events"):
         assert (dataset / "summary" / f"{name}.parquet").stat().st_size > 0
     assert not [p for p in (dataset / "events").iterdir() if p.name.startswith(".")]  # no temp files left
     acq = result.acquisitions.set_index(["model", "suite"])
@@ -258,14 +278,14 @@ def test_thresholds_recorded(dataset, tmp_path):
 def test_report_and_figures(tmp_path):
     from ckptgeo.analysis.figures import write_report
 
-    curves = [("toy-4x32", "modular-L3", 0.01, _acc(70), _hard(4, 2.0), {}),
+    curves = [("toy-4x32", "modular-L3", 0.01, _acc(70), _hard(4, 2.0, recover_at=50), {}),
               ("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})]
     root = _write_dataset(tmp_path / "ds", curves)
     report = write_report(root)  # runs analyze() itself
     text = report.read_text()
     assert report == root / "report.md"
     assert "## Top-down propagation" in text and "](figures/gaps.png)" in text
-    assert "| toy-4x32 | modular-L3 | rankme | 4 | 70 | 10 | 2 | 60 | 10 | 10 | 10 | precursor |" in text
+    assert "| toy-4x32 | modular-L3 | rankme | 4 | 70 | 10 | 2 | 50 | 10 | 20 | 2 | 10 | precursor |" in text
     figs = sorted((root / "figures").glob("*.png"))
     assert [p.name for p in figs] == ["gaps.png", "toy-2x16__copy-L1__heatmap.png", "toy-2x16__copy-L1__rankme.png",
                                       "toy-4x32__modular-L3__heatmap.png", "toy-4x32__modular-L3__rankme.png"]
@@ -277,9 +297,9 @@ def test_report_and_figures(tmp_path):
 
 def test_seed_spread(tmp_path):
     curves = [
-        ("add-2x16-s0", "add-L3", 0.01, _acc(70), _hard(2, 2.0), {}),   # precursor
+        ("add-2x16-s0", "add-L3", 0.01, _acc(70), _hard(2, 2.0, recover_at=50), {}),   # precursor
         ("add-2x16-s1", "add-L3", 0.01, _acc(60), _hard(2, 2.0), {}),   # synchronous
-        ("add-2x16-s2", "add-L3", 0.01, _acc(80), _hard(2, 2.0), {}),   # never: 80, 90 < window 3
+        ("add-2x16-s2", "add-L3", 0.01, _acc(80), _hard(2, 2.0), {}),   # censored: 80, 90 < window 3
     ]
     res = analyze(_write_dataset(tmp_path / "ds", curves))
     s = res.seed_spread
@@ -287,6 +307,13 @@ def test_seed_spread(tmp_path):
     assert (s["base_model"], s["seed_source"], s["n_seeds"]) == ("add-2x16", "model name", 2)
     assert (s["rate_mean"], s["rate_min"], s["rate_max"]) == (0.5, 0.0, 1.0)
     assert s["rate_std"] == pytest.approx(math.sqrt(0.5))
+    assert (s["n_counted"], s["n_precursor"], s["pooled_rate"]) == (2, 1, 0.5)
+    e = res.seed_events
+    e = e[e["metric"] == "rankme"].iloc[0]
+    # each event across the three seeds: acquisition 60..70 (80 censored), gap 0..20 steps
+    assert (e["n_seeds"], e["seeds"], e["statuses"]) == (3, "0,1,2", "precursor,synchronous,censored")
+    assert (e["acquisition_step_min"], e["acquisition_step_max"], e["gap_steps_min"], e["gap_steps_max"]) == \
+        (60, 70, 0, 20)
 
 
 def test_lm_suites_split_early_late(tmp_path):

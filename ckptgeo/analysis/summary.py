@@ -62,10 +62,11 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo._io import atomic_path
-from ckptgeo._params import Interval, validate_params
+from ckptgeo._params import Interval, Options, validate_params
 from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
 from ckptgeo.store.schemas import EVENTS_COLUMNS, SCHEMAS
 from ckptgeo.analysis import events as ev
+from ckptgeo.analysis import stats as st
 from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _require,
                                     _with_defaults, check_x, events_in_tokens, leave_out_grouped, model_size,
                                     split_seed)
@@ -78,7 +79,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_NOT_COUNTED = ("never_acquired", "no_data", "acquired_at_start")
+_NOT_COUNTED = ("never_acquired", "no_data", "acquired_at_start", "censored")
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,27 @@ class AnalysisConfig:
     collapse_fraction : float
         Fraction of its first value a layer's RankMe must fall to (collapse onset).
     min_drop : float
-        Minimum collapse depth as a fraction of the first value (0: any drop, as SPEC.md).
+        A collapse needs RankMe to fall by more than this fraction of its first value
+        (:data:`ckptgeo.analysis.events.DEFAULT_MIN_DROP`, 0.25; why: that module's docstring).
     collapse_metrics : tuple of str
         Metrics analysed by collapse and recovery rather than onset of change.
+    resolution_checkpoints : int
+        A gap of at most this many checkpoints (or one spacing in steps) is "unresolved", not a precursor.
+    n_permutations : int
+        Relabellings of each permutation test (precursor rates, the difficulty slope, top-down).
+    n_noise_curves : int
+        Synthetic noise curves per summary-layer curve for the detector's false-positive rate (0: skip).
+    noise_kind : {"gaussian", "random_walk"}
+        The noise of those curves (:func:`ckptgeo.analysis.stats.noise_curves`).
+    noise_relative_sd : float or None
+        Their standard deviation as a fraction of the curve's first value; None: the curve's own noise
+        (:func:`ckptgeo.analysis.stats.robust_noise_sd` over its first value).
+    seed : int
+        Seed of every null (permutations, noise curves).
+    confidence : float
+        Coverage of every interval (binomial, null quantiles).
+    alpha : float
+        Level at which a test's p-value gives a verdict (a rate "above_null", a direction).
     """
 
     acc_threshold: float | None = None
@@ -112,8 +131,16 @@ class AnalysisConfig:
     probe_margin: float = 0.1
     probe_alpha: float = 0.05
     collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION
-    min_drop: float = 0.0
+    min_drop: float = ev.DEFAULT_MIN_DROP
     collapse_metrics: tuple[str, ...] = ("rankme",)
+    resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS
+    n_permutations: int = st.DEFAULT_N_PERMUTATIONS
+    n_noise_curves: int = st.DEFAULT_N_NOISE_CURVES
+    noise_kind: str = "gaussian"
+    noise_relative_sd: float | None = None
+    seed: int = 0
+    confidence: float = st.DEFAULT_CONFIDENCE
+    alpha: float = 0.05
 
     _parameter_constraints = {
         "acc_threshold": [Interval(float, 0, 1, closed="left"), None],
@@ -123,7 +150,30 @@ class AnalysisConfig:
         "probe_margin": [Interval(float, 0, 1, closed="left")],
         "min_drop": [Interval(float, 0, 1, closed="left")],
         "probe_alpha": [Interval(float, 0, 1, closed="left")],
+        "resolution_checkpoints": [Interval(int, 0, None)],
+        "n_permutations": [Interval(int, 1, None)],
+        "n_noise_curves": [Interval(int, 0, None)],
+        "noise_kind": [Options("gaussian", "random_walk")],
+        "noise_relative_sd": [Interval(float, 0, None), None],
+        "seed": [Interval(int, 0, None)],
+        "confidence": [Interval(float, 0, 1, closed="neither")],
+        "alpha": [Interval(float, 0, 1, closed="neither")],
     }
+
+    def rules(self) -> dict:
+        """Every rule and threshold of this analysis, with the defaults it fell back to, as plain values (written
+        into each output table's Parquet metadata under ``ckptgeo.rules``)."""
+        d = dataclasses.asdict(self)
+        d["collapse_metrics"] = list(self.collapse_metrics)
+        d["acc_threshold_rule"] = ("explicit" if self.acc_threshold is not None else
+                                   f"{ev.DEFAULT_ACC_THRESHOLD:g}, or (chance + 1) / 2 where chance >= 0.5")
+        d["precursor_rule"] = (f"gap_steps > max spacing before onset and acquisition, and gap_checkpoints > "
+                               f"{self.resolution_checkpoints}")
+        d["collapse_rule"] = f"RankMe minimum before acquisition more than {self.min_drop:g} of its first value below it"
+        d["censoring_rule"] = (f"above threshold at the last checkpoints, fewer than window={self.window}: censored")
+        d["null"] = ("acquisition steps permuted across counted runs (permutation p, one-sided: rate above the "
+                     "null); detector on synthetic noise curves at each run's own schedule (false-positive rate)")
+        return d
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,7 +196,12 @@ class Analysis:
         Collapse floors / acquisition steps of each pair of models of different sizes (parameters in the name,
         else depth) that share suites: their means over the shared suites and Spearman correlation (3+ suites).
     seed_spread : DataFrame
-        Precursor rates across seeds: mean, std, min, max.
+        Precursor rates across seeds: mean, std, min, max, and the pooled rate with its binomial interval.
+    difficulty_slope : DataFrame
+        Per (metric, centered): slope of the gap in checkpoints on the acquisition step (per 1000 steps), beside
+        the slope the permutation null gives (later acquisition leaves room for longer gaps by construction).
+    seed_events : DataFrame
+        Per (base model, suite, metric) with several seeds: the spread of acquisition steps and gaps across seeds.
     curves : DataFrame
         The cleaned geometry curves used (model, suite, config_hash, metric, layer, step, value).
     accuracy : DataFrame
@@ -179,13 +234,16 @@ class Analysis:
     probes: pd.DataFrame | None = None
     left_out: pd.DataFrame | None = None
     x: str = "steps"
+    difficulty_slope: pd.DataFrame = field(default_factory=pd.DataFrame)
+    seed_events: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def summary_tables(self) -> dict[str, pd.DataFrame]:
         """The summary tables by file name (without ``.parquet``)."""
         return {"acquisitions": self.acquisitions, "precursor_rates": self.precursor_rates,
                 "precursor_rates_by_model": self.precursor_rates_by_model, "top_down": self.top_down,
                 "probe_lead": self.probe_lead, "across_sizes": self.across_sizes,
-                "seed_spread": self.seed_spread}
+                "seed_spread": self.seed_spread, "difficulty_slope": self.difficulty_slope,
+                "seed_events": self.seed_events}
 
 
 #: column names of the events table, in order (its schema: ``ckptgeo.store.schemas.SCHEMAS["events"]``).
@@ -202,42 +260,112 @@ def _match_behavior(acc_groups: dict, model: str, suite: str, config_hash: str):
         return options[config_hash]
     if len(options) == 1:
         return next(iter(options.values()))
-    return max(sorted(options.items()), key=lambda kv: len(kv[1][0]))[1]
+    return max(sorted(options.items(), key=lambda kv: kv[0]), key=lambda kv: len(kv[1].steps))[1]
 
 
 def _opt(x) -> int | None:
     return None if x is None else int(x)
 
 
+def _fnan(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+@dataclass(frozen=True)
+class _Behavior:
+    """One behaviour curve and what was found on it."""
+
+    steps: np.ndarray
+    acc: np.ndarray
+    acquisition: ev.Acquisition
+    onset: ev.Onset
+    n_items: np.ndarray
+
+
+def _onset_as_acquisition(onset: ev.Onset, like: ev.Acquisition) -> ev.Acquisition:
+    """Accuracy's own onset in the shape :func:`ev.precursor_gap` compares against."""
+    if like.status == "no_data":
+        return like
+    if onset.step is None:
+        return ev.Acquisition(None, None, like.threshold, like.window, like.chance, "never_acquired",
+                              f"no accuracy onset: {onset.reason}", grid=like.grid)
+    return ev.Acquisition(onset.step, onset.index, like.threshold, like.window, like.chance, "acquired", None,
+                          onset.resolution_steps, onset.index == 0, onset.spacing_after, grid=like.grid)
+
+
+def _accuracy_at(b: _Behavior, step: int | None, confidence: float) -> tuple[float, float, float, int | None]:
+    """Accuracy at a checkpoint with its binomial interval over the suite's items (NaN without n_items)."""
+    if step is None:
+        return math.nan, math.nan, math.nan, None
+    at = np.nonzero(b.steps == step)[0]
+    if at.size == 0 or not np.isfinite(b.acc[at[0]]):
+        return math.nan, math.nan, math.nan, None
+    acc, n = float(b.acc[at[0]]), b.n_items[at[0]]
+    if not np.isfinite(n) or n < 1:
+        return acc, math.nan, math.nan, None
+    r = st.binomial_interval(int(round(acc * n)), int(n), confidence=confidence)
+    return acc, r.low, r.high, int(n)
+
+
+def _detector(cfg: AnalysisConfig, kind: str, acquisition_step: int):
+    """The precursor rule on a curve, against an acquisition at ``acquisition_step`` of that curve's own grid."""
+    def fires(steps, values) -> bool:
+        acq = ev.acquisition_at(steps, acquisition_step, window=cfg.window)
+        return ev.curve_events(steps, values, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
+                               resolution_checkpoints=cfg.resolution_checkpoints).precursor
+    return fires
+
+
+def _noise_fpr(s: np.ndarray, v: np.ndarray, acq: ev.Acquisition, kind: str, cfg: AnalysisConfig):
+    """The detector's false-positive rate on noise curves at this curve's schedule, and the noise level used."""
+    keep = np.isfinite(v)
+    s, v = s[keep], v[keep]
+    if cfg.n_noise_curves == 0 or not acq.acquired or acq.at_first_checkpoint or s.size < 3:
+        return None, math.nan
+    level = float(v[0]) if v[0] != 0 else 1.0
+    sd = cfg.noise_relative_sd
+    if sd is None:
+        sd = st.robust_noise_sd(v) / abs(level)
+        sd = 0.0 if not math.isfinite(sd) else sd
+    rate = st.false_positive_rate(_detector(cfg, kind, int(acq.step)), s, n_curves=cfg.n_noise_curves,
+                                  seed=cfg.seed, kind=cfg.noise_kind, level=level, relative_sd=sd,
+                                  confidence=cfg.confidence)
+    return rate, float(sd)
+
+
 def _compute_events(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: AnalysisConfig,
                     version: str) -> pd.DataFrame:
     rows = []
     keys = _KEYS + ["metric", "layer"]
+    deepest = curves.groupby(_KEYS + ["metric"])["layer"].max().to_dict() if len(curves) else {}
     for (model, suite, chash, metric, layer), g in curves.groupby(keys, sort=True):
         s, v = g["step"].to_numpy(), g["value"].to_numpy()
         match = _match_behavior(acc_groups, model, suite, chash)
         if match is None:
             acq = ev.Acquisition(None, None, ev.acquisition_threshold(cfg.acc_threshold), cfg.window, None,
                                  "no_data", "no behavior rows for this model and suite")
+            acq_onset = ev.Onset(None, None, math.nan, "no_data", acq.reason)
         else:
-            acq = match[2]
+            acq, acq_onset = match.acquisition, match.onset
         finite = np.isfinite(v)
-        collapse_step = collapse_floor = con_step = None
-        if metric in cfg.collapse_metrics:
-            col = ev.collapse_point(s, v, acq.step, min_drop=cfg.min_drop)
-            onset = ev.recovery_onset(s, v, col, recovery=cfg.recovery)
-            con = ev.collapse_onset(s, v, fraction=cfg.collapse_fraction)
-            collapse_step, collapse_floor, con_step = col.step, col.floor, con.step
-            kind = "recovery"
-        else:
-            onset = ev.onset_of_change(s, v, fraction=cfg.recovery)
-            kind = "change"
-        gap = ev.precursor_gap(acq, onset)
+        kind = "recovery" if metric in cfg.collapse_metrics else "change"
+        ce = ev.curve_events(s, v, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
+                             resolution_checkpoints=cfg.resolution_checkpoints)
+        col, onset, gap = ce.collapse, ce.onset, ce.gap
+        con = ev.collapse_onset(s, v, fraction=cfg.collapse_fraction) if kind == "recovery" else None
+        vs_onset = ev.precursor_gap(_onset_as_acquisition(acq_onset, acq), onset,
+                                    resolution_checkpoints=cfg.resolution_checkpoints)
         reason = gap.reason if gap.status != "no_onset" else onset.reason
         task, diff = classes.get((model, suite), (suite, "unclassified"))
         first = float(v[finite][0]) if finite.any() else math.nan
         centered = g["centered"].iloc[0] if "centered" in g.columns else None
         seed = g["seed"].iloc[0] if "seed" in g.columns else None
+        acc, acc_low, acc_high, n_items = (_accuracy_at(match, acq.step, cfg.confidence) if match is not None
+                                           else (math.nan, math.nan, math.nan, None))
+        fpr, noise_sd = (None, math.nan)
+        if int(layer) == deepest.get((model, suite, chash, metric)):
+            fpr, noise_sd = _noise_fpr(s, v, acq, kind, cfg)
+        drop = col.drop if col is not None and col.step is not None else math.nan
         rows.append({
             "model": model, "suite": suite, "config_hash": chash, "task": task, "difficulty": diff,
             "metric": metric, "layer": int(layer),
@@ -247,23 +375,37 @@ def _compute_events(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: 
             "first_step": int(s[finite][0]) if finite.any() else None,
             "last_step": int(s[finite][-1]) if finite.any() else None,
             "acquisition_step": _opt(acq.step), "acquisition_status": acq.status,
-            "collapse_step": _opt(collapse_step),
-            "collapse_floor": math.nan if collapse_floor is None else float(collapse_floor),
+            "acquisition_censored_step": _opt(acq.censored_step),
+            "acquisition_spacing_before": _opt(acq.resolution_steps),
+            "acquisition_spacing_after": _opt(acq.spacing_after),
+            "acc_at_acquisition": acc, "acc_low": acc_low, "acc_high": acc_high, "n_items": n_items,
+            "collapse_step": _opt(col.step) if col is not None else None,
+            "collapse_floor": col.floor if col is not None and col.step is not None else math.nan,
+            "collapse_drop_fraction": drop / abs(first) if math.isfinite(drop) and first else math.nan,
             "first_value": first, "onset_kind": kind, "onset_step": _opt(onset.step),
-            "onset_resolution_steps": _opt(onset.resolution_steps), "collapse_onset_step": _opt(con_step),
+            "onset_resolution_steps": _opt(onset.resolution_steps), "onset_spacing_after": _opt(onset.spacing_after),
+            "collapse_onset_step": _opt(con.step) if con is not None else None,
             "precursor": bool(gap.precursor), "gap_steps": _opt(gap.gap_steps),
+            "gap_checkpoints": _opt(gap.gap_checkpoints), "gap_low_steps": _opt(gap.gap_low_steps),
+            "gap_high_steps": _opt(gap.gap_high_steps),
             "resolution_steps": _opt(gap.resolution_steps), "status": gap.status, "reason": reason,
+            "acc_onset_step": _opt(acq_onset.step), "gap_acc_onset_steps": _opt(vs_onset.gap_steps),
+            "gap_acc_onset_checkpoints": _opt(vs_onset.gap_checkpoints), "status_acc_onset": vs_onset.status,
+            "noise_fpr": math.nan if fpr is None else fpr.rate, "noise_fpr_low": math.nan if fpr is None else fpr.low,
+            "noise_fpr_high": math.nan if fpr is None else fpr.high, "noise_relative_sd": noise_sd,
             "acc_threshold": acq.threshold, "chance": math.nan if acq.chance is None else acq.chance,
             "window": cfg.window, "recovery": cfg.recovery, "collapse_fraction": cfg.collapse_fraction,
-            "min_drop": cfg.min_drop, "ckptgeo_version": version,
+            "min_drop": cfg.min_drop, "resolution_checkpoints": cfg.resolution_checkpoints,
+            "noise_kind": cfg.noise_kind, "n_noise_curves": cfg.n_noise_curves,
+            "n_permutations": cfg.n_permutations, "null_seed": cfg.seed, "confidence": cfg.confidence,
+            "ckptgeo_version": version,
         })
     df = pd.DataFrame(rows, columns=list(EVENTS_SCHEMA))
-    for c in ("layer", "seed", "n_checkpoints", "first_step", "last_step", "acquisition_step", "collapse_step",
-              "onset_step", "onset_resolution_steps", "collapse_onset_step", "gap_steps", "resolution_steps",
-              "window"):
-        df[c] = df[c].astype("Int64")
-    for c in ("centered", "precursor"):
-        df[c] = df[c].astype("boolean")
+    for c, typ in zip(EVENTS_SCHEMA, SCHEMAS["events"].types):
+        if str(typ) == "int64":
+            df[c] = df[c].astype("Int64")
+        elif str(typ) == "bool":
+            df[c] = df[c].astype("boolean")
     return df
 
 
@@ -278,25 +420,162 @@ def _summary_rows(events: pd.DataFrame) -> pd.DataFrame:
     return events[events["layer"] == deepest]
 
 
-def _rates(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    cols = by + ["n_curves", "n_counted", "n_precursor", "precursor_rate", "median_gap_steps",
-                 "n_never_acquired", "n_acquired_at_start", "n_no_data"]
+@dataclass(frozen=True)
+class _NullCurve:
+    """One summary-layer curve's verdicts for an acquisition at each checkpoint of its own grid."""
+
+    grid: np.ndarray         # (n,) measured steps
+    precursor: np.ndarray    # (n,) 1.0 / 0.0, NaN where not counted (acquisition at the first checkpoint)
+    gap_checkpoints: np.ndarray  # (n,) NaN where there is no gap
+
+
+def _null_curves(rows: pd.DataFrame, curves: pd.DataFrame, cfg: AnalysisConfig) -> dict[tuple, _NullCurve]:
+    """Per counted summary row, the rule's outcome with acquisition moved to each checkpoint of the curve."""
+    counted = rows[~rows["status"].isin(_NOT_COUNTED)]
+    if counted.empty:
+        return {}
+    keys = _KEYS + ["metric", "layer"]
+    wanted = set(map(tuple, counted[keys].itertuples(index=False, name=None)))
+    out = {}
+    for key, g in curves.groupby(keys, sort=False):
+        if key not in wanted:
+            continue
+        s, v = g["step"].to_numpy(), g["value"].to_numpy(dtype=np.float64)
+        keep = np.isfinite(v)
+        s, v = np.sort(s[keep]), v[keep][np.argsort(s[keep], kind="stable")]
+        kind = "recovery" if key[3] in cfg.collapse_metrics else "change"
+        prec = np.full(s.size, np.nan)
+        gck = np.full(s.size, np.nan)
+        for m in range(1, s.size):
+            acq = ev.acquisition_at(s, int(s[m]), window=cfg.window)
+            gap = ev.curve_events(s, v, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
+                                  resolution_checkpoints=cfg.resolution_checkpoints).gap
+            prec[m] = float(gap.precursor)
+            gck[m] = math.nan if gap.gap_checkpoints is None else float(gap.gap_checkpoints)
+        out[key] = _NullCurve(s, prec, gck)
+    return out
+
+
+def _outcomes(nulls: list[_NullCurve], acq_steps: np.ndarray, field_: str) -> np.ndarray:
+    """M[i, j]: curve i's outcome with run j's acquisition step (NaN: censored or at its first checkpoint)."""
+    m = np.full((len(nulls), acq_steps.size), np.nan)
+    for i, nc in enumerate(nulls):
+        pos = np.searchsorted(nc.grid, acq_steps, side="left")
+        ok = pos < nc.grid.size
+        m[i, ok] = getattr(nc, field_)[pos[ok]]
+    return m
+
+
+def _rate_null(counted: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> st.PermutationResult | None:
+    """Permutation test of a precursor rate: acquisition steps permuted across the counted runs."""
+    keys = _KEYS + ["metric", "layer"]
+    have = [(nulls.get(k), a) for k, a in zip(counted[keys].itertuples(index=False, name=None),
+                                            counted["acquisition_step"])]
+    have = [(nc, a) for nc, a in have if nc is not None and pd.notna(a)]
+    if len(have) < 2:
+        return None
+    o = _outcomes([nc for nc, _ in have], np.asarray([a for _, a in have], dtype=np.int64), "precursor")
+    idx = np.arange(len(have))
+
+    def rate(order):
+        x = o[idx, order]
+        return float(np.nanmean(x)) if np.isfinite(x).any() else math.nan
+
+    return st.permutation_test(rate, len(have), n_permutations=cfg.n_permutations, seed=cfg.seed)
+
+
+def _rates(rows: pd.DataFrame, by: list[str], cfg: AnalysisConfig | None = None,
+           nulls: dict | None = None) -> pd.DataFrame:
+    """Precursor rates with their binomial interval, the permutation null and p-value, and the noise rate."""
+    cfg = cfg or AnalysisConfig()
+    cols = by + ["n_curves", "n_counted", "n_precursor", "precursor_rate", "rate_low", "rate_high",
+                 "null_rate", "null_low", "null_high", "p_value", "noise_rate", "noise_rate_low", "noise_rate_high",
+                 "verdict", "n_unresolved", "n_synchronous", "n_lagging", "n_no_onset", "median_gap_steps",
+                 "median_gap_checkpoints", "n_precursor_vs_acc_onset", "rate_vs_acc_onset", "n_never_acquired",
+                 "n_censored", "n_acquired_at_start", "n_no_data", "confidence", "alpha", "n_permutations"]
     if rows.empty:
         return pd.DataFrame(columns=cols)
     out = []
     for key, g in rows.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         counted = g[~g["status"].isin(_NOT_COUNTED)]
-        gaps = counted.loc[counted["precursor"].astype(bool), "gap_steps"].astype("float64")
-        n_prec = int(counted["precursor"].astype(bool).sum())
+        prec = counted["precursor"].astype(bool)
+        n_prec = int(prec.sum())
+        rate = st.binomial_interval(n_prec, len(counted), confidence=cfg.confidence)
+        null = _rate_null(counted, nulls or {}, cfg)
+        fpr = counted["noise_fpr"].astype("float64") if "noise_fpr" in counted.columns else pd.Series(dtype=float)
+        fpr = fpr.dropna()
+        k_noise = int(round(float((fpr * cfg.n_noise_curves).sum())))
+        noise = st.binomial_interval(k_noise, cfg.n_noise_curves * len(fpr), confidence=cfg.confidence)
+        if null is None or math.isnan(null.p_value):
+            verdict = "too_few_runs"
+        else:
+            verdict = "above_null" if null.p_value < cfg.alpha else "not_above_null"
+        vs_onset = counted["status_acc_onset"] == "precursor" if "status_acc_onset" in counted.columns else prec * 0
+        gaps = counted.loc[prec, "gap_steps"].astype("float64")
+        gck = counted.loc[prec, "gap_checkpoints"].astype("float64") if "gap_checkpoints" in counted.columns \
+            else pd.Series(dtype=float)
         out.append(dict(zip(by, key)) | {
-            "n_curves": len(g), "n_counted": len(counted), "n_precursor": n_prec,
-            "precursor_rate": n_prec / len(counted) if len(counted) else math.nan,
+            "n_curves": len(g), "n_counted": len(counted), "n_precursor": n_prec, "precursor_rate": rate.rate,
+            "rate_low": rate.low, "rate_high": rate.high,
+            "null_rate": math.nan if null is None else null.null_mean,
+            "null_low": math.nan if null is None else null.null_low,
+            "null_high": math.nan if null is None else null.null_high,
+            "p_value": math.nan if null is None else null.p_value,
+            "noise_rate": noise.rate, "noise_rate_low": noise.low, "noise_rate_high": noise.high,
+            "verdict": verdict,
+            "n_unresolved": int((counted["status"] == "unresolved").sum()),
+            "n_synchronous": int((counted["status"] == "synchronous").sum()),
+            "n_lagging": int((counted["status"] == "lagging").sum()),
+            "n_no_onset": int((counted["status"] == "no_onset").sum()),
             "median_gap_steps": float(gaps.median()) if len(gaps) else math.nan,
+            "median_gap_checkpoints": float(gck.median()) if len(gck) else math.nan,
+            "n_precursor_vs_acc_onset": int(vs_onset.sum()),
+            "rate_vs_acc_onset": float(vs_onset.mean()) if len(counted) else math.nan,
             "n_never_acquired": int((g["status"] == "never_acquired").sum()),
+            "n_censored": int((g["status"] == "censored").sum()),
             "n_acquired_at_start": int((g["status"] == "acquired_at_start").sum()),
             "n_no_data": int((g["status"] == "no_data").sum()),
+            "confidence": cfg.confidence, "alpha": cfg.alpha, "n_permutations": cfg.n_permutations,
         })
+    df = pd.DataFrame(out, columns=cols)
+    return df
+
+
+def _difficulty_slope(rows: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> pd.DataFrame:
+    """Difficulty as continuous: slope of the gap (checkpoints) on the acquisition step, beside the null's slope.
+
+    Later acquisition leaves more checkpoints before it, so even unrelated curves give gaps that grow with the
+    acquisition step; the null (acquisition steps permuted across runs, each curve's gap recomputed) measures
+    that built-in slope, and the p-value (two-sided) says whether the observed slope differs from it.
+    """
+    by = ["metric", "centered"]
+    cols = by + ["n_runs", "slope_checkpoints_per_1k_steps", "null_slope", "null_low", "null_high", "p_value",
+                 "n_permutations"]
+    out = []
+    if rows.empty:
+        return pd.DataFrame(columns=cols)
+    keys = _KEYS + ["metric", "layer"]
+    for key, g in rows.groupby(by, sort=True, dropna=False):
+        counted = g[~g["status"].isin(_NOT_COUNTED)]
+        have = [(nulls.get(k), a) for k, a in zip(counted[keys].itertuples(index=False, name=None),
+                                                counted["acquisition_step"])]
+        have = [(nc, a) for nc, a in have if nc is not None and pd.notna(a)]
+        if len(have) < 3:
+            continue
+        a = np.asarray([x for _, x in have], dtype=np.int64)
+        gm = _outcomes([nc for nc, _ in have], a, "gap_checkpoints")
+        idx = np.arange(len(have))
+
+        def fit(order):
+            return 1000.0 * st.slope(a[order].astype(np.float64), gm[idx, order])
+
+        res = st.permutation_test(fit, len(have), n_permutations=cfg.n_permutations, seed=cfg.seed,
+                                  alternative="two-sided")
+        out.append(dict(zip(by, key)) | {"n_runs": len(have), "slope_checkpoints_per_1k_steps": res.statistic,
+                                         "null_slope": res.null_mean, "null_low": res.null_low,
+                                         "null_high": res.null_high, "p_value": res.p_value,
+                                         "n_permutations": res.n_permutations})
     return pd.DataFrame(out, columns=cols)
 
 
@@ -313,26 +592,50 @@ def _spearman(x, y) -> tuple[float, float]:
 
 
 def _top_down(events: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
+    """Order of collapse onsets over depth, per curve family, tested.
+
+    Kendall's tau-b of block depth (layers 1 .. L-1) against collapse onset, with an exact (or Monte Carlo)
+    permutation p-value and ties counted; the deepest layer (after the final layer norm) is reported apart
+    (``final_norm_onset_step``) and left out of the test, and so is layer 0 (the embedding). ``direction``
+    comes from the test: "top-down" / "bottom-up" when p < alpha, "not_significant" otherwise (two or three
+    blocks can never reach p < 0.05), "simultaneous" when every onset ties, "undetermined" with fewer than two
+    onsets. ``spearman_rho`` / ``p_value`` are Spearman over every layer >= 1 (kept for comparison; no verdict).
+    """
     cols = _KEYS + ["metric", "centered", "n_layers", "n_with_onset", "onsets", "spearman_rho", "p_value",
-                    "direction"]
+                    "n_blocks_tested", "kendall_tau", "kendall_p", "kendall_exact", "n_tied_onsets",
+                    "final_norm_layer", "final_norm_onset_step", "direction", "alpha", "n_permutations"]
     rows = []
     sub = events[events["metric"].isin(cfg.collapse_metrics) & (events["layer"] >= 1)]
     for (model, suite, chash, metric), g in sub.groupby(_KEYS + ["metric"], sort=True):
         g = g.sort_values("layer")
         have = g[g["collapse_onset_step"].notna()]
         rho, p = _spearman(have["layer"], have["collapse_onset_step"])
-        if math.isnan(rho):
-            direction = "simultaneous" if len(have) >= 2 else "undetermined"
+        last = int(g["layer"].max())
+        blocks = have[have["layer"] < last]
+        kt = st.kendall_tau(blocks["layer"].astype("float64"), blocks["collapse_onset_step"].astype("float64"),
+                            n_permutations=cfg.n_permutations, seed=cfg.seed)
+        if len(blocks) < 2:
+            direction = "undetermined"
+        elif math.isnan(kt.tau):
+            direction = "simultaneous"
+        elif kt.p_value < cfg.alpha:
+            direction = "top-down" if kt.tau < 0 else "bottom-up"
         else:
-            direction = "top-down" if rho < 0 else ("bottom-up" if rho > 0 else "simultaneous")
+            direction = "not_significant"
         onsets = " ".join(f"L{int(r.layer)}:{'-' if pd.isna(r.collapse_onset_step) else int(r.collapse_onset_step)}"
                           for r in g.itertuples())
+        fin = g.loc[g["layer"] == last, "collapse_onset_step"]
         c = g["centered"].iloc[0]
         rows.append({"model": model, "suite": suite, "config_hash": chash, "metric": metric,
                      "centered": None if pd.isna(c) else bool(c), "n_layers": len(g),
                      "n_with_onset": len(have), "onsets": onsets, "spearman_rho": rho, "p_value": p,
-                     "direction": direction})
-    return pd.DataFrame(rows, columns=cols)
+                     "n_blocks_tested": kt.n, "kendall_tau": kt.tau, "kendall_p": kt.p_value,
+                     "kendall_exact": kt.exact, "n_tied_onsets": kt.n_tied_y, "final_norm_layer": last,
+                     "final_norm_onset_step": None if fin.isna().all() else int(fin.iloc[0]),
+                     "direction": direction, "alpha": cfg.alpha, "n_permutations": cfg.n_permutations})
+    df = pd.DataFrame(rows, columns=cols)
+    df["final_norm_onset_step"] = df["final_norm_onset_step"].astype("Int64")
+    return df
 
 
 def _probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> pd.DataFrame:
@@ -367,7 +670,7 @@ def _probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> 
                                chance=g["chance"].to_numpy(), p_value=g["p_value"].to_numpy() if has_p else None,
                                margin=cfg.probe_margin, alpha=cfg.probe_alpha)
         match = _match_behavior(acc_groups, model, suite, chash)
-        acq = match[2] if match else ev.Acquisition(None, None, math.nan, cfg.window, None, "no_data",
+        acq = match.acquisition if match else ev.Acquisition(None, None, math.nan, cfg.window, None, "no_data",
                                                     "no behavior rows for this model and suite")
         gap = ev.precursor_gap(acq, onset)
         if onset.status == "no_data":
@@ -446,39 +749,96 @@ def _across_sizes(events: pd.DataFrame, acq: pd.DataFrame, curves: pd.DataFrame,
     return pd.DataFrame(rows, columns=cols)
 
 
-def _seed_spread(events: pd.DataFrame) -> pd.DataFrame:
-    by = ["base_model", "metric", "centered", "difficulty"]
-    cols = by + ["seed_source", "n_seeds", "rate_mean", "rate_std", "rate_min", "rate_max"]
+def _with_replicates(events: pd.DataFrame):
+    """Yield (base_model, rows with a ``replicate`` column, seed source) for models run under several seeds."""
     rows_ = _summary_rows(events)
     if rows_.empty:
-        return pd.DataFrame(columns=cols)
+        return
     split = [split_seed(m) for m in rows_["model"]]
     rows_ = rows_.assign(base_model=[b for b, _ in split], name_seed=[s for _, s in split])
-    out = []
     for base, g in rows_.groupby("base_model", sort=True):
         if g["name_seed"].notna().all() and g["name_seed"].nunique() >= 2:
-            g, source = g.assign(replicate=g["name_seed"]), "model name"
+            yield base, g.assign(replicate=g["name_seed"]), "model name"
         elif g["seed"].notna().all() and g["seed"].nunique() >= 2:
-            g, source = g.assign(replicate=g["seed"]), "seed column"
-        else:
-            continue
-        per_seed = _rates(g, ["metric", "centered", "difficulty", "replicate"])
+            yield base, g.assign(replicate=g["seed"]), "seed column"
+
+
+def _seed_spread(events: pd.DataFrame, cfg: AnalysisConfig | None = None) -> pd.DataFrame:
+    cfg = cfg or AnalysisConfig()
+    by = ["base_model", "metric", "centered", "difficulty"]
+    cols = by + ["seed_source", "n_seeds", "rate_mean", "rate_std", "rate_min", "rate_max", "n_counted",
+                 "n_precursor", "pooled_rate", "pooled_low", "pooled_high"]
+    out = []
+    for base, g, source in _with_replicates(events):
+        per_seed = _rates(g, ["metric", "centered", "difficulty", "replicate"], cfg)
         for key, h in per_seed.groupby(["metric", "centered", "difficulty"], sort=True, dropna=False):
             r = h["precursor_rate"].dropna()
+            pooled = st.binomial_interval(int(h["n_precursor"].sum()), int(h["n_counted"].sum()),
+                                          confidence=cfg.confidence)
             out.append(dict(zip(by, (base,) + key)) | {
                 "seed_source": source, "n_seeds": len(r), "rate_mean": float(r.mean()) if len(r) else math.nan,
                 "rate_std": float(r.std(ddof=1)) if len(r) >= 2 else math.nan,
-                "rate_min": float(r.min()) if len(r) else math.nan, "rate_max": float(r.max()) if len(r) else math.nan})
+                "rate_min": float(r.min()) if len(r) else math.nan, "rate_max": float(r.max()) if len(r) else math.nan,
+                "n_counted": pooled.n, "n_precursor": pooled.k, "pooled_rate": pooled.rate,
+                "pooled_low": pooled.low, "pooled_high": pooled.high})
+    return pd.DataFrame(out, columns=cols)
+
+
+def _seed_events(events: pd.DataFrame) -> pd.DataFrame:
+    """Each event across seeds: per (base model, suite, metric) at the summary layer, the spread of acquisition
+    steps and gaps over the runs that differ only by seed (the across-seed interval is [min, max])."""
+    by = ["base_model", "suite", "metric", "centered"]
+    cols = by + ["seed_source", "n_seeds", "seeds", "statuses", "acquisition_step_mean", "acquisition_step_min",
+                 "acquisition_step_max", "gap_steps_mean", "gap_steps_min", "gap_steps_max", "gap_checkpoints_min",
+                 "gap_checkpoints_max", "n_precursor", "n_counted"]
+    out = []
+    for base, g, source in _with_replicates(events):
+        for key, h in g.groupby(["suite", "metric", "centered"], sort=True, dropna=False):
+            if h["replicate"].nunique() < 2:
+                continue
+            h = h.sort_values("replicate")
+            a = h["acquisition_step"].astype("float64").dropna()
+            gp = h["gap_steps"].astype("float64").dropna()
+            gc = h["gap_checkpoints"].astype("float64").dropna()
+            out.append(dict(zip(by, (base,) + key)) | {
+                "seed_source": source, "n_seeds": int(h["replicate"].nunique()),
+                "seeds": ",".join(str(int(x)) for x in h["replicate"]),
+                "statuses": ",".join(map(str, h["status"])),
+                "acquisition_step_mean": float(a.mean()) if len(a) else math.nan,
+                "acquisition_step_min": float(a.min()) if len(a) else math.nan,
+                "acquisition_step_max": float(a.max()) if len(a) else math.nan,
+                "gap_steps_mean": float(gp.mean()) if len(gp) else math.nan,
+                "gap_steps_min": float(gp.min()) if len(gp) else math.nan,
+                "gap_steps_max": float(gp.max()) if len(gp) else math.nan,
+                "gap_checkpoints_min": float(gc.min()) if len(gc) else math.nan,
+                "gap_checkpoints_max": float(gc.max()) if len(gc) else math.nan,
+                "n_precursor": int(h["precursor"].astype(bool).sum()),
+                "n_counted": int((~h["status"].isin(_NOT_COUNTED)).sum())})
     return pd.DataFrame(out, columns=cols)
 
 
 # ------------------------------------------------------------------------------------------ writing
 
-def _atomic_parquet(df: pd.DataFrame, path: Path, schema=None) -> Path:
+#: Parquet metadata key under which every analysis table carries its rules (:meth:`AnalysisConfig.rules`).
+RULES_KEY = b"ckptgeo.rules"
+
+
+def read_rules(path: str | os.PathLike) -> dict:
+    """The rules and thresholds an analysis table was made with (its ``ckptgeo.rules`` metadata); {} if none."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta[RULES_KEY]) if RULES_KEY in meta else {}
+
+
+def _atomic_parquet(df: pd.DataFrame, path: Path, schema=None, rules: Mapping | None = None) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    if rules is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               RULES_KEY: json.dumps(dict(rules), default=str).encode()})
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
     return path
@@ -517,9 +877,13 @@ def check_analysis_out(out: str | os.PathLike) -> None:
 def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, window: int = ev.DEFAULT_WINDOW,
             recovery: float = ev.DEFAULT_RECOVERY, probe_margin: float = 0.1, probe_alpha: float = 0.05,
             out: str | os.PathLike | None = None,
-            collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION, min_drop: float = 0.0,
+            collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION, min_drop: float = ev.DEFAULT_MIN_DROP,
             collapse_metrics: tuple[str, ...] = ("rankme",), difficulty: Mapping[str, str] | None = None,
-            write: bool = True, keep_grouped: str | list[str] | None = None, x: str = "steps") -> Analysis:
+            write: bool = True, keep_grouped: str | list[str] | None = None, x: str = "steps",
+            resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS,
+            n_permutations: int = st.DEFAULT_N_PERMUTATIONS, n_noise_curves: int = st.DEFAULT_N_NOISE_CURVES,
+            noise_kind: str = "gaussian", noise_relative_sd: float | None = None, seed: int = 0,
+            confidence: float = st.DEFAULT_CONFIDENCE, alpha: float = 0.05) -> Analysis:
     """Find acquisition, collapse, recovery and precursor gaps in a scanned dataset.
 
     Parameters
@@ -541,20 +905,38 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         Where ``events/`` and ``summary/`` go; None: ``dir`` itself.
     collapse_fraction : float in (0, 1], default=0.5
         Collapse onset: RankMe at this fraction of its first value.
-    min_drop : float in [0, 1), default=0.0
-        Minimum collapse depth, as a fraction of the first RankMe value.
+    min_drop : float in [0, 1), default=0.25
+        A collapse needs RankMe more than this fraction of its first value below it
+        (:data:`ckptgeo.analysis.events.DEFAULT_MIN_DROP`).
     collapse_metrics : tuple of str, default=("rankme",)
         Metrics analysed by collapse/recovery; the first is used for collapse floors across sizes.
     difficulty : mapping of str to str or None, default=None
         Difficulty class per suite, overriding the defaults (see the module docstring).
     write : bool, default=True
-        Write ``events/events.parquet`` and ``summary/*.parquet`` (atomically).
+        Write ``events/events.parquet`` and ``summary/*.parquet`` (atomically), each with every rule and
+        threshold in its Parquet metadata (:func:`read_rules`).
     keep_grouped : {None, "latest"} or list of str, default=None
         Revisions serving the same weights as another are left out whole; ``"latest"`` keeps the latest of each
         group, a list keeps those named (:func:`ckptgeo.analysis.tables.leave_out_grouped`).
     x : {"steps", "tokens"}, default="steps"
         The axis of figures and of the events a reader sees. Events carry both: ``*_step`` and ``*_tokens``
         (:func:`ckptgeo.analysis.tables.events_in_tokens`); "tokens" needs the dataset's ``tokens`` column.
+    resolution_checkpoints : int, default=1
+        A gap of at most this many checkpoints is "unresolved", not a precursor.
+    n_permutations : int, default=999
+        Relabellings of each permutation test.
+    n_noise_curves : int, default=200
+        Noise curves per summary-layer curve for the detector's false-positive rate (0: skip; the rate's
+        columns are then NaN).
+    noise_kind : {"gaussian", "random_walk"}, default="gaussian"
+    noise_relative_sd : float or None, default=None
+        Noise level as a fraction of the curve's first value; None: each curve's own (robust) noise level.
+    seed : int, default=0
+        Seed of every null; the same dataset and seed give the same tables.
+    confidence : float, default=0.95
+        Coverage of every interval.
+    alpha : float, default=0.05
+        Level of the tests behind each verdict.
 
     Returns
     -------
@@ -578,7 +960,9 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     cfg = AnalysisConfig(acc_threshold=acc_threshold, window=window, recovery=recovery, probe_margin=probe_margin,
                          probe_alpha=probe_alpha,
                          collapse_fraction=collapse_fraction, min_drop=min_drop,
-                         collapse_metrics=tuple(collapse_metrics))
+                         collapse_metrics=tuple(collapse_metrics), resolution_checkpoints=resolution_checkpoints,
+                         n_permutations=n_permutations, n_noise_curves=n_noise_curves, noise_kind=noise_kind,
+                         noise_relative_sd=noise_relative_sd, seed=seed, confidence=confidence, alpha=alpha)
     _validate(cfg)
     root = Path(dir)
     if not root.is_dir():
@@ -611,19 +995,31 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     for (model, suite, chash), g in accuracy.groupby(_KEYS, sort=True):
         chance = g["chance"].median()
         chance = None if pd.isna(chance) else float(chance)
-        a = ev.acquisition_step(g["step"].to_numpy(), g["accuracy"].to_numpy(), cfg.acc_threshold, cfg.window, chance)
-        acc_groups.setdefault((model, suite), {})[chash] = (g["step"].to_numpy(), g["accuracy"].to_numpy(), a)
+        steps, accs = g["step"].to_numpy(), g["accuracy"].to_numpy()
+        a = ev.acquisition_step(steps, accs, cfg.acc_threshold, cfg.window, chance)
+        onset = ev.accuracy_onset(steps, accs, chance, fraction=cfg.recovery)
+        n_items = (pd.to_numeric(g["n_items"], errors="coerce").to_numpy(dtype=np.float64) if "n_items" in g.columns
+                   else np.full(len(g), np.nan))
+        b = _Behavior(steps, accs, a, onset, n_items)
+        acc_groups.setdefault((model, suite), {})[chash] = b
+        last = int(np.nonzero(np.isfinite(accs))[0][-1]) if np.isfinite(accs).any() else None
+        final, f_low, f_high, f_n = _accuracy_at(b, None if last is None else int(steps[last]), cfg.confidence)
         acq_rows.append({"model": model, "suite": suite, "config_hash": chash,
                          "n_checkpoints": int(g["accuracy"].notna().sum()),
                          "acquisition_step": _opt(a.step), "status": a.status,
                          "at_first_checkpoint": a.at_first_checkpoint, "resolution_steps": _opt(a.resolution_steps),
-                         "acc_threshold": a.threshold, "chance": math.nan if a.chance is None else a.chance,
-                         "window": cfg.window, "final_accuracy": float(g["accuracy"].dropna().iloc[-1])
-                         if g["accuracy"].notna().any() else math.nan, "reason": a.reason})
+                         "spacing_after": _opt(a.spacing_after), "censored_step": _opt(a.censored_step),
+                         "acc_onset_step": _opt(onset.step), "acc_threshold": a.threshold,
+                         "chance": math.nan if a.chance is None else a.chance,
+                         "window": cfg.window, "final_accuracy": final, "final_acc_low": f_low,
+                         "final_acc_high": f_high, "n_items": f_n, "reason": a.reason})
     acq = pd.DataFrame(acq_rows, columns=_KEYS + ["n_checkpoints", "acquisition_step", "status",
-                                                  "at_first_checkpoint", "resolution_steps", "acc_threshold",
-                                                  "chance", "window", "final_accuracy", "reason"])
-    for c in ("n_checkpoints", "acquisition_step", "resolution_steps", "window"):
+                                                  "at_first_checkpoint", "resolution_steps", "spacing_after",
+                                                  "censored_step", "acc_onset_step", "acc_threshold",
+                                                  "chance", "window", "final_accuracy", "final_acc_low",
+                                                  "final_acc_high", "n_items", "reason"])
+    for c in ("n_checkpoints", "acquisition_step", "resolution_steps", "spacing_after", "censored_step",
+              "acc_onset_step", "window", "n_items"):
         acq[c] = acq[c].astype("Int64")
     classes = _difficulty(acq, difficulty)
     if len(acq):
@@ -636,20 +1032,23 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     events = events_in_tokens(_compute_events(curves, acc_groups, classes, cfg, __version__), curves, accuracy)
     check_x(x, curves, accuracy)
     rows_ = _summary_rows(events)
+    nulls = _null_curves(rows_, curves, cfg)
     curves_sizes = {m: model_size(m) for m in events["model"].unique()}
-    by_model = _rates(rows_, ["model", "metric", "centered", "difficulty"])
+    by_model = _rates(rows_, ["model", "metric", "centered", "difficulty"], cfg, nulls)
     by_model.insert(1, "size", [curves_sizes.get(m, math.nan) for m in by_model["model"]])
     analysis = Analysis(
         events=events, acquisitions=acq,
-        precursor_rates=_rates(rows_, ["metric", "centered", "difficulty"]),
+        precursor_rates=_rates(rows_, ["metric", "centered", "difficulty"], cfg, nulls),
         precursor_rates_by_model=by_model, top_down=_top_down(events, cfg),
         probe_lead=_probe_lead(probes, acc_groups, cfg), across_sizes=_across_sizes(events, acq, curves, cfg),
-        seed_spread=_seed_spread(events), curves=curves, accuracy=accuracy, probes=probes, config=cfg, root=root,
-        out=Path(out) if out is not None else root, left_out=left_out, x=x)
+        seed_spread=_seed_spread(events, cfg), curves=curves, accuracy=accuracy, probes=probes, config=cfg,
+        root=root, out=Path(out) if out is not None else root, left_out=left_out, x=x,
+        difficulty_slope=_difficulty_slope(rows_, nulls, cfg), seed_events=_seed_events(events))
     if write:
-        written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", SCHEMAS["events"])]
+        rules = cfg.rules()
+        written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", SCHEMAS["events"], rules)]
         for name, table in analysis.summary_tables().items():
-            written.append(_atomic_parquet(table, analysis.out / "summary" / f"{name}.parquet"))
+            written.append(_atomic_parquet(table, analysis.out / "summary" / f"{name}.parquet", rules=rules))
         analysis = dataclasses.replace(analysis, written=tuple(written))
         logger.info("wrote %d events to %s", len(events), written[0])
     return analysis
@@ -658,7 +1057,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
 #: the events columns a reader sees (console and report.md): events-table column -> short header
 EVENT_VIEW = {"model": "model", "suite": "suite", "metric": "metric", "layer": "layer", "acquisition_step": "acq",
               "collapse_step": "collapse", "collapse_floor": "floor", "onset_step": "onset",
-              "collapse_onset_step": "half_onset", "gap_steps": "gap", "resolution_steps": "res", "status": "status"}
+              "collapse_onset_step": "half_onset", "gap_steps": "gap", "gap_checkpoints": "gap_ck",
+              "resolution_steps": "res", "status": "status"}
 
 
 def read_runs(root: str | os.PathLike) -> dict[str, dict]:
@@ -740,9 +1140,12 @@ def events_legend(config: "AnalysisConfig | None" = None) -> str:
         f"onset: RankMe back up by {cfg.recovery:g} of its drop after the collapse (other measures: moved "
         f"{cfg.recovery:g} of the way to their largest departure from the first value over the run)",
         f"half_onset: first checkpoint at {cfg.collapse_fraction:g} of the first RankMe value (orders layers)",
-        "gap: acq - onset in steps (positive: the geometry moved first); res: checkpoint spacing at acq",
-        "status: precursor (onset before acq), synchronous, lagging, no_onset, acquired_at_start, never_acquired, "
-        "no_data; '-': not defined for this curve",
+        "gap: acq - onset in steps (positive: the geometry moved first); gap_ck: the same in checkpoints; "
+        "res: the larger checkpoint spacing before acq or before the onset",
+        f"status: precursor (onset before acq by more than res and more than {cfg.resolution_checkpoints} "
+        "checkpoint), unresolved (within that), synchronous, lagging, no_onset, acquired_at_start, censored (above "
+        "threshold at the last checkpoints, fewer than the window), never_acquired, no_data; '-': not defined",
+        f"collapse: RankMe more than {cfg.min_drop:g} of its first value below it",
     ])
 
 

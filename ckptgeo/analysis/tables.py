@@ -315,8 +315,11 @@ def _clean_behavior(beh: pd.DataFrame) -> pd.DataFrame:
                      chance=pd.to_numeric(chance, errors="coerce").astype("float64"))
     tokens = beh["tokens"] if "tokens" in beh.columns else pd.Series(np.nan, index=beh.index)
     beh = beh.assign(tokens=pd.to_numeric(tokens, errors="coerce").astype("float64"))
-    out = beh.groupby(_KEYS + ["step"], sort=True).agg(accuracy=("accuracy", "mean"), chance=("chance", "median"),
-                                                         tokens=("tokens", "first")).reset_index()
+    agg = {"accuracy": ("accuracy", "mean"), "chance": ("chance", "median"), "tokens": ("tokens", "first")}
+    if "n_items" in beh.columns:  # for accuracy's binomial interval (the fewest items of repeated rows)
+        beh = beh.assign(n_items=pd.to_numeric(beh["n_items"], errors="coerce").astype("float64"))
+        agg["n_items"] = ("n_items", "min")
+    out = beh.groupby(_KEYS + ["step"], sort=True).agg(**agg).reset_index()
     out["step"] = out["step"].astype("int64")
     return out
 

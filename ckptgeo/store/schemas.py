@@ -73,14 +73,27 @@ SCHEMAS: dict[str, pa.Schema] = {
                                            ("duplicate_of", _s), ("shared_shards_with", pa.list_(_s)),
                                            ("seconds", _f), ("config_hash", _s),
                                            ("ckptgeo_version", _s)] + REVISION_GROUP + REVISION_SECONDS),
+    # one row per (model, suite, config_hash, metric, layer): ckptgeo.analysis.summary (analyze); every event
+    # with its spacing on both sides, the gap with its interval from the grid and in checkpoints, accuracy at
+    # acquisition with its binomial interval, the gap against accuracy's own onset, the detector's rate on noise
+    # at this schedule (summary layer only), and every rule's setting.
     "events": pa.schema([
         ("model", _s), ("suite", _s), ("config_hash", _s), ("task", _s), ("difficulty", _s), ("metric", _s),
         ("layer", _i), ("centered", _b), ("seed", _i), ("n_checkpoints", _i), ("first_step", _i), ("last_step", _i),
-        ("acquisition_step", _i), ("acquisition_status", _s), ("collapse_step", _i), ("collapse_floor", _f),
+        ("acquisition_step", _i), ("acquisition_status", _s), ("acquisition_censored_step", _i),
+        ("acquisition_spacing_before", _i), ("acquisition_spacing_after", _i), ("acc_at_acquisition", _f),
+        ("acc_low", _f), ("acc_high", _f), ("n_items", _i),
+        ("collapse_step", _i), ("collapse_floor", _f), ("collapse_drop_fraction", _f),
         ("first_value", _f), ("onset_kind", _s), ("onset_step", _i), ("onset_resolution_steps", _i),
-        ("collapse_onset_step", _i), ("precursor", _b), ("gap_steps", _i), ("resolution_steps", _i), ("status", _s),
-        ("reason", _s), ("acc_threshold", _f), ("chance", _f), ("window", _i), ("recovery", _f),
-        ("collapse_fraction", _f), ("min_drop", _f), ("ckptgeo_version", _s)] + EVENT_TOKENS),
+        ("onset_spacing_after", _i), ("collapse_onset_step", _i), ("precursor", _b), ("gap_steps", _i),
+        ("gap_checkpoints", _i), ("gap_low_steps", _i), ("gap_high_steps", _i), ("resolution_steps", _i),
+        ("status", _s), ("reason", _s), ("acc_onset_step", _i), ("gap_acc_onset_steps", _i),
+        ("gap_acc_onset_checkpoints", _i), ("status_acc_onset", _s), ("noise_fpr", _f), ("noise_fpr_low", _f),
+        ("noise_fpr_high", _f), ("noise_relative_sd", _f),
+        ("acc_threshold", _f), ("chance", _f), ("window", _i), ("recovery", _f),
+        ("collapse_fraction", _f), ("min_drop", _f), ("resolution_checkpoints", _i), ("noise_kind", _s),
+        ("n_noise_curves", _i), ("n_permutations", _i), ("null_seed", _i), ("confidence", _f),
+        ("ckptgeo_version", _s)] + EVENT_TOKENS),
 }
 #: the tables :func:`ckptgeo.engine.scan.scan` writes, one part per revision.
 SCAN_TABLES = ("geometry", "behavior", "probes", "revisions")
