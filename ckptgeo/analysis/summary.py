@@ -115,8 +115,8 @@ class AnalysisConfig:
     noise_kind : {"gaussian", "random_walk"}
         The noise of those curves (:func:`ckptgeo.analysis.stats.noise_curves`).
     noise_relative_sd : float or None
-        Their standard deviation as a fraction of the curve's first value; None: the curve's own noise
-        (:func:`ckptgeo.analysis.stats.robust_noise_sd` over its first value).
+        Their standard deviation as a fraction of the curve's median value (their mean level); None: the
+        curve's own noise (:func:`ckptgeo.analysis.stats.robust_noise_sd` over its median).
     seed : int
         Seed of every null (permutations, noise curves).
     confidence : float
@@ -322,7 +322,7 @@ def _noise_fpr(s: np.ndarray, v: np.ndarray, acq: ev.Acquisition, kind: str, cfg
     s, v = s[keep], v[keep]
     if cfg.n_noise_curves == 0 or not acq.acquired or acq.at_first_checkpoint or s.size < 3:
         return None, math.nan
-    level = float(v[0]) if v[0] != 0 else 1.0
+    level = float(np.median(v)) or 1.0   # the curve's typical value; its first value is one noisy draw
     sd = cfg.noise_relative_sd
     if sd is None:
         sd = st.robust_noise_sd(v) / abs(level)
@@ -930,7 +930,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         columns are then NaN).
     noise_kind : {"gaussian", "random_walk"}, default="gaussian"
     noise_relative_sd : float or None, default=None
-        Noise level as a fraction of the curve's first value; None: each curve's own (robust) noise level.
+        Noise level as a fraction of the curve's median (the noise curves' mean level); None: each curve's own
+        (robust) noise level.
     seed : int, default=0
         Seed of every null; the same dataset and seed give the same tables.
     confidence : float, default=0.95
