@@ -45,6 +45,22 @@ def test_live_events_agree_with_offline_definitions_and_report_their_delay():
     assert (a.step, found[0][1].step, found[1][1].step, a.gap_steps) == (acq.step, col.step, rec.step, gap.gap_steps)
     assert a.delay_steps == 20 and found[0][1].delay_steps == 30
     assert "confirmed at step 80 (20 steps later)" in a.message and "gap 10 steps" in a.message, a.message
+    # one checkpoint before acquisition: the monitor says so, as analyze does (issue 19)
+    assert (a.gap_status, a.gap_checkpoints) == ("unresolved", 1) == (gap.status, gap.gap_checkpoints)
+    assert "unresolved" in a.message and "in (0, 20) from the checkpoint grid" in a.message, a.message
+    assert "between step 50 and 60" in a.message, a.message
+
+
+def test_live_collapse_needs_the_stated_drop():
+    """A 10% dip is not a collapse (default min_drop 0.25): nothing reported, and the acquisition says why."""
+    steps = list(range(0, 100, 10))
+    rank = [40.0, 38.0, 36.0, 37.0, 38.0, 39.0, 40.0, 40.0, 40.0, 40.0]
+    acc = [0.0] * 6 + [0.9] * 4
+    found = [e for _, e in _feed(LiveTracker(), steps, acc, rank)]
+    assert [e.kind for e in found] == ["acquisition"]
+    assert found[0].gap_status == "no_onset" and "0.25 of its first value" in found[0].message
+    old = [e.kind for _, e in _feed(LiveTracker(min_drop=0.0), steps, acc, rank)]
+    assert old == ["collapse", "recovery", "acquisition"]
 
 
 def test_a_deeper_minimum_revises_the_collapse_and_acquisition_makes_it_final():

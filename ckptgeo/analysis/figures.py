@@ -380,8 +380,9 @@ def gap_marks(e, models, suites) -> dict[str, list]:
 
 
 #: colour of each event status in the grid figure.
-STATUS_COLOURS = {"precursor": "#1a9850", "synchronous": "#fee08b", "lagging": "#f46d43", "no_onset": "#d9d9d9",
-                  "acquired_at_start": "#abd9e9", "never_acquired": "#636363", "no_data": "#ffffff"}
+STATUS_COLOURS = {"precursor": "#1a9850", "unresolved": "#d9ef8b", "synchronous": "#fee08b", "lagging": "#f46d43",
+                  "no_onset": "#d9d9d9", "acquired_at_start": "#abd9e9", "censored": "#969696",
+                  "never_acquired": "#636363", "no_data": "#ffffff"}
 
 
 def plot_grid(runs, path: str | os.PathLike) -> Path | None:
@@ -411,7 +412,7 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
     rows = sorted({(t, int(lv)) for t, lv in zip(runs["task"], runs["level"])})
     sizes = (runs.drop_duplicates("size").sort_values(["n_parameters", "size"])["size"].tolist())
     short = {"synchronous": "sync", "never_acquired": "never", "acquired_at_start": "start", "no_onset": "none",
-             "no_data": "-"}
+             "no_data": "-", "unresolved": "unres", "censored": "cens"}
     fig = _figure(1.6 + 1.3 * len(sizes), 0.8 + 0.32 * len(rows))
     ax = fig.add_subplot(1, 1, 1)
     from matplotlib.patches import Patch, Rectangle
@@ -549,7 +550,10 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              "## Settings\n",
              f"- accuracy threshold: {thr}; "
              f"window {cfg.window} checkpoints\n- recovery / onset fraction: {cfg.recovery}; collapse onset at "
-             f"{cfg.collapse_fraction} of the first value; min drop {cfg.min_drop}\n- probe margin over control: "
+             f"{cfg.collapse_fraction} of the first value; min drop {cfg.min_drop}; a gap within "
+             f"{cfg.resolution_checkpoints} checkpoint is unresolved\n- nulls: {cfg.n_permutations} permutations, "
+             f"{cfg.n_noise_curves} {cfg.noise_kind} noise curves per curve, seed {cfg.seed}; intervals "
+             f"{cfg.confidence:g}; verdicts at alpha {cfg.alpha:g}\n- probe margin over control: "
              f"{cfg.probe_margin}\n- models: {', '.join(sorted(e['model'].unique())) if len(e) else '–'}; "
              f"{len(e)} event rows\n",
              "## Revisions left out\n", _left_out_md(analysis),
@@ -558,11 +562,15 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              "The table `ckptgeo analyze` prints, with the same headers:\n\n",
              "".join(f"- {line}\n" for line in events_legend(cfg).splitlines()) + "\n",
              _md(events_view(e, runs=runs), max_rows=200) if len(e) else _md(e),
-             "## Precursor rate by metric and difficulty\n", _md(analysis.precursor_rates),
+             "## Precursor rate by metric and difficulty\n",
+             "Each rate with its Wilson interval; null_rate/p_value: acquisition steps permuted across the counted "
+             "runs (one-sided); noise_rate: the rule on noise curves at each run's own schedule and noise level; "
+             "verdict from the permutation test.\n\n", _md(analysis.precursor_rates),
              "### By model\n", _md(analysis.precursor_rates_by_model),
              "## Top-down propagation\n",
-             "Collapse onset per layer (first checkpoint at half the first RankMe; layer 0 excluded) and the "
-             "Spearman correlation of depth with onset: negative = deeper layers collapse first.\n\n",
+             "Collapse onset per layer (first checkpoint at half the first RankMe; layer 0 excluded). direction: "
+             "Kendall's tau of block depth with onset over layers 1..L-1 (the post-final-norm layer L apart) with a "
+             "permutation p-value; negative = deeper layers collapse first.\n\n",
              _md(analysis.top_down.drop(columns=["config_hash"], errors="ignore")),
              "## Probe lead\n",
              f"First checkpoint where a layer's probe beats the better of majority-class chance and its "
@@ -578,7 +586,11 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              "(never-acquired suites rank last).\n\n",
              _md(analysis.across_sizes) if len(analysis.across_sizes) else
              "_No two runs of the same task at different model sizes in this dataset: nothing to compare._\n",
-             "## Seeds\n", _md(analysis.seed_spread)]
+             "## Difficulty as continuous\n",
+             "Slope of the gap (checkpoints) on the acquisition step, per 1000 steps, beside the slope of the "
+             "permutation null (later acquisition leaves room for longer gaps by construction).\n\n",
+             _md(analysis.difficulty_slope),
+             "## Seeds\n", _md(analysis.seed_spread), _md(analysis.seed_events)]
     if figures:
         parts.append("## Figures\n")
         for p in figures:

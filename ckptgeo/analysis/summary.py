@@ -307,10 +307,11 @@ def _accuracy_at(b: _Behavior, step: int | None, confidence: float) -> tuple[flo
     return acc, r.low, r.high, int(n)
 
 
-def _detector(cfg: AnalysisConfig, kind: str, acquisition_step: int):
-    """The precursor rule on a curve, against an acquisition at ``acquisition_step`` of that curve's own grid."""
+def _detector(cfg: AnalysisConfig, kind: str, grid: np.ndarray, acquisition_step: int):
+    """The precursor rule on curves measured at ``grid``, against an acquisition at ``acquisition_step`` of it."""
+    acq = ev.acquisition_at(grid, acquisition_step, window=cfg.window)
+
     def fires(steps, values) -> bool:
-        acq = ev.acquisition_at(steps, acquisition_step, window=cfg.window)
         return ev.curve_events(steps, values, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
                                resolution_checkpoints=cfg.resolution_checkpoints).precursor
     return fires
@@ -327,7 +328,7 @@ def _noise_fpr(s: np.ndarray, v: np.ndarray, acq: ev.Acquisition, kind: str, cfg
     if sd is None:
         sd = st.robust_noise_sd(v) / abs(level)
         sd = 0.0 if not math.isfinite(sd) else sd
-    rate = st.false_positive_rate(_detector(cfg, kind, int(acq.step)), s, n_curves=cfg.n_noise_curves,
+    rate = st.false_positive_rate(_detector(cfg, kind, np.sort(s), int(acq.step)), s, n_curves=cfg.n_noise_curves,
                                   seed=cfg.seed, kind=cfg.noise_kind, level=level, relative_sd=sd,
                                   confidence=cfg.confidence)
     return rate, float(sd)

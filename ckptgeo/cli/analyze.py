@@ -13,10 +13,13 @@ examples:
   ckptgeo analyze results/demo --no-plots --all-layers
   ckptgeo analyze results/pythia-2.8b --keep-grouped latest   # keep the latest of each group of identical weights
   ckptgeo analyze results/pythia-160m --x tokens               # figures and events against training tokens
+  ckptgeo analyze results/demo --min-drop 0.5 --n-permutations 9999 --seed 1
 
 outputs (inside DIR, or --out):
   events/events.parquet   one row per (model, suite, config_hash, metric, layer)
-  summary/*.parquet       acquisitions, precursor rates, top-down, probe lead, across sizes, seeds
+  summary/*.parquet       acquisitions, precursor rates (interval, permutation p, noise false-positive rate,
+                          verdict), top-down (Kendall tau, permutation p), probe lead, across sizes, seeds,
+                          difficulty slope beside its null; every rule in each table's metadata
   figures/*.png           RankMe per layer with accuracy; layer x step heatmaps; gaps by task and size
   report.md               tables and figures together
 """
@@ -41,6 +44,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "probe onset (default 0.1)")
     p.add_argument("--probe-alpha", type=float, default=0.05,
                    help="the probe onset also needs the probe's p-value below this (default 0.05)")
+    p.add_argument("--min-drop", type=float, default=0.25,
+                   help="a collapse needs RankMe this fraction of its first value below it (default 0.25)")
+    p.add_argument("--resolution-checkpoints", type=int, default=1,
+                   help="a gap of at most this many checkpoints is 'unresolved', not a precursor (default 1)")
+    p.add_argument("--n-permutations", type=int, default=999,
+                   help="relabellings per permutation test (default 999)")
+    p.add_argument("--noise-curves", type=int, default=200,
+                   help="noise curves per summary curve for the detector's false-positive rate (default 200; 0: skip)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the nulls (default 0)")
     p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR)")
     p.add_argument("--no-plots", action="store_true", help="skip figures (report.md is still written)")
     p.add_argument("--all-layers", action="store_true", help="print every layer, not only the summary layer")
@@ -65,7 +77,8 @@ def _run_analyze(args: argparse.Namespace) -> int:
     keep = keep.split(",") if keep not in (None, "latest") else keep
     result = analyze(args.dir, acc_threshold=args.acc_threshold, window=args.window, recovery=args.recovery,
                      probe_margin=args.probe_margin, probe_alpha=args.probe_alpha, out=args.out, keep_grouped=keep,
-                     x=args.x)
+                     x=args.x, min_drop=args.min_drop, resolution_checkpoints=args.resolution_checkpoints,
+                     n_permutations=args.n_permutations, n_noise_curves=args.noise_curves, seed=args.seed)
     report = write_report(result.root, analysis=result, plots=not args.no_plots)
     events = result.events
     if args.x == "tokens":   # the same events, their checkpoints in tokens

@@ -19,7 +19,10 @@ What can be known online, and when:
   acquisition (lagging) is final when seen.
 
 The acquisition event carries the precursor gap (acquisition step minus recovery onset) at the
-tracked layers, which is then the value ``ckptgeo analyze`` computes on the finished curve.
+tracked layers, which is then the value ``ckptgeo analyze`` computes on the finished curve, with the
+same rules: a collapse needs RankMe more than ``min_drop`` (default 0.25) of its first value below it, and
+the gap is given in steps and checkpoints with its interval from the checkpoint grid; a gap within one
+checkpoint spacing is "unresolved", not a precursor (:func:`ckptgeo.analysis.events.precursor_gap`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ class LiveEvent:
         Acquisition only: acquisition step minus the recovery onset of the deepest tracked layer.
     message : str
         The log line.
+    gap_status : str or None
+        Acquisition only: the gap's status at the deepest tracked layer ("precursor", "unresolved",
+        "synchronous", "lagging", "no_onset", "acquired_at_start").
+    gap_checkpoints : int or None
+        Acquisition only: the gap in checkpoints.
     """
 
     kind: str
@@ -68,6 +76,8 @@ class LiveEvent:
     revised: bool = False
     gap_steps: int | None = None
     message: str = ""
+    gap_status: str | None = None
+    gap_checkpoints: int | None = None
 
     @property
     def delay_steps(self) -> int:
@@ -98,12 +108,19 @@ class LiveTracker:
         Fraction of the drop regained for the recovery onset.
     layers : "last", "all" or tuple of int, default="last"
         RankMe layers whose events are reported ("last": the deepest, the summary layer of ``analyze``).
+    min_drop : float, default=0.25
+        A collapse needs RankMe more than this fraction of its first value below it
+        (:data:`ckptgeo.analysis.events.DEFAULT_MIN_DROP`).
+    resolution_checkpoints : int, default=1
+        A gap of at most this many checkpoints is reported "unresolved", not as a precursor.
     """
 
     def __init__(self, *, acc_threshold: float | None = None, window: int = ev.DEFAULT_WINDOW,
-                 recovery: float = ev.DEFAULT_RECOVERY, layers="last"):
+                 recovery: float = ev.DEFAULT_RECOVERY, layers="last", min_drop: float = ev.DEFAULT_MIN_DROP,
+                 resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS):
         ev.acquisition_threshold(acc_threshold)
         self.acc_threshold, self.window, self.recovery, self.layers = acc_threshold, window, recovery, layers
+        self.min_drop, self.resolution_checkpoints = float(min_drop), int(resolution_checkpoints)
         self.tracks: dict[str, _Track] = {}
         self.events: list[LiveEvent] = []
 
@@ -144,7 +161,7 @@ class LiveTracker:
         onsets = {}
         for layer in self._layers(t):
             values = t.rankme[layer]
-            c = ev.collapse_point(t.steps, values, acq_step)
+            c = ev.collapse_point(t.steps, values, acq_step, min_drop=self.min_drop)
             if c.index is None:
                 continue
             n_after = sum(1 for s, v in zip(t.steps, values) if s > c.step and math.isfinite(v))
@@ -184,22 +201,35 @@ class LiveTracker:
 
     def _acquisition_event(self, suite, t: _Track, a: ev.Acquisition, now: int, onsets: dict) -> LiveEvent:
         acc = t.acc[t.steps.index(a.step)]
-        parts = [f"{suite}: acquisition at step {a.step} (accuracy {acc:.3g} > {a.threshold:g} for {a.window} "
-                 f"checkpoints), confirmed at step {now} ({now - a.step} steps later)"]
-        gap_steps = None
+        since = f"between step {a.step - a.resolution_steps} and {a.step}" if a.resolution_steps else \
+            "at the first checkpoint"
+        parts = [f"{suite}: acquisition at step {a.step} ({since}; accuracy {acc:.3g} > {a.threshold:g} for "
+                 f"{a.window} checkpoints), confirmed at step {now} ({now - a.step} steps later)"]
+        gap_steps = gap_ck = status = None
         for layer in self._layers(t):
             o = onsets.get(layer)
             if o is None:
-                parts.append(f"L{layer} no collapse before it")
+                parts.append(f"L{layer} no collapse before it (a collapse needs RankMe {self.min_drop:g} of its "
+                             f"first value below it)")
+                gap_steps = gap_ck = None
+                status = "no_onset"
                 continue
-            g = ev.precursor_gap(a, o)
-            gap_steps = g.gap_steps
+            g = ev.precursor_gap(a, o, resolution_checkpoints=self.resolution_checkpoints)
+            gap_steps, gap_ck, status = g.gap_steps, g.gap_checkpoints, g.status
             col = t.reported.get(("collapse", layer))
-            what = f"gap {g.gap_steps} steps" if g.gap_steps is not None else (g.reason or "no recovery yet")
+            if g.gap_steps is not None:
+                lo = "-" if g.gap_low_steps is None else g.gap_low_steps
+                hi = "-" if g.gap_high_steps is None else g.gap_high_steps
+                what = (f"gap {g.gap_steps} steps, {g.gap_checkpoints} checkpoint(s), in ({lo}, {hi}) from the "
+                        f"checkpoint grid")
+                if g.status == "unresolved":
+                    what += f"; within the resolution of {g.resolution_steps} steps, so not a precursor"
+            else:
+                what = g.reason or "no recovery yet"
             parts.append(f"L{layer} collapse {col}, recovery {o.step if o.step is not None else '-'}: "
                          f"{g.status}, {what}")
         return LiveEvent("acquisition", suite, None, a.step, now, float(acc), True, False, gap_steps,
-                         "; ".join(parts))
+                         "; ".join(parts), status, gap_ck)
 
     def status(self) -> str:
         """One line per the latest step: ``L2 RankMe 1.1 (collapsed at 207) · acc 0.02`` per suite."""
