@@ -251,6 +251,8 @@ def test_across_sizes(result):
     assert floors["spearman_rho"] == pytest.approx(1.0)
     acq = a.loc["acquisition_step"]  # small never acquires modular: ranked last, as modular is last in large
     assert acq["n_suites"] == 3 and acq["spearman_rho"] == pytest.approx(1.0)
+    # the same order in 3 suites: Kendall tau 1, but an exact permutation p of 2/6 (3! orders): no evidence yet
+    assert (acq["kendall_tau"], acq["kendall_p"], acq["n_tied"]) == (1.0, pytest.approx(1 / 3), 0)
 
 
 def test_tables_written_and_readable(result, dataset):

@@ -715,7 +715,7 @@ def _model_order(models, curves: pd.DataFrame) -> list[tuple[str, float]]:
 def _across_sizes(events: pd.DataFrame, acq: pd.DataFrame, curves: pd.DataFrame,
                   cfg: AnalysisConfig) -> pd.DataFrame:
     cols = ["quantity", "model_small", "model_large", "size_small", "size_large", "n_suites", "suites",
-            "value_small", "value_large", "spearman_rho", "p_value"]
+            "value_small", "value_large", "spearman_rho", "p_value", "kendall_tau", "kendall_p", "n_tied"]
     per: dict[str, pd.DataFrame] = {}
     rows_ = _summary_rows(events)
     rk = rows_[rows_["metric"] == cfg.collapse_metrics[0]] if len(rows_) else rows_
@@ -743,10 +743,14 @@ def _across_sizes(events: pd.DataFrame, acq: pd.DataFrame, curves: pd.DataFrame,
                 if len(pair) == 0 or shape(small, s_small) == shape(large, s_large):
                     continue   # other tasks, or the same size: not a comparison across sizes
                 rho, p = _spearman(pair[small], pair[large]) if len(pair) >= 3 else (math.nan, math.nan)
+                kt = st.kendall_tau(pair[small], pair[large], n_permutations=cfg.n_permutations, seed=cfg.seed)
+                if len(pair) < 3:
+                    kt = dataclasses.replace(kt, tau=math.nan, p_value=math.nan)
                 rows.append({"quantity": quantity, "model_small": small, "model_large": large,
                              "size_small": s_small, "size_large": s_large, "n_suites": len(pair),
                              "suites": ",".join(map(str, pair.index)), "value_small": float(pair[small].mean()),
-                             "value_large": float(pair[large].mean()), "spearman_rho": rho, "p_value": p})
+                             "value_large": float(pair[large].mean()), "spearman_rho": rho, "p_value": p,
+                             "kendall_tau": kt.tau, "kendall_p": kt.p_value, "n_tied": kt.n_tied_x + kt.n_tied_y})
     return pd.DataFrame(rows, columns=cols)
 
 
