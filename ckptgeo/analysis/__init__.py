@@ -4,6 +4,8 @@
   onsets, precursor gap).
 * :mod:`ckptgeo.analysis.summary`: :func:`analyze` over a whole dataset, writing ``events/`` and
   ``summary/`` tables.
+* :mod:`ckptgeo.analysis.stats`: binomial intervals, permutation and circular-shift tests, the
+  detector's false-positive rate on noise, hierarchical bootstrap, Kendall's tau.
 
 Importing this package is cheap; :func:`analyze` and friends load on first use.
 """
@@ -12,10 +14,10 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "events", "summary"]
+__all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "events", "summary", "stats"]
 
 _LAZY = {"analyze": "summary", "Analysis": "summary", "AnalysisConfig": "summary", "events_text": "summary",
-         "events": None, "summary": None}
+         "events": None, "summary": None, "stats": None}
 
 
 def __getattr__(name: str):
