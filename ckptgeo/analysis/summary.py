@@ -1055,9 +1055,23 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", SCHEMAS["events"], rules)]
         for name, table in analysis.summary_tables().items():
             written.append(_atomic_parquet(table, analysis.out / "summary" / f"{name}.parquet", rules=rules))
+        written += _combine_cross_checkpoint(root, analysis.out)
         analysis = dataclasses.replace(analysis, written=tuple(written))
         logger.info("wrote %d events to %s", len(events), written[0])
     return analysis
+
+
+def _combine_cross_checkpoint(root: Path, out: Path) -> list[Path]:
+    """The hook that runs the cross-checkpoint step (:func:`ckptgeo.metrics.cross.combine`) when the dataset
+    holds artifacts: ``out/compare/compare.parquet``."""
+    if not (root / "artifacts").is_dir():
+        return []
+    from ckptgeo.metrics.cross import combine
+    from ckptgeo.store.dataset import Dataset
+
+    rows = combine(Dataset(root, create=False), write=False)
+    return [_atomic_parquet(rows.reindex(columns=SCHEMAS["compare"].names), out / "compare" / "compare.parquet",
+                            SCHEMAS["compare"])]
 
 
 #: the events columns a reader sees (console and report.md): events-table column -> short header

@@ -34,8 +34,10 @@ def add_scan_options(p: argparse.ArgumentParser) -> None:
                    help="token read for hidden states (default last)")
     p.add_argument("--metric-option", action="append", dest="metric_options", metavar="METRIC.OPTION=VALUE",
                    help="a metric's setting, e.g. hessian.k=10, llc.num_chains=2, grad_rank.sketch_dim=1024, "
-                        "probe.C=0.5; repeat for several; the options are the fields of the metric's config "
-                        "(HessianConfig, LLCConfig, ...), checked before anything is fetched and recorded in each row")
+                        "probe.C=0.5, cka.reference=step1000; repeat for several; the options are the fields of the "
+                        "metric's config (HessianConfig, LLCConfig, ...), checked before anything is fetched and "
+                        "recorded in each row; every metric also takes METRIC.revisions=SELECTOR, the revisions "
+                        "(of the scan's selection) it runs at, e.g. hessian.revisions=every-5")
     p.add_argument("--centered", action="store_true",
                    help="centred RankMe (short for --metric-option rankme.centered=true; default uncentred, as "
                         "Garrido et al.)")
@@ -155,7 +157,7 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
               file=sys.stderr)
     for line in undefined_probe_warnings(res.out, res.config_hash, res.measured):
         print(f"  warning: {line}", file=sys.stderr)
-    tables = [t for t in ("geometry", "behavior", "probes") if (res.out / t).is_dir()]
+    tables = [t for t in ("geometry", "behavior", "probes", "compare") if (res.out / t).is_dir()]
     print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables))
     return 1 if res.failed else 0
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptgeo.engine.config import ScanConfig, validate_scan_config
-from ckptgeo.engine.measure import Measure, configure_metrics
+from ckptgeo.engine.measure import Measure, configure_metrics, restrict_to_revisions
 from ckptgeo.errors import CorruptCheckpointError, InvalidParameterError, RevisionNotFoundError
 from ckptgeo.sources.integrity import (IntegrityReport, check_source, check_weights, main_weight_files,
                                        weights_digest)
@@ -157,6 +157,7 @@ def resolve(source, config: ScanConfig) -> Resolved:
         genuine = {r.name for r in check_source(source, label=label).genuine}
     selected = select_revisions(source.revisions(), selector, source=label,
                                 note=getattr(source, "missing_note", None), genuine=genuine)
+    measures = restrict_to_revisions(measures, selected)
     specs = list(config.suites) or source.default_suites()
     if not specs:
         raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",

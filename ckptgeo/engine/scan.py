@@ -8,8 +8,12 @@ Each revision of this process's share goes through the same story, one function 
     verify   each file's bytes and sha256 against what the source announced
     load     swap its weights into the one model
     measure  every selected measure over every suite (:mod:`ckptgeo.engine.measure`)
-    write    one part per table, atomically, the ``revisions`` part last (it marks the revision done)
+    write    the cross-checkpoint measures' artifacts, then one part per table, atomically, the
+             ``revisions`` part last (it marks the revision done)
     release  the lock, and the revision's files from the cache
+
+At the end, under the dataset's lock, the artifacts of every revision (this process's, other
+processes', earlier runs') are compared into the ``compare`` table (:func:`ckptgeo.metrics.cross.combine`).
 
 A rerun with the same settings skips finished revisions; other settings add rows beside them.
 Settings and their checks live in :mod:`ckptgeo.engine.config`, planning in :mod:`ckptgeo.engine.plan`.
@@ -380,9 +384,10 @@ class _Run:
             with clock("seconds_load"):
                 model = self.holder.load(path, revision=rev.name)
             per_measure: dict[str, float] = {}
-            rows = self.measure(model, rev, name, base, seconds=per_measure)
+            artifacts: dict = {}
+            rows = self.measure(model, rev, name, base, seconds=per_measure, artifacts=artifacts)
             clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()))
-            self.write(name, rows, base, files, t0, clock)
+            self.write(name, rows, base, files, t0, clock, artifacts)
             self.result.measured.append(rev.name)
         except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
             self.fail(rev, name, base, err, t0)
@@ -405,21 +410,26 @@ class _Run:
             return None
         return lock
 
-    def measure(self, model, rev: Revision, name: str, base: dict,
-                seconds: dict[str, float] | None = None) -> dict[str, list[dict]]:
-        """Every measure over every suite at this revision: rows per table (``seconds``: filled per measure)."""
+    def measure(self, model, rev: Revision, name: str, base: dict, seconds: dict[str, float] | None = None,
+                artifacts: dict | None = None) -> dict[str, list[dict]]:
+        """Every measure over every suite at this revision: rows per table (``seconds``: filled per measure;
+        cross-checkpoint artifacts into ``artifacts``)."""
         if self.prepared is None:
             self._prepare_suites()
         states = self.dataset.root / "states" / name[: -len(".parquet")] if self.config.save_states else None
         row0 = {**base, **row_settings(self.config, self.resolved.config_hash)}
         return measure_revision(model, self.prepared, self.resolved.measures, self.config, row0, revision=rev.name,
-                                states_dir=states, seconds=seconds)
+                                states_dir=states, seconds=seconds, artifacts=artifacts)
 
     def write(self, name: str, rows: dict[str, list[dict]], base: dict, files: list[WeightFile], t0: float,
-              clock: "_Clock | None" = None) -> None:
-        """One part per table, then the ``revisions`` part that marks the revision done."""
+              clock: "_Clock | None" = None, artifacts: dict | None = None) -> None:
+        """The artifacts, one part per table, then the ``revisions`` part that marks the revision done."""
         clock = clock or _Clock()
         tw = time.perf_counter()
+        common = {**base, **row_settings(self.config, self.resolved.config_hash)}
+        for metric, arrays in (artifacts or {}).items():
+            self.dataset.write_artifact(metric, name[: -len(".parquet")], arrays,
+                                        {**common, "settings": self.resolved.measures[metric].settings})
         for table, trows in rows.items():
             if table == "behavior" and any(
                     self.dataset.has_part("behavior", part_name(self.source.name, base["revision"], h))
@@ -461,7 +471,7 @@ class _Run:
         self.threads.close()
 
     def finish(self) -> ScanResult:
-        self.result.duplicates = _finish(self.dataset)
+        self.result.duplicates = _finish(self.dataset, any(m.spec.cross for m in self.resolved.measures.values()))
         return self.result
 
     def _group(self, base: dict) -> dict:
@@ -579,11 +589,16 @@ def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:
     return out
 
 
-def _finish(dataset: Dataset) -> pd.DataFrame:
-    """Resolve ``duplicate_of`` over the whole table (serialised by a lock, so the last process to finish
-    sees every part) and warn about duplicates."""
+def _finish(dataset: Dataset, cross: bool = False) -> pd.DataFrame:
+    """Resolve ``duplicate_of`` over the whole table and, when the scan has cross-checkpoint measures,
+    rebuild the ``compare`` table (both serialised by a lock, so the last process to finish sees every
+    part and artifact); warn about duplicates."""
+    from ckptgeo.metrics.cross import combine
+
     with dataset.lock_all():
         dups = dataset.resolve_duplicates()
+        if cross:
+            combine(dataset)
     if not dups.empty:
         pairs = ", ".join(f"{r} = {o}" for r, o in zip(dups.revision, dups.duplicate_of))
         warnings.warn(f"revisions with identical weights: {pairs}", DuplicateWeightsWarning, stacklevel=3)

@@ -8,6 +8,10 @@
       geometry/<model>--<revision>--<config_hash>.parquet
       behavior/ ... probes/ ...    same naming
       revisions/<model>--<revision>--<config_hash>.parquet   written last: the revision is done
+      artifacts/<metric>/<model>--<revision>--<config_hash>.safetensors   a cross-checkpoint measure's
+                                   per-revision artifact (CKA, weight distance), written before the
+                                   revisions part; metadata ``ckptgeo`` = the revision's identity (JSON)
+      compare/compare.parquet      rows built from the artifacts after the scan (whole, rewritten)
       events/                      written by ``ckptgeo analyze``
       states/<model>--<revision>--<config_hash>/<suite>.safetensors   with --save-states
       .locks/<model>--<revision>--<config_hash>.lock                    held while a process measures it
@@ -135,6 +139,65 @@ class Dataset:
                                      f"rerun: finished revisions are kept", needed=None, available=free) from err
             raise
         return path
+
+    def write_whole(self, table: str, rows: list[dict]) -> Path:
+        """Write ``rows`` as the whole table ``table/<table>.parquet`` (atomically replacing it): for tables
+        derived from the entire dataset (``compare``)."""
+        schema = SCHEMAS[table]
+        data = {f.name: [r.get(f.name) for r in rows] for f in schema}
+        return self._write_table(table, f"{table}.parquet", pa.Table.from_pydict(data, schema=schema))
+
+    def write_artifact(self, metric: str, name: str, arrays: dict, meta: dict) -> Path:
+        """Store a cross-checkpoint measure's artifact of one revision, atomically, as
+        ``artifacts/<metric>/<name>.safetensors`` (``name``: the part name without ``.parquet``) with ``meta``
+        (JSON) as its metadata.
+
+        Parameters
+        ----------
+        arrays : dict of str to ndarray
+            The artifact (contiguous numpy arrays).
+        meta : dict
+            The revision's identity and settings (JSON-serialisable).
+        """
+        import numpy as np
+        from safetensors.numpy import save_file
+
+        path = self.root / "artifacts" / _slug(metric) / f"{name}.safetensors"
+        with atomic_path(path) as tmp:
+            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp),
+                      metadata={"ckptgeo": json.dumps(meta, sort_keys=True, default=str)})
+        return path
+
+    def artifacts(self, metric: str) -> list[tuple[dict, Path]]:
+        """(metadata, path) of every stored artifact of ``metric``, the metadata read without the arrays.
+
+        Raises
+        ------
+        DatasetLayoutError
+            A file there is not a safetensors file with ckptgeo's metadata (named).
+        """
+        from safetensors import safe_open
+
+        d = self.root / "artifacts" / _slug(metric)
+        out = []
+        for path in sorted(d.glob("*.safetensors")) if d.is_dir() else []:
+            if path.name.startswith((".", "_")):
+                continue
+            try:
+                with safe_open(str(path), framework="numpy") as f:
+                    meta = json.loads((f.metadata() or {})["ckptgeo"])
+            except Exception as err:  # safetensors raises its own error type on a damaged file
+                raise DatasetLayoutError(f"{path} is not an artifact ckptgeo wrote ({type(err).__name__}: {err}); "
+                                         f"move it out of {d}", path=str(path)) from err
+            out.append((meta, path))
+        return out
+
+    @staticmethod
+    def read_artifact(path: Path) -> dict:
+        """The arrays of one artifact (safetensors: no code runs), as numpy arrays by name."""
+        from safetensors.numpy import load_file
+
+        return load_file(str(path))
 
     def has_part(self, table: str, name: str) -> bool:
         return (self.root / table / name).exists()

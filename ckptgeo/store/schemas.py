@@ -9,6 +9,10 @@ Tables a scan writes (one part per revision, :class:`~ckptgeo.store.dataset.Data
                revisions serving the same weights (``weight_group``, ``group_note``), seconds per stage
 
 The analysis writes ``events`` (one row per curve, :func:`ckptgeo.analysis.summary.analyze`).
+Cross-checkpoint measures (CKA, weight distance) store an artifact per revision under ``artifacts/``
+and, after the scan, ``compare`` (one row per revision, partner, suite, metric and layer or block;
+:func:`ckptgeo.metrics.cross.combine`): ``against`` says which partner (``previous``, ``first``,
+``reference``), ``partner``/``partner_step`` which revision that was.
 
 Each measurement row carries the revision's identity (:data:`IDENTITY`) and the scan settings
 (:data:`SETTINGS_COLUMNS`: the :class:`~ckptgeo.engine.scan.ScanConfig` fields named there, then
@@ -20,8 +24,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["SCHEMAS", "SCAN_TABLES", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS", "RANKME_COLUMNS",
-           "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS", "EVENT_TOKENS", "TIMING_COLUMNS"]
+__all__ = ["SCHEMAS", "SCAN_TABLES", "COMPARE_COLUMNS", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS",
+           "RANKME_COLUMNS", "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS", "EVENT_TOKENS", "TIMING_COLUMNS"]
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -94,8 +98,13 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("collapse_fraction", _f), ("min_drop", _f), ("resolution_checkpoints", _i), ("noise_kind", _s),
         ("n_noise_curves", _i), ("n_permutations", _i), ("null_seed", _i), ("confidence", _f),
         ("ckptgeo_version", _s)] + EVENT_TOKENS),
+    "compare": pa.schema(IDENTITY + [("layer", _i), ("block", _s), ("metric", _s), ("against", _s), ("partner", _s),
+                                     ("partner_step", _i), ("value", _f), ("distance", _f), ("partner_norm", _f),
+                                     ("n_rows", _i), ("reason", _s), ("settings", _s)] + SETTINGS_COLUMNS),
 }
 #: the tables :func:`ckptgeo.engine.scan.scan` writes, one part per revision.
 SCAN_TABLES = ("geometry", "behavior", "probes", "revisions")
+#: the compare table's column names, in order.
+COMPARE_COLUMNS = tuple(SCHEMAS["compare"].names)
 #: the events table's column names, in order.
 EVENTS_COLUMNS = tuple(SCHEMAS["events"].names)
