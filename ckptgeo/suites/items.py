@@ -251,16 +251,50 @@ def _file_format(path: Path) -> str:
 
 
 def diagnostics_dir() -> Path:
-    """The folder of the bundled diagnostic suites (installed as ``ckptgeo.diagnostics``)."""
+    """The folder of the bundled diagnostic suites (installed as the resource package ``ckptgeo.diagnostics``).
+
+    Read through :mod:`importlib.resources`, so it works from a clone, an editable install, a wheel and a
+    zip import alike: a resource folder on disk (for the namespace package ``ckptgeo.diagnostics``, a
+    ``MultiplexedPath``, the one of its folders that holds the ``*.jsonl`` suites) is returned as is; suites
+    inside an archive are copied once per process into a temporary folder (removed at exit). Without the
+    resource package (a clone on ``PYTHONPATH``), the clone's ``diagnostics/`` folder.
+
+    Returns
+    -------
+    Path
+        A folder holding ``{name}.jsonl`` per bundled suite; it may not exist when nothing is bundled.
+    """
+    global _EXTRACTED
     try:
         from importlib.resources import files
 
-        p = Path(str(files("ckptgeo.diagnostics")))
-        if p.is_dir():
-            return p
+        root = files("ckptgeo.diagnostics")
     except (ModuleNotFoundError, TypeError):
-        pass
+        root = None
+    if root is not None:
+        if isinstance(root, Path) and root.is_dir():
+            return root
+        entries = [e for e in root.iterdir() if e.name.endswith(".jsonl")]
+        folders = {e.parent if isinstance(e, Path) else None for e in entries}
+        if len(folders) == 1 and None not in folders:
+            return folders.pop()
+        if entries:
+            if _EXTRACTED is None:
+                import atexit
+                import shutil
+                import tempfile
+
+                folder = Path(tempfile.mkdtemp(prefix="ckptgeo-diagnostics-"))
+                for e in entries:
+                    (folder / e.name).write_bytes(e.read_bytes())
+                atexit.register(shutil.rmtree, folder, True)
+                _EXTRACTED = folder
+            return _EXTRACTED
     return Path(__file__).resolve().parents[2] / "diagnostics"
+
+
+#: the bundled suites copied out of an archive (zip import), once per process; see :func:`diagnostics_dir`
+_EXTRACTED: Path | None = None
 
 
 def available_suites() -> list[str]:
