@@ -24,7 +24,7 @@ from ckptgeo.store.dataset import Dataset, part_name
 from ckptgeo.store.schemas import SCAN_SETTINGS
 
 __all__ = ["ScanPlan", "Resolved", "plan_scan", "resolve", "default_out", "shard", "rank_device", "scan_settings",
-           "config_hash", "row_settings", "weights_digest"]
+           "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity"]
 
 
 @dataclass
@@ -42,6 +42,10 @@ class ScanPlan:
     config_hash: str
     errors: dict[str, Exception] = field(default_factory=dict)
     integrity: IntegrityReport | None = None
+    #: the ``model`` the rows carry and the parts are named by (a Hub repo's full id; a folder's name)
+    model: str = ""
+    #: revisions measured before at another commit (the branch moved): name -> (old commit, new commit)
+    moved: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def summary(self) -> str:
         def fmt(n):
@@ -49,6 +53,8 @@ class ScanPlan:
 
         lines = [f"{self.source}: {len(self.selected)} selected, {len(self.done)} already done, "
                  f"{len(self.todo)} to measure (this process)",
+                 *(f"  {n} moved to commit {new[:12]} since it was measured at {old[:12]}: measured again"
+                   for n, (old, new) in self.moved.items()),
                  f"  {'revision':>12}  {'step':>7}  {'commit':<40}  {'weights':>10}"]
         for r in self.todo:
             size = sum(f.size or 0 for f in self.files.get(r.name, []))
@@ -167,6 +173,45 @@ def resolve(source, config: ScanConfig) -> Resolved:
     return Resolved(source, selected, suites, measures, settings, config_hash(settings))
 
 
+def source_identity(source) -> str:
+    """What a source is, beyond its short name: ``hub:<repo id>`` or ``folder:<absolute path>``."""
+    repo_id = getattr(source, "repo_id", None)
+    if repo_id:
+        return f"hub:{repo_id}"
+    root = getattr(source, "root", None)
+    return f"folder:{Path(root).resolve()}" if root is not None else f"source:{source.name}"
+
+
+def dataset_model(source, known: dict[str, str] | None = None) -> str:
+    """The ``model`` a scan's rows carry and its parts are named by.
+
+    A Hub repo (or family): its full repo id, so ``otherorg/pythia-160m`` never stands in for
+    ``EleutherAI/pythia-160m``. A folder: its name, unless the dataset's ``sources.json`` (``known``) gives
+    that name to another folder; then as many parent folders as tell them apart (``c/run`` beside ``run``).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as S
+    >>> dataset_model(S(repo_id="EleutherAI/pythia-160m", name="pythia-160m"))
+    'EleutherAI/pythia-160m'
+    >>> dataset_model(S(root=Path("/x/c/run"), name="run"), {"run": "folder:/x/a/run"})
+    'c/run'
+    """
+    repo_id = getattr(source, "repo_id", None)
+    if repo_id:
+        return repo_id
+    root = getattr(source, "root", None)
+    if root is None:
+        return source.name
+    identity, known = source_identity(source), known or {}
+    parts = Path(root).resolve().parts
+    for k in range(1, len(parts)):
+        name = "/".join(parts[-k:])
+        if known.get(name, identity) == identity:
+            return name
+    return str(Path(root).resolve())
+
+
 def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | None = None, **options) -> ScanPlan:
     """What :func:`ckptgeo.engine.scan.scan` would fetch and measure, without fetching anything (``--dry-run``).
 
@@ -203,9 +248,17 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     source, selected = resolved.source, resolved.selected
     out = Path(out) if out is not None else default_out(source)
     done: set[str] = set()
-    if (out / "ckptgeo.json").exists() and not config.overwrite:
-        ds = Dataset(out)  # by part name: a family's rows carry each member's model name
-        done = {r.name for r in selected if ds.is_done(part_name(source.name, r.name, resolved.config_hash))}
+    moved: dict[str, tuple[str, str]] = {}
+    exists = (out / "ckptgeo.json").exists()
+    model = dataset_model(source, Dataset(out).sources() if exists else None)
+    if exists and not config.overwrite:
+        ds = Dataset(out)  # by part name, keyed on the model (repo id or folder) and the commit
+        for r in selected:
+            name = part_name(model, r.name, resolved.config_hash)
+            if ds.is_done(name, commit=r.commit):
+                done.add(r.name)
+            elif r.commit and ds.is_done(name) and ds.recorded_commit(name) not in (None, r.commit):
+                moved[r.name] = (ds.recorded_commit(name), r.commit)
     rank, world = shard()
     mine = [r for i, r in enumerate(selected) if i % world == rank]
     todo = [r for r in mine if r.name not in done]
@@ -232,4 +285,4 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
         fetch, peak = 0, 0
     return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
                     done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak,
-                    config_hash=resolved.config_hash, errors=errors, integrity=integrity)
+                    config_hash=resolved.config_hash, errors=errors, integrity=integrity, model=model, moved=moved)

@@ -41,7 +41,7 @@ from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS
 from ckptgeo.engine.config import ScanConfig, merge_options, parse_size
 from ckptgeo.engine.measure import measure_revision
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, make_plan, plan_scan, rank_device, resolve,
-                                 row_settings, shard, weights_digest)
+                                 row_settings, shard, source_identity, weights_digest)
 from ckptgeo.errors import CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning, \
     OutputLockedError
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
@@ -304,6 +304,10 @@ class _Run:
         plan = make_plan(resolved, config, out)
         _check_disk(plan, config)
         dataset = Dataset(out)
+        dataset.record_source(plan.model, source_identity(source))
+        for rev_name, (old, new) in plan.moved.items():
+            log.warning("%s moved to commit %s since it was measured at %s; measuring it again", rev_name, new[:12],
+                        old[:12])
         duplicates = _Duplicates(plan.selected, plan.files)
         run = cls(config=config, resolved=resolved, plan=plan, dataset=dataset,
                   result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash,
@@ -360,7 +364,7 @@ class _Run:
         self.bar.set_postfix_str(rev.name)
         self.prefetcher.ahead(i)
         t0 = time.perf_counter()
-        name = part_name(self.source.name, rev.name, self.resolved.config_hash)
+        name = part_name(self.plan.model, rev.name, self.resolved.config_hash)
         base = self._base(rev)
         lock = self.claim(rev, name)
         if lock is None:
@@ -402,7 +406,7 @@ class _Run:
             log.warning("%s is being measured by another process; skipping it here", rev.name)
             self.result.locked.append(rev.name)
             return None
-        if not self.config.overwrite and self.dataset.is_done(name):
+        if not self.config.overwrite and self.dataset.is_done(name, commit=rev.commit):
             # another run finished it after this one planned: not measured twice
             log.info("%s was finished by another process meanwhile; skipping it", rev.name)
             lock.close()
@@ -432,7 +436,7 @@ class _Run:
                                         {**common, "settings": self.resolved.measures[metric].settings})
         for table, trows in rows.items():
             if table == "behavior" and any(
-                    self.dataset.has_part("behavior", part_name(self.source.name, base["revision"], h))
+                    self.dataset.has_part("behavior", part_name(self.plan.model, base["revision"], h))
                     for h in self.same_behavior):
                 continue   # already there from a run with other metrics: not a second copy
             if trows:
@@ -483,7 +487,7 @@ class _Run:
         """The columns that say which revision a row belongs to."""
         tps = self.source.tokens_per_step
         tokens = rev.tokens if rev.tokens is not None else (rev.step * tps if tps else None)
-        return {"model": rev.model or self.source.name, "revision": rev.name, "step": rev.step, "stage": rev.stage,
+        return {"model": rev.model or self.plan.model, "revision": rev.name, "step": rev.step, "stage": rev.stage,
                 "commit": rev.commit, "tokens": tokens, "run_seed": rev.seed}
 
 

@@ -5,6 +5,7 @@
     DIR/
       ckptgeo.json                 marks a ckptgeo dataset: format, schema_version, writer version
       runs/<config_hash>.json      the full settings behind each config hash
+      sources.json                 which folder or monitored run each ``model`` name stands for
       geometry/<model>--<revision>--<config_hash>.parquet
       behavior/ ... probes/ ...    same naming
       revisions/<model>--<revision>--<config_hash>.parquet   written last: the revision is done
@@ -19,7 +20,9 @@
 A part is written to ``.<name>.tmp-<pid>-<random>`` in its table folder and ``os.replace``-d into
 place (:func:`ckptgeo._io.atomic_path`); readers (pyarrow, pandas) skip names starting with ``.`` or ``_``, so a killed writer leaves
 nothing a reader picks up. A revision counts as done when its ``revisions`` part exists with status
-``ok`` or ``duplicate``; a rerun skips it, so no row is written twice. Every table loads with
+``ok`` or ``duplicate`` and records the commit the revision has now; a rerun skips it, so no row is
+written twice. Parts are named by the ``model`` their rows carry (a Hub repo's full id), so two repos
+or folders never share a part; ``sources.json`` keeps the folder (or monitored run) behind each name. Every table loads with
 ``pandas.read_parquet(DIR + "/geometry")``.
 """
 
@@ -202,13 +205,42 @@ class Dataset:
     def has_part(self, table: str, name: str) -> bool:
         return (self.root / table / name).exists()
 
-    def is_done(self, name: str) -> bool:
-        """Whether the ``revisions`` part ``name`` exists with status ok or duplicate (one small read)."""
+    def is_done(self, name: str, commit: str | None = None) -> bool:
+        """Whether the ``revisions`` part ``name`` exists with status ok or duplicate (one small read) and,
+        when ``commit`` is given, was measured at that commit (a branch moved since is not done)."""
         path = self.root / "revisions" / name
         if not path.exists():
             return False
-        status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+        tbl = pq.read_table(path, columns=["status", "commit"])
+        status = tbl.column("status").to_pylist()
+        if commit is not None and any(c not in (None, commit) for c in tbl.column("commit").to_pylist()):
+            return False
         return bool(status) and all(s in ("ok", "duplicate") for s in status)
+
+    def recorded_commit(self, name: str) -> str | None:
+        """The ``commit`` recorded in the ``revisions`` part ``name``; None if absent or not recorded."""
+        path = self.root / "revisions" / name
+        if not path.exists():
+            return None
+        commits = [c for c in pq.read_table(path, columns=["commit"]).column("commit").to_pylist() if c]
+        return commits[0] if commits else None
+
+    def sources(self) -> dict[str, str]:
+        """``sources.json``: model name -> what it stands for (``folder:/abs/path``, ``monitor:<run id>``);
+        empty for a dataset written before it existed."""
+        try:
+            data = json.loads((self.root / "sources.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def record_source(self, model: str, identity: str) -> None:
+        """Record that ``model`` stands for ``identity`` (under the dataset-wide lock; kept if already there)."""
+        with self.lock_all():
+            known = self.sources()
+            if known.get(model) != identity:
+                atomic_write_bytes(self.root / "sources.json",
+                                   json.dumps({**known, model: identity}, indent=2, sort_keys=True).encode())
 
     def write_run(self, config_hash: str, settings: dict) -> None:
         """Record the settings behind ``config_hash`` (once)."""
