@@ -856,20 +856,26 @@ def _validate(cfg: AnalysisConfig) -> None:
                                     name="collapse_metrics", value=())
 
 
-def check_analysis_out(out: str | os.PathLike) -> None:
+def check_analysis_out(out: str | os.PathLike, dataset: str | os.PathLike | None = None) -> None:
     """Refuse an analysis output folder that would overwrite someone's files.
 
-    Accepted: a missing or empty folder (dot files aside), a ckptgeo dataset (``ckptgeo.json``) and an
-    earlier analysis output (``events/events.parquet``).
+    Accepted: a missing or empty folder (dot files aside), the dataset analysed (``dataset``; any ckptgeo
+    dataset when None) and an earlier analysis output (``events/events.parquet``).
 
     Raises
     ------
     DatasetLayoutError
-        ``out`` is a file, or a non-empty folder of neither kind.
+        ``out`` is a file, another dataset than ``dataset`` (its events would be replaced by this one's),
+        or a non-empty folder of neither kind.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DatasetLayoutError(f"--out {out} is a file, not a folder; choose another --out folder.", path=str(out))
+    if dataset is not None and (out / "ckptgeo.json").is_file() and out.resolve() != Path(dataset).resolve():
+        raise DatasetLayoutError(
+            f"--out {out} is another ckptgeo dataset than {dataset}; writing this analysis there would replace its "
+            f"events and report. Choose a new or empty --out folder (or leave --out out to write into {dataset}).",
+            path=str(out))
     if not out.is_dir() or (out / "ckptgeo.json").is_file() or (out / "events" / "events.parquet").is_file():
         return
     if any(not p.name.startswith(".") for p in out.iterdir()):
@@ -974,7 +980,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     if not root.is_dir():
         raise DatasetLayoutError(f"Dataset folder {root} does not exist; run `ckptgeo scan` first.", path=str(root))
     if write and out is not None:
-        check_analysis_out(out)
+        check_analysis_out(out, dataset=root)
     geo, beh = read_table(root, "geometry"), read_table(root, "behavior")
     if geo.empty and beh.empty:
         raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table; is it a ckptgeo "

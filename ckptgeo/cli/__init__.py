@@ -11,6 +11,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 
 from ckptgeo import __version__
 from ckptgeo._registry import Registry
@@ -63,6 +64,31 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    with warnings.catch_warnings():   # restores the default display when main() returns (tests call it in-process)
+        warnings.showwarning = _one_line_warning
+        return _run(args)
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """ckptgeo's own warnings at the command line: one line each, ``ckptgeo: warning: ...``, no source line
+    (other packages' warnings keep Python's format, which says where they come from)."""
+    from ckptgeo.errors import CkptgeoWarning
+
+    if not issubclass(category, CkptgeoWarning):
+        return _SHOW_WARNING(message, category, filename, lineno, file, line)
+    text = " ".join(str(message).split())
+    try:
+        print(f"ckptgeo: warning: {text} ({category.__name__})", file=file or sys.stderr)
+    except OSError:   # a closed stderr: nowhere to show it
+        pass
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
+def _run(args) -> int:
+    from ckptgeo.errors import CkptgeoError
+
     try:
         return int(args.func(args) or 0)
     except CkptgeoError as err:

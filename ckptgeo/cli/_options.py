@@ -27,7 +27,12 @@ def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = Tr
 def add_scan_options(p: argparse.ArgumentParser) -> None:
     """The measurement options shared by ``scan`` and ``probe``."""
     p.add_argument("--suite", action="append", dest="suites", metavar="NAME|PATH",
-                   help="suite name, file path or loader spec; repeat for several (default: the source's suites)")
+                   help="bundled suite name, file path, loader spec (hf:ORG/NAME), or an algorithmic task level "
+                        "such as copy-L1 (its 200 held-out items, as `ckptgeo train` draws them); repeat for several "
+                        "(default: the source's suites)")
+    p.add_argument("--tokenizer", default=None, metavar="PATH|REPO",
+                   help="tokenizer folder or Hub repo id, for checkpoint folders without one (a Trainer's "
+                        "checkpoint-N folders); default: the source's own")
     p.add_argument("--out", default=None, help="dataset folder (default results/<source name>)")
     p.add_argument("--n-samples", type=int, default=200, help="items per suite (default 200)")
     p.add_argument("--position", choices=["last", "mean"], default="last",
@@ -104,7 +109,7 @@ def _scan_kwargs(args) -> dict:
                 dtype=args.dtype, batch_size=args.batch_size, seed=args.seed, prefetch=args.prefetch,
                 max_disk=args.max_disk, keep_cache=args.keep_cache, overwrite=args.overwrite,
                 save_states=args.save_states, on_error=args.on_error, step_pattern=args.step_pattern,
-                threads=args.threads)
+                threads=args.threads, tokenizer=args.tokenizer)
 
 
 def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
@@ -135,11 +140,13 @@ def _shown(value) -> str:
 
 
 def _run_scan(args, metrics: tuple[str, ...]) -> int:
-    from ckptgeo.engine.scan import parse_size, plan_scan, scan
+    from ckptgeo.engine.scan import parse_size, plan_scan, scan, shard
 
     kwargs = {**_scan_kwargs(args), "metrics": tuple(metrics)}
     if args.dry_run:
-        print(plan_scan(args.source, out=args.out, **{**kwargs, "max_disk": parse_size(args.max_disk)}).summary())
+        plan = plan_scan(args.source, out=args.out, **{**kwargs, "max_disk": parse_size(args.max_disk)})
+        print(plan.summary())
+        print("next: the same command without --dry-run")
         return 0
     res = scan(args.source, out=args.out, **kwargs)
     print(f"measured {len(res.measured)}, already done {len(res.skipped)}, failed {len(res.failed)}, "
@@ -159,6 +166,10 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
         print(f"  warning: {line}", file=sys.stderr)
     tables = [t for t in ("geometry", "behavior", "probes", "compare") if (res.out / t).is_dir()]
     print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables))
+    rank, world = shard()
+    if world > 1:
+        print(f"rank {rank} of {world}: its share only; the other processes write beside it in {res.out}")
+    print(f"next: ckptgeo analyze {res.out}" + ("   (once every process has finished)" if world > 1 else ""))
     return 1 if res.failed else 0
 
 

@@ -66,10 +66,38 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _refuse_checkpoint_folder(folder: str) -> None:
+    """A folder of checkpoints (``step{N}/``, ``checkpoint-{N}/``) instead of a dataset: say to scan it first.
+
+    Raises
+    ------
+    DatasetLayoutError
+        ``folder`` holds no ``ckptgeo.json`` and does hold checkpoint folders.
+    """
+    from pathlib import Path
+
+    from ckptgeo.errors import CkptgeoError, DatasetLayoutError
+    from ckptgeo.sources.local import LocalSource
+
+    root = Path(folder)
+    if not root.is_dir() or (root / "ckptgeo.json").exists():
+        return
+    try:
+        found = LocalSource(root).revisions()
+    except CkptgeoError:
+        return
+    if found:
+        raise DatasetLayoutError(
+            f"{root} is a folder of {len(found)} checkpoint folders, not a scanned dataset: scan it first with "
+            f"`ckptgeo scan {root}`, then `ckptgeo analyze results/{root.resolve().name}`.", path=str(root))
+
+
 def _run_analyze(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.figures import write_report
     from ckptgeo.analysis.summary import analyze, events_text, read_runs
     import pandas as pd
+
+    _refuse_checkpoint_folder(args.dir)
 
     from ckptgeo.analysis.tables import left_out_text
 

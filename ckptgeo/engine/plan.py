@@ -24,7 +24,7 @@ from ckptgeo.store.dataset import Dataset, part_name
 from ckptgeo.store.schemas import SCAN_SETTINGS
 
 __all__ = ["ScanPlan", "Resolved", "plan_scan", "resolve", "default_out", "shard", "rank_device", "scan_settings",
-           "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity"]
+           "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity", "estimate_seconds"]
 
 
 @dataclass
@@ -46,13 +46,25 @@ class ScanPlan:
     model: str = ""
     #: revisions measured before at another commit (the branch moved): name -> (old commit, new commit)
     moved: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the measures, and each suite with the items it measures
+    metrics: list[str] = field(default_factory=list)
+    suites: list[tuple[str, int]] = field(default_factory=list)
+    #: (rank, world size) of this process, and what every process together has to measure
+    rank: tuple[int, int] = (0, 1)
+    total_todo: int = 0
+    #: a rough wall time for this process's share, in seconds (:func:`estimate_seconds`); None if unknown
+    estimate: float | None = None
 
     def summary(self) -> str:
         def fmt(n):
             return "unknown" if n is None else f"{n / 1e6:,.1f} MB"
 
+        rank, world = self.rank
         lines = [f"{self.source}: {len(self.selected)} selected, {len(self.done)} already done, "
                  f"{len(self.todo)} to measure (this process)",
+                 *([f"  all {world} processes: {self.total_todo} to measure; this is rank {rank}"] if world > 1 else []),
+                 f"  measures: {', '.join(self.metrics) or '-'}",
+                 f"  suites: {', '.join(f'{n} ({k} items)' for n, k in self.suites) or '-'}",
                  *(f"  {n} moved to commit {new[:12]} since it was measured at {old[:12]}: measured again"
                    for n, (old, new) in self.moved.items()),
                  f"  {'revision':>12}  {'step':>7}  {'commit':<40}  {'weights':>10}"]
@@ -64,7 +76,48 @@ class ScanPlan:
                      f"config hash {self.config_hash}")
         if self.integrity is not None and self.integrity.groups:
             lines += [f"left out of the analysis by default: {g.describe()}" for g in self.integrity.groups]
+        if self.todo:
+            took = "unknown" if self.estimate is None else _duration(self.estimate)
+            lines.append(f"estimated time: {took} (rough: {_ESTIMATE_BASIS})")
         return "\n".join(lines)
+
+
+#: what :func:`estimate_seconds` assumes, as printed
+_ESTIMATE_BASIS = ("downloads at 50 MB/s, forward passes at 20 GFLOP/s, 32 tokens per item, "
+                   "budgeted measures at their full max_seconds")
+_DOWNLOAD_BPS, _FLOPS, _TOKENS_PER_ITEM = 50e6, 20e9, 32
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def estimate_seconds(revision_bytes: list[int | None], suites: list[tuple[str, int]], measures,
+                     *, downloads: bool) -> float | None:
+    """A rough wall time for measuring revisions of these sizes, in seconds; None if a size is unknown.
+
+    Per revision: its download (when the source downloads), one forward pass over each suite's items
+    (2 FLOPs per parameter per token, the parameters counted as weight bytes / 4), and the time budget
+    (``max_seconds``) of each measure that has one (Hessian, LLC), taken in full. The rates are fixed
+    guesses (:data:`_ESTIMATE_BASIS`), not measured here: the number says minutes or days, not seconds.
+
+    Examples
+    --------
+    >>> estimate_seconds([400_000_000], [("logic", 200)], {}, downloads=True)
+    72.0
+    """
+    if any(b is None for b in revision_bytes):
+        return None
+    items = sum(k for _, k in suites)
+    budgets = sum(float(getattr(m.config, "max_seconds", None) or 0) for m in measures.values()
+                  if getattr(m, "config", None) is not None)
+    total = 0.0
+    for b in revision_bytes:
+        total += (b / _DOWNLOAD_BPS if downloads else 0.0) + 2 * (b / 4) * _TOKENS_PER_ITEM * items / _FLOPS
+        total += budgets
+    return round(total, 1)
 
 
 @dataclass
@@ -123,6 +176,7 @@ def scan_settings(config: ScanConfig, suites, measures: dict[str, Measure]) -> d
                                           .encode()).hexdigest()[:16] for s in suites},
         "metrics": {n: m.settings for n, m in measures.items()},
         **{name: getattr(config, name) for name, _ in SCAN_SETTINGS}, "model_items": config.model_items,
+        **({"tokenizer": config.tokenizer} if config.tokenizer else {}),   # the source's own: not in the hash
     }
 
 
@@ -262,6 +316,7 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     rank, world = shard()
     mine = [r for i, r in enumerate(selected) if i % world == rank]
     todo = [r for r in mine if r.name not in done]
+    total_todo = sum(r.name not in done for r in selected)
     # metadata of every selected revision (not only this process's share), so that duplicates found
     # before download are the same in every process and in a one-process run
     def metadata(r: Revision):
@@ -283,6 +338,10 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     peak = (min(config.prefetch, max(len(todo) - 1, 0)) + 1) * max(sizes, default=0) if known else None
     if not source.downloads:
         fetch, peak = 0, 0
+    n = config.n_samples
+    suite_items = [(st.name, len(st.items) if n is None else min(n, len(st.items))) for st in resolved.suites]
     return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
                     done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak,
-                    config_hash=resolved.config_hash, errors=errors, integrity=integrity, model=model, moved=moved)
+                    config_hash=resolved.config_hash, errors=errors, integrity=integrity, model=model, moved=moved,
+                    metrics=list(resolved.measures), suites=suite_items, rank=(rank, world), total_todo=total_todo,
+                    estimate=estimate_seconds(sizes, suite_items, resolved.measures, downloads=source.downloads))

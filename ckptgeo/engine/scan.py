@@ -77,7 +77,8 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
          model_items: int = 32, centered: bool | None = None, epsilon: float | None = None, batch_size: int = 16,
          device: str = "cpu", prefetch: int = 1, max_disk: int | str | None = None, keep_cache: bool = False,
          overwrite: bool = False, save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None,
-         threads: int | None = None, share_prefix: bool = True, config: ScanConfig | None = None) -> ScanResult:
+         threads: int | None = None, share_prefix: bool = True, tokenizer: str | Path | None = None,
+         config: ScanConfig | None = None) -> ScanResult:
     """Measure every selected revision of ``source`` and write the tables under ``out``.
 
     Parameters
@@ -140,6 +141,9 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
         Run a prefix that a batch's prompts share once and reuse its key/value cache (equal results to
         1e-5 relative; does not change values). False runs every prompt whole: the baseline of
         ``scripts/bench_scan.py --compare-prefix``.
+    tokenizer : str or Path, optional
+        A tokenizer folder or Hub repo id, for checkpoint folders that hold none (a ``transformers.Trainer``
+        run's ``checkpoint-{N}/`` folders); default: the source's own. Entered in the config hash when given.
     config : ScanConfig, optional
         Settings as one object (the command line builds one); keyword options that differ from their
         defaults override its fields.
@@ -173,7 +177,7 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
                    model_items=model_items, centered=centered, epsilon=epsilon, batch_size=batch_size, device=device,
                    prefetch=prefetch, max_disk=parse_size(max_disk), keep_cache=keep_cache, overwrite=overwrite,
                    save_states=save_states, on_error=on_error, step_pattern=step_pattern, threads=threads,
-                   share_prefix=share_prefix)
+                   share_prefix=share_prefix, tokenizer=None if tokenizer is None else str(tokenizer))
     config = merge_options(config, options)
     run = _Run.start(source, config, out)
     try:
@@ -313,7 +317,7 @@ class _Run:
                   result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash,
                                     groups=list(plan.integrity.groups) if plan.integrity is not None else []),
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
-                  tokenizer=_load_tokenizer(source), duplicates=duplicates,
+                  tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
                   bar=_progress(len(plan.todo), f"scan {source.name}"), threads=contextlib.ExitStack())
         run._read_architecture()
@@ -507,12 +511,13 @@ def _check_disk(plan: ScanPlan, config: ScanConfig) -> None:
                                  f"on {cache_root}", needed=plan.peak_disk, available=free)
 
 
-def _load_tokenizer(source):
-    """The source's tokenizer; a damaged file in its folder (transformers reads the folder's
-    ``config.json`` too) is a :class:`CorruptCheckpointError` naming it, before anything is measured."""
+def _load_tokenizer(source, override: str | None = None):
+    """The source's tokenizer, or ``override`` (a folder or Hub repo id: ``--tokenizer``); a damaged file in
+    its folder (transformers reads the folder's ``config.json`` too) is a :class:`CorruptCheckpointError`
+    naming it, before anything is measured."""
     from transformers import AutoTokenizer
 
-    path = source.tokenizer_path()
+    path = override if override is not None else source.tokenizer_path()
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as err:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,36 +130,31 @@ class Reading:
         return out
 
 
-_TASK_SPEC = re.compile(r"^([a-z]+)-L([123])$")
-
-
 def task_suite(task: str, level: int, *, n_items: int = DEFAULT_N_SAMPLES, seed: int = 0) -> Suite:
     """The held-out items of an algorithmic task level as a suite, the same ``ckptgeo train`` writes to
-    ``suites/<task>-L<level>.jsonl`` for that seed.
+    ``suites/<task>-L<level>.jsonl`` for that seed (:func:`ckptgeo.suites.tasks.task_suite`).
 
     Raises
     ------
     InvalidParameterError
         Unknown task or level, or more items than half the level's prompts.
     """
-    from ckptgeo.suites.tasks import heldout_items, suite_header, suite_name
+    from ckptgeo.suites.tasks import task_suite as _task_suite
 
-    items = heldout_items(task, level, n_items, seed=seed)
-    return Suite(suite_name(task, level), items, source=f"ckptgeo.suites.tasks:{task}-L{level}",
-                 header=suite_header(task, level, n_items=n_items))
+    return _task_suite(task, level, n_items=n_items, seed=seed)
 
 
 def _load_suite(spec, n_items: int, seed: int) -> Suite:
     from ckptgeo.suites.items import available_suites, load_suite
-    from ckptgeo.suites.tasks import TASKS
+    from ckptgeo.suites.tasks import parse_task_level
 
     if isinstance(spec, Suite):
         return spec
     if isinstance(spec, tuple) and len(spec) == 2:
         return task_suite(spec[0], spec[1], n_items=n_items, seed=seed)
-    m = _TASK_SPEC.match(str(spec))
-    if m and m.group(1) in TASKS and not Path(str(spec)).is_file() and str(spec) not in available_suites():
-        return task_suite(m.group(1), int(m.group(2)), n_items=n_items, seed=seed)
+    task_level = parse_task_level(spec)
+    if task_level and not Path(str(spec)).is_file() and str(spec) not in available_suites():
+        return task_suite(*task_level, n_items=n_items, seed=seed)
     return load_suite(spec)
 
 

@@ -304,7 +304,8 @@ def available_suites() -> list[str]:
 
 
 def load_suite(spec: str | Path) -> Suite:
-    """Load a suite from a bundled name, a file path, or ``PREFIX:rest`` of a registered loader.
+    """Load a suite from a bundled name, a file path, an algorithmic task level (``"copy-L1"``: its 200
+    held-out items, seed 0, as ``ckptgeo train`` draws them), or ``PREFIX:rest`` of a registered loader.
 
     A ``.json`` file is read as BIG-bench (or BIG-bench Hard) task JSON; another file as JSON lines,
     BLiMP-shaped (first row has ``sentence_good`` and ``sentence_bad``) or in this module's schema.
@@ -323,6 +324,11 @@ def load_suite(spec: str | Path) -> Suite:
     bundled = diagnostics_dir() / f"{spec_s}.jsonl"
     if bundled.is_file():
         return load_jsonl(bundled, name=spec_s)
+    from ckptgeo.suites.tasks import parse_task_level, task_suite
+
+    task_level = parse_task_level(spec_s)
+    if task_level is not None:
+        return task_suite(*task_level)
     prefix, sep, rest = spec_s.partition(":")
     if sep and prefix in LOADERS:
         return LOADERS.get(prefix)(rest)
@@ -332,8 +338,8 @@ def load_suite(spec: str | Path) -> Suite:
     close = difflib.get_close_matches(spec_s, names, n=3)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise InvalidParameterError(
-        f"Unknown suite {spec_s!r}: not a file, not a bundled suite, not a registered loader prefix.{hint} "
-        f"Bundled: {', '.join(names) or '(none)'}; loader prefixes: {', '.join(LOADERS.names())}.",
+        f"Unknown suite {spec_s!r}: not a file, not a bundled suite, not a task level (copy-L1), not a registered "
+        f"loader prefix.{hint} Bundled: {', '.join(names) or '(none)'}; loader prefixes: {', '.join(LOADERS.names())}.",
         name="suite", value=spec_s)
 
 
