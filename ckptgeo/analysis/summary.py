@@ -15,7 +15,8 @@ metric, layer) curve, and writes what it finds next to the input::
         ├── top_down.parquet        Spearman(depth, collapse onset) per model and suite
         ├── probe_lead.parquet      per (model, suite, layer)
         ├── across_sizes.parquet    collapse floors / acquisition steps of one task at different sizes
-        └── seed_spread.parquet     precursor rates across seeds (empty with one seed)
+        ├── seed_spread.parquet     precursor rates across seeds (empty with one seed)
+        └── runs.csv, runs.tex      one row per run for a paper (:mod:`ckptgeo.analysis.runs_table`)
 
 Each file is written to a hidden temporary name in its folder and moved into place with
 ``os.replace`` (:func:`ckptgeo._io.atomic_path`); readers of the folder skip names starting with ``.``.
@@ -1062,6 +1063,9 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         for name, table in analysis.summary_tables().items():
             written.append(_atomic_parquet(table, analysis.out / "summary" / f"{name}.parquet", rules=rules))
         written += _combine_cross_checkpoint(root, analysis.out)
+        from ckptgeo.analysis.runs_table import write_runs_table
+
+        written.extend(write_runs_table(events, analysis.out / "summary"))   # runs.csv, runs.tex: one row per run
         analysis = dataclasses.replace(analysis, written=tuple(written))
         logger.info("wrote %d events to %s", len(events), written[0])
     return analysis
