@@ -8,9 +8,10 @@ __all__ = ["add_parser"]
 
 _EPILOG = """\
 examples:
-  ckptgeo analyze results/pythia-160m
-  ckptgeo analyze results/demo --acc-threshold 0.6 --window 5 --recovery 0.2
-  ckptgeo analyze results/demo --no-plots --all-layers
+  ckptgeo analyze results/pythia-160m                 # the --out of `ckptgeo scan EleutherAI/pythia-160m`
+  ckptgeo analyze results/demo/dataset                # the dataset `ckptgeo demo` wrote
+  ckptgeo analyze results/demo/dataset --acc-threshold 0.6 --window 5 --recovery 0.2
+  ckptgeo analyze results/demo/dataset --no-plots --all-layers --out results/demo-analysis
   ckptgeo analyze results/pythia-2.8b --keep-grouped latest   # keep the latest of each group of identical weights
   ckptgeo analyze results/pythia-160m --x tokens               # figures and events against training tokens
   ckptgeo analyze results/demo --min-drop 0.5 --n-permutations 9999 --seed 1
@@ -20,7 +21,9 @@ outputs (inside DIR, or --out):
   summary/*.parquet       acquisitions, precursor rates (interval, permutation p, noise false-positive rate,
                           verdict), top-down (Kendall tau, permutation p), probe lead, across sizes, seeds,
                           difficulty slope beside its null; every rule in each table's metadata
-  figures/*.png           RankMe per layer with accuracy; layer x step heatmaps; gaps by task and size
+  summary/runs.csv, .tex  one row per run (model, task, level, size, seed, events, status) for a paper
+  figures/*.png           RankMe per layer with accuracy and events; layer x step heatmaps; probes; seeds
+                          overlaid; gaps by task and size
   report.md               tables and figures together
 """
 
@@ -53,7 +56,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--noise-curves", type=int, default=200,
                    help="noise curves per summary curve for the detector's false-positive rate (default 200; 0: skip)")
     p.add_argument("--seed", type=int, default=0, help="seed of the nulls (default 0)")
-    p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR)")
+    p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR): a "
+                                               "new or empty folder, DIR itself, or an earlier analysis of it; "
+                                               "never another dataset")
     p.add_argument("--no-plots", action="store_true", help="skip figures (report.md is still written)")
     p.add_argument("--all-layers", action="store_true", help="print every layer, not only the summary layer")
     p.add_argument("--x", choices=("steps", "tokens"), default="steps",
