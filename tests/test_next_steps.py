@@ -56,6 +56,10 @@ def test_dry_run_lists_measures_suites_time_and_the_total_over_ranks(run, tmp_pa
     # one revision in this rank's share: at least the Hessian's 90 s budget, well under an hour
     assert took.startswith(("estimated time: 1 min", "estimated time: 2 min")) and "rough" in took, took
     assert out[-1] == "next: the same command without --dry-run"
+    assert main(["scan", str(folder), "--suite", "copy-L1", "--n-samples", "8", "--out", str(tmp_path / "ds")]) == 0
+    out = capsys.readouterr().out.splitlines()   # rank 1 of 2 measured its one revision of the two
+    assert f"all 2 processes: 1 of 2 selected revisions done so far in {tmp_path / 'ds'} (this is rank 1)" in out
+    assert out[-1] == f"next: ckptgeo analyze {tmp_path / 'ds'}   (once every process has finished)"
 
 
 def test_ckptgeo_warnings_are_one_line_each(local_hub, tmp_path, capsys):

@@ -168,7 +168,12 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
     print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables))
     rank, world = shard()
     if world > 1:
-        print(f"rank {rank} of {world}: its share only; the other processes write beside it in {res.out}")
+        from ckptgeo.store.dataset import Dataset, part_name
+
+        ds = Dataset(res.out, create=False)
+        done = sum(ds.is_done(part_name(res.model, r, res.config_hash)) for r in res.selected)
+        print(f"all {world} processes: {done} of {len(res.selected)} selected revisions done so far in {res.out} "
+              f"(this is rank {rank})")
     print(f"next: ckptgeo analyze {res.out}" + ("   (once every process has finished)" if world > 1 else ""))
     return 1 if res.failed else 0
 

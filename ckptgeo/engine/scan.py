@@ -69,6 +69,9 @@ class ScanResult:
     duplicates: pd.DataFrame | None = None
     config_hash: str = ""
     groups: list = field(default_factory=list)
+    #: the ``model`` of the rows (and parts), and every revision selected (all processes' shares together)
+    model: str = ""
+    selected: list[str] = field(default_factory=list)
 
 
 def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None, suites=(), metrics=(),
@@ -315,7 +318,8 @@ class _Run:
         duplicates = _Duplicates(plan.selected, plan.files)
         run = cls(config=config, resolved=resolved, plan=plan, dataset=dataset,
                   result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash,
-                                    groups=list(plan.integrity.groups) if plan.integrity is not None else []),
+                                    groups=list(plan.integrity.groups) if plan.integrity is not None else [],
+                                    model=plan.model, selected=[r.name for r in plan.selected]),
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
                   tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
