@@ -358,7 +358,9 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
     ax.set_xlabel("checkpoint (training step)")
     ax.set_ylabel("layer")
     _title(ax, f"{metric}: {model} · {suite}", width=90)
-    fig.colorbar(im, ax=ax, label=f"{metric} (log scale)" if norm is not None else metric)
+    bar = fig.colorbar(im, ax=ax, label=f"{metric} (log scale)" if norm is not None else metric)
+    if norm is not None:
+        _log_ticks(bar.ax.yaxis, finite)
     marks = _events_of(_summary_event(analysis, model, suite, chash, metric))
     styles = {"collapse": ("#00d5ff", ":"), "onset": ("#00d5ff", "--"), "acquisition": ("#ff2d2d", "-")}  # on magma
     names = {"collapse": f"L{marks.get('layer')} collapse", "onset": f"L{marks.get('layer')} recovery onset",
@@ -372,7 +374,7 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
         if kind != "acquisition":
             ax.plot([x], [list(grid.index).index(marks["layer"])], marker="o", ms=5, mfc="none", mec=colour)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=7, ncol=3, frameon=False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=7, ncol=3, frameon=False)
     return _save(fig, Path(path))
 
 

@@ -10,7 +10,8 @@ Fed from the events table (:func:`ckptgeo.analysis.summary.analyze`): a run is o
 config_hash) curve family of RankMe, read at its summary layer (the deepest). Steps are training steps;
 ``floor`` is the collapse floor (RankMe, effective dimensions); ``gap`` is acquisition - recovery onset in
 steps; ``spacing`` is the checkpoint spacing at acquisition (the step's resolution); ``size`` the parameter
-count the model name gives (``160M``, ``2.8B``; empty where it does not say); ``seed`` the run's seed from
+count the model name gives (``160M``, ``2.8B``), else the size name of a ``ckptgeo train`` run (``tiny``),
+else empty; ``seed`` the run's seed from
 its name (``-s1``, ``-seed1``).
 """
 
@@ -46,6 +47,18 @@ def params_text(n: float) -> str:
     return f"{n:.0f}"
 
 
+def _size(model: str, model_size) -> str:
+    """``2.8B`` from the name's parameter count or shape; else the size name of a ``ckptgeo train`` run
+    (``copy-L1-tiny-s0`` -> ``tiny``); else ``""``."""
+    import re
+
+    text = params_text(model_size(model))
+    if text:
+        return text
+    m = re.search(r"-L\d+-(?P<size>[a-z]+)(?:-s\d+)?$", str(model))
+    return m.group("size") if m else ""
+
+
 def runs_table(events: pd.DataFrame, *, metric: str = "rankme") -> pd.DataFrame:
     """One row per run (columns :data:`RUNS_COLUMNS`) from an events table, sorted by model, task and level.
 
@@ -75,7 +88,7 @@ def runs_table(events: pd.DataFrame, *, metric: str = "rankme") -> pd.DataFrame:
     for r in e.itertuples(index=False):
         task_level = parse_task_level(r.suite)
         task, level = task_level if task_level else (getattr(r, "task", None) or r.suite, None)
-        rows.append({"model": r.model, "task": task, "level": level, "size": params_text(model_size(r.model)),
+        rows.append({"model": r.model, "task": task, "level": level, "size": _size(r.model, model_size),
                      "seed": split_seed(r.model)[1], "acquisition": r.acquisition_step, "collapse": r.collapse_step,
                      "floor": r.collapse_floor, "onset": r.onset_step, "gap": r.gap_steps,
                      "spacing": r.resolution_steps, "status": r.status})

@@ -204,7 +204,7 @@ def resolve(source, config: ScanConfig) -> Resolved:
     RevisionNotFoundError, EmptySelectionError
         The selector names a missing revision or matches none.
     """
-    from ckptgeo.suites.items import load_suite
+    from ckptgeo.suites.tasks import load_suite_or_task
 
     validate_scan_config(config)
     label = str(source) if isinstance(source, (str, Path)) else getattr(source, "repo_id", source.name)
@@ -222,7 +222,7 @@ def resolve(source, config: ScanConfig) -> Resolved:
     if not specs:
         raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",
                                     name="suites", value=())
-    suites = [load_suite(s) for s in specs]
+    suites = [load_suite_or_task(s) for s in specs]
     settings = scan_settings(config, suites, measures)
     return Resolved(source, selected, suites, measures, settings, config_hash(settings))
 

@@ -304,8 +304,8 @@ def available_suites() -> list[str]:
 
 
 def load_suite(spec: str | Path) -> Suite:
-    """Load a suite from a bundled name, a file path, an algorithmic task level (``"copy-L1"``: its 200
-    held-out items, seed 0, as ``ckptgeo train`` draws them), or ``PREFIX:rest`` of a registered loader.
+    """Load a suite from a bundled name, a file path, or ``PREFIX:rest`` of a registered loader.
+    (:func:`ckptgeo.suites.tasks.load_suite_or_task` also reads algorithmic task levels such as ``"copy-L1"``.)
 
     A ``.json`` file is read as BIG-bench (or BIG-bench Hard) task JSON; another file as JSON lines,
     BLiMP-shaped (first row has ``sentence_good`` and ``sentence_bad``) or in this module's schema.
@@ -324,11 +324,6 @@ def load_suite(spec: str | Path) -> Suite:
     bundled = diagnostics_dir() / f"{spec_s}.jsonl"
     if bundled.is_file():
         return load_jsonl(bundled, name=spec_s)
-    from ckptgeo.suites.tasks import parse_task_level, task_suite
-
-    task_level = parse_task_level(spec_s)
-    if task_level is not None:
-        return task_suite(*task_level)
     prefix, sep, rest = spec_s.partition(":")
     if sep and prefix in LOADERS:
         return LOADERS.get(prefix)(rest)
