@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Iterator
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock", "load_torch_safely"]
 
 
 def _temp_name(path: Path) -> Path:
@@ -128,6 +128,52 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_torch_safely(path: str | os.PathLike, *, label: str = ""):
+    """Read a ``torch.save`` / pickle file without running any code from it.
+
+    The file is read by ``torch.load(path, map_location="cpu", weights_only=True)``, whose unpickler builds
+    tensors, numbers, strings and containers only and refuses every other global (a pickle's
+    ``os.system`` or any class). Nothing else in ckptgeo unpickles a file.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    label : str, default=""
+        Put before the path in the error message (e.g. ``"step1000: weight file "``).
+
+    Returns
+    -------
+    object
+        What the file holds (tensors on the CPU, dicts, lists, numbers, strings).
+
+    Raises
+    ------
+    UnsafeFileError
+        The weights-only loader refused the file (it asks for another type, such as a pickle's
+        ``os.system``, or uses a pickle feature that loader lacks); the message names the file and why.
+    Exception
+        Whatever torch raises on a truncated or corrupt file (``RuntimeError``, ``EOFError``,
+        ``KeyError``, ``pickle.UnpicklingError``): the caller names the file as damaged.
+    """
+    import pickle
+
+    import torch
+
+    from ckptgeo.errors import UnsafeFileError
+
+    try:
+        return torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "weights only load failed" not in str(err).lower():
+            raise
+        why = (str(err.__context__ or "").strip().splitlines() or ["refused"])[0]
+        raise UnsafeFileError(
+            f"{label}{path} cannot be loaded safely: torch's weights-only loader, which builds only tensors, "
+            f"numbers and containers, refused it ({why}); ckptgeo never loads a pickle any other way, since that "
+            f"could run code from it.", path=os.fspath(path)) from None
 
 
 class FileLock:

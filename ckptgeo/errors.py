@@ -14,6 +14,7 @@ __all__ = [
     "RevisionNotFoundError",
     "EmptySelectionError",
     "CorruptCheckpointError",
+    "UnsafeFileError",
     "ArchitectureMismatchError",
     "NonFiniteActivationsError",
     "SuiteFormatError",
@@ -95,6 +96,14 @@ class CorruptCheckpointError(CkptgeoError, OSError):
         super().__init__(message)
         self.revision = revision
         self.path = path
+
+
+class UnsafeFileError(CorruptCheckpointError):
+    """A pickle file (``*.bin``, ``*.pt``) asks to build objects other than tensors, numbers and containers:
+    loading it could run code, so ckptgeo refuses it (``torch.load(weights_only=True)`` fails on it).
+
+    Attributes: ``revision``, ``path`` (the file).
+    """
 
 
 class ArchitectureMismatchError(CkptgeoError, ValueError):

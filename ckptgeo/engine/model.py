@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from ckptgeo.errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError
+from ckptgeo._io import load_torch_safely
+from ckptgeo.errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError, UnsafeFileError
 from ckptgeo.sources.weights import weight_shards
 
 __all__ = ["ModelHolder", "load_state_dict", "sha256_file", "DTYPES"]
@@ -61,7 +62,9 @@ def load_state_dict(folder: str | Path, *, revision: str = "") -> dict[str, torc
             if f.suffix == ".safetensors":
                 state.update(load_file(str(f)))
             else:
-                state.update(torch.load(str(f), map_location="cpu", weights_only=True))
+                state.update(load_torch_safely(f, label=f"{revision}: weight file "))
+        except UnsafeFileError as err:
+            raise UnsafeFileError(str(err), revision=revision, path=str(f)) from None
         except Exception as err:  # safetensors / pickle raise many types on a truncated file
             raise CorruptCheckpointError(
                 f"{revision}: weight file {f} is damaged (truncated or corrupt; {type(err).__name__}: {err}); "

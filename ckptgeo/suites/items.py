@@ -509,7 +509,8 @@ def load_hf(spec: str, *, name: str | None = None, cache_dir: str | None = None)
         if local.is_dir() and ((local / "state.json").is_file() or (local / "dataset_dict.json").is_file()):
             data = datasets.load_from_disk(str(local))
         else:
-            data = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir)
+            # a dataset's loading script would be repository code: refused (datasets < 3 ran it by default)
+            data = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir, trust_remote_code=False)
     except _network_errors() as err:
         raise HubUnreachableError(f"cannot reach the Hub for dataset {path!r} ({err}); set HF_ENDPOINT to a "
                                   f"reachable mirror or pass a local dataset folder: --suite hf:PATH") from err

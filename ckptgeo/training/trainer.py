@@ -50,10 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ckptgeo._io import atomic_dir, atomic_path, atomic_write_text
+from ckptgeo._io import atomic_dir, atomic_path, atomic_write_text, load_torch_safely
 from ckptgeo._params import Interval, validate_params
 from ckptgeo._threads import thread_record, torch_threads
-from ckptgeo.errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
+from ckptgeo.errors import (CorruptCheckpointError, DiskSpaceError, InvalidParameterError, NonFiniteActivationsError,
+                            RunMismatchError, UnsafeFileError)
 from ckptgeo.suites.items import Item, write_jsonl
 from ckptgeo.suites.tasks import get_level, heldout_items, sample, suite_header, suite_name
 from ckptgeo.training.sizes import get_size
@@ -387,6 +388,36 @@ def _save_checkpoint(model, tokenizer, out: Path, step: int) -> Path:
     return final
 
 
+_STATE_ADVICE = "it is not a training state ckptgeo wrote for this run; train into a new --out folder"
+
+
+def _load_state(path: Path) -> dict:
+    """The training state of ``path`` (``step``, AdamW's and LambdaLR's state dicts), read without running
+    any pickle code (:func:`ckptgeo._io.load_torch_safely`).
+
+    Raises
+    ------
+    UnsafeFileError
+        The file's pickle asks for anything but tensors, numbers and containers.
+    CorruptCheckpointError
+        The file is truncated or corrupt, or does not hold those three entries.
+    """
+    try:
+        state = load_torch_safely(path)
+    except UnsafeFileError as err:
+        raise UnsafeFileError(f"{err} It is not a training state ckptgeo wrote; train into a new --out folder.",
+                              path=str(path)) from None
+    except Exception as err:  # torch raises many types on a truncated or corrupt file
+        raise CorruptCheckpointError(f"{path} is damaged (truncated or corrupt; {type(err).__name__}: {err}); "
+                                     f"{_STATE_ADVICE}", path=str(path)) from None
+    step = state.get("step") if isinstance(state, dict) else None
+    if (isinstance(step, bool) or not isinstance(step, int) or step < 0
+            or not all(isinstance(state.get(k), dict) for k in ("optimizer", "scheduler"))):
+        raise CorruptCheckpointError(f"{path} does not hold a step, an optimiser and a scheduler state; "
+                                     f"{_STATE_ADVICE}", path=str(path))
+    return state
+
+
 def _save_state(path: Path, step: int, optimizer, scheduler, torch) -> None:
     with atomic_path(path) as tmp:
         torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp)
@@ -577,10 +608,14 @@ def _train(config: TrainConfig) -> Path:
     start, state = 0, None
     state_path = out / _STATE_NAME
     if manifest is not None and state_path.is_file():
-        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        state = _load_state(state_path)
         if (out / f"step{state['step']}").is_dir():
-            start = int(state["step"])
-            model = GPTNeoXForCausalLM.from_pretrained(out / f"step{start}")
+            start = state["step"]
+            try:
+                model = GPTNeoXForCausalLM.from_pretrained(out / f"step{start}", use_safetensors=True)
+            except (OSError, ValueError) as err:
+                raise CorruptCheckpointError(f"cannot resume from {out / f'step{start}'} ({err}); restore it or "
+                                             f"train into a new --out folder", path=str(out / f"step{start}")) from None
             history = [h for h in history if h["step"] <= start]
             logger.info("resuming %s from step %d", out, start)
         else:
@@ -589,8 +624,12 @@ def _train(config: TrainConfig) -> Path:
     model.train()
     optimizer, scheduler = _optimizer(model, config, torch)
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as err:
+            raise CorruptCheckpointError(f"{state_path} does not fit this run's optimiser ({type(err).__name__}: "
+                                         f"{err}); {_STATE_ADVICE}", path=str(state_path)) from None
 
     record = {
         "format": _FORMAT, "format_version": _FORMAT_VERSION, "complete": False, "config": _settings(config),
