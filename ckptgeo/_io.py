@@ -19,13 +19,65 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
 from typing import IO, Iterator
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock", "load_torch_safely"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock", "load_torch_safely",
+           "safe_name", "NAME_MAX_BYTES"]
+
+#: the longest file-name part :func:`safe_name` returns, in bytes: a part name of a model and a revision,
+#: a config hash and a temporary-file prefix and suffix stays under the 255-byte limit of file names
+NAME_MAX_BYTES = 80
+
+
+def safe_name(name: str, *, what: str = "name") -> str:
+    """The part of a file name made from ``name`` (a suite, model, revision, stage or family member name read
+    from an input): one path component that stays inside its folder.
+
+    Every run of characters outside ``A-Z a-z 0-9 . _ -`` (separators ``/`` and ``\\``, NUL, spaces, ``@``,
+    non-ASCII) becomes ``_``; leading dots become ``_`` (so ``..`` is ``__`` and no result is hidden or
+    looks like a temporary file of :func:`atomic_path`); a result longer than :data:`NAME_MAX_BYTES` keeps
+    its start and ends in ``-`` and 8 hex digits of the name's sha256, so long names stay distinct.
+    Names already safe (``step1000``, ``pythia-160m``, ``copy-L1``) come back unchanged.
+
+    Parameters
+    ----------
+    name : str
+        The name as the input gave it.
+    what : str, default="name"
+        What the name is (``"suite name"``), for the error message.
+
+    Returns
+    -------
+    str
+        At most :data:`NAME_MAX_BYTES` ASCII characters, none of them a separator.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``name`` is not a string, or is empty.
+
+    Examples
+    --------
+    >>> safe_name("../../x"), safe_name("/abs/path/model"), safe_name("a@step1000"), safe_name("a b")
+    ('___.._x', '_abs_path_model', 'a_step1000', 'a_b')
+    >>> len(safe_name("x" * 300)), safe_name("x" * 300)[-9:]
+    (80, '-0d4e2ca9')
+    """
+    from ckptgeo.errors import InvalidParameterError
+
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError(f"A {what} must be a non-empty string. Got {name!r}.", name=what, value=name)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    slug = re.sub(r"^\.+", lambda m: "_" * len(m.group()), slug)
+    if len(slug) > NAME_MAX_BYTES:
+        slug = f"{slug[:NAME_MAX_BYTES - 9]}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+    return slug
 
 
 def _temp_name(path: Path) -> Path:

@@ -120,3 +120,96 @@ def test_a_real_train_state_loads_under_the_safe_loader(tmp_path):
     state = load_torch_safely(tmp_path / "train_state.pt")
     assert state["step"] == 1 and len(state["optimizer"]["param_groups"]) == 2
     assert state["scheduler"]["last_epoch"] == 1 and state["optimizer"]["state"][0]["exp_avg"].shape == (2, 3)
+
+
+# ---------------------------------------------------------------------------- 2. names inside --out
+
+_HOSTILE = ["..", ".", "../../x", "../../../../escaped", "/abs/path/model", "a/b", "a\\b", "a\0b", ".hidden",
+            ".x.tmp-1-deadbeef", "x" * 300, "é" * 200, "step1000/../../..", "a@step1000"]
+
+
+@pytest.mark.parametrize("name", _HOSTILE)
+def test_safe_name_keeps_every_name_one_component_inside_its_folder(tmp_path, name):
+    from ckptgeo._io import NAME_MAX_BYTES, _temp_name, safe_name
+
+    slug = safe_name(name, what="suite name")
+    assert not {"/", "\\", "\0"} & set(slug) and not slug.startswith(".") and slug not in ("", ".", "..")
+    assert len(slug.encode()) <= NAME_MAX_BYTES == 80
+    target = tmp_path / f"{slug}.safetensors"
+    assert target.resolve().parent == tmp_path.resolve()
+    tmp = _temp_name(target)                     # the longest name ckptgeo makes from it: its temporary file
+    tmp.write_bytes(b"x")                        # (over 255 bytes this would be ENAMETOOLONG)
+    assert tmp.parent == tmp_path and len(tmp.name.encode()) <= 255
+
+
+def test_safe_name_leaves_plain_names_and_keeps_long_ones_distinct():
+    from ckptgeo._io import safe_name
+    from ckptgeo.errors import InvalidParameterError
+
+    for plain in ("step1000", "pythia-160m", "copy-L1", "stage2-ingredient1-step1000-tokens5B", "model.v2"):
+        assert safe_name(plain) == plain
+    assert safe_name("x" * 300) != safe_name("x" * 299 + "y") and safe_name("x" * 300)[:71] == "x" * 71
+    with pytest.raises(InvalidParameterError, match="suite name must be a non-empty string"):
+        safe_name("", what="suite name")
+
+
+def test_part_names_of_long_names_fit_a_file_name(tmp_path):
+    from ckptgeo.store.dataset import Dataset, part_name
+
+    name = part_name("m" * 250, "r" * 250, "0123456789ab")
+    assert len(name.encode()) < 200 and "/" not in name
+    ds = Dataset(tmp_path / "ds")
+    ds.write_part("revisions", name, [])
+    assert [p.name for p in (tmp_path / "ds" / "revisions").iterdir()] == [name]
+
+
+def _suite_file(path: Path, name: str, n: int = 4) -> Path:
+    """A copy of the bundled logical_deduction suite's first ``n`` items under the header name ``name``."""
+    from ckptgeo.suites.items import diagnostics_dir
+
+    lines = (diagnostics_dir() / "logical_deduction.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    header["suite_header"]["name"] = name
+    items = [json.loads(line) for line in lines[1:n + 1]]
+    for it in items:
+        it["suite"] = name
+    path.write_text("\n".join(json.dumps(o) for o in [header, *items]) + "\n")
+    return path
+
+
+def test_suite_names_from_a_file_never_write_outside_out(tmp_path):
+    """--save-states with suites named ``../../../../escaped`` and ``/abs/.../victim/model``: each states file
+    lies in out/states/<part>/, and the user's own ``victim/model.safetensors`` is untouched."""
+    from tests._checkpoints import make_checkpoints
+    from tests._faults import quiet_scan
+
+    ck = make_checkpoints(tmp_path / "ck", steps=(0,))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "model.safetensors").write_bytes(b"the user's weights")
+    suites = (str(_suite_file(tmp_path / "a.jsonl", "../../../../escaped")),
+              str(_suite_file(tmp_path / "b.jsonl", str(victim / "model"))))
+    out = tmp_path / "deep" / "er" / "out"
+    res = quiet_scan(ck, out, suites=suites, save_states=True, metrics=("rankme",))
+    assert res.measured == ["step0"], res.failed
+    assert (victim / "model.safetensors").read_bytes() == b"the user's weights"
+    outside = [p for p in tmp_path.rglob("*") if p.is_file() and out not in p.parents
+               and ck not in p.parents and p.parent != tmp_path and p != victim / "model.safetensors"]
+    assert outside == []
+    from ckptgeo._io import safe_name
+
+    part = next((out / "states").iterdir()).name
+    states = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.safetensors"))
+    assert states == sorted([f"states/{part}/___.._.._.._escaped.safetensors",
+                             f"states/{part}/{safe_name(str(victim / 'model'))}.safetensors"])
+
+
+def test_a_hub_branch_name_never_writes_outside_the_cache_refs(tmp_path):
+    from ckptgeo.sources.hub import _remember_ref
+
+    snapshot = tmp_path / "hub" / "models--org--m" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    _remember_ref(snapshot, "../../../escaped", "abc")  # would be tmp_path/escaped
+    _remember_ref(snapshot, "stage1/step1000", "abc")
+    assert not list(tmp_path.rglob("escaped"))
+    assert (tmp_path / "hub" / "models--org--m" / "refs" / "stage1" / "step1000").read_text() == "abc"

@@ -23,13 +23,12 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ckptgeo._io import atomic_path, atomic_write_text
+from ckptgeo._io import atomic_path, atomic_write_text, safe_name
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
            "gap_marks", "seed_groups", "constant_layers", "write_report"]
@@ -38,7 +37,8 @@ logger = logging.getLogger(__name__)
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.+-]+", "_", str(text)).strip("_") or "x"
+    """A model or suite name read from a table, as one safe part of a figure's file name."""
+    return safe_name(str(text) or "x", what="model or suite name")
 
 
 def _figure(width: float = 8.0, height: float = 4.5):

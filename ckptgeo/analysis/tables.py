@@ -21,6 +21,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from ckptgeo._io import safe_name
 from ckptgeo.errors import DatasetLayoutError
 
 __all__ = ["model_size", "split_seed", "leave_out_grouped", "left_out_text", "LEFT_OUT_COLUMNS", "events_in_tokens",
@@ -361,6 +362,8 @@ def _header_difficulty(suite: str) -> str | None:
     try:
         from ckptgeo.suites.items import diagnostics_dir
 
+        if safe_name(suite) != suite:  # a name read from a table: never a path out of the bundled folder
+            return None
         path = diagnostics_dir() / f"{suite}.jsonl"
         if not path.is_file():
             return None

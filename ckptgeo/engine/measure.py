@@ -326,8 +326,9 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
 def _save_states(folder: Path, suite: str, outputs) -> None:
     from safetensors.torch import save_file
 
-    from ckptgeo._io import atomic_path
+    from ckptgeo._io import atomic_path, safe_name
 
-    with atomic_path(folder / f"{suite}.safetensors") as tmp:
+    # the suite's name comes from its file (header or items): made one safe path component inside ``folder``
+    with atomic_path(folder / f"{safe_name(suite, what='suite name')}.safetensors") as tmp:
         save_file({"states": outputs.states.contiguous(), "probe_states": outputs.probe_states.contiguous()},
                   str(tmp))

@@ -436,7 +436,11 @@ def _files_in(folder: Path) -> list[str]:
 def _remember_ref(snapshot: Path, branch: str, commit: str) -> None:
     """Write ``refs/<branch>`` of the cache (as huggingface_hub does for a download by branch name), so
     that the revision is found by name offline. ``snapshot`` is ``<repo cache>/snapshots/<commit>``."""
-    ref = snapshot.parents[1] / "refs" / branch
+    refs = snapshot.parents[1] / "refs"
+    ref = refs / branch
+    if not ref.resolve().is_relative_to(refs.resolve()):  # a branch name from the endpoint: never a path out
+        log.warning("not recording the branch name %r: it would lead out of %s", branch, refs)
+        return
     try:
         if not ref.is_file() or ref.read_text().strip() != commit:
             atomic_write_text(ref, commit)

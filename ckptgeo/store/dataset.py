@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import errno
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ckptgeo import __version__
-from ckptgeo._io import FileLock, atomic_path, atomic_write_bytes
+from ckptgeo._io import FileLock, atomic_path, atomic_write_bytes, safe_name
 from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 from ckptgeo.store.schemas import SCHEMAS
@@ -47,13 +46,17 @@ from ckptgeo.store.schemas import SCHEMAS
 __all__ = ["Dataset", "part_name", "read_table", "shared_shards"]
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
-
-
 def part_name(model: str, revision: str, config_hash: str) -> str:
-    """Deterministic part name: ``<model>--<revision>--<config_hash>.parquet``."""
-    return f"{_slug(model)}--{_slug(revision)}--{config_hash}.parquet"
+    """Deterministic part name: ``<model>--<revision>--<config_hash>.parquet``, the model and revision names
+    made safe by :func:`ckptgeo._io.safe_name` (one path component, at most 80 bytes each).
+
+    Raises
+    ------
+    InvalidParameterError
+        An empty model or revision name.
+    """
+    return (f"{safe_name(model, what='model name')}--{safe_name(revision, what='revision name')}--"
+            f"{config_hash}.parquet")
 
 
 def read_table(root: str | Path, table: str) -> pd.DataFrame:
