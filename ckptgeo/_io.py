@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock", "load_torch_safely",
-           "safe_name", "NAME_MAX_BYTES"]
+           "safe_name", "NAME_MAX_BYTES", "temp_target"]
 
 #: the longest file-name part :func:`safe_name` returns, in bytes: a part name of a model and a revision,
 #: a config hash and a temporary-file prefix and suffix stays under the 255-byte limit of file names
@@ -82,6 +82,24 @@ def safe_name(name: str, *, what: str = "name") -> str:
 
 def _temp_name(path: Path) -> Path:
     return path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+_TEMP = re.compile(r"\.(?P<target>.+)\.tmp-\d+-[0-9a-f]{8}")
+
+
+def temp_target(name: str) -> str | None:
+    """The file name a temporary file of :func:`atomic_path` / :func:`atomic_dir` was for, or None when
+    ``name`` is not such a name (``.step6.tmp-4242-0a1b2c3d`` -> ``step6``; ``.draft.tmp-1`` -> None).
+
+    A clean-up deletes a leftover only when this names one of its own files, never by a looser pattern.
+
+    Examples
+    --------
+    >>> temp_target(".step6.tmp-4242-0a1b2c3d"), temp_target(".draft.tmp-1"), temp_target("step6")
+    ('step6', None, None)
+    """
+    m = _TEMP.fullmatch(name)
+    return m.group("target") if m else None
 
 
 def _umask() -> int:

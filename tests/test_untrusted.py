@@ -213,3 +213,60 @@ def test_a_hub_branch_name_never_writes_outside_the_cache_refs(tmp_path):
     _remember_ref(snapshot, "stage1/step1000", "abc")
     assert not list(tmp_path.rglob("escaped"))
     assert (tmp_path / "hub" / "models--org--m" / "refs" / "stage1" / "step1000").read_text() == "abc"
+
+
+# ------------------------------------------------------------- 3. only ckptgeo's own run folders, own files
+
+def test_a_folder_ckptgeo_did_not_make_is_neither_adopted_nor_cleaned(tmp_path):
+    """Only ``suites/`` and dot files: the user's folder, not a run. Nothing in it is read, written or deleted."""
+    from ckptgeo.errors import RunMismatchError
+
+    out = tmp_path / "mine"
+    (out / "suites").mkdir(parents=True)
+    (out / "suites" / "copy-L1.jsonl").write_text('{"prompt": "my own", "target": "suite"}\n')
+    (out / ".draft.tmp-1").write_text("my draft")
+    (out / ".step2.tmp-1-0123abcd").write_text("looks like ckptgeo's, but the folder is not")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(RunMismatchError, match="was not made by ckptgeo train \\(no ckptgeo-run.json\\)"):
+        train(_config(out))
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    (out / "suites" / "copy-L1.jsonl").unlink()
+    (out / "suites").rmdir()
+    (out / ".step2.tmp-1-0123abcd").unlink()
+    with pytest.raises(RunMismatchError, match="not made by ckptgeo train"):  # a dot file alone is not nothing
+        train(_config(out))
+    assert (out / ".draft.tmp-1").read_text() == "my draft"
+
+
+def test_resume_removes_only_the_temporary_files_ckptgeo_named(finished_run, tmp_path):
+    out = _unfinished_copy(finished_run, tmp_path / "run")
+    assert (out / "ckptgeo-run.json").is_file()
+    (out / ".draft.tmp-1").write_text("the user's")                     # not ckptgeo's temporary name
+    (out / ".notes.txt.tmp-4242-0a1b2c3d").write_text("the user's")     # the form, but not a run file
+    (out / ".step2.tmp-4242-0a1b2c3d").mkdir()                          # a kill mid-write of step2
+    (out / ".manifest.json.tmp-4242-0a1b2c3d").write_text("{")          # ... of the manifest
+    assert train(_config(out)) == out
+    assert (out / ".draft.tmp-1").read_text() == (out / ".notes.txt.tmp-4242-0a1b2c3d").read_text() == "the user's"
+    assert not (out / ".step2.tmp-4242-0a1b2c3d").exists() and not (out / ".manifest.json.tmp-4242-0a1b2c3d").exists()
+    assert json.loads((out / "manifest.json").read_text())["complete"]
+
+
+def test_a_run_from_before_the_marker_still_resumes(finished_run, tmp_path):
+    import shutil
+
+    out = tmp_path / "old"
+    shutil.copytree(finished_run, out)
+    (out / "ckptgeo-run.json").unlink()
+    assert train(_config(out)) == out                                   # complete: nothing to do
+    assert not (out / "ckptgeo-run.json").exists()
+
+
+def test_grid_never_counts_a_foreign_folder_as_a_finished_run(tmp_path):
+    from ckptgeo.errors import RunMismatchError
+    from ckptgeo.training.grid import train_grid
+
+    foreign = tmp_path / "grid" / "copy-L1-tiny-s0"
+    foreign.mkdir(parents=True)
+    (foreign / "manifest.json").write_text(json.dumps({"complete": True}))
+    with pytest.raises(RunMismatchError, match="not made by ckptgeo train"):
+        train_grid(["copy"], [1], ["tiny"], out=tmp_path / "grid", template=_config(tmp_path))
