@@ -99,8 +99,10 @@ class CorruptCheckpointError(CkptgeoError, OSError):
 
 
 class UnsafeFileError(CorruptCheckpointError):
-    """A pickle file (``*.bin``, ``*.pt``) asks to build objects other than tensors, numbers and containers:
-    loading it could run code, so ckptgeo refuses it (``torch.load(weights_only=True)`` fails on it).
+    """Loading a file would run code from the input, so ckptgeo refuses it: a pickle (``*.bin``, ``*.pt``)
+    that asks for more than tensors, numbers and containers (``torch.load(weights_only=True)`` fails on
+    it), or a ``config.json`` / ``tokenizer_config.json`` whose ``auto_map`` needs the repository's own
+    Python code (ckptgeo passes ``trust_remote_code=False``).
 
     Attributes: ``revision``, ``path`` (the file).
     """

@@ -270,3 +270,154 @@ def test_grid_never_counts_a_foreign_folder_as_a_finished_run(tmp_path):
     (foreign / "manifest.json").write_text(json.dumps({"complete": True}))
     with pytest.raises(RunMismatchError, match="not made by ckptgeo train"):
         train_grid(["copy"], [1], ["tiny"], out=tmp_path / "grid", template=_config(tmp_path))
+
+
+# ------------------------------------------------------------------------- 4. one line, never a traceback
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+    from tests._checkpoints import make_checkpoints
+
+    return make_checkpoints(tmp_path_factory.mktemp("ck") / "tiny", steps=(0, 1))
+
+
+def _scan_cli(source, out, *extra) -> list[str]:
+    return ["scan", str(source), "--out", str(out), "--suite", "logical_deduction", "--n-samples", "8",
+            "--metrics", "rankme", *extra]
+
+
+def test_another_tools_parquet_in_a_table_folder_is_named_and_left_alone(ckpts, tmp_path, capsys):
+    from ckptgeo.cli import main
+
+    out = tmp_path / "ds"
+    assert main(_scan_cli(ckpts, out, "--revisions", "step0")) == 0
+    for table in ("revisions", "geometry"):
+        foreign = out / table / "notes.parquet"
+        foreign.write_text("another tool's file, not Parquet")
+        capsys.readouterr()
+        rc = main(_scan_cli(ckpts, out)) if table == "revisions" else main(["analyze", str(out)])
+        err = capsys.readouterr().err
+        assert rc == 6 and "Traceback" not in err, err
+        first = err.splitlines()[0]
+        assert first.startswith(f"ckptgeo: error: {foreign} is not a Parquet table ckptgeo can read (ArrowInvalid: ")
+        assert first.endswith(f"ckptgeo reads every *.parquet in {foreign.parent}: move that file out of the folder "
+                              f"(ckptgeo leaves it as it is) and rerun.") and "magic bytes" in first
+        assert foreign.read_text() == "another tool's file, not Parquet"
+        foreign.unlink()
+
+
+def _full_disk_available(tmp_path) -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {tmp_path}"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_and_keeps_the_finished_revisions(ckpts, tmp_path):
+    """A real full disk: a 1 MB tmpfs in a user namespace, filled after step0 is measured."""
+    import subprocess
+    import sys
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if not _full_disk_available(mnt):
+        pytest.skip("no user namespace with tmpfs here (unshare -rm)")
+    code = (
+        "import os, sys\n"
+        "from ckptgeo.cli import main\n"
+        f"args = {_scan_cli(ckpts, mnt / 'ds')!r}\n"
+        "assert main(args + ['--revisions', 'step0']) == 0\n"
+        "sys.stderr.write('--- full ---\\n')\n"
+        f"with open({str(mnt / 'filler')!r}, 'wb', buffering=0) as f:\n"
+        "    try:\n"
+        "        while True:\n"
+        "            f.write(bytes(4096))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('rc=%d' % main(args))\n"
+        f"print(sorted(os.listdir({str(mnt / 'ds' / 'revisions')!r})))\n")
+    res = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=1m tmpfs {mnt} && "
+                          f"exec {sys.executable} -c \"$0\"", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+                              "CKPTGEO_NO_PROGRESS": "1"})
+    stderr = res.stderr.partition("--- full ---\n")[2]
+    lines = [line for line in stderr.splitlines() if "Writing model shards" not in line]
+    assert "Traceback" not in stderr and "rc=5" in res.stdout, (res.stdout, res.stderr)
+    errors = [line for line in lines if line.startswith("ckptgeo: error:")]
+    assert len(errors) == 1 and "disk full while writing" in errors[0] and "finished revisions are kept" in errors[0]
+    assert [line for line in lines if line.startswith("WARNING")] == [
+        line for line in lines if "could not record the failure of step1" in line]   # at most one line about it
+    assert "tiny--step0--" in res.stdout and "tiny--step1--" not in res.stdout        # step0 kept, step1 not done
+
+
+def _with_config(ckpts, dest: Path, **fields) -> Path:
+    import shutil
+
+    shutil.copytree(ckpts, dest)
+    for step in ("step0", "step1"):
+        path = dest / step / "config.json"
+        config = json.loads(path.read_text())
+        config.update(fields)
+        path.write_text(json.dumps(config))
+        (dest / step / "configuration_x.py").write_text(f"import os\nos.mkdir({str(dest / 'code-ran')!r})\n")
+    return dest
+
+
+def test_a_repository_that_needs_its_own_code_is_named_never_prompted(ckpts, tmp_path, capsys):
+    from tests._faults import quiet_scan
+
+    ck = _with_config(ckpts, tmp_path / "ck", model_type="x-custom",
+                      auto_map={"AutoConfig": "configuration_x.XConfig", "AutoModelForCausalLM": "modeling_x.XLM"})
+    res = quiet_scan(ck, tmp_path / "ds", metrics=("rankme",))
+    assert sorted(res.failed) == ["step0", "step1"] and not (ck / "code-ran").exists()
+    assert res.failed["step1"] == ("UnsafeFileError: step1: the repository needs its own code (config.json auto_map: "
+                                   "configuration_x.XConfig), which ckptgeo does not run; only architectures built "
+                                   "into transformers can be measured")
+    assert "[y/N]" not in capsys.readouterr().out
+
+
+def test_a_tokenizer_that_needs_its_own_code_is_one_line(ckpts, tmp_path, capsys):
+    import shutil
+
+    from ckptgeo.cli import main
+
+    ck = tmp_path / "ck"
+    shutil.copytree(ckpts, ck)
+    path = ck / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config.update(tokenizer_class="XTokenizer", auto_map={"AutoTokenizer": ["tokenization_x.XTokenizer", None]})
+    path.write_text(json.dumps(config))
+    assert main(_scan_cli(ck, tmp_path / "ds")) == 4
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0] == (
+        f"ckptgeo: error: cannot load the tokenizer from {ck}: the repository needs its own code "
+        f"(tokenizer_config.json auto_map: tokenization_x.XTokenizer), which ckptgeo does not run; nothing was "
+        f"measured.")
+    assert "[y/N]" not in captured.out + captured.err
+
+
+def test_a_weight_pickle_refused_by_the_safe_loader_says_so(ckpts, tmp_path):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    from tests._faults import quiet_scan
+
+    ck = tmp_path / "ck"
+    shutil.copytree(ckpts, ck)
+    weights = ck / "step1" / "model.safetensors"
+    state = {**load_file(weights), "x": _MakesFolder(tmp_path / "code-ran")}
+    weights.unlink()
+    torch.save(state, ck / "step1" / "pytorch_model.bin")
+    res = quiet_scan(ck, tmp_path / "ds", metrics=("rankme",))
+    assert res.measured == ["step0"] and not (tmp_path / "code-ran").exists()
+    msg = res.failed["step1"]
+    assert msg.startswith(f"UnsafeFileError: step1: weight file {ck / 'step1' / 'pytorch_model.bin'} cannot be "
+                          f"loaded safely: torch's weights-only loader") and "posix.mkdir" in msg
+    assert "damaged" not in msg

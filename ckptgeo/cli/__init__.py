@@ -8,6 +8,7 @@ entry-point group.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ckptgeo`` console script; returns the exit code."""
-    from ckptgeo.errors import CkptgeoError
+    from ckptgeo.errors import CkptgeoError, DiskSpaceError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -103,3 +104,13 @@ def _run(args) -> int:
     except BrokenPipeError:  # output piped into `head` & co., which stopped reading: not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
+    except OSError as err:
+        if DEBUG or err.errno != errno.ENOSPC:
+            raise
+        from ckptgeo._io import temp_target
+
+        path = str(err.filename or "")  # the temporary file of an atomic write names the file it was for
+        target = temp_target(os.path.basename(path))
+        where = f" while writing {os.path.join(os.path.dirname(path), target) if target else path}" if path else ""
+        print(f"ckptgeo: error: disk full{where}; free space and rerun: finished work is kept", file=sys.stderr)
+        return DiskSpaceError.exit_code

@@ -43,7 +43,7 @@ from ckptgeo.engine.measure import measure_revision
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, make_plan, plan_scan, rank_device, resolve,
                                  row_settings, shard, source_identity, weights_digest)
 from ckptgeo.errors import CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning, \
-    OutputLockedError
+    OutputLockedError, UnsafeFileError
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.revisions import Revision
 from ckptgeo.store.dataset import Dataset, part_name
@@ -523,8 +523,14 @@ def _load_tokenizer(source, override: str | None = None):
 
     path = override if override is not None else source.tokenizer_path()
     try:
-        return AutoTokenizer.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=False)  # never a prompt, never its code
     except (OSError, ValueError) as err:
+        from ckptgeo.engine.model import needs_own_code
+
+        own = needs_own_code(path)
+        if own is not None:
+            raise UnsafeFileError(f"cannot load the tokenizer from {path}: the repository needs its own code ({own}), "
+                                  f"which ckptgeo does not run; nothing was measured.", path=str(path)) from None
         raise CorruptCheckpointError(f"cannot load the tokenizer from {path}: {err} Restore or re-save the files "
                                      f"there (the tokenizer is read once, from the first folder that holds it); "
                                      f"nothing was measured.", path=str(path)) from err
@@ -576,8 +582,10 @@ def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, cha
     try:
         dataset.write_part("revisions", name, [revision_row(base, "failed", chash, t0,
                                                             error=f"{type(err).__name__}: {err}")])
-    except OSError:
-        log.exception("could not record the failure of %s", base["revision"])
+    except OSError as failed:  # e.g. the same full disk: one line, the traceback only at DEBUG
+        log.warning("could not record the failure of %s in revisions/%s: %s", base["revision"], name,
+                    getattr(failed, "strerror", None) or failed)
+        log.debug("recording the failure of %s", base["revision"], exc_info=True)
 
 
 #: the settings that change behaviour rows (the rest only change geometry or probes)

@@ -59,6 +59,18 @@ def part_name(model: str, revision: str, config_hash: str) -> str:
             f"{config_hash}.parquet")
 
 
+def _read_part(path: Path, read):
+    """``read(path)`` of one Parquet part; a file that is not Parquet (another tool's ``*.parquet`` in a table
+    folder, or a damaged one) is a :class:`DatasetLayoutError` naming it. The file is left as it is."""
+    try:
+        return read(path)
+    except pa.ArrowException as err:  # ArrowInvalid: "Parquet magic bytes not found" & co.
+        raise DatasetLayoutError(
+            f"{path} is not a Parquet table ckptgeo can read ({type(err).__name__}: {str(err).splitlines()[0]}). "
+            f"ckptgeo reads every *.parquet in {path.parent}: move that file out of the folder (ckptgeo leaves it "
+            f"as it is) and rerun.", path=str(path)) from None
+
+
 def read_table(root: str | Path, table: str) -> pd.DataFrame:
     """A table of the dataset at ``root`` as one DataFrame: the one reader of ckptgeo's tables.
 
@@ -72,10 +84,15 @@ def read_table(root: str | Path, table: str) -> pd.DataFrame:
         Never None: when the table has no part (or only empty ones) an empty DataFrame with the table's
         columns (:data:`ckptgeo.store.schemas.SCHEMAS`; no columns for a table without a schema). Test
         ``df.empty``.
+
+    Raises
+    ------
+    DatasetLayoutError
+        A ``*.parquet`` in the table folder is not a Parquet file (the message names it; it is left as it is).
     """
     d = Path(root) / table
     parts = sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_"))) if d.is_dir() else []
-    frames = [df for df in (pd.read_parquet(p) for p in parts) if len(df)]
+    frames = [df for df in (_read_part(p, pd.read_parquet) for p in parts) if len(df)]
     if not frames:
         schema = SCHEMAS.get(table)
         return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
@@ -214,7 +231,7 @@ class Dataset:
         path = self.root / "revisions" / name
         if not path.exists():
             return False
-        tbl = pq.read_table(path, columns=["status", "commit"])
+        tbl = _read_part(path, lambda p: pq.read_table(p, columns=["status", "commit"]))
         status = tbl.column("status").to_pylist()
         if commit is not None and any(c not in (None, commit) for c in tbl.column("commit").to_pylist()):
             return False
@@ -225,7 +242,7 @@ class Dataset:
         path = self.root / "revisions" / name
         if not path.exists():
             return None
-        commits = [c for c in pq.read_table(path, columns=["commit"]).column("commit").to_pylist() if c]
+        commits = [c for c in _read_part(path, lambda p: pq.read_table(p, columns=["commit"])).column("commit").to_pylist() if c]
         return commits[0] if commits else None
 
     def sources(self) -> dict[str, str]:
@@ -296,7 +313,8 @@ class Dataset:
         d = self.root / "revisions"
         if not d.is_dir():
             return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
-        parts = {p: pq.read_table(p) for p in sorted(d.glob("*.parquet")) if not p.name.startswith((".", "_"))}
+        parts = {p: _read_part(p, pq.read_table) for p in sorted(d.glob("*.parquet"))
+                 if not p.name.startswith((".", "_"))}
         if not parts:
             return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
         everything = pd.concat([t.to_pandas() for t in parts.values()], ignore_index=True)
