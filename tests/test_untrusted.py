@@ -421,3 +421,33 @@ def test_a_weight_pickle_refused_by_the_safe_loader_says_so(ckpts, tmp_path):
     assert msg.startswith(f"UnsafeFileError: step1: weight file {ck / 'step1' / 'pytorch_model.bin'} cannot be "
                           f"loaded safely: torch's weights-only loader") and "posix.mkdir" in msg
     assert "damaged" not in msg
+
+
+# ------------------------------------------------------------------------------ 5. offline says so
+
+def test_offline_says_how_many_revisions_came_from_the_cache(local_hub, tmp_path, monkeypatch, capsys, caplog):
+    import huggingface_hub.constants as hc
+    from huggingface_hub import hf_hub_download
+
+    from ckptgeo.cli import main
+
+    repo = local_hub.repo_id
+    assert main(["fetch", repo, "--revisions", "step1000,step2000"]) == 0
+    hf_hub_download(repo, "config.json", revision="step3000")   # the cache now names step3000, without weights
+    capsys.readouterr()
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+    with caplog.at_level("WARNING"):
+        assert main(_scan_cli(repo, tmp_path / "ds", "--revisions", "1000:4000")) == 0
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("offline:")]
+    assert said == [f"offline: 2 revisions from the local cache (HF_HUB_OFFLINE=1); revisions of {repo} not in the "
+                    f"cache could not be known (the cache names step3000 without weights); run `ckptgeo fetch {repo} "
+                    f"--revisions '1000:4000'` where the Hub is reachable to add them"]
+    assert "measured 2" in capsys.readouterr().out
+    assert main(["revisions", repo]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"offline: 2 revisions from the local cache (HF_HUB_OFFLINE=1); revisions of {repo} not in "
+                        f"the cache could not be known (the cache names step3000 without weights); run `ckptgeo "
+                        f"fetch {repo}` where the Hub is reachable to add them")
+    assert lines[-1] == "2 revisions" and lines[1].startswith("revision")
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+    assert main(["revisions", repo]) == 0 and "offline" not in capsys.readouterr().out   # online: nothing added

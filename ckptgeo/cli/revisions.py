@@ -56,6 +56,11 @@ def _cmd_revisions(args) -> int:
     if args.revisions:
         revs = select_revisions(revs, args.revisions, source=args.source, note=getattr(source, "missing_note", None),
                                 genuine=None if report is None else {r.name for r in report.genuine})
+    from ckptgeo.sources.hub import offline_note
+
+    offline = offline_note(source, revs, args.revisions)
+    if offline:  # above the table, so that its last line stays the count
+        print(offline)
     if args.integrity:
         print(report.text())
         print(f"next: ckptgeo scan {args.source} --revisions genuine")

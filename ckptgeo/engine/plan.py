@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from ckptgeo.sources.registry import open_source
 from ckptgeo.sources.revisions import Revision, select_revisions
 from ckptgeo.store.dataset import Dataset, part_name
 from ckptgeo.store.schemas import SCAN_SETTINGS
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ScanPlan", "Resolved", "plan_scan", "resolve", "default_out", "shard", "rank_device", "scan_settings",
            "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity", "estimate_seconds"]
@@ -204,6 +207,7 @@ def resolve(source, config: ScanConfig) -> Resolved:
     RevisionNotFoundError, EmptySelectionError
         The selector names a missing revision or matches none.
     """
+    from ckptgeo.sources.hub import offline_note
     from ckptgeo.suites.tasks import load_suite_or_task
 
     validate_scan_config(config)
@@ -218,6 +222,9 @@ def resolve(source, config: ScanConfig) -> Resolved:
     selected = select_revisions(source.revisions(), selector, source=label,
                                 note=getattr(source, "missing_note", None), genuine=genuine)
     measures = restrict_to_revisions(measures, selected)
+    offline = offline_note(source, selected, selector)
+    if offline:
+        log.warning("%s", offline)
     specs = list(config.suites) or source.default_suites()
     if not specs:
         raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",

@@ -42,7 +42,7 @@ from ckptgeo.sources.revisions import Revision, revision_from_name
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.weights import pick_weight_files
 
-__all__ = ["HubSource"]
+__all__ = ["HubSource", "offline_note"]
 
 log = logging.getLogger(__name__)
 
@@ -426,6 +426,44 @@ class HubSource:
     def _cached_commits(self) -> set[str]:
         repo = self._cache_repo()
         return {r.commit_hash for r in repo.revisions} if repo is not None else set()
+
+
+def offline_note(source, selected, selector: str | None = None) -> str | None:
+    """What an offline listing (``HF_HUB_OFFLINE=1``) could and could not know, in one line; None online.
+
+    Offline, a Hub source (or family) lists only the revisions whose weights are in the local cache: the
+    repository's other revisions are not known, so a range or ``all`` may select fewer than on the Hub.
+    Branches the cache names (``refs/``) without their weights are named.
+
+    Parameters
+    ----------
+    source : CheckpointSource
+        The opened source (anything without ``offline`` set gives None).
+    selected : list of Revision
+        What was listed or selected.
+    selector : str, optional
+        The ``--revisions`` selector, repeated in the hint to fetch.
+
+    Returns
+    -------
+    str or None
+        ``"offline: 2 revisions from the local cache (HF_HUB_OFFLINE=1); ..."``.
+    """
+    if not getattr(source, "offline", False):
+        return None
+    members = getattr(source, "members", None)
+    hubs = list(members.values()) if members else [source]
+    listed = {(h.repo_id, r.name) for h in hubs for r in h.revisions()}
+    weightless = sorted({n for h in hubs for n in h.branches if n != "main" and (h.repo_id, n) not in listed})
+    n = len(selected)
+    repo = getattr(source, "repo_id", source.name)
+    note = (f"offline: {n} revision{'s' if n != 1 else ''} from the local cache (HF_HUB_OFFLINE=1); revisions of "
+            f"{repo} not in the cache could not be known")
+    if weightless:
+        shown = ", ".join(weightless[:5]) + (f" and {len(weightless) - 5} more" if len(weightless) > 5 else "")
+        note += f" (the cache names {shown} without weights)"
+    sel = f" --revisions {selector!r}" if selector else ""
+    return note + f"; run `ckptgeo fetch {repo}{sel}` where the Hub is reachable to add them"
 
 
 def _files_in(folder: Path) -> list[str]:
