@@ -451,3 +451,27 @@ def test_offline_says_how_many_revisions_came_from_the_cache(local_hub, tmp_path
     assert lines[-1] == "2 revisions" and lines[1].startswith("revision")
     monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
     assert main(["revisions", repo]) == 0 and "offline" not in capsys.readouterr().out   # online: nothing added
+
+
+# ------------------------------------------------------------------------ 6. family revisions by name
+
+def test_a_plain_revision_name_selects_it_in_every_member_of_a_family(local_hub, capsys):
+    from ckptgeo.cli import main
+    from ckptgeo.errors import RevisionNotFoundError
+    from ckptgeo.sources.family import FamilySource
+    from ckptgeo.sources.revisions import select_revisions
+
+    for k in (1, 2, 3):   # the same repos as test_suites_hub's polypythia fixture (built once per session)
+        local_hub.add_repo(f"pythia-tiny-seed{k}", steps=(0, 1000, 2000), seed=k)
+    spec = "testorg/pythia-tiny-seed1,testorg/pythia-tiny-seed2"
+    revs = FamilySource.from_spec(spec).revisions()
+    assert [r.name for r in select_revisions(revs, "step1000")] == ["pythia-tiny-seed1@step1000",
+                                                                   "pythia-tiny-seed2@step1000"]
+    assert [r.name for r in select_revisions(revs, "step0,pythia-tiny-seed2@step2000")] == [
+        "pythia-tiny-seed1@step0", "pythia-tiny-seed2@step0", "pythia-tiny-seed2@step2000"]
+    with pytest.raises(RevisionNotFoundError, match="'step3000' not found"):
+        select_revisions(revs, "step3000")
+    assert main(["revisions", "testorg/pythia-tiny-seed{1..3}", "--revisions", "step2000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:-1]] == [f"pythia-tiny-seed{k}@step2000" for k in (1, 2, 3)]
+    assert lines[-1] == "3 revisions"

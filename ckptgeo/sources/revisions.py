@@ -13,7 +13,8 @@ Selectors (:func:`select_revisions`):
 ``every-N``              steps divisible by N (step 0 included)
 ``log``                  step 0 and the powers of two present
 ``A:B`` / ``A:B:N``      steps in [A, B] (inclusive), optionally divisible by N
-``a,b,...``              a list of names (``step1000``) or steps (``1000``: every revision at that step)
+``a,b,...``              a list of names (``step1000``) or steps (``1000``: every revision at that step); in
+                         a family (``member@branch`` names) a plain branch name selects it in every member
 ``main`` / ``final``     the last revision
 ``genuine``              the revisions whose weights no other revision serves (checked from the source's
                          metadata, :mod:`ckptgeo.sources.integrity`; ``ckptgeo revisions SOURCE --integrity``)
@@ -274,6 +275,8 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
                 out.append(revs[-1])
             elif part.isdigit() and int(part) in by_step:
                 out.extend(by_step[int(part)])
+            elif in_members := [r for r in revs if r.name.partition("@")[2] == part]:  # a family: every member's
+                out.extend(in_members)
             else:
                 raise _missing(part, revs, source, note)
         out = sorted(set(out))
