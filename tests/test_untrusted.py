@@ -343,6 +343,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_finished_revisions(ckpts, tmp_pat
         f"print(sorted(os.listdir({str(mnt / 'ds' / 'revisions')!r})))\n")
     res = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=1m tmpfs {mnt} && "
                           f"exec {sys.executable} -c \"$0\"", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1],
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
                               "CKPTGEO_NO_PROGRESS": "1"})
     stderr = res.stderr.partition("--- full ---\n")[2]
