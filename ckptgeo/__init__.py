@@ -1,3 +1,58 @@
-"""ckptgeo: walk the checkpoints of a training run and measure what changes inside the model."""
+"""ckptgeo: walk the checkpoints of a training run and measure what changes inside the model.
+
+The public API is this module's names; internal modules may move without breaking it::
+
+    import ckptgeo
+
+    res = ckptgeo.scan("EleutherAI/pythia-160m", revisions="every-10000", metrics=["rankme", "cka"])
+    geometry = ckptgeo.read_table(res.out, "geometry")
+    events = ckptgeo.analyze(res.out).events
+
+========================  ========================================================================
+``scan``, ``plan_scan``   measure the revisions of a source into Parquet tables / say what it would do
+``analyze``               events (acquisition, collapse, precursor gap) and summaries of a dataset
+``combine``               the cross-checkpoint step: artifacts -> the ``compare`` table (CKA, distances)
+``read_table``            one table of a dataset as a DataFrame
+``open_source``           a checkpoint source from a Hub repo id, a folder or a family spec
+``Monitor``               measure a model live, during training (``MonitorCallback`` for ``Trainer``)
+``register_metric``       the decorator that adds a measure (``MetricValue``, ``CompareValue`` it returns)
+``METRICS``, ``SOURCES``, registries of measures, checkpoint sources and suite loaders (entry-point
+``LOADERS``               groups ``ckptgeo.metrics``, ``ckptgeo.sources``, ``ckptgeo.suites``)
+``build_config``,         a model config of a named size, the tasks' tokenizer, task items (for
+``build_tokenizer``,      training with ``transformers.Trainer`` and ``MonitorCallback``)
+``generate``
+========================  ========================================================================
+
+Each name is imported on first use, so ``import ckptgeo`` and ``ckptgeo --help`` stay cheap.
+"""
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it (imported on first access of the name)
+_FACADE = {
+    "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
+    "analyze": "ckptgeo.analysis.summary", "combine": "ckptgeo.metrics.cross",
+    "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
+    "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
+    "task_suite": "ckptgeo.monitor.core",
+    "register_metric": "ckptgeo.metrics.registry", "MetricValue": "ckptgeo.metrics.registry",
+    "CompareValue": "ckptgeo.metrics.registry",
+    "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
+    "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
+}
+
+__all__ = ["__version__", *_FACADE]
+
+
+def __getattr__(name: str):
+    if name in _FACADE:
+        import importlib
+
+        value = getattr(importlib.import_module(_FACADE[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ckptgeo' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_FACADE))

@@ -19,17 +19,87 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
 from typing import IO, Iterator
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock", "load_torch_safely",
+           "safe_name", "NAME_MAX_BYTES", "temp_target"]
+
+#: the longest file-name part :func:`safe_name` returns, in bytes: a part name of a model and a revision,
+#: a config hash and a temporary-file prefix and suffix stays under the 255-byte limit of file names
+NAME_MAX_BYTES = 80
+
+
+def safe_name(name: str, *, what: str = "name") -> str:
+    """The part of a file name made from ``name`` (a suite, model, revision, stage or family member name read
+    from an input): one path component that stays inside its folder.
+
+    Every run of characters outside ``A-Z a-z 0-9 . _ -`` (separators ``/`` and ``\\``, NUL, spaces, ``@``,
+    non-ASCII) becomes ``_``; leading dots become ``_`` (so ``..`` is ``__`` and no result is hidden or
+    looks like a temporary file of :func:`atomic_path`); a result longer than :data:`NAME_MAX_BYTES` keeps
+    its start and ends in ``-`` and 8 hex digits of the name's sha256, so long names stay distinct.
+    Names already safe (``step1000``, ``pythia-160m``, ``copy-L1``) come back unchanged.
+
+    Parameters
+    ----------
+    name : str
+        The name as the input gave it.
+    what : str, default="name"
+        What the name is (``"suite name"``), for the error message.
+
+    Returns
+    -------
+    str
+        At most :data:`NAME_MAX_BYTES` ASCII characters, none of them a separator.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``name`` is not a string, or is empty.
+
+    Examples
+    --------
+    >>> safe_name("../../x"), safe_name("/abs/path/model"), safe_name("a@step1000"), safe_name("a b")
+    ('___.._x', '_abs_path_model', 'a_step1000', 'a_b')
+    >>> len(safe_name("x" * 300)), safe_name("x" * 300)[-9:]
+    (80, '-0d4e2ca9')
+    """
+    from ckptgeo.errors import InvalidParameterError
+
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError(f"A {what} must be a non-empty string. Got {name!r}.", name=what, value=name)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    slug = re.sub(r"^\.+", lambda m: "_" * len(m.group()), slug)
+    if len(slug) > NAME_MAX_BYTES:
+        slug = f"{slug[:NAME_MAX_BYTES - 9]}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+    return slug
 
 
 def _temp_name(path: Path) -> Path:
     return path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+_TEMP = re.compile(r"\.(?P<target>.+)\.tmp-\d+-[0-9a-f]{8}")
+
+
+def temp_target(name: str) -> str | None:
+    """The file name a temporary file of :func:`atomic_path` / :func:`atomic_dir` was for, or None when
+    ``name`` is not such a name (``.step6.tmp-4242-0a1b2c3d`` -> ``step6``; ``.draft.tmp-1`` -> None).
+
+    A clean-up deletes a leftover only when this names one of its own files, never by a looser pattern.
+
+    Examples
+    --------
+    >>> temp_target(".step6.tmp-4242-0a1b2c3d"), temp_target(".draft.tmp-1"), temp_target("step6")
+    ('step6', None, None)
+    """
+    m = _TEMP.fullmatch(name)
+    return m.group("target") if m else None
 
 
 def _umask() -> int:
@@ -128,6 +198,52 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_torch_safely(path: str | os.PathLike, *, label: str = ""):
+    """Read a ``torch.save`` / pickle file without running any code from it.
+
+    The file is read by ``torch.load(path, map_location="cpu", weights_only=True)``, whose unpickler builds
+    tensors, numbers, strings and containers only and refuses every other global (a pickle's
+    ``os.system`` or any class). Nothing else in ckptgeo unpickles a file.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    label : str, default=""
+        Put before the path in the error message (e.g. ``"step1000: weight file "``).
+
+    Returns
+    -------
+    object
+        What the file holds (tensors on the CPU, dicts, lists, numbers, strings).
+
+    Raises
+    ------
+    UnsafeFileError
+        The weights-only loader refused the file (it asks for another type, such as a pickle's
+        ``os.system``, or uses a pickle feature that loader lacks); the message names the file and why.
+    Exception
+        Whatever torch raises on a truncated or corrupt file (``RuntimeError``, ``EOFError``,
+        ``KeyError``, ``pickle.UnpicklingError``): the caller names the file as damaged.
+    """
+    import pickle
+
+    import torch
+
+    from ckptgeo.errors import UnsafeFileError
+
+    try:
+        return torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "weights only load failed" not in str(err).lower():
+            raise
+        why = (str(err.__context__ or "").strip().splitlines() or ["refused"])[0]
+        raise UnsafeFileError(
+            f"{label}{path} cannot be loaded safely: torch's weights-only loader, which builds only tensors, "
+            f"numbers and containers, refused it ({why}); ckptgeo never loads a pickle any other way, since that "
+            f"could run code from it.", path=os.fspath(path)) from None
 
 
 class FileLock:

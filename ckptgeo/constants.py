@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 __all__ = [
-    "DEBUG", "NO_PROGRESS", "CACHE_DIR", "RANKME_EPS", "PYTHIA_TOKENS_PER_STEP", "DEFAULT_N_SAMPLES",
+    "DEBUG", "NO_PROGRESS", "CACHE_DIR", "RANKME_EPS", "PYTHIA_TOKENS_PER_STEP", "SMOLLM3_TOKENS_PER_STEP",
+    "DEFAULT_N_SAMPLES",
     "DATASET_SCHEMA_VERSION", "STEP_PATTERN",
 ]
 
@@ -28,6 +29,8 @@ CACHE_DIR = Path(os.environ.get("CKPTGEO_CACHE", Path.home() / ".cache" / "ckptg
 RANKME_EPS = 1e-7
 #: Pythia's batch: 1024 sequences x 2048 tokens per optimiser step.
 PYTHIA_TOKENS_PER_STEP = 2_097_152
+#: SmolLM3's global batch in tokens per optimiser step (its model card: 2.36M tokens; 576 x 4096).
+SMOLLM3_TOKENS_PER_STEP = 2_359_296
 DEFAULT_N_SAMPLES = 200
 #: bump when a table's columns change incompatibly; written to ``DIR/ckptgeo.json``.
 DATASET_SCHEMA_VERSION = 1

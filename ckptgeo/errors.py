@@ -14,6 +14,7 @@ __all__ = [
     "RevisionNotFoundError",
     "EmptySelectionError",
     "CorruptCheckpointError",
+    "UnsafeFileError",
     "ArchitectureMismatchError",
     "NonFiniteActivationsError",
     "SuiteFormatError",
@@ -95,6 +96,16 @@ class CorruptCheckpointError(CkptgeoError, OSError):
         super().__init__(message)
         self.revision = revision
         self.path = path
+
+
+class UnsafeFileError(CorruptCheckpointError):
+    """Loading a file would run code from the input, so ckptgeo refuses it: a pickle (``*.bin``, ``*.pt``)
+    that asks for more than tensors, numbers and containers (``torch.load(weights_only=True)`` fails on
+    it), or a ``config.json`` / ``tokenizer_config.json`` whose ``auto_map`` needs the repository's own
+    Python code (ckptgeo passes ``trust_remote_code=False``).
+
+    Attributes: ``revision``, ``path`` (the file).
+    """
 
 
 class ArchitectureMismatchError(CkptgeoError, ValueError):

@@ -417,6 +417,7 @@ def make_test_repo(
     shards: int = 1,
     share_shard: Optional[Mapping[str, str]] = None,
     subfolders: Sequence[str] = (),
+    main: Optional[str] = None,
 ) -> CheckpointRepo:
     """Build a bare git repository with one GPT-NeoX checkpoint per ``step{N}`` branch.
 
@@ -459,6 +460,10 @@ def make_test_repo(
     subfolders : sequence of str, default=()
         Instead of branches, one ``main`` commit holding a full checkpoint in each of these folders
         (a Trainer's ``checkpoint-{N}/``), tokenizer files at the top level.
+    main : str, optional
+        The regular branch whose commit ``main`` points at (default: the last one). ``main="step0"`` with
+        duplicates of ``step0`` builds pythia#205's hazard: early branches serving ``main``'s weights, which
+        are not the last step's.
 
     Returns
     -------
@@ -575,7 +580,9 @@ def make_test_repo(
         sha256[branch] = hashlib.sha256(data).hexdigest()
         nbytes[branch] = len(data)
 
-    last = regular[-1]
+    if main is not None and main not in regular:
+        raise ValueError(f"main={main!r} must be one of the regular branches {regular}.")
+    last = main or regular[-1]
     commits["main"], sha256["main"], nbytes["main"] = commits[last], sha256[last], nbytes[last]
     git("update-ref", "--stdin", data="".join(f"update refs/heads/{b} {c}\n" for b, c in commits.items()).encode())
     git("symbolic-ref", "HEAD", "refs/heads/main")

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ckptgeo.engine.scan import scan
+from ckptgeo.store.schemas import TIMING_COLUMNS
 from tests._checkpoints import SUITE, make_checkpoints
 from tests._faults import killed_scan
 
@@ -48,7 +49,7 @@ def reference(ckpts, tmp_path_factory):
 
 
 def _canon(df: pd.DataFrame, table: str) -> pd.DataFrame:
-    return df.drop(columns=["seconds"]).sort_values(KEYS[table]).reset_index(drop=True)
+    return df.drop(columns=list(TIMING_COLUMNS), errors="ignore").sort_values(KEYS[table]).reset_index(drop=True)
 
 
 def check_dataset(out: Path, reference: dict) -> None:

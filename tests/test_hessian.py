@@ -143,13 +143,16 @@ def test_unconverged_eigenvalues_are_ritz_estimates_with_a_reason():
     bad = [r for r in rows if not r.extra["converged"]]
     assert bad, [r.value for r in rows]
     assert all("did not converge" in r.reason and "max_iter" in r.reason for r in bad)
+    assert all("--metric-option hessian.max_iter=N" in r.reason for r in bad), "names the option to raise"
     assert all(1.0 <= r.value <= 1.001 + 1e-9 for r in rows), [r.value for r in rows]  # Ritz values lie inside
     assert rows[0].extra["stopped_by"] == "max_iter" and rows[0].extra["n_hvp"] == 12
 
 
-def test_budget_of_products_or_seconds_ends_the_work_and_is_recorded():
+def test_budget_of_products_or_seconds_ends_the_work_and_is_recorded(caplog):
     lam = torch.cat([torch.tensor([9.0, 5.0]), torch.linspace(0.0, 4.0, 200)]).double()
-    rows = hessian(_quadratic_context(lam), HessianConfig(k=2, tol=0, max_hvp=3))
+    with caplog.at_level("WARNING", logger="ckptgeo.metrics.hessian"):
+        rows = hessian(_quadratic_context(lam), HessianConfig(k=2, tol=0, max_hvp=3))
+    assert any("--metric-option hessian.max_hvp=N" in r.getMessage() for r in caplog.records), caplog.text
     assert rows[0].extra["n_hvp"] == 3 and rows[0].extra["stopped_by"] == "max_hvp"
     assert rows[0].extra["converged"] is False and rows[0].value < 9.0 + 1e-9
     rows = hessian(_quadratic_context(lam), HessianConfig(k=2, tol=0, max_seconds=0.0))

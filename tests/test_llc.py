@@ -107,23 +107,35 @@ def test_llc_metric_records_settings_and_all_diverged_reason():
 
 
 def test_time_budget_is_shared_between_the_chains_and_keeps_their_draws():
-    import time
-
+    """A fake clock: each SGLD step takes exactly 0.25 s of it, whatever the machine is doing."""
     model, base = _regression(3, n=64)
+    now = [100.0]
 
-    def slow(m, idx):  # each SGLD step takes at least 0.2 s
-        time.sleep(0.2)
+    def slow(m, idx):  # each loss evaluation advances the clock by 0.25 s (binary-exact: no rounding)
+        now[0] += 0.25
         return base(m, idx)
 
     cfg = LLCConfig(lr=1e-3, nbeta=10.0, num_chains=3, num_draws=100, batch_size=64, max_seconds=6.0)
-    est = estimate_llc(model, slow, 64, cfg)
-    steps = list(est.n_steps_per_chain)
+    est = estimate_llc(model, slow, 64, cfg, clock=lambda: now[0])
     assert est.stopped_by == "max_seconds" and not est.converged and not est.diverged.any()
-    # each chain gets its share of the 6 s (what is left over the chains still to run): a few steps of
-    # 0.2 s each, far short of 100, and no chain left out
-    assert all(1 <= n <= 15 for n in steps), steps
+    # chain 1 starts with 6 s left for 3 chains: 2 s = 8 steps of 0.25 s; chain 2 with 4 s for 2: 8 steps;
+    # chain 3 with 2 s for 1: 8 steps; the budget is spent exactly, and every chain keeps its draws
+    assert list(est.n_steps_per_chain) == [8, 8, 8] and est.seconds == 6.0
     assert np.isfinite(est.llc_per_chain).all() and est.llc_mean == pytest.approx(np.mean(est.llc_per_chain))
     assert est.chain_errors == () and est.llc_std >= 0
+    # time a chain leaves unused passes on: steps of the first chain cost nothing on the clock, so it runs
+    # its full 100 draws and the two others share all 6 s (3 s = 12 steps each)
+    chains = []
+
+    def free_first_chain(m, idx):
+        if m is not model and (not chains or chains[-1] is not m):  # each chain samples its own copy
+            chains.append(m)
+        if len(chains) > 1:
+            now[0] += 0.25
+        return base(m, idx)
+
+    est = estimate_llc(model, free_first_chain, 64, cfg, clock=lambda: now[0])
+    assert list(est.n_steps_per_chain) == [100, 12, 12] and est.seconds == 6.0 and est.stopped_by == "max_seconds"
     # no budget: every chain runs its full length
     full = estimate_llc(model, base, 64, LLCConfig(lr=1e-3, nbeta=10.0, num_chains=2, num_draws=20, batch_size=64,
                                                    max_seconds=None))

@@ -77,8 +77,11 @@ def test_a_cuda_device_that_is_not_here_is_one_clear_error(good, tmp_path, capsy
         pytest.skip("CUDA is available here")
     assert main(["scan", str(good), "--out", str(tmp_path / "ds"), "--suite", SUITE, "--device", "cuda"]) == 2
     assert "CUDA is not available here" in capsys.readouterr().err
-    assert main(["reproduce", "--preset", "paper", "--dry-run", "--device", "cuda", "--out", str(tmp_path / "r")]) == 2
-    assert "CUDA is not available here" in capsys.readouterr().err
+    # a dry run still prints the plan, and says that GPU-hours need a GPU (exit 0)
+    assert main(["reproduce", "--preset", "paper", "--dry-run", "--device", "cuda", "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "preset paper" in out and "GPU-hours need a GPU: CUDA is not available here" in out
+    assert "measuring steps per second" not in out
 
 
 @pytest.mark.parametrize("argv,flag", [(["--n-samples", "1"], "--n-samples 1 is not valid: "),
@@ -100,7 +103,7 @@ def test_selector_typos_suggest_the_form(typo, form):
         select_revisions(revs, typo, source="ck")
     msg = str(info.value)
     assert f"Did you mean the selector {form!r}?" in msg
-    assert "(selectors: all, every-N, log, A:B, A:B:N, main, final, STAGE:SEL, or names/steps" in msg
+    assert "(selectors: all, every-N, log, A:B, A:B:N, main, final, genuine, STAGE:SEL, or names/steps" in msg
     assert select_revisions(revs, form)   # the suggested form itself is a valid selector
 
 

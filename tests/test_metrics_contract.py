@@ -20,7 +20,10 @@ from tests._models import single_thread, tiny_context  # noqa: F401
 
 pytestmark = [pytest.mark.usefixtures("single_thread"), pytest.mark.filterwarnings("ignore::UserWarning")]
 
-SPECS = {name: spec for name, spec in sorted(all_metrics().items()) if spec.needs in ("model", "hidden_states")}
+SPECS = {name: spec for name, spec in sorted(all_metrics().items())
+         if spec.needs in ("model", "hidden_states") and not spec.cross}
+#: cross-checkpoint measures: ``fn`` makes an artifact, ``compare`` two artifacts' values
+CROSS = {name: spec for name, spec in sorted(all_metrics().items()) if spec.cross}
 SECTIONS = ("Parameters", "Returns", "Raises", "References")
 #: metrics whose default settings take over ~10 s on the tiny model (llc: 4 chains x 200 SGLD steps);
 #: their contract runs with ``-m slow`` (test_llc.py checks determinism on a short chain by default).
@@ -76,18 +79,69 @@ def test_nan_input_is_rejected_with_our_error(name):
         spec.fn(ctx, spec.default_config())
 
 
-@pytest.mark.parametrize("name", sorted(SPECS))
+def _artifact(spec, seed: int):
+    if spec.needs == "hidden_states":
+        return {f"s/0/{k}": v for k, v in spec.fn(_hidden_states(seed), spec.default_config()).items()}
+    return spec.fn(tiny_context(seed=seed).model, spec.default_config())
+
+
+def test_the_cross_checkpoint_measures_are_registered():
+    assert {"cka", "weight_distance"} <= set(CROSS), sorted(CROSS)
+
+
+@pytest.mark.parametrize("name", sorted(CROSS))
+def test_cross_checkpoint_contract(name):
+    """The artifact is deterministic, arrays by name; compare gives finite values in the declared range,
+    and a revision compared with itself gives the same value as its mirror pair (symmetry of the partner
+    swap is not required; the self value is): CKA 1, distance 0."""
+    import numpy as np
+
+    from ckptgeo.metrics.registry import CompareValue
+
+    spec = CROSS[name]
+    a, a_again, b = _artifact(spec, 0), _artifact(spec, 0), _artifact(spec, 1)
+    assert a and set(a) == set(a_again) and all(np.array_equal(a[k], a_again[k]) for k in a)
+    assert all(isinstance(v, np.ndarray) for v in a.values())
+    lo, hi = spec.range
+    for other in (a, b):
+        out = spec.compare(a, other, spec.default_config())
+        assert out and all(isinstance(v, CompareValue) for v in out)
+        values = [v.value for v in out]
+        assert all(math.isfinite(v) and lo <= v <= hi for v in values), (name, values)
+        for v in out:
+            json.dumps(v.extra, allow_nan=False)
+    self_values = [v.value for v in spec.compare(a, a, spec.default_config())]
+    assert np.allclose(self_values, self_values[0]) and self_values[0] in (pytest.approx(0.0), pytest.approx(1.0))
+
+
+@pytest.mark.parametrize("name", sorted(CROSS))
+def test_cross_checkpoint_nan_input_is_rejected_with_our_error(name):
+    spec = CROSS[name]
+    if spec.needs == "hidden_states":
+        h = _hidden_states(0)
+        h[3, 2] = float("nan")
+        with pytest.raises(NonFiniteActivationsError):
+            spec.fn(h, spec.default_config())
+        return
+    model = tiny_context().model
+    with torch.no_grad():
+        model.gpt_neox.layers[0].mlp.dense_4h_to_h.weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteActivationsError, match="layers.0"):
+        spec.fn(model, spec.default_config())
+
+
+@pytest.mark.parametrize("name", sorted(SPECS) + sorted(CROSS))
 def test_config_is_a_frozen_dataclass_with_json_defaults(name):
-    spec = SPECS[name]
+    spec = {**SPECS, **CROSS}[name]
     assert spec.config is not None and dataclasses.is_dataclass(spec.config), f"{name} has no config dataclass"
     assert spec.config.__dataclass_params__.frozen, f"{name}'s config is not frozen"
     json.dumps(dataclasses.asdict(spec.default_config()), allow_nan=False)
     assert spec.cost in ("cheap", "expensive") and spec.unit
 
 
-@pytest.mark.parametrize("name", sorted(SPECS))
+@pytest.mark.parametrize("name", sorted(SPECS) + sorted(CROSS))
 def test_docstring_has_numpydoc_sections(name):
-    doc = inspect.getdoc(SPECS[name].fn) or ""
+    doc = inspect.getdoc({**SPECS, **CROSS}[name].fn) or ""
     for section in SECTIONS:
         assert f"{section}\n{'-' * len(section)}" in doc, f"{name}'s docstring lacks a {section} section"
 

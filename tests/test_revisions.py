@@ -72,12 +72,38 @@ def test_parse_step_pattern():
     ("step-001000-2BT", 1000, None, 2 * 10**9),
     ("checkpoint-500", 500, None, None),
     ("global_step1000", 1000, None, None),
+    ("stage1-step-40000", 40000, "stage1", None),
+    ("step_360", 360, None, None),
+    ("iter2500", 2500, None, None),
+    ("iter_0002500", 2500, None, None),
+    ("ckpt_007", 7, None, None),
+    ("128000", 128000, None, None),
 ])
 def test_builtin_naming_schemes(name, step, stage, tokens):
     from ckptgeo.sources.revisions import revision_from_name
 
     r = revision_from_name(name)
     assert (r.step, r.stage, r.tokens) == (step, stage, tokens)
+
+
+@pytest.mark.parametrize("name,scheme,tokens_per_step", [
+    ("step143000", "pythia", 2_097_152), ("stage3-step-4000000", "smollm3", 2_359_296),
+    ("step-125000", "smollm2", None), ("step_60", "olmo-post", None), ("ckpt_000", "ckpt", None),
+    ("iter2500", "iter", None), ("128000", "bare", None)])
+def test_each_scheme_knows_its_global_batch_or_says_none(name, scheme, tokens_per_step):
+    from ckptgeo.sources.naming import parse_name
+
+    p = parse_name(name)
+    assert (p.scheme, p.tokens_per_step) == (scheme, tokens_per_step)
+
+
+def test_olmo2_stage1_branches_without_prefix_are_stage1_where_the_repo_has_stages():
+    from ckptgeo.sources.naming import parse_names
+
+    got = parse_names(["step150-tokens1B", "stage1-step300-tokens2B", "stage2-ingredient1-step0-tokens4B", "main"])
+    assert {n: p.stage for n, p in got.items()} == {"step150-tokens1B": "stage1", "stage1-step300-tokens2B": "stage1",
+                                                   "stage2-ingredient1-step0-tokens4B": "stage2-ingredient1"}
+    assert parse_names(["step150-tokens1B", "step300-tokens2B"])["step150-tokens1B"].stage is None  # OLMo-1: one stage
 
 
 def test_names_that_are_no_checkpoint():

@@ -83,7 +83,7 @@ def test_olmo2_scan_measures_each_stage_once_and_resumes(olmo, tmp_path):
 
     analyze(out)  # the analysis reads stages as separate curves
     ev = pd.read_parquet(out / "events")
-    assert sorted(set(ev.model)) == [f"OLMo-2-tiny@{s}" for s in ("stage1", "stage2-ingredient1", "stage2-ingredient2")]
+    assert sorted(set(ev.model)) == [f"testorg/OLMo-2-tiny@{s}" for s in ("stage1", "stage2-ingredient1", "stage2-ingredient2")]
 
 
 def test_smollm2_step_dash_names(local_hub, tmp_path):
@@ -257,11 +257,12 @@ def test_polypythia_seed_family_lists_scans_and_resumes(polypythia, tmp_path, ca
     lines = out.splitlines()
     assert lines[0].split()[:5] == ["revision", "stage", "step", "tokens", "seed"] and lines[-1] == "9 revisions"
     row = next(line for line in lines if line.startswith("pythia-tiny-seed2@step1000"))
-    assert row.split()[2:5] == ["1000", "-", "2"] and polypythia[1].commits["step1000"] in row
+    assert row.split()[2:5] == ["1000", "2.09715B", "2"]  # the pythia scheme: 2,097,152 tokens a step
+    assert polypythia[1].commits["step1000"] in row
     res = quiet(spec, tmp_path / "ds", revisions="every-1000")
     assert len(res.measured) == 9 and not res.failed
     g = pd.read_parquet(tmp_path / "ds" / "geometry")
-    assert sorted(set(zip(g.model, g.run_seed))) == [(f"pythia-tiny-seed{k}", k) for k in (1, 2, 3)]
+    assert sorted(set(zip(g.model, g.run_seed))) == [(f"testorg/pythia-tiny-seed{k}", k) for k in (1, 2, 3)]
     top = g[(g.layer == 2) & (g.step == 1000)]
     assert top.value.nunique() == 3, "each seed's own weights"
     assert cache_bytes() < 100_000
@@ -281,13 +282,13 @@ def test_multiberts_repo_per_checkpoint_family(multiberts, tmp_path, capsys):
 
     fam = open_source(spec)
     assert [(r.name, r.step, r.seed, r.model, r.commit) for r in fam.revisions()] == [
-        (f"multiberts-tiny-seed_{s}-step_{k}k", 1000 * k, s, f"multiberts-tiny-seed_{s}",
+        (f"multiberts-tiny-seed_{s}-step_{k}k", 1000 * k, s, f"testorg/multiberts-tiny-seed_{s}",
          multiberts[(s, k)].commits["main"]) for k in (20, 40) for s in (0, 1)]
     res = quiet(spec, tmp_path / "ds")
     assert len(res.measured) == 4
     rv = pd.read_parquet(tmp_path / "ds" / "revisions")
     assert sorted(zip(rv.model, rv.step, rv.run_seed)) == [
-        (f"multiberts-tiny-seed_{s}", 1000 * k, s) for s in (0, 1) for k in (20, 40)]
+        (f"testorg/multiberts-tiny-seed_{s}", 1000 * k, s) for s in (0, 1) for k in (20, 40)]
     assert all(rv.sha256.map(lambda x: x[0]).values == [multiberts[(s, k // 1000)].weight_sha256["main"]
                                                         for s, k in zip(rv.run_seed, rv.step)])
     assert quiet(spec, tmp_path / "ds").measured == [] and cache_bytes() < 100_000

@@ -37,12 +37,13 @@ def test_no_terminal_logs_progress_lines_then_a_summary(tmp_path):
     assert re.search(r"step 20/20 \(100%\), loss \d+\.\d{4}, held-out accuracy copy-L1 \d\.\d{3}, "
                      r"\d+ s elapsed, ETA 0 s$", lines[-1]), lines[-1]
     assert "\r" not in run.stderr                      # no progress-bar redraws in a log file
-    summary = run.stdout.strip().splitlines()[-1]
+    summary, hint = run.stdout.strip().splitlines()[-2:]
+    assert hint == f"next: ckptgeo scan {tmp_path / 'copy'}   (then ckptgeo analyze results/copy)"
     assert summary.startswith(f"{tmp_path / 'copy'}: 20 steps, {len(checkpoint_steps(20, 11))} checkpoints")
     assert re.search(r"final held-out accuracy copy-L1 \d\.\d\d \((acquired at step \d+|not acquired: .+), "
                      r"threshold 0\.5\)$", summary), summary
     again = _train(tmp_path / "copy")                  # complete already: still ends with the summary
-    assert again.returncode == 0 and again.stdout.strip().splitlines()[-1] == summary
+    assert again.returncode == 0 and again.stdout.strip().splitlines()[-2:] == [summary, hint]
 
 
 def test_summary_says_whether_and_when_each_suite_acquired(tmp_path):

@@ -6,6 +6,23 @@
   ``summary/`` tables.
 * :mod:`ckptgeo.analysis.stats`: binomial intervals, permutation and circular-shift tests, the
   detector's false-positive rate on noise, hierarchical bootstrap, Kendall's tau.
+* :mod:`ckptgeo.analysis.runs_table`: ``runs_table.runs_table(events)`` (one row per run: model, task, level, size, seed,
+  acquisition, collapse, floor, onset, gap, spacing, status) and :func:`write_runs_table` (CSV and LaTeX).
+* :mod:`ckptgeo.analysis.figures`: the PNGs ``ckptgeo analyze`` writes, each a function of an
+  :class:`Analysis` you can call yourself:
+
+  - :func:`plot_suite` (model, suite, path): RankMe per layer vs step, accuracy, events marked, the
+    precursor gap shaded, and the collapse -> acquisition window at linear scale;
+  - :func:`plot_heatmap` (model, suite, path): layer x step RankMe with the same events;
+  - :func:`plot_probes` (model, suite, path): probe vs shuffled-label control per layer, probe onsets
+    and acquisition marked;
+  - :func:`plot_seeds` (base, models, suite, path): runs that differ only by seed, mean and band;
+  - :func:`plot_gaps` (path): precursor gap by task and model size;
+  - :func:`plot_all` (figures folder) and :func:`write_report` (``report.md``) do all of them.
+
+  >>> from ckptgeo.analysis import analyze, plot_suite            # doctest: +SKIP
+  >>> a = analyze("results/demo/dataset")                          # doctest: +SKIP
+  >>> plot_suite(a, "addition-L2-tiny-s0", "addition-L2", "addition.png")  # doctest: +SKIP
 
 Importing this package is cheap; :func:`analyze` and friends load on first use.
 """
@@ -14,10 +31,15 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "events", "summary", "stats"]
+__all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "events", "summary", "stats", "figures", "runs_table",
+           "write_runs_table", "plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps", "plot_all",
+           "write_report"]
 
 _LAZY = {"analyze": "summary", "Analysis": "summary", "AnalysisConfig": "summary", "events_text": "summary",
-         "events": None, "summary": None, "stats": None}
+         "events": None, "summary": None, "stats": None, "figures": None,
+         "runs_table": None, "write_runs_table": "runs_table",
+         **{name: "figures" for name in ("plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps",
+                                         "plot_all", "write_report")}}
 
 
 def __getattr__(name: str):

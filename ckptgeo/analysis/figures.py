@@ -4,11 +4,14 @@ Writes, under the analysis output folder (``DIR`` unless ``out`` was given)::
 
     DIR/
     ├── figures/
-    │   ├── <model>__<suite>__rankme.png    RankMe per layer vs step, accuracy on a second axis,
-    │   │                                    acquisition and recovery onset marked
-    │   ├── <model>__<suite>__heatmap.png   layer x step RankMe
-    │   ├── <model>__<suite>__probe.png     probe accuracy vs its shuffled-label control, per layer
-    │   └── gaps.png                        precursor gap by task and model size
+    │   ├── <model>__<suite>__rankme.png    RankMe per layer vs step (log axes, ticks 1, 2, 5, 10 ...), accuracy
+    │   │                                    on a second axis, collapse / recovery onset / acquisition marked and
+    │   │                                    the precursor gap shaded; below, collapse -> acquisition at linear scale
+    │   ├── <model>__<suite>__heatmap.png   layer x step RankMe, the same events marked
+    │   ├── <model>__<suite>__probe.png     probe accuracy vs its shuffled-label control, per layer, with each
+    │   │                                    layer's probe onset and the acquisition marked
+    │   ├── <base>__<suite>__seeds.png      runs differing only by seed: mean and min-max band
+    │   └── gaps.png                        precursor gap by task and model size (sizes as 160M, 2.8B)
     └── report.md                           tables and figures together
 
 matplotlib is imported inside the functions (Agg canvas, no pyplot state), so importing this module
@@ -20,21 +23,22 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from ckptgeo._io import atomic_path, atomic_write_text
+from ckptgeo._io import atomic_path, atomic_write_text, safe_name
 
-__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_grid", "plot_all", "gap_marks",
-           "constant_layers", "write_report"]
+__all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
+           "gap_marks", "seed_groups", "constant_layers", "write_report"]
 
 logger = logging.getLogger(__name__)
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.+-]+", "_", str(text)).strip("_") or "x"
+    """A model or suite name read from a table, as one safe part of a figure's file name."""
+    return safe_name(str(text) or "x", what="model or suite name")
 
 
 def _figure(width: float = 8.0, height: float = 4.5):
@@ -58,6 +62,36 @@ def _plain(axis) -> None:
 
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _log_ticks(axis, values) -> None:
+    """Major ticks of a log axis at 1, 2, 5 x 10^k (every integer multiple when the data span less than a
+    factor 3), labelled as plain numbers: a RankMe axis from 1 to 15 reads 1, 2, 5, 10, not only 1."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    narrow = v.size and v.max() / v.min() < 3
+    subs = tuple(float(k) for k in range(1, 10)) if narrow else (1.0, 2.0, 5.0)
+    axis.set_major_locator(LogLocator(base=10.0, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _title(ax, text: str, *, width: int = 80, fontsize: float = 9.5) -> None:
+    """A title wrapped to ``width`` characters, so a long model or suite name does not run over the axes."""
+    import textwrap
+
+    ax.set_title("\n".join(textwrap.wrap(text, width)) or text, fontsize=fontsize)
+
+
+def _layer_colours(layers) -> dict:
+    """One viridis colour per layer (the same in every panel, and for that layer's event lines)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    layers = list(layers)
+    return {layer: cmap(0.9 * i / max(1, len(layers) - 1)) for i, layer in enumerate(layers)}
 
 
 def _log_x(ax, steps) -> None:
@@ -127,8 +161,80 @@ def _int_or_none(x) -> int | None:
     return None if _isna(x) else int(x)
 
 
+def _left_out_steps(analysis, model: str, xcol: str = "step") -> np.ndarray:
+    """Steps (or tokens) of ``model``'s revisions the analysis left out (``model`` as the curves name it,
+    ``name@stage`` where the run has stages)."""
+    lo = getattr(analysis, "left_out", None)
+    if lo is None or lo.empty:
+        return np.array([], dtype=float)
+    names = [m if _isna(st) else f"{m}@{st}" for m, st in zip(lo["model"], lo["stage"])]
+    values = pd.to_numeric(lo[xcol], errors="coerce").to_numpy(dtype=float)
+    return np.sort(values[[n == model for n in names]])
+
+
+def with_gaps(x, y, gaps) -> tuple[np.ndarray, np.ndarray]:
+    """``x``, ``y`` (sorted by x) with a NaN inserted between two points that have a left-out point (one of
+    ``gaps``) between them, so the line breaks there instead of bridging revisions not analysed.
+
+    >>> with_gaps([0, 1, 3], [5, 6, 7], [2])
+    (array([0., 1., 2., 3.]), array([ 5.,  6., nan,  7.]))
+    """
+    x, y, gaps = (np.asarray(v, dtype=float) for v in (x, y, gaps))
+    if x.size < 2 or gaps.size == 0:
+        return x, y
+    inside = [i for i in range(1, x.size) if ((gaps > x[i - 1]) & (gaps < x[i])).any()]
+    brk = [float(gaps[(gaps > x[i - 1]) & (gaps < x[i])][0]) for i in inside]
+    return np.insert(x, inside, brk), np.insert(y, inside, np.nan)
+
+
+def _events_of(ev, unit: str = "step") -> dict:
+    """The steps (``unit="step"``) or tokens (``"tokens"``) of a summary event row: collapse, recovery onset,
+    acquisition, gap (None when absent)."""
+    if ev is None:
+        return {}
+    return {"collapse": _int_or_none(ev[f"collapse_{unit}"]), "onset": _int_or_none(ev[f"onset_{unit}"]),
+            "acquisition": _int_or_none(ev[f"acquisition_{unit}"]),
+            "gap": _int_or_none(ev["gap_tokens" if unit == "tokens" else "gap_steps"]),
+            "unit": "tokens" if unit == "tokens" else "steps", "layer": int(ev["layer"]), "status": ev["status"]}
+
+
+def _mark_events(ax, marks: dict, colour, *, labels: bool = True) -> None:
+    """Collapse (dotted) and recovery onset (dashed) in the colour of the layer they belong to, acquisition
+    (solid red), and the precursor gap (onset -> acquisition) shaded green, a lag (acquisition -> onset) grey."""
+    if not marks:
+        return
+    layer, col, rec, acq, gap = (marks["layer"], marks["collapse"], marks["onset"], marks["acquisition"],
+                                 marks["gap"])
+    if rec is not None and acq is not None and rec != acq:
+        lo, hi = sorted((rec, acq))
+        lead = rec < acq
+        ax.axvspan(lo, hi, color="tab:green" if lead else "0.5", alpha=0.15, lw=0,
+                   label=(f"precursor gap {acq - rec:,} {marks['unit']}" if lead
+                          else f"recovery lags by {rec - acq:,} {marks['unit']}") if labels else None)
+    if col is not None:
+        ax.axvline(col, color=colour, ls=":", lw=1.6, label=f"L{layer} collapse {col}" if labels else None)
+    if rec is not None:
+        ax.axvline(rec, color=colour, ls="--", lw=1.6, label=f"L{layer} recovery onset {rec}" if labels else None)
+    if acq is not None:
+        ax.axvline(acq, color="tab:red", ls="-", lw=1.6, label=f"acquisition {acq}" if labels else None)
+
+
+def _accuracy_of(analysis, model, suite, chash):
+    acc = analysis.accuracy
+    acc = acc[(acc["model"] == model) & (acc["suite"] == suite)]
+    if acc.empty:
+        return acc
+    pick = chash if (acc["config_hash"] == chash).any() else acc["config_hash"].iloc[0]
+    return acc[acc["config_hash"] == pick].sort_values("step")
+
+
 def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, metric: str = "rankme") -> Path | None:
-    """RankMe per layer against step, accuracy on a second axis, acquisition and recovery marked.
+    """RankMe per layer against step (log scales), accuracy on a second axis, events marked; below it, the
+    collapse -> acquisition window of the summary layer at linear scale.
+
+    The summary layer's collapse (dotted) and recovery onset (dashed) are drawn in that layer's colour,
+    acquisition in red, the precursor gap (recovery onset -> acquisition) shaded green. The lower panel
+    appears when the curve has a collapse and an acquisition.
 
     Parameters
     ----------
@@ -146,55 +252,80 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     chash, sub = _pick_curves(analysis, model, suite, metric)
     if sub.empty:
         return None
-    import matplotlib
-
-    fig = _figure()
-    ax = fig.add_subplot(1, 1, 1)
     layers = sorted(sub["layer"].unique())
+    colours = _layer_colours(layers)
     flat = constant_layers(sub)
-    cmap = matplotlib.colormaps["viridis"]
-    for i, layer in enumerate(layers):
+    xcol = "tokens" if getattr(analysis, "x", "steps") == "tokens" else "step"
+    gaps = _left_out_steps(analysis, model, xcol)   # revisions left out: the line breaks there
+    marks = _events_of(_summary_event(analysis, model, suite, chash, metric), "tokens" if xcol == "tokens" else "step")
+    window = marks and marks["collapse"] is not None and marks["acquisition"] is not None
+    fig = _figure(8.0, 7.0 if window else 4.8)
+    if window:
+        grid = fig.add_gridspec(2, 1, height_ratios=(3, 2), hspace=0.55)
+        ax, zoom = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
+    else:
+        ax, zoom = fig.add_subplot(1, 1, 1), None
+    for layer in layers:
         g = sub[sub["layer"] == layer].sort_values("step")
         if layer in flat:   # constant by construction: drawn thin and grey, and said so
-            ax.plot(g["step"], g["value"], color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
+            ax.plot(*with_gaps(g[xcol], g["value"], gaps), color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
             continue
-        ax.plot(g["step"], g["value"], color=cmap(i / max(1, len(layers) - 1)), lw=1.4,
-                label=f"L{layer}", marker="." if len(g) < 40 else None)
-    ax.set_xlabel("training step")
+        ax.plot(*with_gaps(g[xcol], g["value"], gaps), color=colours[layer], lw=1.4, label=f"L{layer}",
+                marker="." if len(g) < 40 else None)
+    ax.set_xlabel("training tokens" if xcol == "tokens" else "training step")
     ax.set_ylabel(_axis_label(metric))
     ax.set_yscale("log")
-    _plain(ax.yaxis)
-    _log_x(ax, sub["step"])
+    _log_ticks(ax.yaxis, sub["value"])
+    _log_x(ax, sub[xcol])
+    acc = _accuracy_of(analysis, model, suite, chash)
     acc_line = None
-    acc = analysis.accuracy
-    acc = acc[(acc["model"] == model) & (acc["suite"] == suite)]
     if not acc.empty:
-        pick = chash if (acc["config_hash"] == chash).any() else acc["config_hash"].iloc[0]
-        acc = acc[acc["config_hash"] == pick].sort_values("step")
         ax2 = ax.twinx()
-        (acc_line,) = ax2.plot(acc["step"], acc["accuracy"], color="black", lw=2.0, ls="-", label="accuracy")
+        (acc_line,) = ax2.plot(*with_gaps(acc[xcol], acc["accuracy"], gaps), color="black", lw=2.0, ls="-",
+                               label="accuracy")
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("accuracy")
-    ev = _summary_event(analysis, model, suite, chash, metric)
+    _mark_events(ax, marks, colours.get(marks.get("layer"), "tab:blue") if marks else None)
     title = f"{model} · {suite}"
-    if ev is not None:
-        acq, rec, col = (_int_or_none(ev["acquisition_step"]), _int_or_none(ev["onset_step"]),
-                         _int_or_none(ev["collapse_step"]))
-        if col is not None:
-            ax.axvline(col, color="tab:blue", ls=":", lw=1.2, label=f"collapse (L{int(ev['layer'])}) {col}")
-        if rec is not None:
-            ax.axvline(rec, color="tab:green", ls="--", lw=1.5, label=f"recovery onset (L{int(ev['layer'])}) {rec}")
-        if acq is not None:
-            ax.axvline(acq, color="tab:red", ls="-", lw=1.5, label=f"acquisition {acq}")
-        gap = _int_or_none(ev["gap_steps"])
-        title += f" — {ev['status']}" + (f", gap {gap} steps" if gap is not None else "")
-    ax.set_title(title, fontsize=10)
+    if marks:
+        title += f" — {marks['status']}" + (f", gap {marks['gap']:,} {marks['unit']}" if marks["gap"] is not None
+                                            else "")
+    if gaps.size:
+        title += f" ({gaps.size} revisions left out: line breaks)"
+    _title(ax, title)
     handles, labels = ax.get_legend_handles_labels()
     if acc_line is not None:
         handles, labels = handles + [acc_line], labels + ["accuracy (right axis)"]
-    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7,
-              ncol=min(6, len(labels)), frameon=False)
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7,
+              ncol=min(4, len(labels)), frameon=False)
+    if zoom is not None:
+        _plot_window(zoom, sub, acc, marks, colours, metric, xcol)
     return _save(fig, Path(path))
+
+
+def _plot_window(ax, sub, acc, marks: dict, colours: dict, metric: str, xcol: str = "step") -> None:
+    """The summary layer from a little before its collapse to a little after acquisition, linear axes
+    (``xcol``: ``"step"`` or ``"tokens"``, as the upper panel)."""
+    steps = np.sort(sub[xcol].dropna().unique())
+    points = [s for s in (marks["collapse"], marks["onset"], marks["acquisition"]) if s is not None]
+    lo, hi = min(points), max(points)
+    i0 = max(0, int(np.searchsorted(steps, lo)) - 2)
+    i1 = min(len(steps) - 1, int(np.searchsorted(steps, hi)) + 2)
+    lo, hi = steps[i0], steps[i1]
+    layer = marks["layer"]
+    g = sub[(sub["layer"] == layer) & sub[xcol].between(lo, hi)].sort_values(xcol)
+    ax.plot(g[xcol], g["value"], color=colours.get(layer, "tab:blue"), lw=1.6, marker=".", label=f"L{layer}")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel(f"training {'tokens' if xcol == 'tokens' else 'step'} (linear)")
+    ax.set_ylabel(f"L{layer} {metric}")
+    if not acc.empty:
+        a = acc[acc[xcol].between(lo, hi)]
+        ax2 = ax.twinx()
+        ax2.plot(a[xcol], a["accuracy"], color="black", lw=1.6, marker=".")
+        ax2.set_ylim(-0.02, 1.02)
+        ax2.set_ylabel("accuracy")
+    _mark_events(ax, marks, colours.get(layer, "tab:blue"), labels=False)
+    _title(ax, f"collapse → acquisition, {marks['unit']} {lo:,.0f}–{hi:,.0f} at linear scale", fontsize=9)
 
 
 def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
@@ -226,8 +357,24 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
     ax.set_yticklabels([f"L{layer}" for layer in grid.index], fontsize=7)
     ax.set_xlabel("checkpoint (training step)")
     ax.set_ylabel("layer")
-    ax.set_title(f"{metric}: {model} · {suite}", fontsize=10)
-    fig.colorbar(im, ax=ax, label=f"{metric} (log scale)" if norm is not None else metric)
+    _title(ax, f"{metric}: {model} · {suite}", width=90)
+    bar = fig.colorbar(im, ax=ax, label=f"{metric} (log scale)" if norm is not None else metric)
+    if norm is not None:
+        _log_ticks(bar.ax.yaxis, finite)
+    marks = _events_of(_summary_event(analysis, model, suite, chash, metric))
+    styles = {"collapse": ("#00d5ff", ":"), "onset": ("#00d5ff", "--"), "acquisition": ("#ff2d2d", "-")}  # on magma
+    names = {"collapse": f"L{marks.get('layer')} collapse", "onset": f"L{marks.get('layer')} recovery onset",
+             "acquisition": "acquisition"}
+    for kind, (colour, ls) in styles.items():
+        step = marks.get(kind)
+        if step is None or step not in steps:
+            continue
+        x = steps.index(step)   # columns are checkpoints: the event's column
+        ax.axvline(x, color=colour, ls=ls, lw=1.8, label=f"{names[kind]} {step}")
+        if kind != "acquisition":
+            ax.plot([x], [list(grid.index).index(marks["layer"])], marker="o", ms=5, mfc="none", mec=colour)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=7, ncol=3, frameon=False)
     return _save(fig, Path(path))
 
 
@@ -243,6 +390,7 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     Path or None
         None when there is no event for ``metric``.
     """
+    from ckptgeo.analysis.runs_table import params_text
     from ckptgeo.analysis.summary import _summary_rows, model_size
 
     e = _summary_rows(analysis.events)
@@ -264,7 +412,7 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     for j, model in enumerate(models):
         color = cmap(j / max(1, len(models) - 1) * 0.85)
         size = model_size(model)
-        label = model if math.isnan(size) else f"{model} ({size / 1e6:.3g}M params)"
+        label = model if math.isnan(size) else f"{model} ({params_text(size)} params)"
         at = {kind: [suites.index(s) - 0.4 + width * (j + 0.5) for m, s, _ in marks[kind] if m == model]
               for kind in marks}
         ax.bar(at["gap"], [g for m, _, g in marks["gap"] if m == model], width=width, color=color, label=label)
@@ -282,8 +430,8 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     ax.set_xticks(range(len(suites)))
     ax.set_xticklabels(suites, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("precursor gap (steps): acquisition − recovery onset")
-    ax.set_title(f"{metric} precursor gap by task and model (○ synchronous, ▼ never acquired: no gap, "
-                 f"× no onset or acquired at start)", fontsize=9)
+    _title(ax, f"{metric} precursor gap by task and model (○ synchronous, ▼ never acquired: no gap, "
+               f"× no onset or acquired at start)", width=70, fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, Path(path))
 
@@ -305,23 +453,104 @@ def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Pa
     import matplotlib
 
     p = p.groupby(["layer", "step"], sort=True)[["accuracy", "control_accuracy"]].mean().reset_index()
-    fig = _figure()
+    fig = _figure(8.0, 5.0)
     ax = fig.add_subplot(1, 1, 1)
     layers = sorted(p["layer"].unique())
-    cmap = matplotlib.colormaps["viridis"]
-    for i, layer in enumerate(layers):
+    colours = _layer_colours(layers)
+    lead = analysis.probe_lead if analysis.probe_lead is not None else None
+    lead = lead[(lead["model"] == model) & (lead["suite"] == suite)] if lead is not None and len(lead) else None
+    for layer in layers:
         g = p[p["layer"] == layer]
-        color = cmap(i / max(1, len(layers) - 1))
-        ax.plot(g["step"], g["accuracy"], color=color, lw=1.4, label=f"L{layer} probe")
-        ax.plot(g["step"], g["control_accuracy"], color=color, lw=1.0, ls="--", label=f"L{layer} control")
+        ax.plot(g["step"], g["accuracy"], color=colours[layer], lw=1.4, label=f"L{layer} probe")
+        ax.plot(g["step"], g["control_accuracy"], color=colours[layer], lw=1.0, ls="--", label=f"L{layer} control")
+        onset = lead[lead["layer"] == layer]["probe_step"].dropna() if lead is not None else ()
+        if len(onset):   # the probe onset: first checkpoint beating chance and control by the margin
+            step = int(onset.iloc[0])
+            y = g.loc[g["step"] == step, "accuracy"]
+            ax.plot([step], [float(y.iloc[0]) if len(y) else 1.0], marker="^", ms=8, color=colours[layer],
+                    mec="black", ls="none", label=f"L{layer} probe onset {step}")
+    acq = lead["acquisition_step"].dropna() if lead is not None else ()
+    if len(acq):
+        ax.axvline(int(acq.iloc[0]), color="tab:red", lw=1.6, label=f"acquisition {int(acq.iloc[0])}")
     _log_x(ax, p["step"])
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
     ax.set_ylabel("probe accuracy (held-out folds)")
-    ax.set_title(f"probe vs shuffled-label control: {model} · {suite}", fontsize=10)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=min(6, 2 * len(layers)),
+    _title(ax, f"probe vs shuffled-label control: {model} · {suite}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=min(4, 3 * len(layers)),
               frameon=False)
     return _save(fig, Path(path))
+
+
+def seed_groups(curves) -> dict[str, list[str]]:
+    """Models that differ only by their seed (``-s0``, ``-seed1``): base name -> the models, for groups of
+    two or more (:func:`ckptgeo.analysis.tables.split_seed`)."""
+    from ckptgeo.analysis.tables import split_seed
+
+    groups: dict[str, list[str]] = {}
+    for m in sorted(curves["model"].unique()) if len(curves) else []:
+        base, seed = split_seed(m)
+        if seed is not None:
+            groups.setdefault(base, []).append(m)
+    return {b: ms for b, ms in groups.items() if len(ms) >= 2}
+
+
+def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike, *,
+               metric: str = "rankme") -> Path | None:
+    """Runs that differ only by seed on one axis: the mean of the summary layer's ``metric`` across seeds
+    with its min-max band (log scale), and the mean accuracy with its band on a second axis.
+
+    Steps measured in every seed are drawn (the seeds' checkpoints are usually the same).
+
+    Returns
+    -------
+    Path or None
+        None when fewer than two of ``models`` have a curve for ``suite``.
+    """
+    per_model = {}
+    for m in models:
+        chash, sub = _pick_curves(analysis, m, suite, metric)
+        if sub.empty:
+            continue
+        deepest = sub[sub["layer"] == sub["layer"].max()]
+        per_model[m] = (deepest.groupby("step")["value"].mean(), _accuracy_of(analysis, m, suite, chash),
+                        int(deepest["layer"].iloc[0]))
+    if len(per_model) < 2:
+        return None
+    values = pd_concat_aligned([v for v, _, _ in per_model.values()])
+    if values.empty:
+        return None
+    fig = _figure(8.0, 4.8)
+    ax = fig.add_subplot(1, 1, 1)
+    layer = next(iter(per_model.values()))[2]
+    mean, lo, hi = values.mean(axis=1), values.min(axis=1), values.max(axis=1)
+    ax.fill_between(values.index, lo, hi, color="tab:blue", alpha=0.2, lw=0, label="min–max over seeds")
+    ax.plot(values.index, mean, color="tab:blue", lw=1.6, label=f"L{layer} {metric}, mean of {len(per_model)} seeds")
+    ax.set_yscale("log")
+    _log_ticks(ax.yaxis, values.to_numpy().ravel())
+    _log_x(ax, values.index)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(_axis_label(metric))
+    accs = [a.groupby("step")["accuracy"].mean() for _, a, _ in per_model.values() if not a.empty]
+    handles, labels = ax.get_legend_handles_labels()
+    if len(accs) >= 2:
+        acc = pd_concat_aligned(accs)
+        ax2 = ax.twinx()
+        ax2.fill_between(acc.index, acc.min(axis=1), acc.max(axis=1), color="0.3", alpha=0.15, lw=0)
+        (line,) = ax2.plot(acc.index, acc.mean(axis=1), color="black", lw=1.8)
+        ax2.set_ylim(-0.02, 1.02)
+        ax2.set_ylabel("accuracy")
+        handles, labels = handles + [line], labels + ["accuracy, mean (band: min–max; right axis)"]
+    _title(ax, f"{base} · {suite}: seeds {', '.join(per_model)}")
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=2, frameon=False)
+    return _save(fig, Path(path))
+
+
+def pd_concat_aligned(series):
+    """Series indexed by step side by side, on the steps all of them have."""
+    import pandas as pd
+
+    return pd.concat(list(series), axis=1, join="inner").sort_index()
 
 
 def gap_marks(e, models, suites) -> dict[str, list]:
@@ -430,6 +659,12 @@ def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: 
         p = plot_probes(analysis, model, suite, figures_dir / f"{stem}__probe.png")
         if p is not None:
             written.append(p)
+    for base, models in sorted(seed_groups(c[c["metric"] == metric]).items()):
+        for suite in sorted(c.loc[c["model"].isin(models), "suite"].unique()):
+            p = plot_seeds(analysis, base, models, suite, figures_dir / f"{_slug(base)}__{_slug(suite)}__seeds.png",
+                           metric=metric)
+            if p is not None:
+                written.append(p)
     p = plot_gaps(analysis, figures_dir / "gaps.png", metric=metric)
     if p is not None:
         written.append(p)
@@ -470,6 +705,15 @@ def _with_run(table, runs):
     out = table.drop(columns=["config_hash"])
     out.insert(2, "run", [labels[h] for h in table["config_hash"]])
     return out
+
+
+def _left_out_md(analysis) -> str:
+    """The report's "N revisions left out and why" and the table of them."""
+    from ckptgeo.analysis.tables import left_out_text
+
+    lo = getattr(analysis, "left_out", None)
+    text = left_out_text(lo).replace("\n  ", "\n- ") + "\n"
+    return text + ("\n" + _md(lo.drop(columns=["reason"]), max_rows=200) if lo is not None and len(lo) else "")
 
 
 def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, **analyze_kwargs) -> Path:
@@ -513,6 +757,7 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              f"{cfg.confidence:g}; verdicts at alpha {cfg.alpha:g}\n- probe margin over control: "
              f"{cfg.probe_margin}\n- models: {', '.join(sorted(e['model'].unique())) if len(e) else '–'}; "
              f"{len(e)} event rows\n",
+             "## Revisions left out\n", _left_out_md(analysis),
              "## Acquisition\n", _md(_with_run(analysis.acquisitions, runs).drop(columns=["reason"], errors="ignore")),
              "## Events (summary layer: deepest layer, or -1 for whole-model measures)\n",
              "The table `ckptgeo analyze` prints, with the same headers:\n\n",

@@ -15,7 +15,8 @@ metric, layer) curve, and writes what it finds next to the input::
         ├── top_down.parquet        Spearman(depth, collapse onset) per model and suite
         ├── probe_lead.parquet      per (model, suite, layer)
         ├── across_sizes.parquet    collapse floors / acquisition steps of one task at different sizes
-        └── seed_spread.parquet     precursor rates across seeds (empty with one seed)
+        ├── seed_spread.parquet     precursor rates across seeds (empty with one seed)
+        └── runs.csv, runs.tex      one row per run for a paper (:mod:`ckptgeo.analysis.runs_table`)
 
 Each file is written to a hidden temporary name in its folder and moved into place with
 ``os.replace`` (:func:`ckptgeo._io.atomic_path`); readers of the folder skip names starting with ``.``.
@@ -23,8 +24,10 @@ Each file is written to a hidden temporary name in its folder and moved into pla
 Choices made where SPEC.md leaves room (all recorded or documented; reading and labelling live in
 :mod:`ckptgeo.analysis.tables`):
 
-* Revisions the ``revisions`` table flags ``status == "duplicate"`` are dropped from every table.
-  Remaining rows at the same (curve, step) are averaged.
+* Revisions whose weights another revision at another training point also serves, or that share a weight
+  file with one (a group: pythia#205, #206), are left out of every table, the whole group, unless
+  ``keep_grouped`` keeps one member on purpose (:func:`ckptgeo.analysis.tables.leave_out_grouped`;
+  ``Analysis.left_out`` says which and why). Remaining rows at the same (curve, step) are averaged.
 * Measures with an eigenvalue ``index`` (Hessian top-k) use their lowest index (the top eigenvalue).
 * A geometry curve takes its accuracy from the behaviour rows of the same (model, suite) with the
   same ``config_hash``; failing that, the only behaviour config; failing that, the one with most
@@ -65,8 +68,9 @@ from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
 from ckptgeo.store.schemas import EVENTS_COLUMNS, SCHEMAS
 from ckptgeo.analysis import events as ev
 from ckptgeo.analysis import stats as st
-from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _drop_duplicates, _require,
-                                    _with_defaults, model_size, split_seed)
+from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _difficulty, _require,
+                                    _with_defaults, check_x, events_in_tokens, leave_out_grouped, model_size,
+                                    split_seed)
 from ckptgeo.store.dataset import read_table
 
 __all__ = [
@@ -204,7 +208,11 @@ class Analysis:
     accuracy : DataFrame
         The cleaned behaviour curves used (model, suite, config_hash, step, accuracy, chance).
     probes : DataFrame or None
-        The dataset's probes table (duplicate revisions dropped), for the probe figures; None without one.
+        The dataset's probes table (grouped revisions left out), for the probe figures; None without one.
+    left_out : DataFrame or None
+        The revisions left out and why (:data:`ckptgeo.analysis.tables.LEFT_OUT_COLUMNS`).
+    x : {"steps", "tokens"}
+        The axis of the figures and of the events a reader sees.
     config : AnalysisConfig
     root, out : Path
         The dataset read and the folder written (the same unless ``out`` was given).
@@ -225,6 +233,8 @@ class Analysis:
     out: Path
     written: tuple[Path, ...] = field(default=())
     probes: pd.DataFrame | None = None
+    left_out: pd.DataFrame | None = None
+    x: str = "steps"
     difficulty_slope: pd.DataFrame = field(default_factory=pd.DataFrame)
     seed_events: pd.DataFrame = field(default_factory=pd.DataFrame)
 
@@ -847,20 +857,26 @@ def _validate(cfg: AnalysisConfig) -> None:
                                     name="collapse_metrics", value=())
 
 
-def check_analysis_out(out: str | os.PathLike) -> None:
+def check_analysis_out(out: str | os.PathLike, dataset: str | os.PathLike | None = None) -> None:
     """Refuse an analysis output folder that would overwrite someone's files.
 
-    Accepted: a missing or empty folder (dot files aside), a ckptgeo dataset (``ckptgeo.json``) and an
-    earlier analysis output (``events/events.parquet``).
+    Accepted: a missing or empty folder (dot files aside), the dataset analysed (``dataset``; any ckptgeo
+    dataset when None) and an earlier analysis output (``events/events.parquet``).
 
     Raises
     ------
     DatasetLayoutError
-        ``out`` is a file, or a non-empty folder of neither kind.
+        ``out`` is a file, another dataset than ``dataset`` (its events would be replaced by this one's),
+        or a non-empty folder of neither kind.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DatasetLayoutError(f"--out {out} is a file, not a folder; choose another --out folder.", path=str(out))
+    if dataset is not None and (out / "ckptgeo.json").is_file() and out.resolve() != Path(dataset).resolve():
+        raise DatasetLayoutError(
+            f"--out {out} is another ckptgeo dataset than {dataset}; writing this analysis there would replace its "
+            f"events and report. Choose a new or empty --out folder (or leave --out out to write into {dataset}).",
+            path=str(out))
     if not out.is_dir() or (out / "ckptgeo.json").is_file() or (out / "events" / "events.parquet").is_file():
         return
     if any(not p.name.startswith(".") for p in out.iterdir()):
@@ -875,7 +891,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
             out: str | os.PathLike | None = None,
             collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION, min_drop: float = ev.DEFAULT_MIN_DROP,
             collapse_metrics: tuple[str, ...] = ("rankme",), difficulty: Mapping[str, str] | None = None,
-            write: bool = True, resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS,
+            write: bool = True, keep_grouped: str | list[str] | None = None, x: str = "steps",
+            resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS,
             n_permutations: int = st.DEFAULT_N_PERMUTATIONS, n_noise_curves: int = st.DEFAULT_N_NOISE_CURVES,
             noise_kind: str = "gaussian", noise_relative_sd: float | None = None, seed: int = 0,
             confidence: float = st.DEFAULT_CONFIDENCE, alpha: float = 0.05) -> Analysis:
@@ -910,6 +927,12 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     write : bool, default=True
         Write ``events/events.parquet`` and ``summary/*.parquet`` (atomically), each with every rule and
         threshold in its Parquet metadata (:func:`read_rules`).
+    keep_grouped : {None, "latest"} or list of str, default=None
+        Revisions serving the same weights as another are left out whole; ``"latest"`` keeps the latest of each
+        group, a list keeps those named (:func:`ckptgeo.analysis.tables.leave_out_grouped`).
+    x : {"steps", "tokens"}, default="steps"
+        The axis of figures and of the events a reader sees. Events carry both: ``*_step`` and ``*_tokens``
+        (:func:`ckptgeo.analysis.tables.events_in_tokens`); "tokens" needs the dataset's ``tokens`` column.
     resolution_checkpoints : int, default=1
         A gap of at most this many checkpoints is "unresolved", not a precursor.
     n_permutations : int, default=999
@@ -938,7 +961,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         ``dir`` has no geometry or behaviour table, or one lacks required columns; ``out`` is a file, or a
         non-empty folder that is neither a dataset nor an earlier analysis (:func:`check_analysis_out`).
     InvalidParameterError
-        A threshold, fraction or window is out of range.
+        A threshold, fraction or window is out of range; ``x`` is not "steps" or "tokens", or is "tokens" and
+        some curve records no tokens.
 
     References
     ----------
@@ -957,17 +981,14 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     if not root.is_dir():
         raise DatasetLayoutError(f"Dataset folder {root} does not exist; run `ckptgeo scan` first.", path=str(root))
     if write and out is not None:
-        check_analysis_out(out)
+        check_analysis_out(out, dataset=root)
     geo, beh = read_table(root, "geometry"), read_table(root, "behavior")
     if geo.empty and beh.empty:
         raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table; is it a ckptgeo "
                                  "dataset (the --out folder of `ckptgeo scan`)?", path=str(root))
     probes, revs = read_table(root, "probes"), read_table(root, "revisions")
-    dup: set = set()
-    if not revs.empty and {"model", "revision", "status"} <= set(revs.columns):
-        d = revs[revs["status"].astype(str) == "duplicate"]
-        dup = set(zip(d["model"].astype(str), d["revision"].astype(str)))
-    geo, beh, probes = (_drop_duplicates(t, dup) for t in (geo, beh, probes))
+    kept, left_out = leave_out_grouped({"geometry": geo, "behavior": beh, "probes": probes}, revs, keep=keep_grouped)
+    geo, beh, probes = kept["geometry"], kept["behavior"], kept["probes"]
 
     if not geo.empty:
         _require(geo, "geometry", ("model", "suite", "step", "metric", "layer", "value"), root)
@@ -1021,7 +1042,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         acq.insert(3, "task", pd.Series(dtype=str))
         acq.insert(4, "difficulty", pd.Series(dtype=str))
 
-    events = _compute_events(curves, acc_groups, classes, cfg, __version__)
+    events = events_in_tokens(_compute_events(curves, acc_groups, classes, cfg, __version__), curves, accuracy)
+    check_x(x, curves, accuracy)
     rows_ = _summary_rows(events)
     nulls = _null_curves(rows_, curves, cfg)
     curves_sizes = {m: model_size(m) for m in events["model"].unique()}
@@ -1033,16 +1055,33 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
         precursor_rates_by_model=by_model, top_down=_top_down(events, cfg),
         probe_lead=_probe_lead(probes, acc_groups, cfg), across_sizes=_across_sizes(events, acq, curves, cfg),
         seed_spread=_seed_spread(events, cfg), curves=curves, accuracy=accuracy, probes=probes, config=cfg,
-        root=root, out=Path(out) if out is not None else root,
+        root=root, out=Path(out) if out is not None else root, left_out=left_out, x=x,
         difficulty_slope=_difficulty_slope(rows_, nulls, cfg), seed_events=_seed_events(events))
     if write:
         rules = cfg.rules()
         written = [_atomic_parquet(events, analysis.out / "events" / "events.parquet", SCHEMAS["events"], rules)]
         for name, table in analysis.summary_tables().items():
             written.append(_atomic_parquet(table, analysis.out / "summary" / f"{name}.parquet", rules=rules))
+        written += _combine_cross_checkpoint(root, analysis.out)
+        from ckptgeo.analysis.runs_table import write_runs_table
+
+        written.extend(write_runs_table(events, analysis.out / "summary"))   # runs.csv, runs.tex: one row per run
         analysis = dataclasses.replace(analysis, written=tuple(written))
         logger.info("wrote %d events to %s", len(events), written[0])
     return analysis
+
+
+def _combine_cross_checkpoint(root: Path, out: Path) -> list[Path]:
+    """The hook that runs the cross-checkpoint step (:func:`ckptgeo.metrics.cross.combine`) when the dataset
+    holds artifacts: ``out/compare/compare.parquet``."""
+    if not (root / "artifacts").is_dir():
+        return []
+    from ckptgeo.metrics.cross import combine
+    from ckptgeo.store.dataset import Dataset
+
+    rows = combine(Dataset(root, create=False), write=False)
+    return [_atomic_parquet(rows.reindex(columns=SCHEMAS["compare"].names), out / "compare" / "compare.parquet",
+                            SCHEMAS["compare"])]
 
 
 #: the events columns a reader sees (console and report.md): events-table column -> short header

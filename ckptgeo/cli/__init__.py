@@ -8,9 +8,11 @@ entry-point group.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
+import warnings
 
 from ckptgeo import __version__
 from ckptgeo._registry import Registry
@@ -54,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ckptgeo`` console script; returns the exit code."""
-    from ckptgeo.errors import CkptgeoError
+    from ckptgeo.errors import CkptgeoError, DiskSpaceError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -63,6 +65,31 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    with warnings.catch_warnings():   # restores the default display when main() returns (tests call it in-process)
+        warnings.showwarning = _one_line_warning
+        return _run(args)
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """ckptgeo's own warnings at the command line: one line each, ``ckptgeo: warning: ...``, no source line
+    (other packages' warnings keep Python's format, which says where they come from)."""
+    from ckptgeo.errors import CkptgeoWarning
+
+    if not issubclass(category, CkptgeoWarning):
+        return _SHOW_WARNING(message, category, filename, lineno, file, line)
+    text = " ".join(str(message).split())
+    try:
+        print(f"ckptgeo: warning: {text} ({category.__name__})", file=file or sys.stderr)
+    except OSError:   # a closed stderr: nowhere to show it
+        pass
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
+def _run(args) -> int:
+    from ckptgeo.errors import CkptgeoError
+
     try:
         return int(args.func(args) or 0)
     except CkptgeoError as err:
@@ -77,3 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` & co., which stopped reading: not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return 0
+    except OSError as err:
+        if DEBUG or err.errno != errno.ENOSPC:
+            raise
+        from ckptgeo._io import temp_target
+
+        path = str(err.filename or "")  # the temporary file of an atomic write names the file it was for
+        target = temp_target(os.path.basename(path))
+        where = f" while writing {os.path.join(os.path.dirname(path), target) if target else path}" if path else ""
+        print(f"ckptgeo: error: disk full{where}; free space and rerun: finished work is kept", file=sys.stderr)
+        return DiskSpaceError.exit_code

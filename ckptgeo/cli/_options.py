@@ -14,26 +14,35 @@ def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = Tr
         p.add_argument("source", help="Hub repo id (EleutherAI/pythia-160m), a family of repos "
                                       "('org/pythia-160m-seed{1..3}' or 'org/a,org/b'), or a folder of checkpoints")
     p.add_argument("--revisions", default=None,
-                   help="revision selector: all, every-N, log, A:B[:N], main, names/steps, or STAGE:SEL such as "
+                   help="revision selector: all, every-N, log, A:B[:N], main, genuine (no two serve the same "
+                        "weights; see `ckptgeo revisions SOURCE --integrity`), names/steps, or STAGE:SEL such as "
                         "'stage2-ingredient1:*' (default: all for a folder, every-1000 for a Hub repo)")
     p.add_argument("--step-pattern", default=None,
                    help=r"regex mapping branch names to steps: group 'step' (or the first), optional 'stage' and "
                         r"'tokens' (billions); default: the built-in schemes step{N}, [stageK[-ingredientJ]-]"
-                        r"step{N}-tokens{T}B, step-{N}, step-{N}-{T}BT, checkpoint-{N}, global_step{N}")
+                        r"step{N}-tokens{T}B, stageK-step-{N}, step-{N}, step-{N}-{T}BT, step_{N}, checkpoint-{N}, "
+                        r"global_step{N}, iter{N}, ckpt_{K}, {N}")
 
 
 def add_scan_options(p: argparse.ArgumentParser) -> None:
     """The measurement options shared by ``scan`` and ``probe``."""
     p.add_argument("--suite", action="append", dest="suites", metavar="NAME|PATH",
-                   help="suite name, file path or loader spec; repeat for several (default: the source's suites)")
+                   help="bundled suite name, file path, loader spec (hf:ORG/NAME), or an algorithmic task level "
+                        "such as copy-L1 (its 200 held-out items, as `ckptgeo train` draws them); repeat for several "
+                        "(default: the source's suites)")
+    p.add_argument("--tokenizer", default=None, metavar="PATH|REPO",
+                   help="tokenizer folder or Hub repo id, for checkpoint folders without one (a Trainer's "
+                        "checkpoint-N folders); default: the source's own")
     p.add_argument("--out", default=None, help="dataset folder (default results/<source name>)")
     p.add_argument("--n-samples", type=int, default=200, help="items per suite (default 200)")
     p.add_argument("--position", choices=["last", "mean"], default="last",
                    help="token read for hidden states (default last)")
     p.add_argument("--metric-option", action="append", dest="metric_options", metavar="METRIC.OPTION=VALUE",
                    help="a metric's setting, e.g. hessian.k=10, llc.num_chains=2, grad_rank.sketch_dim=1024, "
-                        "probe.C=0.5; repeat for several; the options are the fields of the metric's config "
-                        "(HessianConfig, LLCConfig, ...), checked before anything is fetched and recorded in each row")
+                        "probe.C=0.5, cka.reference=step1000; repeat for several; the options are the fields of the "
+                        "metric's config (HessianConfig, LLCConfig, ...), checked before anything is fetched and "
+                        "recorded in each row; every metric also takes METRIC.revisions=SELECTOR, the revisions "
+                        "(of the scan's selection) it runs at, e.g. hessian.revisions=every-5")
     p.add_argument("--centered", action="store_true",
                    help="centred RankMe (short for --metric-option rankme.centered=true; default uncentred, as "
                         "Garrido et al.)")
@@ -100,7 +109,7 @@ def _scan_kwargs(args) -> dict:
                 dtype=args.dtype, batch_size=args.batch_size, seed=args.seed, prefetch=args.prefetch,
                 max_disk=args.max_disk, keep_cache=args.keep_cache, overwrite=args.overwrite,
                 save_states=args.save_states, on_error=args.on_error, step_pattern=args.step_pattern,
-                threads=args.threads)
+                threads=args.threads, tokenizer=args.tokenizer)
 
 
 def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
@@ -131,11 +140,13 @@ def _shown(value) -> str:
 
 
 def _run_scan(args, metrics: tuple[str, ...]) -> int:
-    from ckptgeo.engine.scan import parse_size, plan_scan, scan
+    from ckptgeo.engine.scan import parse_size, plan_scan, scan, shard
 
     kwargs = {**_scan_kwargs(args), "metrics": tuple(metrics)}
     if args.dry_run:
-        print(plan_scan(args.source, out=args.out, **{**kwargs, "max_disk": parse_size(args.max_disk)}).summary())
+        plan = plan_scan(args.source, out=args.out, **{**kwargs, "max_disk": parse_size(args.max_disk)})
+        print(plan.summary())
+        print("next: the same command without --dry-run")
         return 0
     res = scan(args.source, out=args.out, **kwargs)
     print(f"measured {len(res.measured)}, already done {len(res.skipped)}, failed {len(res.failed)}, "
@@ -145,13 +156,25 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
     if res.duplicates is not None and not res.duplicates.empty:
         for r, o in zip(res.duplicates.revision, res.duplicates.duplicate_of):
             print(f"  duplicate weights: {r} = {o}", file=sys.stderr)
+    for g in res.groups:
+        print(f"  left out of the analysis by default: {g.describe()} (keep one with "
+              f"`ckptgeo analyze --keep-grouped latest`)", file=sys.stderr)
     if args.save_states and not res.measured and res.skipped:
         print("  no states saved: every revision was already measured; add --overwrite to measure and save them",
               file=sys.stderr)
     for line in undefined_probe_warnings(res.out, res.config_hash, res.measured):
         print(f"  warning: {line}", file=sys.stderr)
-    tables = [t for t in ("geometry", "behavior", "probes") if (res.out / t).is_dir()]
+    tables = [t for t in ("geometry", "behavior", "probes", "compare") if (res.out / t).is_dir()]
     print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables))
+    rank, world = shard()
+    if world > 1:
+        from ckptgeo.store.dataset import Dataset, part_name
+
+        ds = Dataset(res.out, create=False)
+        done = sum(ds.is_done(part_name(res.model, r, res.config_hash)) for r in res.selected)
+        print(f"all {world} processes: {done} of {len(res.selected)} selected revisions done so far in {res.out} "
+              f"(this is rank {rank})")
+    print(f"next: ckptgeo analyze {res.out}" + ("   (once every process has finished)" if world > 1 else ""))
     return 1 if res.failed else 0
 
 

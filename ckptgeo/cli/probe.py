@@ -11,7 +11,8 @@ __all__ = ["add_parser"]
 
 _EPILOG = """\
 examples:
-  ckptgeo probe --suite logic --out runs/probe-logic
+  ckptgeo probe --suite logic --out runs/probe-logic     # EleutherAI/pythia-160m, every 1000th step
+  ckptgeo probe runs/hf-copy --suite copy-L1 --tokenizer runs/copy-L1    # Trainer checkpoint-N folders
   ckptgeo probe --suite logical_deduction EleutherAI/pythia-410m --revisions every-1000 --out runs/ld
   ckptgeo probe --suite path/to/three_objects.json --suite syntax ./my-run --revisions all --out runs/mine
   ckptgeo probe --suite hf:blimp/anaphor_gender_agreement --out runs/blimp
@@ -38,7 +39,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "probe", help="behaviour and linear probes of a suite across checkpoints",
         description="Score a suite's behaviour and train a linear probe per layer on its labels at every "
-                    "selected checkpoint; writes behavior/ and probes/ tables in the scan dataset layout.",
+                    "selected checkpoint; writes behavior/ and probes/ tables in the scan dataset layout. Without "
+                    f"SOURCE and --revisions it probes {DEFAULT_SOURCE} at every 1000th step (--revisions every-1000, "
+                    f"144 revisions: step0, step1000, ..., step143000) into "
+                    f"results/{DEFAULT_SOURCE.split('/')[-1]}.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", nargs="?", default=DEFAULT_SOURCE,
                         help=f"Hub model id or local folder of step{{N}} checkpoints (default: {DEFAULT_SOURCE})")

@@ -63,6 +63,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.dry_run:
         print(plan_text(args.preset, args.out))
+        if args.device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                print(f"GPU-hours need a GPU: CUDA is not available here (torch {torch.__version__}), so no steps "
+                      f"per second were measured. Run this command on a machine with CUDA for the estimate, or "
+                      f"--device cpu for CPU-hours.")
+                return 0
         print("measuring steps per second for each size ...", flush=True)
         print(estimate_text(args.preset, estimate(args.preset, device=args.device, threads=args.threads)))
         return 0

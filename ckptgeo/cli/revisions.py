@@ -11,6 +11,8 @@ __all__ = ["add_parser"]
 _EPILOG = """examples:
   ckptgeo revisions EleutherAI/pythia-160m
   ckptgeo revisions EleutherAI/pythia-160m --revisions every-10000
+  ckptgeo revisions EleutherAI/pythia-2.8b --integrity      # which branches serve the same weights
+  ckptgeo scan EleutherAI/pythia-2.8b --revisions genuine   # then scan only the genuine ones
   ckptgeo revisions allenai/OLMo-2-1124-7B --revisions 'stage2-ingredient1:*'
   ckptgeo revisions runs/addition-L1"""
 
@@ -42,13 +44,27 @@ def format_revisions(revs, sizes: dict | None = None) -> str:
 
 
 def _cmd_revisions(args) -> int:
+    from ckptgeo.sources.integrity import check_source
     from ckptgeo.sources.revisions import select_revisions
     from ckptgeo.sources.registry import open_source
 
     source = open_source(args.source, step_pattern=args.step_pattern, keep_cache=True)
     revs = source.revisions()
+    report = None
+    if args.integrity or (args.revisions and "genuine" in args.revisions):
+        report = check_source(source, label=args.source)
     if args.revisions:
-        revs = select_revisions(revs, args.revisions, source=args.source, note=getattr(source, "missing_note", None))
+        revs = select_revisions(revs, args.revisions, source=args.source, note=getattr(source, "missing_note", None),
+                                genuine=None if report is None else {r.name for r in report.genuine})
+    from ckptgeo.sources.hub import offline_note
+
+    offline = offline_note(source, revs, args.revisions)
+    if offline:  # above the table, so that its last line stays the count
+        print(offline)
+    if args.integrity:
+        print(report.text())
+        print(f"next: ckptgeo scan {args.source} --revisions genuine")
+        return 0
     sizes = {}
     if args.sizes:
         sizes = {r.name: sum(f.size or 0 for f in source.weight_files(r)) for r in revs}
@@ -64,5 +80,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                    "of repos or a checkpoint folder.")
     add_source_options(p)
     p.add_argument("--sizes", action="store_true", help="also ask the Hub for each revision's weight bytes")
+    p.add_argument("--integrity", action="store_true",
+                   help="from metadata only (no weights downloaded): the groups of revisions serving the same "
+                        "weights or sharing a weight file, the branches without weights, and the genuine trajectory")
     p.set_defaults(func=_cmd_revisions)
     return p

@@ -16,6 +16,9 @@ _EPILOG = """examples:
   ckptgeo scan runs/addition-L1 --metrics rankme,behavior,hessian --n-samples 100
   ckptgeo scan runs/addition-L1 --metrics hessian,llc --metric-option hessian.k=10 --metric-option llc.num_chains=2
   ckptgeo scan EleutherAI/pythia-160m --suite path/to/task.json --position mean --centered
+  ckptgeo scan runs/addition-L1 --metrics rankme,cka,weight_distance    # checkpoint vs checkpoint -> compare/
+  ckptgeo scan runs/addition-L1 --metrics rankme,cka --metric-option cka.reference=step500
+  ckptgeo scan runs/addition-L1 --metrics rankme,hessian --metric-option hessian.revisions=every-5
   accelerate launch --num_processes 4 -m ckptgeo scan EleutherAI/pythia-2.8b --out results/p28
   torchrun --nproc_per_node 2 -m ckptgeo scan runs/addition-L1      # several CPU processes
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.training.grid import train_grid
@@ -132,12 +133,18 @@ def _train_from_args(args: argparse.Namespace) -> int:
                             seeds=_csv(args.seeds, int) or [args.seed], template=template)
         print(f"rank {report.rank}/{report.world_size}: {len(report.trained)} trained, "
               f"{len(report.skipped)} already complete, in {args.out}")
+        runs = [*report.trained, *report.skipped]
+        if runs:
+            print(f"next: ckptgeo scan RUN for each run folder (e.g. ckptgeo scan {runs[0]}), then ckptgeo analyze "
+                  f"results/RUN")
         return 0
     if levels:
         if len(levels) == 1:
             levels = levels * len(tasks)
         template = dataclasses.replace(template, levels=tuple(levels))
-    print(summary_line(train(template)))
+    out = train(template)
+    print(summary_line(out))
+    print(f"next: ckptgeo scan {out}   (then ckptgeo analyze results/{Path(out).resolve().name})")
     return 0
 
 

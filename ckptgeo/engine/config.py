@@ -48,6 +48,7 @@ class ScanConfig:
     model_items: int = 32
     threads: int | None = None
     share_prefix: bool = True
+    tokenizer: str | None = None
 
     _parameter_constraints = {
         "n_samples": [Interval(int, 2, None)],

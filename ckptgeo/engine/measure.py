@@ -12,6 +12,11 @@ revision and suite:
   are kept on it, so they are computed once.
 
 How a result becomes rows depends only on what the measure needs (:data:`ROWS`), never on its name.
+A cross-checkpoint measure (CKA, weight distance) yields an artifact per revision instead of rows
+(:data:`ARTIFACTS`); the scan stores it and :func:`ckptgeo.metrics.cross.combine` makes the rows.
+
+Every measure takes the option ``revisions`` (``--metric-option hessian.revisions=every-5``): a revision
+selector applied to the scan's selection, the revisions at which that measure runs (default: all).
 """
 
 from __future__ import annotations
@@ -28,17 +33,29 @@ from typing import Any, Callable
 
 from ckptgeo.errors import InvalidParameterError
 
-__all__ = ["Measure", "SuiteInputs", "configure_metrics", "measure_revision", "ROWS"]
+__all__ = ["Measure", "SuiteInputs", "configure_metrics", "restrict_to_revisions", "measure_revision", "ROWS",
+           "ARTIFACTS", "REVISIONS_OPTION"]
+
+#: the option every measure takes: a revision selector of the revisions it runs at
+REVISIONS_OPTION = "revisions"
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Measure:
-    """A selected measure with its settings: the registry's ``spec`` and its ``config`` instance."""
+    """A selected measure with its settings: the registry's ``spec``, its ``config`` instance, the
+    ``revisions`` selector it was asked at (None: every revision) and, once the scan's selection is known
+    (:func:`restrict_to_revisions`), the names it selects (``at``)."""
 
     spec: Any
     config: Any
+    selector: str | None = None
+    at: frozenset | None = None
+
+    def runs_at(self, revision: str) -> bool:
+        """Whether this measure runs at ``revision``."""
+        return self.at is None or revision in self.at
 
     @property
     def name(self) -> str:
@@ -46,8 +63,10 @@ class Measure:
 
     @cached_property
     def settings(self) -> dict:
-        """The config as a dict (``{}`` for a measure without settings), as recorded in every row."""
-        return dataclasses.asdict(self.config) if self.config is not None else {}
+        """The config as a dict (``{}`` for a measure without settings) and the ``revisions`` selector when
+        one was given, as recorded in every row and in the config hash."""
+        out = dataclasses.asdict(self.config) if self.config is not None else {}
+        return {**out, REVISIONS_OPTION: self.selector} if self.selector is not None else out
 
     @cached_property
     def settings_json(self) -> str:
@@ -84,10 +103,47 @@ def configure_metrics(config) -> dict[str, Measure]:
     for name in names:
         spec = get_metric(name)
         options = config.options_of(name)
+        selector = options.pop(REVISIONS_OPTION, None)
+        if selector is not None and (not isinstance(selector, str) or not selector.strip()):
+            raise InvalidParameterError(f"The 'revisions' option of {name} must be a revision selector such as "
+                                        f"'every-5' or 'step100,step200'. Got {selector!r}.",
+                                        name="metric_options", value=selector)
         if spec.config is not None and "seed" in {f.name for f in dataclasses.fields(spec.config)}:
             options.setdefault("seed", config.seed)  # e.g. the probe's folds: the scan's --seed
-        measures[name] = Measure(spec, spec.configure(options))
+        measures[name] = Measure(spec, spec.configure(options), selector=selector)
     return measures
+
+
+def restrict_to_revisions(measures: dict[str, Measure], selected: list) -> dict[str, Measure]:
+    """Each measure with a ``revisions`` selector, resolved against the scan's ``selected`` revisions (the
+    same list in every process of a sharded scan).
+
+    Raises
+    ------
+    RevisionNotFoundError, EmptySelectionError, InvalidParameterError
+        The selector names a revision not in the selection, matches none of it, or does not parse.
+    """
+    from ckptgeo.errors import EmptySelectionError, RevisionNotFoundError
+    from ckptgeo.sources.revisions import select_revisions
+
+    out = {}
+    for name, m in measures.items():
+        if m.selector is not None:
+            try:
+                picked = select_revisions(list(selected), m.selector, source="the scan's selection")
+            except RevisionNotFoundError as err:
+                names = [r.name for r in selected]
+                raise RevisionNotFoundError(
+                    f"--metric-option {name}.revisions={m.selector}: {err.revision!r} is not among the scan's "
+                    f"{len(names)} selected revisions ({', '.join(names[:3])}{' ...' if len(names) > 3 else ''}); "
+                    f"closest: {', '.join(err.closest) or '-'}. Name revisions that --revisions selects.",
+                    revision=err.revision, closest=err.closest) from err
+            except EmptySelectionError as err:
+                raise EmptySelectionError(f"--metric-option {name}.revisions={m.selector} selects none of the "
+                                          f"scan's {len(selected)} selected revisions ({err})") from err
+            m = dataclasses.replace(m, at=frozenset(r.name for r in picked))
+        out[name] = m
+    return out
 
 
 class SuiteInputs:
@@ -188,13 +244,28 @@ def _model_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict]:
             for v in values]
 
 
+def _state_artifacts(m: Measure, inputs: SuiteInputs) -> dict:
+    states, suite = inputs.outputs.states, inputs.prepared.suite.name
+    return {f"{suite}/{layer}/{key}": arr for layer in range(states.shape[0])
+            for key, arr in m.spec.fn(states[layer], m.config).items()}
+
+
+def _weight_artifacts(m: Measure, inputs: SuiteInputs) -> dict:
+    return dict(m.spec.fn(inputs.model, m.config))
+
+
+#: How a cross-checkpoint measure's artifact is made, by what it needs (``weights``: once per revision).
+ARTIFACTS: dict[str, Callable[[Measure, SuiteInputs], dict]] = {"hidden_states": _state_artifacts,
+                                                                 "weights": _weight_artifacts}
+
 #: How the result of a measure becomes rows, by what it needs.
 ROWS: dict[str, Callable[[Measure, SuiteInputs, dict], list[dict]]] = {
     "hidden_states": _hidden_state_rows, "probe_states": _probe_rows, "outputs": _output_rows, "model": _model_rows}
 
 
 def measure_revision(model, prepared: list, measures: dict[str, Measure], config, row0: dict, *, revision: str,
-                     states_dir: Path | None = None) -> dict[str, list[dict]]:
+                     states_dir: Path | None = None, seconds: dict[str, float] | None = None,
+                     artifacts: dict | None = None) -> dict[str, list[dict]]:
     """Every measure over every prepared suite at one revision: rows per table.
 
     Parameters
@@ -211,6 +282,14 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
         The revision's name, for error messages.
     states_dir : Path, optional
         Where to keep each suite's hidden states (``--save-states``).
+    seconds : dict, optional
+        Filled with the wall seconds spent per measure name, summed over suites (the forward pass a suite's
+        measures share is counted in the first measure that asks for it).
+    artifacts : dict, optional
+        Filled with each cross-checkpoint measure's artifact, ``{measure: {key: ndarray}}``; when None,
+        those measures are not run (a caller that cannot store artifacts).
+
+    Measures whose ``revisions`` option leaves out ``revision`` are not run.
 
     Returns
     -------
@@ -222,23 +301,34 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
     NonFiniteActivationsError
         NaN or inf in the hidden states or a whole-model measure's loss (revision, layer, suite named).
     """
-    with_probes = any(m.spec.needs == "probe_states" for m in measures.values())
-    rows: dict[str, list[dict]] = {m.spec.table: [] for m in measures.values()}
-    for ps in prepared:
+    here = [m for m in measures.values() if m.runs_at(revision) and (artifacts is not None or not m.spec.cross)]
+    if artifacts is None and any(m.spec.cross for m in measures.values()):
+        log.warning("%s compare checkpoints through artifacts only a scan stores; not measured here",
+                    ", ".join(m.name for m in measures.values() if m.spec.cross))
+    with_probes = any(m.spec.needs == "probe_states" for m in here)
+    rows: dict[str, list[dict]] = {m.spec.table: [] for m in here if not m.spec.cross}
+    seconds = {} if seconds is None else seconds
+    for i, ps in enumerate(prepared):
         inputs = SuiteInputs(model, ps, config, revision=revision, with_probes=with_probes)
         if states_dir is not None:
             _save_states(states_dir, ps.suite.name, inputs.outputs)
         row0_suite = {**row0, "suite": ps.suite.name}
-        for m in measures.values():
-            rows[m.spec.table] += ROWS[m.spec.needs](m, inputs, row0_suite)
+        for m in here:
+            t0 = time.perf_counter()
+            if not m.spec.cross:
+                rows[m.spec.table] += ROWS[m.spec.needs](m, inputs, row0_suite)
+            elif m.spec.needs != "weights" or i == 0:
+                artifacts.setdefault(m.name, {}).update(ARTIFACTS[m.spec.needs](m, inputs))
+            seconds[m.name] = seconds.get(m.name, 0.0) + time.perf_counter() - t0
     return rows
 
 
 def _save_states(folder: Path, suite: str, outputs) -> None:
     from safetensors.torch import save_file
 
-    from ckptgeo._io import atomic_path
+    from ckptgeo._io import atomic_path, safe_name
 
-    with atomic_path(folder / f"{suite}.safetensors") as tmp:
+    # the suite's name comes from its file (header or items): made one safe path component inside ``folder``
+    with atomic_path(folder / f"{safe_name(suite, what='suite name')}.safetensors") as tmp:
         save_file({"states": outputs.states.contiguous(), "probe_states": outputs.probe_states.contiguous()},
                   str(tmp))

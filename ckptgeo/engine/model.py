@@ -9,16 +9,18 @@ Config fields that change no tensor shape are ignored.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from pathlib import Path
 
 import torch
 
-from ckptgeo.errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError
+from ckptgeo._io import load_torch_safely
+from ckptgeo.errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError, UnsafeFileError
 from ckptgeo.sources.weights import weight_shards
 
-__all__ = ["ModelHolder", "load_state_dict", "sha256_file", "DTYPES"]
+__all__ = ["ModelHolder", "load_state_dict", "sha256_file", "DTYPES", "needs_own_code"]
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,9 @@ def load_state_dict(folder: str | Path, *, revision: str = "") -> dict[str, torc
             if f.suffix == ".safetensors":
                 state.update(load_file(str(f)))
             else:
-                state.update(torch.load(str(f), map_location="cpu", weights_only=True))
+                state.update(load_torch_safely(f, label=f"{revision}: weight file "))
+        except UnsafeFileError as err:
+            raise UnsafeFileError(str(err), revision=revision, path=str(f)) from None
         except Exception as err:  # safetensors / pickle raise many types on a truncated file
             raise CorruptCheckpointError(
                 f"{revision}: weight file {f} is damaged (truncated or corrupt; {type(err).__name__}: {err}); "
@@ -163,7 +167,7 @@ class ModelHolder:
         from transformers import AutoModelForCausalLM
 
         self.config = config
-        self.model = AutoModelForCausalLM.from_config(config, dtype=self.dtype)
+        self.model = AutoModelForCausalLM.from_config(config, dtype=self.dtype, trust_remote_code=False)
         self.model.to(self.device).eval()
 
     def _rename(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -210,10 +214,33 @@ def _read_config(folder: Path, revision: str):
                                      f"needs the model's config.json)", revision=revision,
                                      path=str(folder / "config.json"))
     try:
-        return AutoConfig.from_pretrained(folder)
+        return AutoConfig.from_pretrained(folder, trust_remote_code=False)  # never a prompt, never its code
     except Exception as err:
+        own = needs_own_code(folder)
+        if own is not None:
+            raise UnsafeFileError(f"{revision}: the repository needs its own code ({own}), which ckptgeo does not "
+                                  f"run; only architectures built into transformers can be measured",
+                                  revision=revision, path=str(folder / "config.json")) from None
         raise CorruptCheckpointError(f"{revision}: unreadable config.json in {folder}: {err}",
                                      revision=revision, path=str(folder / "config.json")) from err
+
+
+def needs_own_code(folder: str | Path) -> str | None:
+    """What in ``folder`` asks transformers to import the repository's own Python code: the first
+    ``auto_map`` entry of its ``config.json`` or ``tokenizer_config.json`` (``"config.json auto_map:
+    modeling_x.XForCausalLM"``), or None. ckptgeo never runs such code (``trust_remote_code=False``)."""
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            data = json.loads((Path(folder) / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        auto = data.get("auto_map") if isinstance(data, dict) else None
+        if auto:
+            first = next(iter(auto.values()), None) if isinstance(auto, dict) else auto
+            if isinstance(first, (list, tuple)):
+                first = next((f for f in first if f), None)
+            return f"{name} auto_map: {first}"
+    return None
 
 
 def _module_name(model: torch.nn.Module, module: torch.nn.Module) -> str:

@@ -7,22 +7,27 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptgeo.engine.config import ScanConfig, validate_scan_config
-from ckptgeo.engine.measure import Measure, configure_metrics
+from ckptgeo.engine.measure import Measure, configure_metrics, restrict_to_revisions
 from ckptgeo.errors import CorruptCheckpointError, InvalidParameterError, RevisionNotFoundError
+from ckptgeo.sources.integrity import (IntegrityReport, check_source, check_weights, main_weight_files,
+                                       weights_digest)
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.registry import open_source
 from ckptgeo.sources.revisions import Revision, select_revisions
 from ckptgeo.store.dataset import Dataset, part_name
 from ckptgeo.store.schemas import SCAN_SETTINGS
 
+log = logging.getLogger(__name__)
+
 __all__ = ["ScanPlan", "Resolved", "plan_scan", "resolve", "default_out", "shard", "rank_device", "scan_settings",
-           "config_hash", "row_settings", "weights_digest"]
+           "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity", "estimate_seconds"]
 
 
 @dataclass
@@ -39,13 +44,32 @@ class ScanPlan:
     peak_disk: int | None
     config_hash: str
     errors: dict[str, Exception] = field(default_factory=dict)
+    integrity: IntegrityReport | None = None
+    #: the ``model`` the rows carry and the parts are named by (a Hub repo's full id; a folder's name)
+    model: str = ""
+    #: revisions measured before at another commit (the branch moved): name -> (old commit, new commit)
+    moved: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the measures, and each suite with the items it measures
+    metrics: list[str] = field(default_factory=list)
+    suites: list[tuple[str, int]] = field(default_factory=list)
+    #: (rank, world size) of this process, and what every process together has to measure
+    rank: tuple[int, int] = (0, 1)
+    total_todo: int = 0
+    #: a rough wall time for this process's share, in seconds (:func:`estimate_seconds`); None if unknown
+    estimate: float | None = None
 
     def summary(self) -> str:
         def fmt(n):
             return "unknown" if n is None else f"{n / 1e6:,.1f} MB"
 
+        rank, world = self.rank
         lines = [f"{self.source}: {len(self.selected)} selected, {len(self.done)} already done, "
                  f"{len(self.todo)} to measure (this process)",
+                 *([f"  all {world} processes: {self.total_todo} to measure; this is rank {rank}"] if world > 1 else []),
+                 f"  measures: {', '.join(self.metrics) or '-'}",
+                 f"  suites: {', '.join(f'{n} ({k} items)' for n, k in self.suites) or '-'}",
+                 *(f"  {n} moved to commit {new[:12]} since it was measured at {old[:12]}: measured again"
+                   for n, (old, new) in self.moved.items()),
                  f"  {'revision':>12}  {'step':>7}  {'commit':<40}  {'weights':>10}"]
         for r in self.todo:
             size = sum(f.size or 0 for f in self.files.get(r.name, []))
@@ -53,7 +77,50 @@ class ScanPlan:
                          + (f"  fails: {self.errors[r.name]}" if r.name in self.errors else ""))
         lines.append(f"bytes to fetch: {fmt(self.bytes_to_fetch)}; peak disk: {fmt(self.peak_disk)}; "
                      f"config hash {self.config_hash}")
+        if self.integrity is not None and self.integrity.groups:
+            lines += [f"left out of the analysis by default: {g.describe()}" for g in self.integrity.groups]
+        if self.todo:
+            took = "unknown" if self.estimate is None else _duration(self.estimate)
+            lines.append(f"estimated time: {took} (rough: {_ESTIMATE_BASIS})")
         return "\n".join(lines)
+
+
+#: what :func:`estimate_seconds` assumes, as printed
+_ESTIMATE_BASIS = ("downloads at 50 MB/s, forward passes at 20 GFLOP/s, 32 tokens per item, "
+                   "budgeted measures at their full max_seconds")
+_DOWNLOAD_BPS, _FLOPS, _TOKENS_PER_ITEM = 50e6, 20e9, 32
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def estimate_seconds(revision_bytes: list[int | None], suites: list[tuple[str, int]], measures,
+                     *, downloads: bool) -> float | None:
+    """A rough wall time for measuring revisions of these sizes, in seconds; None if a size is unknown.
+
+    Per revision: its download (when the source downloads), one forward pass over each suite's items
+    (2 FLOPs per parameter per token, the parameters counted as weight bytes / 4), and the time budget
+    (``max_seconds``) of each measure that has one (Hessian, LLC), taken in full. The rates are fixed
+    guesses (:data:`_ESTIMATE_BASIS`), not measured here: the number says minutes or days, not seconds.
+
+    Examples
+    --------
+    >>> estimate_seconds([400_000_000], [("logic", 200)], {}, downloads=True)
+    72.0
+    """
+    if any(b is None for b in revision_bytes):
+        return None
+    items = sum(k for _, k in suites)
+    budgets = sum(float(getattr(m.config, "max_seconds", None) or 0) for m in measures.values()
+                  if getattr(m, "config", None) is not None)
+    total = 0.0
+    for b in revision_bytes:
+        total += (b / _DOWNLOAD_BPS if downloads else 0.0) + 2 * (b / 4) * _TOKENS_PER_ITEM * items / _FLOPS
+        total += budgets
+    return round(total, 1)
 
 
 @dataclass
@@ -112,6 +179,7 @@ def scan_settings(config: ScanConfig, suites, measures: dict[str, Measure]) -> d
                                           .encode()).hexdigest()[:16] for s in suites},
         "metrics": {n: m.settings for n, m in measures.items()},
         **{name: getattr(config, name) for name, _ in SCAN_SETTINGS}, "model_items": config.model_items,
+        **({"tokenizer": config.tokenizer} if config.tokenizer else {}),   # the source's own: not in the hash
     }
 
 
@@ -139,30 +207,70 @@ def resolve(source, config: ScanConfig) -> Resolved:
     RevisionNotFoundError, EmptySelectionError
         The selector names a missing revision or matches none.
     """
-    from ckptgeo.suites.items import load_suite
+    from ckptgeo.sources.hub import offline_note
+    from ckptgeo.suites.tasks import load_suite_or_task
 
     validate_scan_config(config)
     label = str(source) if isinstance(source, (str, Path)) else getattr(source, "repo_id", source.name)
     if isinstance(source, (str, Path)):
         source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
     measures = configure_metrics(config)  # option errors come before any listing of revisions
-    selected = select_revisions(source.revisions(), config.revisions or source.default_selector, source=label,
-                                note=getattr(source, "missing_note", None))
+    selector = config.revisions or source.default_selector
+    genuine = None
+    if "genuine" in selector:   # metadata only: which revisions belong to no group of identical weights
+        genuine = {r.name for r in check_source(source, label=label).genuine}
+    selected = select_revisions(source.revisions(), selector, source=label,
+                                note=getattr(source, "missing_note", None), genuine=genuine)
+    measures = restrict_to_revisions(measures, selected)
+    offline = offline_note(source, selected, selector)
+    if offline:
+        log.warning("%s", offline)
     specs = list(config.suites) or source.default_suites()
     if not specs:
         raise InvalidParameterError("No suite given and the source has no default suites; pass --suite NAME|PATH",
                                     name="suites", value=())
-    suites = [load_suite(s) for s in specs]
+    suites = [load_suite_or_task(s) for s in specs]
     settings = scan_settings(config, suites, measures)
     return Resolved(source, selected, suites, measures, settings, config_hash(settings))
 
 
-def weights_digest(files: list[WeightFile]) -> str | None:
-    """One sha256 over the names and sha256 of a revision's weight files; None if any is unknown."""
-    if not files or any(f.sha256 is None for f in files):
-        return None
-    return hashlib.sha256("".join(f"{f.name}:{f.sha256};" for f in sorted(files, key=lambda f: f.name))
-                          .encode()).hexdigest()
+def source_identity(source) -> str:
+    """What a source is, beyond its short name: ``hub:<repo id>`` or ``folder:<absolute path>``."""
+    repo_id = getattr(source, "repo_id", None)
+    if repo_id:
+        return f"hub:{repo_id}"
+    root = getattr(source, "root", None)
+    return f"folder:{Path(root).resolve()}" if root is not None else f"source:{source.name}"
+
+
+def dataset_model(source, known: dict[str, str] | None = None) -> str:
+    """The ``model`` a scan's rows carry and its parts are named by.
+
+    A Hub repo (or family): its full repo id, so ``otherorg/pythia-160m`` never stands in for
+    ``EleutherAI/pythia-160m``. A folder: its name, unless the dataset's ``sources.json`` (``known``) gives
+    that name to another folder; then as many parent folders as tell them apart (``c/run`` beside ``run``).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as S
+    >>> dataset_model(S(repo_id="EleutherAI/pythia-160m", name="pythia-160m"))
+    'EleutherAI/pythia-160m'
+    >>> dataset_model(S(root=Path("/x/c/run"), name="run"), {"run": "folder:/x/a/run"})
+    'c/run'
+    """
+    repo_id = getattr(source, "repo_id", None)
+    if repo_id:
+        return repo_id
+    root = getattr(source, "root", None)
+    if root is None:
+        return source.name
+    identity, known = source_identity(source), known or {}
+    parts = Path(root).resolve().parts
+    for k in range(1, len(parts)):
+        name = "/".join(parts[-k:])
+        if known.get(name, identity) == identity:
+            return name
+    return str(Path(root).resolve())
 
 
 def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | None = None, **options) -> ScanPlan:
@@ -201,12 +309,21 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     source, selected = resolved.source, resolved.selected
     out = Path(out) if out is not None else default_out(source)
     done: set[str] = set()
-    if (out / "ckptgeo.json").exists() and not config.overwrite:
-        ds = Dataset(out)  # by part name: a family's rows carry each member's model name
-        done = {r.name for r in selected if ds.is_done(part_name(source.name, r.name, resolved.config_hash))}
+    moved: dict[str, tuple[str, str]] = {}
+    exists = (out / "ckptgeo.json").exists()
+    model = dataset_model(source, Dataset(out).sources() if exists else None)
+    if exists and not config.overwrite:
+        ds = Dataset(out)  # by part name, keyed on the model (repo id or folder) and the commit
+        for r in selected:
+            name = part_name(model, r.name, resolved.config_hash)
+            if ds.is_done(name, commit=r.commit):
+                done.add(r.name)
+            elif r.commit and ds.is_done(name) and ds.recorded_commit(name) not in (None, r.commit):
+                moved[r.name] = (ds.recorded_commit(name), r.commit)
     rank, world = shard()
     mine = [r for i, r in enumerate(selected) if i % world == rank]
     todo = [r for r in mine if r.name not in done]
+    total_todo = sum(r.name not in done for r in selected)
     # metadata of every selected revision (not only this process's share), so that duplicates found
     # before download are the same in every process and in a one-process run
     def metadata(r: Revision):
@@ -218,6 +335,8 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = dict(zip([r.name for r in selected], pool.map(metadata, selected)))
     errors = {n: v for n, v in got.items() if isinstance(v, Exception)}
+    integrity = check_weights(selected, got, main=main_weight_files(source),
+                              source=getattr(source, "repo_id", source.name))
     files = {n: [] if n in errors else v for n, v in got.items()}
     sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
              for fs in (files[r.name] for r in todo)]
@@ -226,6 +345,10 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     peak = (min(config.prefetch, max(len(todo) - 1, 0)) + 1) * max(sizes, default=0) if known else None
     if not source.downloads:
         fetch, peak = 0, 0
+    n = config.n_samples
+    suite_items = [(st.name, len(st.items) if n is None else min(n, len(st.items))) for st in resolved.suites]
     return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
                     done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak,
-                    config_hash=resolved.config_hash, errors=errors)
+                    config_hash=resolved.config_hash, errors=errors, integrity=integrity, model=model, moved=moved,
+                    metrics=list(resolved.measures), suites=suite_items, rank=(rank, world), total_todo=total_todo,
+                    estimate=estimate_seconds(sizes, suite_items, resolved.measures, downloads=source.downloads))

@@ -8,8 +8,12 @@ Each revision of this process's share goes through the same story, one function 
     verify   each file's bytes and sha256 against what the source announced
     load     swap its weights into the one model
     measure  every selected measure over every suite (:mod:`ckptgeo.engine.measure`)
-    write    one part per table, atomically, the ``revisions`` part last (it marks the revision done)
+    write    the cross-checkpoint measures' artifacts, then one part per table, atomically, the
+             ``revisions`` part last (it marks the revision done)
     release  the lock, and the revision's files from the cache
+
+At the end, under the dataset's lock, the artifacts of every revision (this process's, other
+processes', earlier runs') are compared into the ``compare`` table (:func:`ckptgeo.metrics.cross.combine`).
 
 A rerun with the same settings skips finished revisions; other settings add rows beside them.
 Settings and their checks live in :mod:`ckptgeo.engine.config`, planning in :mod:`ckptgeo.engine.plan`.
@@ -37,9 +41,9 @@ from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS
 from ckptgeo.engine.config import ScanConfig, merge_options, parse_size
 from ckptgeo.engine.measure import measure_revision
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, make_plan, plan_scan, rank_device, resolve,
-                                 row_settings, shard, weights_digest)
+                                 row_settings, shard, source_identity, weights_digest)
 from ckptgeo.errors import CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning, \
-    OutputLockedError
+    OutputLockedError, UnsafeFileError
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.revisions import Revision
 from ckptgeo.store.dataset import Dataset, part_name
@@ -53,7 +57,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class ScanResult:
     """Outcome of :func:`scan`: the dataset folder, revision names measured / skipped (done before) /
-    failed (with errors) / locked by another process, duplicate pairs, and the config hash."""
+    failed (with errors) / locked by another process, duplicate pairs, the config hash, and the groups of
+    selected revisions serving the same weights (:class:`~ckptgeo.sources.integrity.WeightGroup`, left out of
+    the analysis by default)."""
 
     out: Path
     measured: list[str] = field(default_factory=list)
@@ -62,6 +68,10 @@ class ScanResult:
     locked: list[str] = field(default_factory=list)
     duplicates: pd.DataFrame | None = None
     config_hash: str = ""
+    groups: list = field(default_factory=list)
+    #: the ``model`` of the rows (and parts), and every revision selected (all processes' shares together)
+    model: str = ""
+    selected: list[str] = field(default_factory=list)
 
 
 def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None, suites=(), metrics=(),
@@ -70,7 +80,8 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
          model_items: int = 32, centered: bool | None = None, epsilon: float | None = None, batch_size: int = 16,
          device: str = "cpu", prefetch: int = 1, max_disk: int | str | None = None, keep_cache: bool = False,
          overwrite: bool = False, save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None,
-         threads: int | None = None, share_prefix: bool = True, config: ScanConfig | None = None) -> ScanResult:
+         threads: int | None = None, share_prefix: bool = True, tokenizer: str | Path | None = None,
+         config: ScanConfig | None = None) -> ScanResult:
     """Measure every selected revision of ``source`` and write the tables under ``out``.
 
     Parameters
@@ -133,6 +144,9 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
         Run a prefix that a batch's prompts share once and reuse its key/value cache (equal results to
         1e-5 relative; does not change values). False runs every prompt whole: the baseline of
         ``scripts/bench_scan.py --compare-prefix``.
+    tokenizer : str or Path, optional
+        A tokenizer folder or Hub repo id, for checkpoint folders that hold none (a ``transformers.Trainer``
+        run's ``checkpoint-{N}/`` folders); default: the source's own. Entered in the config hash when given.
     config : ScanConfig, optional
         Settings as one object (the command line builds one); keyword options that differ from their
         defaults override its fields.
@@ -166,7 +180,7 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
                    model_items=model_items, centered=centered, epsilon=epsilon, batch_size=batch_size, device=device,
                    prefetch=prefetch, max_disk=parse_size(max_disk), keep_cache=keep_cache, overwrite=overwrite,
                    save_states=save_states, on_error=on_error, step_pattern=step_pattern, threads=threads,
-                   share_prefix=share_prefix)
+                   share_prefix=share_prefix, tokenizer=None if tokenizer is None else str(tokenizer))
     config = merge_options(config, options)
     run = _Run.start(source, config, out)
     try:
@@ -187,10 +201,19 @@ class _Prefetcher:
         self.source, self.todo, self.prefetch, self.needs_fetch = source, todo, prefetch, needs_fetch
         self.pool = ThreadPoolExecutor(max_workers=max(prefetch, 1))
         self.futures: dict[int, Future] = {}
+        #: revision name -> seconds its fetch call took
+        self.seconds: dict[str, float] = {}
+
+    def _timed_fetch(self, rev: Revision) -> Path:
+        t0 = time.perf_counter()
+        try:
+            return self.source.fetch(rev)
+        finally:
+            self.seconds[rev.name] = time.perf_counter() - t0
 
     def _submit(self, i: int) -> None:
         if i < len(self.todo) and i not in self.futures and self.needs_fetch(self.todo[i]):
-            self.futures[i] = self.pool.submit(self.source.fetch, self.todo[i])
+            self.futures[i] = self.pool.submit(self._timed_fetch, self.todo[i])
 
     def ahead(self, i: int) -> None:
         for j in range(i + 1, i + 1 + self.prefetch):
@@ -212,6 +235,21 @@ class _Prefetcher:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Clock:
+    """Seconds per stage of one revision: ``with clock("seconds_load"): ...``."""
+
+    def __init__(self):
+        self.seconds: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, key: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[key] = time.perf_counter() - t0
 
 
 class _Duplicates:
@@ -273,11 +311,17 @@ class _Run:
         plan = make_plan(resolved, config, out)
         _check_disk(plan, config)
         dataset = Dataset(out)
+        dataset.record_source(plan.model, source_identity(source))
+        for rev_name, (old, new) in plan.moved.items():
+            log.warning("%s moved to commit %s since it was measured at %s; measuring it again", rev_name, new[:12],
+                        old[:12])
         duplicates = _Duplicates(plan.selected, plan.files)
         run = cls(config=config, resolved=resolved, plan=plan, dataset=dataset,
-                  result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash),
+                  result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash,
+                                    groups=list(plan.integrity.groups) if plan.integrity is not None else [],
+                                    model=plan.model, selected=[r.name for r in plan.selected]),
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
-                  tokenizer=_load_tokenizer(source), duplicates=duplicates,
+                  tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
                   bar=_progress(len(plan.todo), f"scan {source.name}"), threads=contextlib.ExitStack())
         run._read_architecture()
@@ -328,13 +372,14 @@ class _Run:
         self.bar.set_postfix_str(rev.name)
         self.prefetcher.ahead(i)
         t0 = time.perf_counter()
-        name = part_name(self.source.name, rev.name, self.resolved.config_hash)
+        name = part_name(self.plan.model, rev.name, self.resolved.config_hash)
         base = self._base(rev)
         lock = self.claim(rev, name)
         if lock is None:
             self.prefetcher.drop(i)
             self.bar.update(1)
             return
+        clock = _Clock()
         try:
             if rev.name in self.plan.errors:
                 raise self.plan.errors[rev.name]
@@ -343,11 +388,18 @@ class _Run:
             if original is not None:
                 self.write_duplicate(rev, name, base, files, original, t0)
                 return
-            path = self.prefetcher.get(i)
-            files = verify_files(path, files, rev)
-            model = self.holder.load(path, revision=rev.name)
-            rows = self.measure(model, rev, name, base)
-            self.write(name, rows, base, files, t0)
+            with clock("seconds_wait"):
+                path = self.prefetcher.get(i)
+            clock.seconds["seconds_download"] = self.prefetcher.seconds.pop(rev.name, None)
+            with clock("seconds_verify"):
+                files = verify_files(path, files, rev)
+            with clock("seconds_load"):
+                model = self.holder.load(path, revision=rev.name)
+            per_measure: dict[str, float] = {}
+            artifacts: dict = {}
+            rows = self.measure(model, rev, name, base, seconds=per_measure, artifacts=artifacts)
+            clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()))
+            self.write(name, rows, base, files, t0, clock, artifacts)
             self.result.measured.append(rev.name)
         except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
             self.fail(rev, name, base, err, t0)
@@ -362,7 +414,7 @@ class _Run:
             log.warning("%s is being measured by another process; skipping it here", rev.name)
             self.result.locked.append(rev.name)
             return None
-        if not self.config.overwrite and self.dataset.is_done(name):
+        if not self.config.overwrite and self.dataset.is_done(name, commit=rev.commit):
             # another run finished it after this one planned: not measured twice
             log.info("%s was finished by another process meanwhile; skipping it", rev.name)
             lock.close()
@@ -370,33 +422,45 @@ class _Run:
             return None
         return lock
 
-    def measure(self, model, rev: Revision, name: str, base: dict) -> dict[str, list[dict]]:
-        """Every measure over every suite at this revision: rows per table."""
+    def measure(self, model, rev: Revision, name: str, base: dict, seconds: dict[str, float] | None = None,
+                artifacts: dict | None = None) -> dict[str, list[dict]]:
+        """Every measure over every suite at this revision: rows per table (``seconds``: filled per measure;
+        cross-checkpoint artifacts into ``artifacts``)."""
         if self.prepared is None:
             self._prepare_suites()
         states = self.dataset.root / "states" / name[: -len(".parquet")] if self.config.save_states else None
         row0 = {**base, **row_settings(self.config, self.resolved.config_hash)}
         return measure_revision(model, self.prepared, self.resolved.measures, self.config, row0, revision=rev.name,
-                                states_dir=states)
+                                states_dir=states, seconds=seconds, artifacts=artifacts)
 
-    def write(self, name: str, rows: dict[str, list[dict]], base: dict, files: list[WeightFile], t0: float) -> None:
-        """One part per table, then the ``revisions`` part that marks the revision done."""
+    def write(self, name: str, rows: dict[str, list[dict]], base: dict, files: list[WeightFile], t0: float,
+              clock: "_Clock | None" = None, artifacts: dict | None = None) -> None:
+        """The artifacts, one part per table, then the ``revisions`` part that marks the revision done."""
+        clock = clock or _Clock()
+        tw = time.perf_counter()
+        common = {**base, **row_settings(self.config, self.resolved.config_hash)}
+        for metric, arrays in (artifacts or {}).items():
+            self.dataset.write_artifact(metric, name[: -len(".parquet")], arrays,
+                                        {**common, "settings": self.resolved.measures[metric].settings})
         for table, trows in rows.items():
             if table == "behavior" and any(
-                    self.dataset.has_part("behavior", part_name(self.source.name, base["revision"], h))
+                    self.dataset.has_part("behavior", part_name(self.plan.model, base["revision"], h))
                     for h in self.same_behavior):
                 continue   # already there from a run with other metrics: not a second copy
             if trows:
                 self.dataset.write_part(table, name, trows)
+        clock.seconds["seconds_write"] = time.perf_counter() - tw   # the small revisions part is not counted
         self.dataset.write_part("revisions", name, [revision_row(base, "ok", self.resolved.config_hash, t0,
-                                                                 files=files)])
+                                                                 files=files, extra={**clock.seconds,
+                                                                                     **self._group(base)})])
 
     def write_duplicate(self, rev: Revision, name: str, base: dict, files: list[WeightFile], original: str,
                         t0: float) -> None:
         warnings.warn(f"{rev.name} holds the same weights as {original}; not fetched, not measured",
                       DuplicateWeightsWarning, stacklevel=4)
         self.dataset.write_part("revisions", name, [revision_row(base, "duplicate", self.resolved.config_hash, t0,
-                                                                 files=files, duplicate_of=original)])
+                                                                 files=files, duplicate_of=original,
+                                                                 extra=self._group(base))])
         self.result.measured.append(rev.name)
 
     def fail(self, rev: Revision, name: str, base: dict, err: Exception, t0: float) -> None:
@@ -419,14 +483,19 @@ class _Run:
         self.threads.close()
 
     def finish(self) -> ScanResult:
-        self.result.duplicates = _finish(self.dataset)
+        self.result.duplicates = _finish(self.dataset, any(m.spec.cross for m in self.resolved.measures.values()))
         return self.result
+
+    def _group(self, base: dict) -> dict:
+        """``weight_group`` and ``group_note`` of a revision (null when it is in no group)."""
+        group = self.plan.integrity.group_of.get(base["revision"]) if self.plan.integrity is not None else None
+        return {"weight_group": group.name, "group_note": group.describe()} if group is not None else {}
 
     def _base(self, rev: Revision) -> dict:
         """The columns that say which revision a row belongs to."""
         tps = self.source.tokens_per_step
         tokens = rev.tokens if rev.tokens is not None else (rev.step * tps if tps else None)
-        return {"model": rev.model or self.source.name, "revision": rev.name, "step": rev.step, "stage": rev.stage,
+        return {"model": rev.model or self.plan.model, "revision": rev.name, "step": rev.step, "stage": rev.stage,
                 "commit": rev.commit, "tokens": tokens, "run_seed": rev.seed}
 
 
@@ -446,15 +515,22 @@ def _check_disk(plan: ScanPlan, config: ScanConfig) -> None:
                                  f"on {cache_root}", needed=plan.peak_disk, available=free)
 
 
-def _load_tokenizer(source):
-    """The source's tokenizer; a damaged file in its folder (transformers reads the folder's
-    ``config.json`` too) is a :class:`CorruptCheckpointError` naming it, before anything is measured."""
+def _load_tokenizer(source, override: str | None = None):
+    """The source's tokenizer, or ``override`` (a folder or Hub repo id: ``--tokenizer``); a damaged file in
+    its folder (transformers reads the folder's ``config.json`` too) is a :class:`CorruptCheckpointError`
+    naming it, before anything is measured."""
     from transformers import AutoTokenizer
 
-    path = source.tokenizer_path()
+    path = override if override is not None else source.tokenizer_path()
     try:
-        return AutoTokenizer.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=False)  # never a prompt, never its code
     except (OSError, ValueError) as err:
+        from ckptgeo.engine.model import needs_own_code
+
+        own = needs_own_code(path)
+        if own is not None:
+            raise UnsafeFileError(f"cannot load the tokenizer from {path}: the repository needs its own code ({own}), "
+                                  f"which ckptgeo does not run; nothing was measured.", path=str(path)) from None
         raise CorruptCheckpointError(f"cannot load the tokenizer from {path}: {err} Restore or re-save the files "
                                      f"there (the tokenizer is read once, from the first folder that holds it); "
                                      f"nothing was measured.", path=str(path)) from err
@@ -493,9 +569,10 @@ def verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[Wei
 
 
 def revision_row(base: dict, status: str, chash: str, t0: float, *, files: list[WeightFile] = (),
-                 error: str | None = None, duplicate_of: str | None = None) -> dict:
-    """The ``revisions`` row of one revision: status, error, its weight files' names, sha256 and bytes."""
-    return {**base, "status": status, "error": error, "files": [f.name for f in files],
+                 error: str | None = None, duplicate_of: str | None = None, extra: dict | None = None) -> dict:
+    """The ``revisions`` row of one revision: status, error, its weight files' names, sha256 and bytes
+    (``extra``: its weight group and seconds per stage, :data:`~ckptgeo.store.schemas.REVISION_SECONDS`)."""
+    return {**(extra or {}), **base, "status": status, "error": error, "files": [f.name for f in files],
             "sha256": [f.sha256 for f in files], "bytes": [f.size for f in files],
             "weights_sha256": weights_digest(files), "duplicate_of": duplicate_of,
             "seconds": time.perf_counter() - t0, "config_hash": chash, "ckptgeo_version": __version__}
@@ -505,8 +582,10 @@ def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, cha
     try:
         dataset.write_part("revisions", name, [revision_row(base, "failed", chash, t0,
                                                             error=f"{type(err).__name__}: {err}")])
-    except OSError:
-        log.exception("could not record the failure of %s", base["revision"])
+    except OSError as failed:  # e.g. the same full disk: one line, the traceback only at DEBUG
+        log.warning("could not record the failure of %s in revisions/%s: %s", base["revision"], name,
+                    getattr(failed, "strerror", None) or failed)
+        log.debug("recording the failure of %s", base["revision"], exc_info=True)
 
 
 #: the settings that change behaviour rows (the rest only change geometry or probes)
@@ -531,11 +610,16 @@ def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:
     return out
 
 
-def _finish(dataset: Dataset) -> pd.DataFrame:
-    """Resolve ``duplicate_of`` over the whole table (serialised by a lock, so the last process to finish
-    sees every part) and warn about duplicates."""
+def _finish(dataset: Dataset, cross: bool = False) -> pd.DataFrame:
+    """Resolve ``duplicate_of`` over the whole table and, when the scan has cross-checkpoint measures,
+    rebuild the ``compare`` table (both serialised by a lock, so the last process to finish sees every
+    part and artifact); warn about duplicates."""
+    from ckptgeo.metrics.cross import combine
+
     with dataset.lock_all():
         dups = dataset.resolve_duplicates()
+        if cross:
+            combine(dataset)
     if not dups.empty:
         pairs = ", ".join(f"{r} = {o}" for r, o in zip(dups.revision, dups.duplicate_of))
         warnings.warn(f"revisions with identical weights: {pairs}", DuplicateWeightsWarning, stacklevel=3)

@@ -376,8 +376,8 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
         idx = np.arange(k)
     converged = bool(done.all()) and len(idx) == k
     if not converged:
-        logger.warning("Lanczos converged on %d of %d Hessian eigenvalues (stopped by %s after %d products)",
-                       int(done[:len(idx)].sum()), k, stop, hvp.n_calls - start)
+        logger.warning("Lanczos converged on %d of %d Hessian eigenvalues (stopped by %s after %d products)%s",
+                       int(done[:len(idx)].sum()), k, stop, hvp.n_calls - start, _raise_hint(stop))
     return HessianSpectrum(eigenvalues=theta, n_hvp=hvp.n_calls - start, converged=converged, n_params=n,
                            converged_each=done, residuals=resid, stopped_by=stop,
                            seconds=time.perf_counter() - t0)
@@ -385,6 +385,13 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
 
 #: items per part of the loss whose Hessian-vector products run one after the other (see HessianVectorProduct)
 _ITEMS_PER_PART = 8
+
+
+def _raise_hint(stopped_by: str) -> str:
+    """``"; raise it: --metric-option hessian.max_hvp=N"`` for a budget that ended the work, else ``""``."""
+    if stopped_by not in ("max_hvp", "max_seconds", "max_iter"):
+        return ""
+    return f"; raise it: --metric-option hessian.{stopped_by}=N (metric_options={{'hessian': {{'{stopped_by}': N}}}})"
 
 
 def _loss_parts(ctx: ModelContext):
@@ -547,7 +554,8 @@ def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[Metr
     for i, v in enumerate(spec.eigenvalues):
         ok = bool(spec.converged_each[i])
         reason = None if ok else (f"Lanczos did not converge (stopped by {spec.stopped_by} after {spec.n_hvp} "
-                                  f"products): a Ritz estimate" if np.isfinite(v) else "fewer Ritz values than k")
+                                  f"products): a Ritz estimate{_raise_hint(spec.stopped_by)}" if np.isfinite(v)
+                                  else "fewer Ritz values than k")
         rows.append(MetricValue(value=float(v), index=i, reason=reason,
                                 extra={**extra, "converged": ok, "residual": float(spec.residuals[i])}))
     if trace is not None:

@@ -176,8 +176,8 @@ class _rng_preserved:
 
 def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
                  n_samples: int, config: LLCConfig | None = None, *, seed: int = 0,
-                 device: str | torch.device = "cpu", context: str = "", error_fields: dict | None = None
-                 ) -> LLCEstimate:
+                 device: str | torch.device = "cpu", context: str = "", error_fields: dict | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> LLCEstimate:
     """LLC of ``model`` at its current weights w*, by devinterp's SGLD sampler.
 
     Parameters
@@ -198,6 +198,9 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
         Where devinterp runs the chains.
     context, error_fields
         Appended to / attached to error messages (``where`` / ``location`` of a ModelContext).
+    clock : callable () -> float, default=time.perf_counter
+        Seconds, read once per SGLD step for ``config.max_seconds`` and for ``seconds``; a test passes a
+        fake clock so that the budget logic never depends on how busy the machine is.
 
     Returns
     -------
@@ -265,20 +268,20 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     # so a new model object marks a new chain; devinterp's initial losses are computed on ``model`` itself.
     # A chain that starts with r seconds of the budget left and k chains to go (itself included) may run
     # r / k seconds: every chain gets its share, time one leaves unused passes on, and a spread is measured.
-    clock = {"model": None, "chain": -1, "cut": set(), "deadline": math.inf, "t0": 0.0}
+    budget = {"model": None, "chain": -1, "cut": set(), "deadline": math.inf, "t0": 0.0}
 
     def devinterp_loss(m: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
         if m is not model:
-            now = time.perf_counter()
-            if clock["chain"] < 0:  # the first SGLD step starts the clock
-                clock["t0"] = now
-            if m is not clock["model"]:
-                clock["model"], clock["chain"] = m, clock["chain"] + 1
+            now = clock()
+            if budget["chain"] < 0:  # the first SGLD step starts the clock
+                budget["t0"] = now
+            if m is not budget["model"]:
+                budget["model"], budget["chain"] = m, budget["chain"] + 1
                 if config.max_seconds is not None:
-                    left = max(clock["t0"] + config.max_seconds - now, 0.0)
-                    clock["deadline"] = now + left / (config.num_chains - clock["chain"])
-            if clock["chain"] in clock["cut"] or now >= clock["deadline"]:
-                clock["cut"].add(clock["chain"])
+                    left = max(budget["t0"] + config.max_seconds - now, 0.0)
+                    budget["deadline"] = now + left / (config.num_chains - budget["chain"])
+            if budget["chain"] in budget["cut"] or now >= budget["deadline"]:
+                budget["cut"].add(budget["chain"])
                 raise ChainHealthError(f"{_BUDGET}: {config.max_seconds} s")
         loss = loss_fn(m, input_ids[:, 0])
         # devinterp wants a per-token loss of shape (batch, seq − 1) = (b, 1); its mean is our loss
@@ -296,7 +299,7 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
                       num_init_loss_batches=max(1, n_samples // batch_size), init_seed=seed,
                       localization=config.localization, device=str(device), output_path=Path(tmp) / "samples.zarr",
                       loss_fn=devinterp_loss)
-        seconds = time.perf_counter() - clock["t0"] if clock["chain"] >= 0 else 0.0
+        seconds = clock() - budget["t0"] if budget["chain"] >= 0 else 0.0
         ds = tree.dataset
         trace = ds.sampling_loss_micro.mean(dim=["batch_sampling", "token_pos"]).values.astype(np.float64)
         init_loss = float(np.asarray(ds.init_loss.values, dtype=np.float64).mean())
@@ -310,7 +313,7 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     kept = trace[:, config.num_burnin_steps:]
     n_draws = np.isfinite(kept).sum(axis=1)
     cut = np.zeros(config.num_chains, dtype=bool)
-    cut[sorted(clock["cut"])] = True
+    cut[sorted(budget["cut"])] = True
     diverged = ~np.isfinite(trace).all(axis=1) & ~cut
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the mean of a chain with no draws

@@ -11,6 +11,15 @@ revision and suite and hands it to every metric that needs it:
                      (gradients, Hessian, LLC). One :class:`ModelContext` per revision and suite
                      carries the fixed batch, the loss, and inputs several metrics share
                      (per-sample gradients).
+``"weights"``        ``fn(model, config) -> dict[str, ndarray]``, once per revision (no suite).
+
+A **cross-checkpoint** measure (CKA, weight distance) compares two revisions, which may be measured by
+different processes or runs. It registers a ``compare`` function besides ``fn``: at each revision ``fn``
+returns a compact *artifact* (arrays by name; ``needs="hidden_states"``: one per layer and suite, from
+the ``(n_samples, d_model)`` states), which the scan stores under ``artifacts/``; after the scan
+:func:`ckptgeo.metrics.cross.combine` pairs each revision with its ``partners`` (``"previous"``,
+``"first"``, ``"reference"``) and calls ``compare(artifact, partner_artifact, config)``, a list of
+:class:`CompareValue` (``extra`` goes into the row's ``settings``), writing the ``compare`` table.
 
 Rows go to the metric's ``table`` (``geometry``: one per layer, ``layer = -1`` for whole-model
 metrics; ``behavior``; ``probes``), with the metric's settings as JSON in ``settings`` and, for the
@@ -32,10 +41,11 @@ from ckptgeo._registry import Registry
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.metrics.context import ModelContext
 
-__all__ = ["METRICS", "MetricSpec", "MetricValue", "ModelContext", "register_metric", "get_metric", "all_metrics",
-           "metric_names", "default_metrics", "parse_metrics"]
+__all__ = ["METRICS", "MetricSpec", "MetricValue", "CompareValue", "ModelContext", "register_metric", "get_metric",
+           "all_metrics", "metric_names", "default_metrics", "parse_metrics"]
 
-NEEDS = ("hidden_states", "probe_states", "outputs", "model")
+NEEDS = ("hidden_states", "probe_states", "outputs", "model", "weights")
+PARTNERS = ("previous", "first", "reference")
 COSTS = ("cheap", "expensive")
 
 
@@ -52,6 +62,13 @@ class MetricSpec:
     config: type | None = None  # a frozen dataclass of the metric's settings, defaults = documented defaults
     table: str = "geometry"
     columns: tuple[tuple[str, str], ...] = ()  # (config field, table column) pairs written as columns
+    compare: Callable | None = None  # cross-checkpoint: compare(artifact, partner_artifact, config)
+    partners: tuple[str, ...] = ()   # which revisions each one is compared with (PARTNERS)
+
+    @property
+    def cross(self) -> bool:
+        """Whether this measure compares checkpoints (stores an artifact per revision, rows after the scan)."""
+        return self.compare is not None
 
     def default_config(self):
         return self.config() if self.config is not None else None
@@ -82,6 +99,24 @@ class MetricSpec:
 
 
 @dataclass(frozen=True)
+class CompareValue:
+    """One value of a cross-checkpoint measure between a revision and a partner: ``layer`` (hidden-state
+    layer, -1 for the whole model, None for a block that is no layer), ``block`` (what was compared, e.g. a
+    parameter group), ``distance`` (an absolute distance where the value is relative) and ``partner_norm``
+    (the partner's norm it was divided by)."""
+
+    value: float
+    layer: int | None = None
+    block: str | None = None
+    suite: str | None = None
+    distance: float | None = None
+    partner_norm: float | None = None
+    n_rows: int | None = None
+    reason: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class MetricValue:
     """One value of a whole-model metric. ``index`` orders multi-valued metrics (Hessian eigenvalue
     rank); ``extra`` holds per-value diagnostics (chain spread, ...) stored as JSON in the row."""
@@ -104,28 +139,39 @@ METRICS = Registry("measure", "ckptgeo.metrics", {
     "rankme": "ckptgeo.metrics.rankme", "behavior": "ckptgeo.metrics.behavior", "probe": "ckptgeo.metrics.probe",
     "grad_rank": "ckptgeo.metrics.gradients", "grad_cov_rank": "ckptgeo.metrics.gradients",
     "hessian": "ckptgeo.metrics.hessian", "llc": "ckptgeo.metrics.llc",
+    "cka": "ckptgeo.metrics.cka", "weight_distance": "ckptgeo.metrics.weight_distance",
 }, check=_check_spec)
 
 
 def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "", range=(float("-inf"), float("inf")),
-                    config: type | None = None, table: str = "geometry", columns: Mapping[str, str] | None = None):
+                    config: type | None = None, table: str = "geometry", columns: Mapping[str, str] | None = None,
+                    compare: Callable | None = None, partners: tuple[str, ...] = ()):
     """Decorator registering ``fn`` as metric ``name`` in :data:`METRICS` (``fn`` itself is returned).
+
+    ``compare`` and ``partners`` make it a cross-checkpoint measure (module docstring); its rows go to
+    the ``compare`` table.
 
     Raises
     ------
     DuplicateNameError
         ``name`` already registered to another function (both targets named).
     ValueError
-        ``needs``/``cost`` not a known choice.
+        ``needs``/``cost``/a partner not a known choice, or ``compare`` without ``partners``.
     """
     if needs not in NEEDS:
         raise ValueError(f"needs must be one of {NEEDS}; got {needs!r}")
     if cost not in COSTS:
         raise ValueError(f"cost must be one of {COSTS}; got {cost!r}")
+    if compare is not None and (not partners or not set(partners) <= set(PARTNERS)):
+        raise ValueError(f"a cross-checkpoint measure needs partners among {PARTNERS}; got {partners!r}")
+    if needs == "weights" and compare is None:
+        raise ValueError('needs="weights" is for cross-checkpoint measures (give compare= and partners=)')
 
     def deco(fn):
         METRICS.register(name, MetricSpec(name=name, fn=fn, needs=needs, cost=cost, unit=unit, range=tuple(range),
-                                          config=config, table=table, columns=tuple((columns or {}).items())))
+                                          config=config, table="compare" if compare is not None else table,
+                                          columns=tuple((columns or {}).items()), compare=compare,
+                                          partners=tuple(partners)))
         return fn
 
     return deco

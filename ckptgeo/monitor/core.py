@@ -11,12 +11,20 @@ ckptgeo dataset::
       behavior/ ...  probes/ ...                           accuracy; probes when asked for
       revisions/<model>--step{N}--<config_hash>.parquet    written last: step N is done
       runs/<config_hash>.json                              the settings
+      sources.json                                         model name -> ``monitor:<run id>``
 
 ``revision`` is ``step{N}``; the config hash is the one ``ckptgeo scan`` gives the same settings and
 items, so ``ckptgeo analyze OUT`` (and every figure) works unchanged, and rows from a monitor and from
 a later scan of the same weights can be compared directly. Live events (collapse, recovery onset,
 acquisition) are found as the curve arrives (:mod:`ckptgeo.monitor.live`) and logged under the
 ``ckptgeo.monitor`` logger, and handed to ``on_event``.
+
+Each monitored run has a run id (``run_id``, default: a digest of the step-0 weights), written as the
+``commit`` of its rows and kept in ``sources.json`` under its model name. A second run into the same
+folder under the same model name is refused when its run id differs, never merged: give it another
+``model_name`` (kept apart) or another ``out``. A resumed run (first measured step above 0) continues
+the recorded run; so does a restart from step 0 with the same initial weights. Two runs from the same
+initial weights (another learning rate) are told apart only by ``run_id``.
 
 Several processes (``accelerate launch``, ``torchrun``): only the main process measures and writes;
 a wrapped model (DDP, DeepSpeed, ``torch.compile``) is unwrapped first.
@@ -26,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,36 +130,31 @@ class Reading:
         return out
 
 
-_TASK_SPEC = re.compile(r"^([a-z]+)-L([123])$")
-
-
 def task_suite(task: str, level: int, *, n_items: int = DEFAULT_N_SAMPLES, seed: int = 0) -> Suite:
     """The held-out items of an algorithmic task level as a suite, the same ``ckptgeo train`` writes to
-    ``suites/<task>-L<level>.jsonl`` for that seed.
+    ``suites/<task>-L<level>.jsonl`` for that seed (:func:`ckptgeo.suites.tasks.task_suite`).
 
     Raises
     ------
     InvalidParameterError
         Unknown task or level, or more items than half the level's prompts.
     """
-    from ckptgeo.suites.tasks import heldout_items, suite_header, suite_name
+    from ckptgeo.suites.tasks import task_suite as _task_suite
 
-    items = heldout_items(task, level, n_items, seed=seed)
-    return Suite(suite_name(task, level), items, source=f"ckptgeo.suites.tasks:{task}-L{level}",
-                 header=suite_header(task, level, n_items=n_items))
+    return _task_suite(task, level, n_items=n_items, seed=seed)
 
 
 def _load_suite(spec, n_items: int, seed: int) -> Suite:
     from ckptgeo.suites.items import available_suites, load_suite
-    from ckptgeo.suites.tasks import TASKS
+    from ckptgeo.suites.tasks import parse_task_level
 
     if isinstance(spec, Suite):
         return spec
     if isinstance(spec, tuple) and len(spec) == 2:
         return task_suite(spec[0], spec[1], n_items=n_items, seed=seed)
-    m = _TASK_SPEC.match(str(spec))
-    if m and m.group(1) in TASKS and not Path(str(spec)).is_file() and str(spec) not in available_suites():
-        return task_suite(m.group(1), int(m.group(2)), n_items=n_items, seed=seed)
+    task_level = parse_task_level(spec)
+    if task_level and not Path(str(spec)).is_file() and str(spec) not in available_suites():
+        return task_suite(*task_level, n_items=n_items, seed=seed)
     return load_suite(spec)
 
 
@@ -180,6 +182,10 @@ class Monitor:
     config : MonitorConfig, optional
     model_name : str, optional
         The ``model`` column (default: the name of ``out``).
+    run_id : str, optional
+        Names this run (the ``commit`` of its rows). Default: the first 16 hex digits of a sha256 of the
+        model's weights when it is first measured at step 0; a run resumed later (first measured step
+        above 0) takes the recorded one. A different run id under a recorded model name is refused.
     tokens_per_step : int, optional
         Fills the ``tokens`` column (step x tokens_per_step).
     on_event : callable, optional
@@ -197,6 +203,8 @@ class Monitor:
         A setting is out of range, or an unknown suite or metric.
     DatasetLayoutError
         ``out`` is a folder that is not a ckptgeo dataset.
+    RunMismatchError
+        (at the first measurement) ``out`` holds another run id under this model name (unless ``overwrite``).
 
     Examples
     --------
@@ -209,7 +217,7 @@ class Monitor:
     def __init__(self, tokenizer, suites: Sequence, out, *, schedule: Schedule | int | Iterable[int] | None = None,
                  config: MonitorConfig | None = None, model_name: str | None = None,
                  tokens_per_step: int | None = None, on_event: Callable[[LiveEvent], None] | None = None,
-                 overwrite: bool = False, main_process: bool | None = None):
+                 overwrite: bool = False, main_process: bool | None = None, run_id: str | None = None):
         from ckptgeo.engine.config import ScanConfig, validate_scan_config
         from ckptgeo.engine.measure import configure_metrics
         from ckptgeo.store.dataset import Dataset
@@ -231,6 +239,8 @@ class Monitor:
         self.schedule = Schedule.of(schedule)
         self.out = Path(out)
         self.model_name = model_name or self.out.resolve().name
+        self.run_id = run_id
+        self._given_run_id = run_id
         self.tokens_per_step = tokens_per_step
         self.on_event = on_event
         self.overwrite = overwrite
@@ -250,9 +260,10 @@ class Monitor:
         self._done: set[int] = set()
 
     # -------------------------------------------------------------------------------------------- set-up
-    def _setup(self, model) -> None:
+    def _setup(self, model, step: int) -> None:
         """At the first measurement: tokenize the suites (bounded by the model's context), fix the settings
-        and their hash (the model's dtype is one of them), and replay steps already in the dataset."""
+        and their hash (the model's dtype is one of them), check that the folder holds no other run under
+        this model name, and replay steps already in the dataset."""
         from ckptgeo.engine.forward import prepare_suite
         from ckptgeo.engine.config import ScanConfig
         from ckptgeo.engine.plan import config_hash, row_settings, scan_settings
@@ -266,6 +277,7 @@ class Monitor:
                                        device=str(param.device), model_items=cfg.model_items)
         settings = scan_settings(self._scan_config, self.suites, self.measures)
         self.config_hash = config_hash(settings)
+        self._claim_run(model, step)   # before anything is written: a refused run leaves the folder as it was
         self.dataset.write_run(self.config_hash, {**settings, "source": f"monitor:{self.model_name}",
                                                   "ckptgeo_version": __version__})
         max_len = getattr(getattr(model, "config", None), "max_position_embeddings", None)
@@ -273,6 +285,22 @@ class Monitor:
                           for s in self.suites]
         self._common = row_settings(self._scan_config, self.config_hash)
         self._replay()
+
+    def _claim_run(self, model, step: int) -> None:
+        """Fix the run id and refuse a second run under a model name the folder already holds."""
+        from ckptgeo.errors import RunMismatchError
+
+        own = self._given_run_id or (_weights_digest(model) if step == 0 else None)
+        known = self.dataset.sources().get(self.model_name, "").removeprefix("monitor:") or None
+        if not self.overwrite and own and known and own != known:
+            raise RunMismatchError(
+                f"{self.out} already holds monitored run {known} as model {self.model_name!r}; this is run {own} "
+                f"(other step-0 weights, or another run_id). Pass another model_name= to keep this run beside it, "
+                f"another out folder, or overwrite=True to measure over it.", path=str(self.out),
+                differences=(("run_id", known, own),))
+        self.run_id = own or known
+        if self.run_id:
+            self.dataset.record_source(self.model_name, f"monitor:{self.run_id}")
 
     def _replay(self) -> None:
         """Feed steps this dataset already holds (same model and hash) to the live curves, silently."""
@@ -340,7 +368,7 @@ class Monitor:
         t0 = time.perf_counter()
         model = _unwrap(model)
         if self._prepared is None:
-            self._setup(model)
+            self._setup(model, step)
             if not force and not self.due(step):  # written by an earlier run of this monitor
                 return None
         was_training = model.training
@@ -375,7 +403,7 @@ class Monitor:
         t0 = time.perf_counter()
         rev = Revision(step=int(step), name=f"step{int(step)}")
         name = part_name(self.model_name, rev.name, self.config_hash)
-        base = {"model": self.model_name, "revision": rev.name, "step": rev.step, "commit": None,
+        base = {"model": self.model_name, "revision": rev.name, "step": rev.step, "commit": self.run_id,
                 "tokens": rev.step * self.tokens_per_step if self.tokens_per_step else None}
         cfg = dataclasses.replace(self._scan_config, device=str(next(model.parameters()).device))
         rows = measure_revision(model, self._prepared, self.measures, cfg, {**base, **self._common}, revision=rev.name)
@@ -394,6 +422,19 @@ class Monitor:
     def status(self) -> str:
         """The one-line live status, e.g. ``L2 RankMe 1.1 (collapsed at 207) · acc 0.02``."""
         return self.tracker.status()
+
+
+def _weights_digest(model) -> str:
+    """The first 16 hex digits of a sha256 over the model's parameters and buffers (names and bytes)."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def _frame(rows: dict, table: str):

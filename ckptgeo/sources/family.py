@@ -174,7 +174,7 @@ class FamilySource:
                 for r in own:
                     outer = Revision(step=r.step, name=f"{member}@{r.name}", commit=r.commit, size=r.size,
                                      stage=r.stage, tokens=r.tokens, seed=seed, repo_id=repo_id,
-                                     subfolder=r.subfolder, model=member)
+                                     subfolder=r.subfolder, model=repo_id)
                     self._inner[outer.name] = (src, r)
                     out.append(outer)
                 continue
@@ -188,7 +188,7 @@ class FamilySource:
             inner = Revision(step=step, name="main", commit=main)
             tokens = step * src.tokens_per_step if src.tokens_per_step else None
             outer = Revision(step=step, name=member, commit=main, tokens=tokens, seed=seed, repo_id=repo_id,
-                             model=model)
+                             model=f"{repo_id.rsplit('/', 1)[0]}/{model}" if "/" in repo_id else model)
             self._inner[outer.name] = (src, inner)
             out.append(outer)
         self._revisions = sorted(out)

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from ckptgeo._io import atomic_write_text
-from ckptgeo.constants import NO_PROGRESS, PYTHIA_TOKENS_PER_STEP
+from ckptgeo.constants import NO_PROGRESS
 from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
                       SourceNotFoundError)
 from ckptgeo.sources.naming import parse_names
@@ -42,7 +42,7 @@ from ckptgeo.sources.revisions import Revision, revision_from_name
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.weights import pick_weight_files
 
-__all__ = ["HubSource"]
+__all__ = ["HubSource", "offline_note"]
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,8 @@ class HubSource:
         self.step_pattern = step_pattern
         self.keep_cache = keep_cache
         self.cache_dir = str(cache_dir) if cache_dir else None
-        self.tokens_per_step = PYTHIA_TOKENS_PER_STEP if re.match(r"EleutherAI/pythia-", repo_id) else None
+        #: the naming scheme's known global batch (Pythia, SmolLM3), set when the branches are listed
+        self.tokens_per_step: int | None = None
         self._api = HfApi()
         if NO_PROGRESS:
             from huggingface_hub.utils import disable_progress_bars
@@ -225,9 +226,14 @@ class HubSource:
 
     def _parse(self, commits: dict[str, str], *, subfolders: bool = False) -> list[Revision]:
         parsed = parse_names(list(commits), self.step_pattern, where=self.repo_id)
-        return [revision_from_name(n, pattern=self.step_pattern, commit=commits[n],
-                                   tokens_per_step=self.tokens_per_step, subfolder=n if subfolders else None)
-                for n in parsed]
+        batches = {p.tokens_per_step for p in parsed.values()}
+        self.tokens_per_step = batches.pop() if len(batches) == 1 else None
+        if self.tokens_per_step:
+            log.info("%s: tokens = step x %s, the global batch of the %s naming scheme", self.repo_id,
+                     f"{self.tokens_per_step:,}", next(iter(parsed.values())).scheme)
+        return [revision_from_name(n, pattern=self.step_pattern, commit=commits[n], parsed=p,
+                                   tokens_per_step=p.tokens_per_step, subfolder=n if subfolders else None)
+                for n, p in parsed.items()]
 
     def _cached_revisions(self) -> list[Revision]:
         """Offline: the revisions whose weights are in the cache (refs -> snapshots)."""
@@ -422,6 +428,44 @@ class HubSource:
         return {r.commit_hash for r in repo.revisions} if repo is not None else set()
 
 
+def offline_note(source, selected, selector: str | None = None) -> str | None:
+    """What an offline listing (``HF_HUB_OFFLINE=1``) could and could not know, in one line; None online.
+
+    Offline, a Hub source (or family) lists only the revisions whose weights are in the local cache: the
+    repository's other revisions are not known, so a range or ``all`` may select fewer than on the Hub.
+    Branches the cache names (``refs/``) without their weights are named.
+
+    Parameters
+    ----------
+    source : CheckpointSource
+        The opened source (anything without ``offline`` set gives None).
+    selected : list of Revision
+        What was listed or selected.
+    selector : str, optional
+        The ``--revisions`` selector, repeated in the hint to fetch.
+
+    Returns
+    -------
+    str or None
+        ``"offline: 2 revisions from the local cache (HF_HUB_OFFLINE=1); ..."``.
+    """
+    if not getattr(source, "offline", False):
+        return None
+    members = getattr(source, "members", None)
+    hubs = list(members.values()) if members else [source]
+    listed = {(h.repo_id, r.name) for h in hubs for r in h.revisions()}
+    weightless = sorted({n for h in hubs for n in h.branches if n != "main" and (h.repo_id, n) not in listed})
+    n = len(selected)
+    repo = getattr(source, "repo_id", source.name)
+    note = (f"offline: {n} revision{'s' if n != 1 else ''} from the local cache (HF_HUB_OFFLINE=1); revisions of "
+            f"{repo} not in the cache could not be known")
+    if weightless:
+        shown = ", ".join(weightless[:5]) + (f" and {len(weightless) - 5} more" if len(weightless) > 5 else "")
+        note += f" (the cache names {shown} without weights)"
+    sel = f" --revisions {selector!r}" if selector else ""
+    return note + f"; run `ckptgeo fetch {repo}{sel}` where the Hub is reachable to add them"
+
+
 def _files_in(folder: Path) -> list[str]:
     """Names of the files directly in ``folder`` (empty when it does not exist)."""
     return [p.name for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
@@ -430,7 +474,11 @@ def _files_in(folder: Path) -> list[str]:
 def _remember_ref(snapshot: Path, branch: str, commit: str) -> None:
     """Write ``refs/<branch>`` of the cache (as huggingface_hub does for a download by branch name), so
     that the revision is found by name offline. ``snapshot`` is ``<repo cache>/snapshots/<commit>``."""
-    ref = snapshot.parents[1] / "refs" / branch
+    refs = snapshot.parents[1] / "refs"
+    ref = refs / branch
+    if not ref.resolve().is_relative_to(refs.resolve()):  # a branch name from the endpoint: never a path out
+        log.warning("not recording the branch name %r: it would lead out of %s", branch, refs)
+        return
     try:
         if not ref.is_file() or ref.read_text().strip() != commit:
             atomic_write_text(ref, commit)

@@ -8,7 +8,7 @@
       step100/ ...
       suites/*.jsonl        default suites (written by ``ckptgeo train``)
       manifest.json         optional (``ckptgeo train``): its ``tokens_per_step`` fills the ``tokens`` column
-      [tokenizer files]     optional; else the first step folder's are used
+      [tokenizer files]     optional; else the first checkpoint folder's are used (or ``--tokenizer``)
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ class LocalSource:
         for rev in self.revisions():
             if any((self.root / rev.name / f).exists() for f in _TOKENIZER_FILES):
                 return self.root / rev.name
-        raise SourceNotFoundError(f"No tokenizer files in {self.root} or its step folders", path=str(self.root))
+        raise SourceNotFoundError(f"No tokenizer files in {self.root} or its checkpoint folders; pass one with "
+                                  f"--tokenizer PATH|REPO (tokenizer=... in Python)", path=str(self.root))
 
     def default_suites(self) -> list[str]:
         return [str(p) for p in sorted((self.root / "suites").glob("*.jsonl"))]

@@ -13,8 +13,11 @@ Selectors (:func:`select_revisions`):
 ``every-N``              steps divisible by N (step 0 included)
 ``log``                  step 0 and the powers of two present
 ``A:B`` / ``A:B:N``      steps in [A, B] (inclusive), optionally divisible by N
-``a,b,...``              a list of names (``step1000``) or steps (``1000``: every revision at that step)
+``a,b,...``              a list of names (``step1000``) or steps (``1000``: every revision at that step); in
+                         a family (``member@branch`` names) a plain branch name selects it in every member
 ``main`` / ``final``     the last revision
+``genuine``              the revisions whose weights no other revision serves (checked from the source's
+                         metadata, :mod:`ckptgeo.sources.integrity`; ``ckptgeo revisions SOURCE --integrity``)
 ``STAGE:SEL``            SEL within the stages matching STAGE (a glob): ``stage2-ingredient1:*``,
                          ``stage1:every-1000``, ``stage2-*:final``; ``-`` names revisions without a stage
 =======================  =========================================================
@@ -30,7 +33,7 @@ import re
 from dataclasses import dataclass
 
 from ckptgeo.errors import EmptySelectionError, InvalidParameterError, RevisionNotFoundError
-from ckptgeo.sources.naming import parse_name, stage_order
+from ckptgeo.sources.naming import ParsedName, parse_name, stage_order
 
 __all__ = ["Revision", "revision_from_name", "select_revisions", "parse_step", "pythia_steps", "closest_revisions"]
 
@@ -93,16 +96,19 @@ class Revision:
 
 
 def revision_from_name(name: str, *, pattern: str | None = None, tokens_per_step: int | None = None,
-                       **fields) -> Revision | None:
+                       parsed: ParsedName | None = None, **fields) -> Revision | None:
     """The :class:`Revision` a branch/folder ``name`` encodes (see :mod:`ckptgeo.sources.naming`), or None.
 
-    ``tokens`` comes from the name, else ``step * tokens_per_step`` where that is known.
+    ``tokens`` comes from the name, else ``step * tokens_per_step`` where that is known (a Hub source passes
+    the naming scheme's known global batch, :attr:`~ckptgeo.sources.naming.NamingScheme.tokens_per_step`).
+    ``parsed``: the name already read by :func:`~ckptgeo.sources.naming.parse_names` (which fills in stages
+    from the other names of a listing).
 
     >>> r = revision_from_name("stage1-step1000-tokens5B", commit="ab")
     >>> r.step, r.stage, r.tokens, r.commit
     (1000, 'stage1', 5000000000, 'ab')
     """
-    parsed = parse_name(name, pattern)
+    parsed = parsed or parse_name(name, pattern)
     if parsed is None:
         return None
     tokens = parsed.tokens
@@ -144,7 +150,8 @@ def closest_revisions(wanted: str, revisions: list[Revision], n: int = 3) -> tup
 
 
 #: the selector forms, as messages list them
-SELECTOR_FORMS = "all, every-N, log, A:B, A:B:N, main, final, STAGE:SEL, or names/steps separated by commas"
+SELECTOR_FORMS = ("all, every-N, log, A:B, A:B:N, main, final, genuine, STAGE:SEL, or names/steps separated by "
+                  "commas")
 _SYNONYMS_OF_FINAL = ("last", "latest", "newest", "end")
 
 
@@ -168,7 +175,7 @@ def suggest_selector(wanted: str) -> str | None:
     if digits and difflib.get_close_matches(word, ["every"], n=1, cutoff=0.6):
         return f"every-{digits}"
     if not digits:
-        close = difflib.get_close_matches(word, ["all", "log", "main", "final", "every"], n=1, cutoff=0.6)
+        close = difflib.get_close_matches(word, ["all", "log", "main", "final", "every", "genuine"], n=1, cutoff=0.6)
         if close:
             return "every-N" if close[0] == "every" else close[0]
     return None
@@ -191,10 +198,11 @@ def stages(revisions: list[Revision]) -> list[str | None]:
 
 
 def select_revisions(revisions: list[Revision], selector: str, *, source: str = "source",
-                     note: str | None = None) -> list[Revision]:
+                     note: str | None = None, genuine: "set[str] | None" = None) -> list[Revision]:
     """Apply ``selector`` (see module docstring) to ``revisions``; returns them sorted by (stage, step).
 
     ``note`` is added to the error naming a missing revision (e.g. that only the local cache was read).
+    ``genuine``: the names the ``genuine`` selector picks (:attr:`~ckptgeo.sources.integrity.IntegrityReport.genuine`).
 
     Raises
     ------
@@ -230,7 +238,7 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
         if not picked:
             names = ", ".join("-" if s is None else s for s in known)
             raise EmptySelectionError(f"No stage of {source} matches {pattern!r} (stages: {names})")
-        return select_revisions(picked, rest, source=source, note=note)
+        return select_revisions(picked, rest, source=source, note=note, genuine=genuine)
     by_name = {r.name: r for r in revs}
     by_step: dict[int, list[Revision]] = {}
     for r in revs:
@@ -239,6 +247,11 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
         out = revs
     elif sel in ("main", "final"):
         out = [revs[-1]]
+    elif sel == "genuine":
+        if genuine is None:
+            raise InvalidParameterError("the 'genuine' selector needs the source's weight metadata "
+                                        "(ckptgeo.sources.integrity.check_source)", name="revisions", value=sel)
+        out = [r for r in revs if r.name in genuine]
     elif sel == "log":
         out = [r for r in revs if r.step == 0 or (r.step & (r.step - 1)) == 0]
     elif m := re.fullmatch(r"every-(\d+)", sel):
@@ -262,6 +275,8 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
                 out.append(revs[-1])
             elif part.isdigit() and int(part) in by_step:
                 out.extend(by_step[int(part)])
+            elif in_members := [r for r in revs if r.name.partition("@")[2] == part]:  # a family: every member's
+                out.extend(in_members)
             else:
                 raise _missing(part, revs, source, note)
         out = sorted(set(out))

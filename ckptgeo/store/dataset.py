@@ -5,9 +5,14 @@
     DIR/
       ckptgeo.json                 marks a ckptgeo dataset: format, schema_version, writer version
       runs/<config_hash>.json      the full settings behind each config hash
+      sources.json                 which folder or monitored run each ``model`` name stands for
       geometry/<model>--<revision>--<config_hash>.parquet
       behavior/ ... probes/ ...    same naming
       revisions/<model>--<revision>--<config_hash>.parquet   written last: the revision is done
+      artifacts/<metric>/<model>--<revision>--<config_hash>.safetensors   a cross-checkpoint measure's
+                                   per-revision artifact (CKA, weight distance), written before the
+                                   revisions part; metadata ``ckptgeo`` = the revision's identity (JSON)
+      compare/compare.parquet      rows built from the artifacts after the scan (whole, rewritten)
       events/                      written by ``ckptgeo analyze``
       states/<model>--<revision>--<config_hash>/<suite>.safetensors   with --save-states
       .locks/<model>--<revision>--<config_hash>.lock                    held while a process measures it
@@ -15,7 +20,9 @@
 A part is written to ``.<name>.tmp-<pid>-<random>`` in its table folder and ``os.replace``-d into
 place (:func:`ckptgeo._io.atomic_path`); readers (pyarrow, pandas) skip names starting with ``.`` or ``_``, so a killed writer leaves
 nothing a reader picks up. A revision counts as done when its ``revisions`` part exists with status
-``ok`` or ``duplicate``; a rerun skips it, so no row is written twice. Every table loads with
+``ok`` or ``duplicate`` and records the commit the revision has now; a rerun skips it, so no row is
+written twice. Parts are named by the ``model`` their rows carry (a Hub repo's full id), so two repos
+or folders never share a part; ``sources.json`` keeps the folder (or monitored run) behind each name. Every table loads with
 ``pandas.read_parquet(DIR + "/geometry")``.
 """
 
@@ -23,7 +30,6 @@ from __future__ import annotations
 
 import errno
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -32,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ckptgeo import __version__
-from ckptgeo._io import FileLock, atomic_path, atomic_write_bytes
+from ckptgeo._io import FileLock, atomic_path, atomic_write_bytes, safe_name
 from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 from ckptgeo.store.schemas import SCHEMAS
@@ -40,13 +46,29 @@ from ckptgeo.store.schemas import SCHEMAS
 __all__ = ["Dataset", "part_name", "read_table", "shared_shards"]
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
-
-
 def part_name(model: str, revision: str, config_hash: str) -> str:
-    """Deterministic part name: ``<model>--<revision>--<config_hash>.parquet``."""
-    return f"{_slug(model)}--{_slug(revision)}--{config_hash}.parquet"
+    """Deterministic part name: ``<model>--<revision>--<config_hash>.parquet``, the model and revision names
+    made safe by :func:`ckptgeo._io.safe_name` (one path component, at most 80 bytes each).
+
+    Raises
+    ------
+    InvalidParameterError
+        An empty model or revision name.
+    """
+    return (f"{safe_name(model, what='model name')}--{safe_name(revision, what='revision name')}--"
+            f"{config_hash}.parquet")
+
+
+def _read_part(path: Path, read):
+    """``read(path)`` of one Parquet part; a file that is not Parquet (another tool's ``*.parquet`` in a table
+    folder, or a damaged one) is a :class:`DatasetLayoutError` naming it. The file is left as it is."""
+    try:
+        return read(path)
+    except pa.ArrowException as err:  # ArrowInvalid: "Parquet magic bytes not found" & co.
+        raise DatasetLayoutError(
+            f"{path} is not a Parquet table ckptgeo can read ({type(err).__name__}: {str(err).splitlines()[0]}). "
+            f"ckptgeo reads every *.parquet in {path.parent}: move that file out of the folder (ckptgeo leaves it "
+            f"as it is) and rerun.", path=str(path)) from None
 
 
 def read_table(root: str | Path, table: str) -> pd.DataFrame:
@@ -62,10 +84,15 @@ def read_table(root: str | Path, table: str) -> pd.DataFrame:
         Never None: when the table has no part (or only empty ones) an empty DataFrame with the table's
         columns (:data:`ckptgeo.store.schemas.SCHEMAS`; no columns for a table without a schema). Test
         ``df.empty``.
+
+    Raises
+    ------
+    DatasetLayoutError
+        A ``*.parquet`` in the table folder is not a Parquet file (the message names it; it is left as it is).
     """
     d = Path(root) / table
     parts = sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_"))) if d.is_dir() else []
-    frames = [df for df in (pd.read_parquet(p) for p in parts) if len(df)]
+    frames = [df for df in (_read_part(p, pd.read_parquet) for p in parts) if len(df)]
     if not frames:
         schema = SCHEMAS.get(table)
         return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
@@ -136,16 +163,104 @@ class Dataset:
             raise
         return path
 
+    def write_whole(self, table: str, rows: list[dict]) -> Path:
+        """Write ``rows`` as the whole table ``table/<table>.parquet`` (atomically replacing it): for tables
+        derived from the entire dataset (``compare``)."""
+        schema = SCHEMAS[table]
+        data = {f.name: [r.get(f.name) for r in rows] for f in schema}
+        return self._write_table(table, f"{table}.parquet", pa.Table.from_pydict(data, schema=schema))
+
+    def write_artifact(self, metric: str, name: str, arrays: dict, meta: dict) -> Path:
+        """Store a cross-checkpoint measure's artifact of one revision, atomically, as
+        ``artifacts/<metric>/<name>.safetensors`` (``name``: the part name without ``.parquet``) with ``meta``
+        (JSON) as its metadata.
+
+        Parameters
+        ----------
+        arrays : dict of str to ndarray
+            The artifact (contiguous numpy arrays).
+        meta : dict
+            The revision's identity and settings (JSON-serialisable).
+        """
+        import numpy as np
+        from safetensors.numpy import save_file
+
+        path = self.root / "artifacts" / _slug(metric) / f"{name}.safetensors"
+        with atomic_path(path) as tmp:
+            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp),
+                      metadata={"ckptgeo": json.dumps(meta, sort_keys=True, default=str)})
+        return path
+
+    def artifacts(self, metric: str) -> list[tuple[dict, Path]]:
+        """(metadata, path) of every stored artifact of ``metric``, the metadata read without the arrays.
+
+        Raises
+        ------
+        DatasetLayoutError
+            A file there is not a safetensors file with ckptgeo's metadata (named).
+        """
+        from safetensors import safe_open
+
+        d = self.root / "artifacts" / _slug(metric)
+        out = []
+        for path in sorted(d.glob("*.safetensors")) if d.is_dir() else []:
+            if path.name.startswith((".", "_")):
+                continue
+            try:
+                with safe_open(str(path), framework="numpy") as f:
+                    meta = json.loads((f.metadata() or {})["ckptgeo"])
+            except Exception as err:  # safetensors raises its own error type on a damaged file
+                raise DatasetLayoutError(f"{path} is not an artifact ckptgeo wrote ({type(err).__name__}: {err}); "
+                                         f"move it out of {d}", path=str(path)) from err
+            out.append((meta, path))
+        return out
+
+    @staticmethod
+    def read_artifact(path: Path) -> dict:
+        """The arrays of one artifact (safetensors: no code runs), as numpy arrays by name."""
+        from safetensors.numpy import load_file
+
+        return load_file(str(path))
+
     def has_part(self, table: str, name: str) -> bool:
         return (self.root / table / name).exists()
 
-    def is_done(self, name: str) -> bool:
-        """Whether the ``revisions`` part ``name`` exists with status ok or duplicate (one small read)."""
+    def is_done(self, name: str, commit: str | None = None) -> bool:
+        """Whether the ``revisions`` part ``name`` exists with status ok or duplicate (one small read) and,
+        when ``commit`` is given, was measured at that commit (a branch moved since is not done)."""
         path = self.root / "revisions" / name
         if not path.exists():
             return False
-        status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+        tbl = _read_part(path, lambda p: pq.read_table(p, columns=["status", "commit"]))
+        status = tbl.column("status").to_pylist()
+        if commit is not None and any(c not in (None, commit) for c in tbl.column("commit").to_pylist()):
+            return False
         return bool(status) and all(s in ("ok", "duplicate") for s in status)
+
+    def recorded_commit(self, name: str) -> str | None:
+        """The ``commit`` recorded in the ``revisions`` part ``name``; None if absent or not recorded."""
+        path = self.root / "revisions" / name
+        if not path.exists():
+            return None
+        commits = [c for c in _read_part(path, lambda p: pq.read_table(p, columns=["commit"])).column("commit").to_pylist() if c]
+        return commits[0] if commits else None
+
+    def sources(self) -> dict[str, str]:
+        """``sources.json``: model name -> what it stands for (``folder:/abs/path``, ``monitor:<run id>``);
+        empty for a dataset written before it existed."""
+        try:
+            data = json.loads((self.root / "sources.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def record_source(self, model: str, identity: str) -> None:
+        """Record that ``model`` stands for ``identity`` (under the dataset-wide lock; kept if already there)."""
+        with self.lock_all():
+            known = self.sources()
+            if known.get(model) != identity:
+                atomic_write_bytes(self.root / "sources.json",
+                                   json.dumps({**known, model: identity}, indent=2, sort_keys=True).encode())
 
     def write_run(self, config_hash: str, settings: dict) -> None:
         """Record the settings behind ``config_hash`` (once)."""
@@ -198,7 +313,8 @@ class Dataset:
         d = self.root / "revisions"
         if not d.is_dir():
             return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
-        parts = {p: pq.read_table(p) for p in sorted(d.glob("*.parquet")) if not p.name.startswith((".", "_"))}
+        parts = {p: _read_part(p, pq.read_table) for p in sorted(d.glob("*.parquet"))
+                 if not p.name.startswith((".", "_"))}
         if not parts:
             return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
         everything = pd.concat([t.to_pandas() for t in parts.values()], ignore_index=True)

@@ -5,9 +5,14 @@ Tables a scan writes (one part per revision, :class:`~ckptgeo.store.dataset.Data
     geometry   one row per (revision, suite, metric, layer[, index]): a measure's value
     behavior   one row per (revision, suite, metric): accuracy, accuracy_norm
     probes     one row per (revision, suite, layer): linear-probe accuracy against its control
-    revisions  one row per revision: status, weight files and their sha256, duplicates
+    revisions  one row per revision: status, weight files and their sha256, duplicates, the group of
+               revisions serving the same weights (``weight_group``, ``group_note``), seconds per stage
 
 The analysis writes ``events`` (one row per curve, :func:`ckptgeo.analysis.summary.analyze`).
+Cross-checkpoint measures (CKA, weight distance) store an artifact per revision under ``artifacts/``
+and, after the scan, ``compare`` (one row per revision, partner, suite, metric and layer or block;
+:func:`ckptgeo.metrics.cross.combine`): ``against`` says which partner (``previous``, ``first``,
+``reference``), ``partner``/``partner_step`` which revision that was.
 
 Each measurement row carries the revision's identity (:data:`IDENTITY`) and the scan settings
 (:data:`SETTINGS_COLUMNS`: the :class:`~ckptgeo.engine.scan.ScanConfig` fields named there, then
@@ -19,8 +24,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["SCHEMAS", "SCAN_TABLES", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS", "RANKME_COLUMNS",
-           "EVENTS_COLUMNS"]
+__all__ = ["SCHEMAS", "SCAN_TABLES", "COMPARE_COLUMNS", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS",
+           "RANKME_COLUMNS", "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS", "EVENT_TOKENS", "TIMING_COLUMNS"]
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -39,6 +44,26 @@ SETTINGS_COLUMNS = SCAN_SETTINGS + [("config_hash", _s), ("ckptgeo_version", _s)
 #: Every measure's full settings are the JSON ``settings`` column.
 RANKME_COLUMNS = [("centered", _b), ("epsilon", _f)]
 
+#: the group of revisions (at different training points) serving the same weights, or sharing a weight file,
+#: as the metadata of the scan's selection and ``main`` showed (:mod:`ckptgeo.sources.integrity`):
+#: ``weight_group`` its earliest member's name, ``group_note`` what it is ("... serve the weights of main").
+#: Null for a revision in no group. Added after the first datasets: absent (all null) in older ones.
+REVISION_GROUP = [("weight_group", _s), ("group_note", _s)]
+#: where a revision's time went, in wall seconds: its download (the fetch call, in the background while the
+#: previous revision is measured), the wait for it, verifying sha256, loading the weights, each measure
+#: (``measure_names`` / ``measure_seconds``, parallel lists) and writing its parts. Null where the stage did
+#: not run (a duplicate is not fetched). Absent in datasets written before they were added.
+REVISION_SECONDS = [("seconds_download", _f), ("seconds_wait", _f), ("seconds_verify", _f), ("seconds_load", _f),
+                    ("measure_names", pa.list_(_s)), ("measure_seconds", pa.list_(_f)), ("seconds_write", _f)]
+#: the columns that hold wall time (they differ between two runs of the same scan; compare tables without them)
+TIMING_COLUMNS = ("seconds",) + tuple(n for n, t in REVISION_SECONDS if n != "measure_names")
+
+#: the events' checkpoints in training tokens seen (from the ``tokens`` column the scan recorded: the name,
+#: or step x the naming scheme's global batch), null where unknown: ``first``, ``last``, ``acquisition``,
+#: ``collapse``, ``onset``, ``collapse_onset`` at ``X_tokens``, and ``gap_tokens`` = acquisition - onset.
+EVENT_TOKENS = [(f"{c}_tokens", _i) for c in ("first", "last", "acquisition", "collapse", "onset", "collapse_onset",
+                                                "gap")]
+
 SCHEMAS: dict[str, pa.Schema] = {
     "geometry": pa.schema(IDENTITY + [("layer", _i), ("metric", _s), ("index", _i), ("value", _f), ("reason", _s),
                                       ("settings", _s), ("seconds", _f)] + SETTINGS_COLUMNS + RANKME_COLUMNS),
@@ -51,7 +76,7 @@ SCHEMAS: dict[str, pa.Schema] = {
                                            ("sha256", pa.list_(_s)), ("bytes", pa.list_(_i)), ("weights_sha256", _s),
                                            ("duplicate_of", _s), ("shared_shards_with", pa.list_(_s)),
                                            ("seconds", _f), ("config_hash", _s),
-                                           ("ckptgeo_version", _s)]),
+                                           ("ckptgeo_version", _s)] + REVISION_GROUP + REVISION_SECONDS),
     # one row per (model, suite, config_hash, metric, layer): ckptgeo.analysis.summary (analyze); every event
     # with its spacing on both sides, the gap with its interval from the grid and in checkpoints, accuracy at
     # acquisition with its binomial interval, the gap against accuracy's own onset, the detector's rate on noise
@@ -72,9 +97,14 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("acc_threshold", _f), ("chance", _f), ("window", _i), ("recovery", _f),
         ("collapse_fraction", _f), ("min_drop", _f), ("resolution_checkpoints", _i), ("noise_kind", _s),
         ("n_noise_curves", _i), ("n_permutations", _i), ("null_seed", _i), ("confidence", _f),
-        ("ckptgeo_version", _s)]),
+        ("ckptgeo_version", _s)] + EVENT_TOKENS),
+    "compare": pa.schema(IDENTITY + [("layer", _i), ("block", _s), ("metric", _s), ("against", _s), ("partner", _s),
+                                     ("partner_step", _i), ("value", _f), ("distance", _f), ("partner_norm", _f),
+                                     ("n_rows", _i), ("reason", _s), ("settings", _s)] + SETTINGS_COLUMNS),
 }
 #: the tables :func:`ckptgeo.engine.scan.scan` writes, one part per revision.
 SCAN_TABLES = ("geometry", "behavior", "probes", "revisions")
+#: the compare table's column names, in order.
+COMPARE_COLUMNS = tuple(SCHEMAS["compare"].names)
 #: the events table's column names, in order.
 EVENTS_COLUMNS = tuple(SCHEMAS["events"].names)

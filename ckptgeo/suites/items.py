@@ -251,16 +251,50 @@ def _file_format(path: Path) -> str:
 
 
 def diagnostics_dir() -> Path:
-    """The folder of the bundled diagnostic suites (installed as ``ckptgeo.diagnostics``)."""
+    """The folder of the bundled diagnostic suites (installed as the resource package ``ckptgeo.diagnostics``).
+
+    Read through :mod:`importlib.resources`, so it works from a clone, an editable install, a wheel and a
+    zip import alike: a resource folder on disk (for the namespace package ``ckptgeo.diagnostics``, a
+    ``MultiplexedPath``, the one of its folders that holds the ``*.jsonl`` suites) is returned as is; suites
+    inside an archive are copied once per process into a temporary folder (removed at exit). Without the
+    resource package (a clone on ``PYTHONPATH``), the clone's ``diagnostics/`` folder.
+
+    Returns
+    -------
+    Path
+        A folder holding ``{name}.jsonl`` per bundled suite; it may not exist when nothing is bundled.
+    """
+    global _EXTRACTED
     try:
         from importlib.resources import files
 
-        p = Path(str(files("ckptgeo.diagnostics")))
-        if p.is_dir():
-            return p
+        root = files("ckptgeo.diagnostics")
     except (ModuleNotFoundError, TypeError):
-        pass
+        root = None
+    if root is not None:
+        if isinstance(root, Path) and root.is_dir():
+            return root
+        entries = [e for e in root.iterdir() if e.name.endswith(".jsonl")]
+        folders = {e.parent if isinstance(e, Path) else None for e in entries}
+        if len(folders) == 1 and None not in folders:
+            return folders.pop()
+        if entries:
+            if _EXTRACTED is None:
+                import atexit
+                import shutil
+                import tempfile
+
+                folder = Path(tempfile.mkdtemp(prefix="ckptgeo-diagnostics-"))
+                for e in entries:
+                    (folder / e.name).write_bytes(e.read_bytes())
+                atexit.register(shutil.rmtree, folder, True)
+                _EXTRACTED = folder
+            return _EXTRACTED
     return Path(__file__).resolve().parents[2] / "diagnostics"
+
+
+#: the bundled suites copied out of an archive (zip import), once per process; see :func:`diagnostics_dir`
+_EXTRACTED: Path | None = None
 
 
 def available_suites() -> list[str]:
@@ -271,6 +305,7 @@ def available_suites() -> list[str]:
 
 def load_suite(spec: str | Path) -> Suite:
     """Load a suite from a bundled name, a file path, or ``PREFIX:rest`` of a registered loader.
+    (:func:`ckptgeo.suites.tasks.load_suite_or_task` also reads algorithmic task levels such as ``"copy-L1"``.)
 
     A ``.json`` file is read as BIG-bench (or BIG-bench Hard) task JSON; another file as JSON lines,
     BLiMP-shaped (first row has ``sentence_good`` and ``sentence_bad``) or in this module's schema.
@@ -298,8 +333,8 @@ def load_suite(spec: str | Path) -> Suite:
     close = difflib.get_close_matches(spec_s, names, n=3)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise InvalidParameterError(
-        f"Unknown suite {spec_s!r}: not a file, not a bundled suite, not a registered loader prefix.{hint} "
-        f"Bundled: {', '.join(names) or '(none)'}; loader prefixes: {', '.join(LOADERS.names())}.",
+        f"Unknown suite {spec_s!r}: not a file, not a bundled suite, not a task level (copy-L1), not a registered "
+        f"loader prefix.{hint} Bundled: {', '.join(names) or '(none)'}; loader prefixes: {', '.join(LOADERS.names())}.",
         name="suite", value=spec_s)
 
 
@@ -474,7 +509,8 @@ def load_hf(spec: str, *, name: str | None = None, cache_dir: str | None = None)
         if local.is_dir() and ((local / "state.json").is_file() or (local / "dataset_dict.json").is_file()):
             data = datasets.load_from_disk(str(local))
         else:
-            data = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir)
+            # a dataset's loading script would be repository code: refused (datasets < 3 ran it by default)
+            data = datasets.load_dataset(path, config, split=split, cache_dir=cache_dir, trust_remote_code=False)
     except _network_errors() as err:
         raise HubUnreachableError(f"cannot reach the Hub for dataset {path!r} ({err}); set HF_ENDPOINT to a "
                                   f"reachable mirror or pass a local dataset folder: --suite hf:PATH") from err

@@ -71,11 +71,12 @@ from functools import lru_cache
 from typing import Callable
 
 from ckptgeo.errors import InvalidParameterError
-from ckptgeo.suites.items import Item
+from ckptgeo.suites.items import Item, Suite, available_suites, load_suite
 from ckptgeo.suites.vocab import SEPARATOR
 
 __all__ = ["TASKS", "LEVELS", "LevelSpec", "get_level", "suite_name", "chance", "space_size", "sample",
-           "generate", "heldout_items", "suite_header", "MODULUS"]
+           "generate", "heldout_items", "suite_header", "MODULUS", "parse_task_level", "task_suite",
+           "load_suite_or_task"]
 
 TASKS = ("copy", "reverse", "compare", "parity", "addition", "modular", "sort", "multiplication")
 #: the prime of the modular task.
@@ -424,3 +425,52 @@ def suite_header(task: str, level: int, *, n_items: int | None = None) -> dict:
     if n_items is not None:
         header["n_items"] = n_items
     return header
+
+
+def parse_task_level(spec) -> tuple[str, int] | None:
+    """``"copy-L1"`` -> ``("copy", 1)``: a task of :data:`TASKS` and a level; None for any other text.
+
+    Examples
+    --------
+    >>> parse_task_level("modular-L2"), parse_task_level("logic"), parse_task_level("nope-L1")
+    (('modular', 2), None, None)
+    """
+    import re
+
+    m = re.fullmatch(r"([a-z]+)-L(\d+)", str(spec))
+    if not m or m.group(1) not in TASKS or int(m.group(2)) not in LEVELS[m.group(1)]:
+        return None
+    return m.group(1), int(m.group(2))
+
+
+def task_suite(task: str, level: int, *, n_items: int = 200, seed: int = 0) -> Suite:
+    """The held-out items of an algorithmic task level as a suite: the ones ``ckptgeo train`` (same seed and
+    ``n_heldout``) writes to ``suites/<task>-L<level>.jsonl`` and never trains on. ``--suite copy-L1`` in
+    ``scan`` and ``probe`` reads this (200 items, seed 0: the trainer's defaults).
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown task or level, or more items than half the level's prompts.
+    """
+    items = heldout_items(task, level, n_items, seed=seed)
+    return Suite(suite_name(task, level), items, source=f"ckptgeo.suites.tasks:{task}-L{level}",
+                 header=suite_header(task, level, n_items=n_items))
+
+
+def load_suite_or_task(spec) -> Suite:
+    """:func:`ckptgeo.suites.items.load_suite`, and an algorithmic task level (``"copy-L1"``: its 200 held-out
+    items, seed 0, as ``ckptgeo train`` draws them, :func:`task_suite`) where no file or bundled suite has
+    that name. What ``--suite`` of ``scan`` and ``probe`` reads.
+
+    Raises
+    ------
+    InvalidParameterError, SuiteFormatError
+        As for ``load_suite``.
+    """
+    from pathlib import Path
+
+    task_level = parse_task_level(spec)
+    if task_level is not None and not Path(str(spec)).is_file() and str(spec) not in available_suites():
+        return task_suite(*task_level)
+    return load_suite(spec)

@@ -9,7 +9,6 @@ across processes by the launcher's rank (``accelerate launch``, ``torchrun``: se
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Sequence
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.suites.tasks import get_level
 from ckptgeo.training.sizes import get_size
-from ckptgeo.training.trainer import MANIFEST_NAME, TrainConfig, run_name, train
+from ckptgeo.training.trainer import MANIFEST_NAME, TrainConfig, _read_manifest, is_run_folder, run_name, train
 
 __all__ = ["GridReport", "train_grid"]
 
@@ -105,7 +104,7 @@ def train_grid(tasks: Sequence[str], levels: Sequence[int], sizes: Sequence[str]
         folder = out / run_name(task, level, size, seed)
         assigned.append(folder)
         manifest = folder / MANIFEST_NAME
-        if manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("complete"):
+        if is_run_folder(folder) and (_read_manifest(manifest) or {}).get("complete"):
             skipped.append(folder)
             continue
         logger.info("rank %d/%d: training %s", rank, world_size, folder.name)

@@ -3,6 +3,7 @@
 A run folder, as :func:`train` writes it::
 
     OUT/
+    ├── ckptgeo-run.json         written first, into a new or empty folder: marks the folder as ckptgeo's
     ├── manifest.json            tasks, levels, size, seed, schedule, recipe (lr, horizon, steps, threads,
     │                            tokens_per_step), versions, accuracy history;
     │                            "complete": true once the last checkpoint is written
@@ -28,10 +29,13 @@ depend on what ran before it, which makes resuming exact up to floating-point no
 
 Resuming: rerunning :func:`train` with the same settings (``out`` and ``device`` may differ) on a
 folder it wrote returns at once if the run is complete; otherwise it reloads the newest checkpoint and
-``train_state.pt`` and continues, skipping checkpoints that exist. Other settings raise
-:class:`~ckptgeo.errors.RunMismatchError`; a non-empty folder that is not a run raises it too. A run
-killed mid-write leaves only hidden ``.<name>.tmp-*`` files or folders (:mod:`ckptgeo._io`), removed on the
-next start.
+``train_state.pt`` (tensors and numbers only: no pickle code runs) and continues, skipping checkpoints
+that exist. Other settings raise :class:`~ckptgeo.errors.RunMismatchError`; so does a non-empty folder
+without ``ckptgeo-run.json`` (or, from before the marker existed, a ckptgeo manifest): ckptgeo never
+trains into, resumes or cleans up a folder it did not make. A run killed mid-write leaves only hidden
+``.<name>.tmp-<pid>-<8 hex>`` files or folders (:mod:`ckptgeo._io`); the next start removes those whose
+``<name>`` is its own (``step{N}``, ``manifest.json``, ``train_state.pt``, ``ckptgeo-run.json``) and
+nothing else.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import logging
 import math
 import os
 import random
+import re
 import shutil
 import sys
 import time
@@ -50,20 +55,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ckptgeo._io import atomic_dir, atomic_path, atomic_write_text
+from ckptgeo._io import atomic_dir, atomic_path, atomic_write_text, load_torch_safely, temp_target
 from ckptgeo._params import Interval, validate_params
 from ckptgeo._threads import thread_record, torch_threads
-from ckptgeo.errors import DiskSpaceError, InvalidParameterError, NonFiniteActivationsError, RunMismatchError
+from ckptgeo.errors import (CorruptCheckpointError, DiskSpaceError, InvalidParameterError, NonFiniteActivationsError,
+                            RunMismatchError, UnsafeFileError)
 from ckptgeo.suites.items import Item, write_jsonl
 from ckptgeo.suites.tasks import get_level, heldout_items, sample, suite_header, suite_name
 from ckptgeo.training.sizes import get_size
 
 __all__ = ["TrainConfig", "train", "checkpoint_steps", "evaluate", "exact_match", "training_history", "run_name",
-           "lr_factor", "tokens_per_step", "MANIFEST_NAME"]
+           "lr_factor", "tokens_per_step", "MANIFEST_NAME", "RUN_MARKER", "is_run_folder"]
 
 logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
+#: written first into the folder a run creates; only a folder holding it is resumed or cleaned up
+RUN_MARKER = "ckptgeo-run.json"
 _STATE_NAME = "train_state.pt"
 _FORMAT = "ckptgeo-train"
 _FORMAT_VERSION = 1
@@ -387,6 +395,36 @@ def _save_checkpoint(model, tokenizer, out: Path, step: int) -> Path:
     return final
 
 
+_STATE_ADVICE = "it is not a training state ckptgeo wrote for this run; train into a new --out folder"
+
+
+def _load_state(path: Path) -> dict:
+    """The training state of ``path`` (``step``, AdamW's and LambdaLR's state dicts), read without running
+    any pickle code (:func:`ckptgeo._io.load_torch_safely`).
+
+    Raises
+    ------
+    UnsafeFileError
+        The file's pickle asks for anything but tensors, numbers and containers.
+    CorruptCheckpointError
+        The file is truncated or corrupt, or does not hold those three entries.
+    """
+    try:
+        state = load_torch_safely(path)
+    except UnsafeFileError as err:
+        raise UnsafeFileError(f"{err} It is not a training state ckptgeo wrote; train into a new --out folder.",
+                              path=str(path)) from None
+    except Exception as err:  # torch raises many types on a truncated or corrupt file
+        raise CorruptCheckpointError(f"{path} is damaged (truncated or corrupt; {type(err).__name__}: {err}); "
+                                     f"{_STATE_ADVICE}", path=str(path)) from None
+    step = state.get("step") if isinstance(state, dict) else None
+    if (isinstance(step, bool) or not isinstance(step, int) or step < 0
+            or not all(isinstance(state.get(k), dict) for k in ("optimizer", "scheduler"))):
+        raise CorruptCheckpointError(f"{path} does not hold a step, an optimiser and a scheduler state; "
+                                     f"{_STATE_ADVICE}", path=str(path))
+    return state
+
+
 def _save_state(path: Path, step: int, optimizer, scheduler, torch) -> None:
     with atomic_path(path) as tmp:
         torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp)
@@ -409,15 +447,48 @@ def _settings(config: TrainConfig) -> dict:
     return d
 
 
+def _own_file(name: str | None) -> bool:
+    """Whether ``name`` is a file or folder a run writes directly in its folder."""
+    return name is not None and (name in (MANIFEST_NAME, _STATE_NAME, RUN_MARKER)
+                                 or re.fullmatch(r"step\d+", name) is not None)
+
+
+def _read_manifest(path: Path) -> dict | None:
+    """The JSON object in ``path``, or None when it is missing, unreadable or not an object."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def is_run_folder(out: str | Path) -> bool:
+    """Whether ``out`` is a run folder ckptgeo made: it holds ``ckptgeo-run.json``, or (a run from before the
+    marker existed) a ``manifest.json`` of format ``ckptgeo-train``."""
+    out = Path(out)
+    if (out / RUN_MARKER).is_file():
+        return True
+    legacy = _read_manifest(out / MANIFEST_NAME) if (out / MANIFEST_NAME).is_file() else None
+    return legacy is not None and legacy.get("format") == _FORMAT
+
+
 def _check_out(out: Path, config: TrainConfig) -> dict | None:
     """The existing manifest of a resumable run in ``out``, None for a fresh folder; raise on conflict."""
+    if out.exists() and not out.is_dir():
+        raise RunMismatchError(f"{out} is a file, not a folder; choose another --out folder.", path=str(out))
+    if not is_run_folder(out):
+        if out.is_dir() and any(temp_target(p.name) != RUN_MARKER for p in out.iterdir()):
+            raise RunMismatchError(f"{out} is not empty and was not made by ckptgeo train (no {RUN_MARKER}): not a "
+                                   f"ckptgeo training run, and ckptgeo neither trains into nor cleans up a folder "
+                                   f"it did not make. Choose an empty or new --out folder.", path=str(out))
+        return None
     manifest_path = out / MANIFEST_NAME
     if not manifest_path.is_file():
-        if out.is_dir() and any(p.name != "suites" and not p.name.startswith(".") for p in out.iterdir()):
-            raise RunMismatchError(f"{out} is not empty and holds no {MANIFEST_NAME}: not a ckptgeo training run. "
-                                   f"Choose an empty or new --out folder.", path=str(out))
-        return None
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        return None  # made by ckptgeo and stopped before its first manifest: started afresh
+    manifest = _read_manifest(manifest_path)
+    if manifest is None:
+        raise RunMismatchError(f"{manifest_path} is unreadable (not a JSON object); restore it or train into a new "
+                               f"--out folder.", path=str(out))
     # a setting an older manifest does not record had its default then (e.g. schedule_steps: None)
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
     recorded, wanted = {**defaults, **manifest.get("config", {})}, _settings(config)
@@ -553,8 +624,11 @@ def _train(config: TrainConfig) -> Path:
         logger.info("%s is complete; nothing to do", out)
         return out
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(".*.tmp-*"):  # what a kill mid-write leaves (ckptgeo._io's temporary names)
-        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+    if not (out / RUN_MARKER).is_file():
+        atomic_write_text(out / RUN_MARKER, json.dumps({"format": _FORMAT, "writer": _versions()["ckptgeo"]}))
+    for stale in out.iterdir():  # what a kill mid-write leaves: only the temporary names of ckptgeo's own files
+        if _own_file(temp_target(stale.name)):
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     device = _resolve_device(config.device)
     size = get_size(config.size)
     schedule = checkpoint_steps(config.n_steps, config.n_checkpoints)
@@ -577,10 +651,14 @@ def _train(config: TrainConfig) -> Path:
     start, state = 0, None
     state_path = out / _STATE_NAME
     if manifest is not None and state_path.is_file():
-        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        state = _load_state(state_path)
         if (out / f"step{state['step']}").is_dir():
-            start = int(state["step"])
-            model = GPTNeoXForCausalLM.from_pretrained(out / f"step{start}")
+            start = state["step"]
+            try:
+                model = GPTNeoXForCausalLM.from_pretrained(out / f"step{start}", use_safetensors=True)
+            except (OSError, ValueError) as err:
+                raise CorruptCheckpointError(f"cannot resume from {out / f'step{start}'} ({err}); restore it or "
+                                             f"train into a new --out folder", path=str(out / f"step{start}")) from None
             history = [h for h in history if h["step"] <= start]
             logger.info("resuming %s from step %d", out, start)
         else:
@@ -589,8 +667,12 @@ def _train(config: TrainConfig) -> Path:
     model.train()
     optimizer, scheduler = _optimizer(model, config, torch)
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as err:
+            raise CorruptCheckpointError(f"{state_path} does not fit this run's optimiser ({type(err).__name__}: "
+                                         f"{err}); {_STATE_ADVICE}", path=str(state_path)) from None
 
     record = {
         "format": _FORMAT, "format_version": _FORMAT_VERSION, "complete": False, "config": _settings(config),

@@ -1,0 +1,156 @@
+"""One row per run, for a paper: the summary layer's events of each (model, suite, settings), as CSV and LaTeX.
+
+::
+
+    OUT/summary/
+      runs.csv     model, task, level, size, seed, acquisition, collapse, floor, onset, gap, spacing, status
+      runs.tex     the same rows as a LaTeX ``tabular`` (booktabs rules), to ``\\input`` into a paper
+
+Fed from the events table (:func:`ckptgeo.analysis.summary.analyze`): a run is one (model, suite,
+config_hash) curve family of RankMe, read at its summary layer (the deepest). Steps are training steps;
+``floor`` is the collapse floor (RankMe, effective dimensions); ``gap`` is acquisition - recovery onset in
+steps; ``spacing`` is the checkpoint spacing at acquisition (the step's resolution); ``size`` the parameter
+count the model name gives (``160M``, ``2.8B``), else the size name of a ``ckptgeo train`` run (``tiny``),
+else empty; ``seed`` the run's seed from
+its name (``-s1``, ``-seed1``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ckptgeo._io import atomic_write_text
+
+__all__ = ["RUNS_COLUMNS", "runs_table", "runs_latex", "write_runs_table", "params_text"]
+
+#: the columns of the runs table, in order
+RUNS_COLUMNS = ["model", "task", "level", "size", "seed", "acquisition", "collapse", "floor", "onset", "gap",
+                "spacing", "status"]
+
+
+def params_text(n: float) -> str:
+    """A parameter count as a paper writes it: ``160M``, ``2.8B``, ``410K``; ``""`` for NaN.
+
+    Examples
+    --------
+    >>> params_text(2.8e9), params_text(1.6e8), params_text(393216.0), params_text(float("nan"))
+    ('2.8B', '160M', '393K', '')
+    """
+    if n is None or not math.isfinite(n):
+        return ""
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return f"{n:.0f}"
+
+
+def _size(model: str, model_size) -> str:
+    """``2.8B`` from the name's parameter count or shape; else the size name of a ``ckptgeo train`` run
+    (``copy-L1-tiny-s0`` -> ``tiny``); else ``""``."""
+    import re
+
+    text = params_text(model_size(model))
+    if text:
+        return text
+    m = re.search(r"-L\d+-(?P<size>[a-z]+)(?:-s\d+)?$", str(model))
+    return m.group("size") if m else ""
+
+
+def runs_table(events: pd.DataFrame, *, metric: str = "rankme") -> pd.DataFrame:
+    """One row per run (columns :data:`RUNS_COLUMNS`) from an events table, sorted by model, task and level.
+
+    Parameters
+    ----------
+    events : DataFrame
+        The events table (``events/events.parquet``).
+    metric : str, default="rankme"
+        The geometry measure whose collapse, floor and onset the row reports; uncentred rows are preferred.
+
+    Returns
+    -------
+    DataFrame
+        Steps as nullable integers (missing: no such event), ``floor`` as float, ``level`` as a nullable
+        integer (missing for a suite that is not a task level).
+    """
+    from ckptgeo.analysis.tables import model_size, split_seed
+    from ckptgeo.suites.tasks import parse_task_level
+
+    e = events[events["metric"] == metric] if len(events) else events
+    if len(e) and "centered" in e.columns and e["centered"].eq(False).fillna(False).astype(bool).any():
+        e = e[e["centered"].eq(False).fillna(False).astype(bool)]
+    if e.empty:
+        return pd.DataFrame(columns=RUNS_COLUMNS)
+    e = e[e["layer"] == e.groupby(["model", "suite", "config_hash"])["layer"].transform("max")]
+    rows = []
+    for r in e.itertuples(index=False):
+        task_level = parse_task_level(r.suite)
+        task, level = task_level if task_level else (getattr(r, "task", None) or r.suite, None)
+        rows.append({"model": r.model, "task": task, "level": level, "size": _size(r.model, model_size),
+                     "seed": split_seed(r.model)[1], "acquisition": r.acquisition_step, "collapse": r.collapse_step,
+                     "floor": r.collapse_floor, "onset": r.onset_step, "gap": r.gap_steps,
+                     "spacing": r.resolution_steps, "status": r.status})
+    df = pd.DataFrame(rows, columns=RUNS_COLUMNS)
+    for c in ("level", "seed", "acquisition", "collapse", "onset", "gap", "spacing"):
+        df[c] = pd.array([None if pd.isna(v) else int(v) for v in df[c]], dtype="Int64")
+    df["floor"] = df["floor"].astype(float)
+    return df.sort_values(["model", "task", "level"], kind="stable", ignore_index=True)
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+
+
+def _tex(text) -> str:
+    """``text`` with LaTeX's special characters escaped."""
+    return "".join(_TEX.get(ch, ch) for ch in str(text))
+
+
+def _cell(v, floatfmt: str) -> str:
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return "--"
+    if isinstance(v, float):
+        return floatfmt.format(v)
+    return _tex(v)
+
+
+def runs_latex(table: pd.DataFrame, *, floatfmt: str = "{:.2f}") -> str:
+    """The runs table as a LaTeX ``tabular`` with booktabs rules (``\\usepackage{booktabs}``); a missing
+    value is ``--``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> print(runs_latex(pd.DataFrame([{"model": "copy-L1_x", "floor": 4.356}])))
+    \\begin{tabular}{lr}
+    \\toprule
+    model & floor \\\\
+    \\midrule
+    copy-L1\\_x & 4.36 \\\\
+    \\bottomrule
+    \\end{tabular}
+    <BLANKLINE>
+    """
+    numeric = [pd.api.types.is_numeric_dtype(table[c]) for c in table.columns]
+    lines = [r"\begin{tabular}{" + "".join("r" if n else "l" for n in numeric) + "}", r"\toprule",
+             " & ".join(_tex(c) for c in table.columns) + r" \\", r"\midrule"]
+    lines += [" & ".join(_cell(v, floatfmt) for v in row) + r" \\" for row in table.itertuples(index=False)]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_runs_table(events: pd.DataFrame, folder: str | Path, *, metric: str = "rankme") -> tuple[Path, Path]:
+    """Write ``runs.csv`` and ``runs.tex`` (:func:`runs_table`) into ``folder``, atomically.
+
+    Returns
+    -------
+    (Path, Path)
+        The CSV and the LaTeX file.
+    """
+    table = runs_table(events, metric=metric)
+    folder = Path(folder)
+    csv = atomic_write_text(folder / "runs.csv", table.to_csv(index=False, float_format="%.4g"))
+    tex = atomic_write_text(folder / "runs.tex", runs_latex(table))
+    return csv, tex

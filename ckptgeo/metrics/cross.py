@@ -1,0 +1,156 @@
+"""The step after a scan that turns cross-checkpoint artifacts into rows of the ``compare`` table.
+
+A cross-checkpoint measure (``compare=`` in :func:`~ckptgeo.metrics.registry.register_metric`: CKA,
+weight distance) stores one artifact per revision; the revisions of one (model, config_hash) may have
+been measured by several processes (``RANK``/``WORLD_SIZE``) or runs (resume). :func:`combine` reads
+every artifact, puts the revisions of each (measure, model, config_hash) in training order (stage,
+step, name) and compares each with its partners:
+
+``previous``   the revision before it in that order that has an artifact (none for the first);
+``first``      the first revision with an artifact (itself for the first: distance 0);
+``reference``  the measure's ``reference`` setting: ``"last"`` or a revision name (itself: CKA 1).
+
+Rows depend only on the artifacts present, so the table is rebuilt whole each time: the scan does it at
+its end (under the dataset's lock, so the last process to finish sees every artifact) and
+``ckptgeo analyze`` again. A revision marked duplicate has no artifact and no row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import OrderedDict
+
+import pandas as pd
+
+__all__ = ["combine", "pair_partners"]
+
+log = logging.getLogger(__name__)
+
+_IDENTITY = ("model", "revision", "step", "stage", "commit", "tokens", "run_seed")
+_CARRIED = ("n_samples", "position", "dtype", "seed", "config_hash", "ckptgeo_version")
+
+
+def _order(meta: dict) -> tuple:
+    return (meta.get("stage") or "", int(meta.get("step") or 0), str(meta.get("revision")))
+
+
+def pair_partners(revisions: list[str], partners, reference: str = "last") -> list[tuple[str, str, str]]:
+    """(revision, against, partner) pairs for ``revisions`` in training order.
+
+    >>> pair_partners(["a", "b", "c"], ("previous", "reference"))
+    [('a', 'reference', 'c'), ('b', 'previous', 'a'), ('b', 'reference', 'c'), ('c', 'previous', 'b'), \
+('c', 'reference', 'c')]
+    """
+    ref = revisions[-1] if reference == "last" else reference
+    out = []
+    for i, r in enumerate(revisions):
+        for kind in partners:
+            if kind == "previous" and i > 0:
+                out.append((r, kind, revisions[i - 1]))
+            elif kind == "first":
+                out.append((r, kind, revisions[0]))
+            elif kind == "reference":
+                out.append((r, kind, ref))
+    return out
+
+
+class _Cache:
+    """The arrays of the few artifacts in use (current, previous, first, reference), loaded on demand."""
+
+    def __init__(self, dataset, size: int = 4):
+        self.dataset, self.size, self.items = dataset, size, OrderedDict()
+
+    def get(self, path):
+        if path in self.items:
+            self.items.move_to_end(path)
+        else:
+            self.items[path] = self.dataset.read_artifact(path)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return self.items[path]
+
+
+def combine(dataset, *, metrics=None, reference: str | None = None, write: bool = True) -> pd.DataFrame:
+    """Compare every stored artifact with its partners; the ``compare`` table.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        The scan's :class:`~ckptgeo.store.dataset.Dataset` (its ``artifacts``, ``read_artifact`` and
+        ``write_whole`` are used).
+    metrics : iterable of str, optional
+        The cross-checkpoint measures to combine (default: every one with artifacts in the dataset).
+    reference : str, optional
+        Overrides each measure's ``reference`` setting (``"last"`` or a revision name) for this table.
+    write : bool, default=True
+        Write ``compare/compare.parquet`` (whole, atomically) when there is any artifact.
+
+    Returns
+    -------
+    DataFrame
+        The ``compare`` rows (columns of :data:`ckptgeo.store.schemas.COMPARE_COLUMNS`; a frame without
+        columns when there is no artifact): one per (revision, partner, suite, layer or block, measure).
+        A reference revision without an artifact gives rows with NaN and a reason.
+
+    Raises
+    ------
+    DatasetLayoutError
+        An artifact file that ckptgeo did not write.
+    """
+    from ckptgeo.errors import CkptgeoError
+    from ckptgeo.metrics.registry import get_metric
+
+    root = dataset.root / "artifacts"
+    names = sorted(metrics) if metrics is not None else sorted(p.name for p in root.iterdir() if p.is_dir()) \
+        if root.is_dir() else []
+    rows: list[dict] = []
+    cache = _Cache(dataset)
+    for name in names:
+        try:
+            spec = get_metric(name)
+        except CkptgeoError as err:   # e.g. the package that registered it is no longer installed
+            log.warning("artifacts/%s left out of the compare table: %s", name, err)
+            continue
+        if not spec.cross:
+            log.warning("artifacts/%s left out of the compare table: %s is not a cross-checkpoint measure", name,
+                        name)
+            continue
+        groups: dict[tuple, list] = {}
+        for meta, path in dataset.artifacts(name):
+            groups.setdefault((meta.get("model"), meta.get("config_hash")), []).append((meta, path))
+        for (_model, _chash), records in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+            rows += _group_rows(spec, sorted(records, key=lambda mp: _order(mp[0])), cache, reference)
+    if write and names:
+        dataset.write_whole("compare", rows)
+    return pd.DataFrame(rows)
+
+
+def _group_rows(spec, records: list, cache: _Cache, reference: str | None) -> list[dict]:
+    by_name = {m["revision"]: (m, p) for m, p in records}
+    order = [m["revision"] for m, _ in records]
+    settings = dict(records[-1][0].get("settings") or {})
+    options = {k: v for k, v in settings.items() if k != "revisions"}
+    config = spec.configure(options)
+    ref = reference or getattr(config, "reference", "last")
+    rows = []
+    for rev, against, partner in pair_partners(order, spec.partners, ref):
+        meta, path = by_name[rev]
+        base = {**{k: meta.get(k) for k in _IDENTITY + _CARRIED}, "metric": spec.name, "against": against,
+                "partner": partner}
+        if partner not in by_name:
+            rows.append({**base, "value": math.nan, "settings": json.dumps({**settings, "reference": ref}),
+                         "reason": f"reference revision {partner!r} has no {spec.name} artifact here (not selected, "
+                                   f"not measured yet, failed, or a duplicate)"})
+            continue
+        pmeta, ppath = by_name[partner]
+        values = spec.compare(cache.get(path), cache.get(ppath), config)
+        for v in values:
+            value = float(v.value)
+            rows.append({**base, "partner_step": pmeta.get("step"), "suite": v.suite, "layer": v.layer,
+                         "block": v.block, "value": value, "distance": v.distance, "partner_norm": v.partner_norm,
+                         "n_rows": v.n_rows, "reason": v.reason or spec.out_of_range(value),
+                         "settings": json.dumps({**settings, **({"reference": ref} if "reference" in spec.partners
+                                                                else {}), **v.extra}, sort_keys=True, default=str)})
+    return rows

@@ -1,0 +1,49 @@
+"""The public facade: ``ckptgeo.<name>`` is the internal object, and ``import ckptgeo`` imports nothing else."""
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ckptgeo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: the facade as documented in README.md and CONTRIBUTING.md, and where each object lives today
+PUBLIC = {
+    "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
+    "analyze": "ckptgeo.analysis.summary", "combine": "ckptgeo.metrics.cross",
+    "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
+    "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
+    "task_suite": "ckptgeo.monitor.core", "register_metric": "ckptgeo.metrics.registry",
+    "MetricValue": "ckptgeo.metrics.registry", "CompareValue": "ckptgeo.metrics.registry",
+    "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
+    "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_each_public_name_is_the_internal_object(name):
+    assert name in ckptgeo.__all__ and name in dir(ckptgeo)
+    assert getattr(ckptgeo, name) is getattr(importlib.import_module(PUBLIC[name]), name)
+
+
+def test_the_facade_has_no_other_names_and_refuses_unknown_ones():
+    assert set(ckptgeo.__all__) == set(PUBLIC) | {"__version__"}
+    with pytest.raises(AttributeError, match="no attribute 'scna'"):
+        ckptgeo.scna  # noqa: B018
+
+
+def test_importing_ckptgeo_imports_no_submodule():
+    code = "import sys, ckptgeo; print(sorted(m for m in sys.modules if m.startswith('ckptgeo.')))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_readme_and_contributing_import_only_the_facade():
+    for doc in ("README.md", "CONTRIBUTING.md"):
+        text = (ROOT / doc).read_text()
+        deep = [line.strip() for line in text.splitlines() if line.lstrip().startswith(("from ckptgeo.", "import ckptgeo."))]
+        assert not deep, (doc, deep)

@@ -1,0 +1,115 @@
+"""What a new user meets at the command line (issue 25, items 4, 5 and 7): each command says what to do
+next, a dry run says what it will measure and for about how long, warnings are one line, the inputs a
+user reaches for work (--suite copy-L1, --tokenizer), and the help texts match the code."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from ckptgeo.cli import main
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny `ckptgeo train` run (copy level 1, 4 steps, 2 checkpoints) and what `train` printed."""
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("train") / "copy-L1"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["train", "--task", "copy", "--steps", "4", "--batch-size", "8", "--heldout", "20", "--warmup",
+                     "1", "--checkpoints", "2", "--out", str(out)]) == 0
+    return out, buf.getvalue()
+
+
+def _last(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def test_train_scan_and_analyze_each_name_the_next_command(run, tmp_path, capsys):
+    folder, printed = run
+    assert _last(printed) == f"next: ckptgeo scan {folder}   (then ckptgeo analyze results/copy-L1)"
+    assert main(["analyze", str(folder)]) == 6          # a checkpoint folder, not a dataset
+    err = capsys.readouterr().err
+    assert "is a folder of 2 checkpoint folders, not a scanned dataset" in err
+    assert f"scan it first with `ckptgeo scan {folder}`" in err
+    ds = tmp_path / "ds"
+    assert main(["scan", str(folder), "--out", str(ds), "--n-samples", "8"]) == 0
+    assert _last(capsys.readouterr().out) == f"next: ckptgeo analyze {ds}"
+
+
+def test_dry_run_lists_measures_suites_time_and_the_total_over_ranks(run, tmp_path, capsys, monkeypatch):
+    folder, _ = run
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["scan", str(folder), "--suite", "copy-L1", "--suite", "logic", "--n-samples", "50",
+                 "--metrics", "rankme,behavior,hessian", "--dry-run", "--out", str(tmp_path / "ds")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "  all 2 processes: 2 to measure; this is rank 1" in out
+    assert "  measures: rankme, behavior, hessian" in out
+    assert "  suites: copy-L1 (50 items), logic (50 items)" in out
+    took = next(line for line in out if line.startswith("estimated time: "))
+    # one revision in this rank's share: at least the Hessian's 90 s budget, well under an hour
+    assert took.startswith(("estimated time: 1 min", "estimated time: 2 min")) and "rough" in took, took
+    assert out[-1] == "next: the same command without --dry-run"
+    assert main(["scan", str(folder), "--suite", "copy-L1", "--n-samples", "8", "--out", str(tmp_path / "ds")]) == 0
+    out = capsys.readouterr().out.splitlines()   # rank 1 of 2 measured its one revision of the two
+    assert f"all 2 processes: 1 of 2 selected revisions done so far in {tmp_path / 'ds'} (this is rank 1)" in out
+    assert out[-1] == f"next: ckptgeo analyze {tmp_path / 'ds'}   (once every process has finished)"
+
+
+def test_ckptgeo_warnings_are_one_line_each(local_hub, tmp_path, capsys):
+    repo = local_hub.add_repo("pythia-dup", steps=(0, 1000, 2000, 3000), duplicate={"step3000": "step1000"})
+    assert main(["scan", repo.repo_id, "--revisions", "all", "--suite", "logic", "--n-samples", "8",
+                 "--out", str(tmp_path / "ds")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    line = "ckptgeo: warning: step3000 holds the same weights as step1000; not fetched, not measured " \
+           "(DuplicateWeightsWarning)"
+    assert line in err, err
+    assert not any("warnings.warn(" in e or "UserWarning" in e for e in err), err
+
+
+def test_trainer_checkpoint_folders_with_a_task_suite_and_a_tokenizer(run, tmp_path, capsys):
+    folder, _ = run
+    hf = tmp_path / "hf-run"     # a transformers.Trainer output: checkpoint-N folders, no tokenizer files
+    for step in sorted(p for p in folder.iterdir() if p.name.startswith("step")):
+        dest = hf / f"checkpoint-{step.name.removeprefix('step')}"
+        dest.mkdir(parents=True)
+        for name in ("config.json", "model.safetensors"):
+            shutil.copy(step / name, dest / name)
+    assert main(["scan", str(hf), "--suite", "copy-L1", "--n-samples", "8", "--out", str(tmp_path / "a")]) == 3
+    err = capsys.readouterr().err
+    assert "checkpoint folders" in err and "--tokenizer PATH|REPO" in err and "step folders" not in err
+    assert main(["scan", str(hf), "--suite", "copy-L1", "--n-samples", "8", "--tokenizer", str(folder / "step0"),
+                 "--out", str(tmp_path / "a")]) == 0
+    b = pd.read_parquet(tmp_path / "a" / "behavior")
+    assert set(b.suite) == {"copy-L1"} and sorted(set(b.step)) == sorted({int(p.name[11:]) for p in hf.iterdir()})
+    assert main(["probe", str(hf), "--suite", "copy-L1", "--n-samples", "20", "--tokenizer", str(folder / "step0"),
+                 "--out", str(tmp_path / "p")]) == 0
+    assert set(pd.read_parquet(tmp_path / "p" / "probes").suite) == {"copy-L1"}
+
+
+def test_analyze_out_refuses_another_datasets_folder(run, tmp_path, capsys):
+    folder, _ = run
+    for name in ("a", "b"):
+        assert main(["scan", str(folder), "--revisions", "step0", "--n-samples", "8",
+                     "--out", str(tmp_path / name)]) == 0
+    before = sorted(p.name for p in (tmp_path / "b").iterdir())
+    assert main(["analyze", str(tmp_path / "a"), "--out", str(tmp_path / "b"), "--no-plots"]) == 6
+    assert f"--out {tmp_path / 'b'} is another ckptgeo dataset than {tmp_path / 'a'}" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == before
+
+
+def test_help_texts_match_the_code(capsys):
+    with pytest.raises(SystemExit):
+        main(["probe", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Without SOURCE and --revisions it probes EleutherAI/pythia-160m at every 1000th step" in text
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    text = capsys.readouterr().out
+    assert "ckptgeo analyze results/demo/dataset" in text and "ckptgeo analyze results/demo " not in text
