@@ -12,7 +12,15 @@ The result's permissions follow the user's umask like any normal file (0644 unde
 the writer did (``mkstemp`` and safetensors make 0600 files), and the temporary file is unlinked in
 ``finally`` whatever happens. A folder is made with ``os.mkdir`` (0755 under umask 022).
 
-Locks are the kernel's ``flock`` on a file: they vanish with a killed process.
+Two kinds of locks between processes:
+
+- :class:`Claim`, a claim file made by an atomic ``link`` (which NFS and Lustre do atomically, unlike
+  ``flock``, which they may refuse or not share between nodes), holding the claimant's host, pid, the pid's
+  start time and Slurm job; a thread touches its mtime (the heartbeat) while it is held. A claim whose holder is
+  dead (same host, pid gone or reused) or whose heartbeat is older than ``stale_after`` seconds is taken over.
+  This is what the scan's per-revision locks and the dataset-wide lock use.
+- :class:`FileLock`, the kernel's ``flock``: it vanishes with a killed process, but only works between
+  processes of one machine on file systems that support it.
 """
 
 from __future__ import annotations
@@ -20,15 +28,22 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
+import logging
 import os
 import re
 import shutil
+import socket
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import IO, Iterator
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock", "load_torch_safely",
-           "safe_name", "NAME_MAX_BYTES", "temp_target"]
+           "safe_name", "NAME_MAX_BYTES", "temp_target", "Claim", "read_claim", "claim_is_stale"]
+
+log = logging.getLogger(__name__)
 
 #: the longest file-name part :func:`safe_name` returns, in bytes: a part name of a model and a revision,
 #: a config hash and a temporary-file prefix and suffix stays under the 255-byte limit of file names
@@ -280,6 +295,211 @@ class FileLock:
             self._file = None
 
     def __enter__(self) -> "FileLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _pid_start(pid: int) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot (``/proc/PID/stat`` field 22), which tells
+    a reused pid from the original; None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _pid_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: alive
+    now = _pid_start(pid)
+    return start is None or now is None or now == start
+
+
+def read_claim(path: str | os.PathLike) -> dict | None:
+    """The holder of the claim file ``path``: its JSON (``host``, ``pid``, ``pid_start``, ``started`` in Unix
+    seconds, ``token``, ``slurm`` job variables) plus ``heartbeat``, the file's mtime; None if there is no
+    claim (or it vanished while being read). An unreadable claim file reads as ``{"heartbeat": mtime}``."""
+    path = Path(path)
+    try:
+        heartbeat = path.stat().st_mtime
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        info = json.loads(text)
+        if not isinstance(info, dict):
+            info = {}
+    except ValueError:
+        info = {}
+    info["heartbeat"] = heartbeat
+    return info
+
+
+def claim_is_stale(info: dict, *, now: float, stale_after: float, host: str | None = None) -> bool:
+    """Whether a claim (as :func:`read_claim` gives it) may be taken over: its heartbeat is older than
+    ``stale_after`` seconds at time ``now``, or its holder ran on this host (``host``, default this machine's
+    name) and its process is gone (or the pid now belongs to another process)."""
+    if now - info.get("heartbeat", now) > stale_after:
+        return True
+    if info.get("host") == (host or socket.gethostname()) and isinstance(info.get("pid"), int):
+        return not _pid_alive(info["pid"], info.get("pid_start"))
+    return False
+
+
+class Claim:
+    """An exclusive claim on ``path`` that works on network file systems and survives a dead holder.
+
+    The claim file appears complete in one ``os.link`` (which fails if it exists, atomically, on local disks,
+    NFS and Lustre alike). While held, a daemon thread sets its mtime to ``clock()`` every ``heartbeat``
+    seconds. Another process takes it over when :func:`claim_is_stale` says so: it renames the file to a
+    private name, checks that the file it moved is the stale one it judged (not a fresh claim made
+    meanwhile, which it puts back), and claims afresh. Clocks of the hosts sharing a folder must agree to
+    well within ``stale_after``.
+
+    Parameters
+    ----------
+    path : path
+        The claim file; its folder is created if needed.
+    blocking : bool, default=False
+        Wait (polling every ``poll`` seconds) until the claim can be taken; with False raise at once.
+    stale_after : float, optional
+        Seconds without a heartbeat after which the claim is stale (default
+        :data:`ckptgeo.constants.CLAIM_STALE_S`, env ``CKPTGEO_CLAIM_STALE_S``).
+    heartbeat : float, optional
+        Seconds between heartbeats (default a tenth of ``stale_after``); 0 for none (tests).
+    clock : callable, default=time.time
+        Unix seconds, for the heartbeat and the staleness test (a fake clock in tests).
+    poll : float, default=0.2
+        Seconds between tries when ``blocking``.
+
+    Attributes
+    ----------
+    holder : dict
+        What this claim wrote (host, pid, pid_start, started, token, slurm).
+
+    Raises
+    ------
+    BlockingIOError
+        ``blocking=False`` and another live process holds the claim; ``.holder`` on the error is its
+        :func:`read_claim`.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, blocking: bool = False, stale_after: float | None = None,
+                 heartbeat: float | None = None, clock=time.time, poll: float = 0.2):
+        from ckptgeo.constants import CLAIM_STALE_S, SLURM_ENV
+
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.stale_after = CLAIM_STALE_S if stale_after is None else float(stale_after)
+        self._clock = clock
+        pid = os.getpid()
+        self.holder = {"host": socket.gethostname(), "pid": pid, "pid_start": _pid_start(pid),
+                       "started": clock(), "token": uuid.uuid4().hex,
+                       "slurm": {k: os.environ[k] for k in SLURM_ENV if k in os.environ}}
+        while True:
+            try:
+                self._take()
+                break
+            except BlockingIOError:
+                if not blocking:
+                    raise
+                time.sleep(poll)
+        self._stop = threading.Event()
+        every = self.stale_after / 10 if heartbeat is None else heartbeat
+        self._thread = None
+        if every > 0:
+            self._thread = threading.Thread(target=self._beat, args=(every,), daemon=True,
+                                            name=f"claim-heartbeat-{self.path.name}")
+            self._thread.start()
+
+    def _create(self) -> bool:
+        tmp = _temp_name(self.path)
+        now = self._clock()
+        try:
+            tmp.write_text(json.dumps(self.holder), encoding="utf-8")
+            os.utime(tmp, (now, now))
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                return False
+            return True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def _take(self) -> None:
+        if self._create():
+            return
+        info = read_claim(self.path)
+        if info is None:   # released between our link and our read: try once more
+            if self._create():
+                return
+            info = read_claim(self.path) or {}
+        if not claim_is_stale(info, now=self._clock(), stale_after=self.stale_after):
+            err = BlockingIOError(f"{self.path} is held by {info.get('host', '?')} pid {info.get('pid', '?')}")
+            err.holder = info
+            raise err
+        moved = self.path.parent / f".{self.path.name}.stale-{self.holder['token'][:8]}"
+        try:
+            os.rename(self.path, moved)
+        except FileNotFoundError:   # another process took it over first
+            raise BlockingIOError(f"{self.path} was taken over by another process") from None
+        try:
+            got = read_claim(moved) or {}
+            if got.get("token") != info.get("token"):   # a fresh claim replaced the stale one: put it back
+                with contextlib.suppress(FileExistsError):
+                    os.link(moved, self.path)
+                raise BlockingIOError(f"{self.path} was taken over by another process")
+            log.warning("taking over the stale claim %s of %s pid %s (started %s, last heartbeat %.0f s ago)",
+                        self.path.name, info.get("host", "?"), info.get("pid", "?"), info.get("started", "?"),
+                        self._clock() - info.get("heartbeat", self._clock()))
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                moved.unlink()
+        if not self._create():
+            raise BlockingIOError(f"{self.path} was taken over by another process")
+
+    def held(self) -> bool:
+        """Whether the claim file is still this claim's (not taken over after a long stall)."""
+        info = read_claim(self.path)
+        return info is not None and info.get("token") == self.holder["token"]
+
+    def touch(self) -> None:
+        """One heartbeat: set the claim file's mtime to ``clock()`` (if it is still ours)."""
+        if self.held():
+            now = self._clock()
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(self.path, (now, now))
+
+    def _beat(self, every: float) -> None:
+        while not self._stop.wait(every):
+            try:
+                if not self.held():
+                    log.warning("the claim %s was taken over by another process", self.path)
+                    return
+                self.touch()
+            except OSError as err:   # a network file system hiccup: try again at the next beat
+                log.warning("heartbeat of %s failed: %s", self.path, err)
+
+    def close(self) -> None:
+        """Stop the heartbeat and remove the claim file (only if it is still this claim's)."""
+        if getattr(self, "_stop", None) is None or self._stop.is_set():
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.held():
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    def __enter__(self) -> "Claim":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -3,6 +3,8 @@
 ``CKPTGEO_DEBUG=1``      the CLI prints tracebacks instead of one-line errors.
 ``CKPTGEO_NO_PROGRESS=1`` silences progress bars.
 ``CKPTGEO_CACHE``         where ckptgeo keeps its own files (default ``~/.cache/ckptgeo``).
+``CKPTGEO_CLAIM_STALE_S`` seconds without a heartbeat after which another worker takes a revision's claim
+                          over (default 600; the holder touches its claim every tenth of that).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ __all__ = [
     "DEBUG", "NO_PROGRESS", "CACHE_DIR", "RANKME_EPS", "PYTHIA_TOKENS_PER_STEP", "SMOLLM3_TOKENS_PER_STEP",
     "DEFAULT_N_SAMPLES",
     "DATASET_SCHEMA_VERSION", "STEP_PATTERN",
+    "CLAIM_STALE_S", "SLURM_ENV",
 ]
 
 
@@ -24,6 +27,10 @@ def _flag(name: str) -> bool:
 DEBUG = _flag("CKPTGEO_DEBUG")
 NO_PROGRESS = _flag("CKPTGEO_NO_PROGRESS")
 CACHE_DIR = Path(os.environ.get("CKPTGEO_CACHE", Path.home() / ".cache" / "ckptgeo"))
+#: seconds without a heartbeat after which a claim on a revision is stale (another worker takes it over).
+CLAIM_STALE_S = float(os.environ.get("CKPTGEO_CLAIM_STALE_S") or 600)
+#: the Slurm variables that name a worker in its claim (and in ``ckptgeo status``).
+SLURM_ENV = ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_ID")
 
 #: epsilon added to each normalised singular value in RankMe (Garrido et al. 2023).
 RANKME_EPS = 1e-7

@@ -30,6 +30,8 @@ _EPILOG = """examples:
   ckptgeo analyze results/addition
   ckptgeo demo
   ckptgeo reproduce --preset cpu
+  ckptgeo submit scan EleutherAI/pythia-1b --out /scratch/p1b --workers 8 --partition gpu --gpus-per-task 1 --stage
+  ckptgeo status /scratch/p1b
 
 environment: HF_ENDPOINT / HF_HOME / HF_TOKEN / HF_HUB_OFFLINE as for huggingface_hub; CKPTGEO_DEBUG=1 prints tracebacks;
 CKPTGEO_NO_PROGRESS=1 hides progress bars."""
@@ -38,7 +40,7 @@ CKPTGEO_NO_PROGRESS=1 hides progress bars."""
 #: The built-in subcommands, in the order ``--help`` lists them; ``ckptgeo.commands`` entry points add more.
 COMMANDS = Registry("command", "ckptgeo.commands", {
     name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "fetch", "train", "analyze", "demo",
-                                                          "reproduce")})
+                                                          "reproduce", "submit", "status")})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -136,12 +136,43 @@ class Resolved:
     config_hash: str
 
 
-def shard() -> tuple[int, int]:
-    """(rank, world size) from the launcher's environment (``RANK``/``WORLD_SIZE``, as set by
-    ``accelerate launch`` and ``torchrun``; Slurm's ``SLURM_PROCID``/``SLURM_NTASKS``); (0, 1) when absent."""
-    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", os.environ.get("LOCAL_RANK", 0))))
-    world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1)))
-    return rank, max(world, 1)
+def shard(environ=None) -> tuple[int, int]:
+    """(rank, world size) of this process from its launcher's environment; (0, 1) when there is none.
+
+    The process rank within one launch is ``RANK``/``WORLD_SIZE`` (``torchrun``, ``accelerate launch``), else
+    ``SLURM_PROCID``/``SLURM_NTASKS`` (``srun``). A Slurm job array multiplies it: array task ``i`` of
+    ``SLURM_ARRAY_TASK_COUNT`` (``i`` counted from ``SLURM_ARRAY_TASK_MIN``) holds ranks ``i * n .. i * n + n - 1``
+    of ``count * n``. (Inside ``sbatch --array`` every task sees ``SLURM_PROCID=0`` and no ``SLURM_NTASKS``.)
+    Work split this way is a fixed share of the whole selection, the same in every process however late it
+    starts, so the shares' union is the selection; the per-revision claims keep anything from being done twice.
+
+    Examples
+    --------
+    >>> shard({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "4", "SLURM_ARRAY_TASK_COUNT": "3"})
+    (1, 3)
+    >>> shard({"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "3",
+    ...        "RANK": "1", "WORLD_SIZE": "2"})
+    (5, 6)
+    """
+    env = os.environ if environ is None else environ
+    if "RANK" in env or "WORLD_SIZE" in env:
+        rank, world = int(env.get("RANK", env.get("LOCAL_RANK", 0))), int(env.get("WORLD_SIZE", 1))
+    else:
+        rank = int(env.get("SLURM_PROCID", env.get("LOCAL_RANK", 0)))
+        world = int(env.get("SLURM_NTASKS", 1))
+    world = max(world, 1)
+    if "SLURM_ARRAY_TASK_ID" in env and "SLURM_ARRAY_TASK_COUNT" in env:
+        count = int(env["SLURM_ARRAY_TASK_COUNT"])
+        low = int(env.get("SLURM_ARRAY_TASK_MIN", 0))
+        index, high = int(env["SLURM_ARRAY_TASK_ID"]) - low, int(env.get("SLURM_ARRAY_TASK_MAX", low + count - 1))
+        if count > 1 and (not 0 <= index < count or high - low + 1 != count):
+            raise InvalidParameterError(
+                f"Slurm array task {env['SLURM_ARRAY_TASK_ID']} is not one of {count} consecutive tasks from "
+                f"{env.get('SLURM_ARRAY_TASK_MIN', 0)}; submit arrays as --array=0-{count - 1} (a sparse array "
+                f"cannot be split into shares)", name="SLURM_ARRAY_TASK_ID", value=env["SLURM_ARRAY_TASK_ID"])
+        if count > 1:
+            rank, world = index * world + rank, count * world
+    return rank, world
 
 
 def rank_device(device: str) -> str:

@@ -15,7 +15,8 @@
       compare/compare.parquet      rows built from the artifacts after the scan (whole, rewritten)
       events/                      written by ``ckptgeo analyze``
       states/<model>--<revision>--<config_hash>/<suite>.safetensors   with --save-states
-      .locks/<model>--<revision>--<config_hash>.lock                    held while a process measures it
+      .locks/<model>--<revision>--<config_hash>.claim   exists while a worker measures it (its host, pid,
+                                                        start, Slurm job; mtime = heartbeat): ckptgeo status
 
 A part is written to ``.<name>.tmp-<pid>-<random>`` in its table folder and ``os.replace``-d into
 place (:func:`ckptgeo._io.atomic_path`); readers (pyarrow, pandas) skip names starting with ``.`` or ``_``, so a killed writer leaves
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ckptgeo import __version__
-from ckptgeo._io import FileLock, atomic_path, atomic_write_bytes, safe_name
+from ckptgeo._io import Claim, atomic_path, atomic_write_bytes, read_claim, safe_name
 from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 from ckptgeo.store.schemas import SCHEMAS
@@ -279,28 +280,41 @@ class Dataset:
     def read(self, table: str) -> pd.DataFrame:
         return read_table(self.root, table)
 
-    def lock(self, name: str):
-        """Take the non-blocking lock ``.locks/<name>.lock``; returns the :class:`~ckptgeo._io.FileLock` (close
-        it to release).
+    def lock(self, name: str, **claim_options) -> Claim:
+        """Claim ``.locks/<name>.claim`` for this process; returns the :class:`~ckptgeo._io.Claim` (close it to
+        release).
 
-        The lock is the kernel's (``flock``), so it disappears with a killed process.
+        The claim is an atomically created file with a heartbeat, so it holds on NFS and Lustre, and a dead
+        holder's claim (its pid gone on this host, or no heartbeat for ``stale_after`` seconds) is taken over.
+        ``claim_options`` go to :class:`~ckptgeo._io.Claim` (``stale_after``, ``heartbeat``, ``clock``).
 
         Raises
         ------
         OutputLockedError
-            Another process holds it.
+            Another live process holds it.
         """
-        path = self.root / ".locks" / f"{name}.lock"
+        path = self.root / ".locks" / f"{name}.claim"
         try:
-            return FileLock(path, blocking=False)
+            return Claim(path, **claim_options)
         except BlockingIOError as err:
-            raise OutputLockedError(f"{name} is being measured by another process writing to {self.root}",
-                                    path=str(path)) from err
+            who = getattr(err, "holder", {}) or {}
+            raise OutputLockedError(f"{name} is being measured by another process writing to {self.root} "
+                                    f"({who.get('host', '?')} pid {who.get('pid', '?')})", path=str(path)) from err
 
-    def lock_all(self) -> FileLock:
-        """Wait for, and take, the dataset-wide lock ``.locks/resolve.lock`` (one process at a time rewrites
+    def claims(self) -> dict[str, dict]:
+        """The claims held now, by part name (without ``.parquet``): each holder as
+        :func:`ckptgeo._io.read_claim` gives it."""
+        d = self.root / ".locks"
+        if not d.is_dir():
+            return {}
+        got = {p.name[: -len(".claim")]: read_claim(p) for p in sorted(d.glob("*.claim"))
+               if not p.name.startswith(".")}
+        return {k: v for k, v in got.items() if v is not None and k != "resolve"}
+
+    def lock_all(self) -> Claim:
+        """Wait for, and take, the dataset-wide claim ``.locks/resolve.claim`` (one process at a time rewrites
         parts of every revision, e.g. :meth:`resolve_duplicates`); close it, or use it in ``with``."""
-        return FileLock(self.root / ".locks" / "resolve.lock")
+        return Claim(self.root / ".locks" / "resolve.claim", blocking=True)
 
     def resolve_duplicates(self) -> pd.DataFrame:
         """Set ``duplicate_of`` and ``shared_shards_with`` in every ``revisions`` part.

@@ -1,0 +1,192 @@
+"""``ckptgeo status DIR``: what is done, failed, in progress and not started in an output folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+__all__ = ["add_parser", "collect", "read_record", "STATUSES", "RECORD", "COMMANDS"]
+
+#: the submission record ``ckptgeo submit`` writes, relative to OUT
+RECORD = Path("slurm") / "submit.json"
+#: the commands ``ckptgeo submit`` runs
+COMMANDS = ("scan", "probe", "reproduce")
+
+#: the states of a revision (scan, probe) or run (reproduce), in the order the totals list them
+STATUSES = ("done", "failed", "in progress", "not started")
+
+_EPILOG = """\
+examples:
+  ckptgeo status /scratch/p1b             # after ckptgeo submit scan ... --out /scratch/p1b
+  ckptgeo status results/pythia-160m      # any scan folder: what its revisions table and claims say
+
+exit code: 0 when everything is done, 1 when something is left (failed, in progress or not started).
+next: ckptgeo submit --resubmit DIR sends only what is not done.
+"""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``ckptgeo status`` to an argparse ``subparsers`` object and return its parser."""
+    p = subparsers.add_parser(
+        "status", help="done / failed / in progress / not started, per revision (or run) of an output folder",
+        description="Per revision of a scan or probe folder (per run of a reproduce folder): done, failed (with "
+                    "the error), in progress (which worker, since when), or not started; then totals.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", help="the --out folder of a scan, probe or reproduce (submitted or not)")
+    p.set_defaults(func=_cmd_status)
+    return p
+
+
+def _worker(info: dict) -> str:
+    slurm = info.get("slurm") or {}
+    job = (f"job {slurm['SLURM_ARRAY_JOB_ID']}_{slurm.get('SLURM_ARRAY_TASK_ID', '?')}"
+           if "SLURM_ARRAY_JOB_ID" in slurm else f"job {slurm['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in slurm else "")
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"])) if "started" in info else "?"
+    return f"{info.get('host', '?')} pid {info.get('pid', '?')}{' ' + job if job else ''}, since {since}"
+
+
+def _claim_status(info: dict, now: float) -> tuple[str, str]:
+    from ckptgeo._io import claim_is_stale
+    from ckptgeo.constants import CLAIM_STALE_S
+
+    if claim_is_stale(info, now=now, stale_after=CLAIM_STALE_S):
+        return "not started", f"stale claim of {_worker(info)} (its worker is gone; the next worker takes it)"
+    return "in progress", f"{_worker(info)}, heartbeat {now - info['heartbeat']:.0f} s ago"
+
+
+def _scan_rows(out: Path, rec: dict | None) -> list[dict]:
+    import pandas as pd
+
+    from ckptgeo.store.dataset import Dataset, part_name, read_table
+
+    revisions = read_table(out, "revisions")
+    claims = Dataset(out, create=False).claims() if (out / "ckptgeo.json").exists() else {}
+    now = time.time()
+    rows = []
+    if rec is not None:
+        names = [(n, part_name(rec["source_name"], n, rec["config_hash"])[: -len(".parquet")])
+                 for n in rec["revisions"]]
+        if not revisions.empty:
+            revisions = revisions[revisions.config_hash == rec["config_hash"]]
+    else:   # a folder scanned without ckptgeo submit: what its tables and claims name
+        seen = (revisions[["model", "revision", "config_hash"]].drop_duplicates() if not revisions.empty
+                else pd.DataFrame(columns=["model", "revision", "config_hash"]))
+        names = [(r, part_name(m, r, h)[: -len(".parquet")]) for m, r, h in seen.itertuples(index=False)]
+        names += [(k.split("--")[1] if k.count("--") == 2 else k, k) for k in claims
+                  if k not in {p for _, p in names}]
+    by_part = {}
+    if not revisions.empty:
+        for m, r, h, s, e in revisions[["model", "revision", "config_hash", "status", "error"]].itertuples(index=False):
+            by_part[part_name(m, r, h)[: -len(".parquet")]] = (s, e)
+    for name, part in names:
+        status, detail = "not started", ""
+        claim = _claim_status(claims[part], now) if part in claims else None
+        if claim is not None and claim[0] == "in progress":
+            status, detail = claim
+        elif part in by_part:
+            s, e = by_part[part]
+            status, detail = ("done", "" if s == "ok" else s) if s in ("ok", "duplicate") else ("failed", e or "")
+        elif claim is not None:
+            status, detail = claim
+        rows.append({"name": name, "status": status, "detail": detail})
+    return rows
+
+
+def _reproduce_rows(out: Path, rec: dict) -> list[dict]:
+    import json
+
+    from ckptgeo.store.dataset import Dataset, read_table
+    from ckptgeo.studies.reproduce import plan_study
+
+    runs = plan_study(rec["preset"], out)
+    dataset = out / "dataset"
+    revisions = read_table(dataset, "revisions")
+    claims = Dataset(dataset, create=False).claims() if (dataset / "ckptgeo.json").exists() else {}
+    now = time.time()
+    rows = []
+    for run in runs:
+        manifest = run.folder / "manifest.json"
+        trained = manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("complete")
+        mine = revisions[revisions.model == run.name] if not revisions.empty else revisions
+        live = [_claim_status(info, now) for k, info in claims.items() if k.startswith(f"{run.name}--")]
+        live = [c for c in live if c[0] == "in progress"]
+        failed = mine[mine.status == "failed"] if not mine.empty else mine
+        if live:
+            status, detail = "in progress", f"scanning: {live[0][1]}"
+        elif len(failed):
+            status, detail = "failed", f"{failed.revision.iloc[0]}: {failed.error.iloc[0]}"
+        elif trained and not mine.empty:
+            status, detail = "done", f"{mine.revision.nunique()} revisions scanned"
+        elif manifest.is_file():
+            status, detail = "not started", "trained" if trained else "training started, not finished (resumes)"
+        else:
+            status, detail = "not started", ""
+        rows.append({"name": run.name, "status": status, "detail": detail})
+    if rows and all(r["status"] == "done" for r in rows) and not (out / "reproduction.md").is_file():
+        rows.append({"name": "(analysis)", "status": "not started", "detail": "reproduction.md not written yet"})
+    return rows
+
+
+def read_record(out: Path) -> dict:
+    """The submission record of ``out``.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``out`` has no readable ``slurm/submit.json``.
+    """
+    from ckptgeo.errors import InvalidParameterError
+
+    path = Path(out) / RECORD
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidParameterError(f"{path} does not exist: {out} was not submitted with ckptgeo submit",
+                                    name="out", value=str(out)) from None
+    except ValueError as err:
+        raise InvalidParameterError(f"{path} is unreadable: {err}", name="out", value=str(out)) from None
+    if not isinstance(rec, dict) or rec.get("command") not in COMMANDS or not isinstance(rec.get("args"), list):
+        raise InvalidParameterError(f"{path} is not a ckptgeo submission record", name="out", value=str(out))
+    return rec
+
+
+def collect(out: str | Path, rec: dict | None = None) -> list[dict]:
+    """One row per revision (scan, probe) or run (reproduce) of ``out``: ``name``, ``status`` (one of
+    :data:`STATUSES`) and ``detail`` (the error, or the worker holding it and since when).
+
+    ``rec`` is the submission record (``OUT/slurm/submit.json``), read when present; without one, only the
+    revisions the tables or claims name are listed (a revision never started is then not known)."""
+    out = Path(out)
+    if rec is None and (out / RECORD).is_file():
+        rec = read_record(out)
+    if rec is not None and rec["command"] == "reproduce":
+        return _reproduce_rows(out, rec)
+    return _scan_rows(out, rec)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from ckptgeo.errors import InvalidParameterError
+
+    out = Path(args.dir)
+    if not out.is_dir():
+        raise InvalidParameterError(f"{out} is not a folder", name="dir", value=str(out))
+    if not (out / "ckptgeo.json").exists() and not (out / RECORD).exists():
+        raise InvalidParameterError(f"{out} is neither a ckptgeo dataset (no ckptgeo.json) nor a submitted folder "
+                                    f"(no {RECORD})", name="dir", value=str(out))
+    rows = collect(out)
+    unit = "run" if (out / RECORD).is_file() and '"reproduce"' in (out / RECORD).read_text() else "revision"
+    width = max([len(unit)] + [len(r["name"]) for r in rows])
+    print(f"{unit:<{width}}  {'status':<11}  detail")
+    for r in rows:
+        print(f"{r['name']:<{width}}  {r['status']:<11}  {r['detail']}".rstrip())
+    counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
+    print(f"{len(rows)} {unit}s: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    if not (out / RECORD).is_file():
+        print(f"(no {RECORD}: revisions no worker has started are not listed)")
+    left = len(rows) - counts["done"]
+    if left:
+        print(f"next: ckptgeo submit --resubmit {out}" if (out / RECORD).is_file() else
+              "next: rerun the same scan command to finish it")
+    return 1 if left else 0
