@@ -401,6 +401,7 @@ class _Run:
             clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()))
             self.write(name, rows, base, files, t0, clock, artifacts)
             self.result.measured.append(rev.name)
+            log.info("measured %s in %.1f s", rev.name, time.perf_counter() - t0)
         except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
             self.fail(rev, name, base, err, t0)
         finally:
