@@ -122,17 +122,23 @@ def _claims_of_task(out: Path, task: str) -> list[str]:
 
 
 def test_submit_stage_cancel_status_resubmit(local_hub, tmp_path, monkeypatch, capsys):
-    from scripts.olah_local import free_port
+    from scripts.olah_local import free_port, launch, stop, wait_ready
 
     out = tmp_path / "staged"
     # slow revisions (LLC, a budget in SGLD draws) so that a task can be cancelled in the middle of one
     args = ["scan", "testorg/pythia-tiny", "--revisions", REVS, "--out", str(out), "--n-samples", "16",
             "--threads", "1", "--metrics", "rankme,llc", "--metric-option", "llc.num_draws=400",
             "--metric-option", "llc.max_seconds=none"]
-    # the workers get a Hub endpoint where nothing listens: any request of theirs would fail the revision
-    dead = f"http://127.0.0.1:{free_port()}"
-    monkeypatch.setenv("HF_ENDPOINT", dead)
-    assert main(["submit", *args, "--workers", "3", "--stage"]) == 0
+    # a Hub of this test's own, stopped once submit has staged: the workers find nothing listening there,
+    # so a single Hub request of theirs would fail its revision
+    port = free_port()
+    hub = launch(local_hub.mirrors, port, tmp_path / "olah", tmp_path / "olah.log")
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/api/models/{local_hub.repo_id}/refs", hub, tmp_path / "olah.log")
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        assert main(["submit", *args, "--workers", "3", "--stage"]) == 0
+    finally:
+        stop(hub)
     said = capsys.readouterr().out
     print(said)
     job = _job_of(said)

@@ -1,0 +1,177 @@
+"""Claims that hold where flock does not (NFS, Lustre) and survive dead workers; array sharding; the
+submit/status commands without a cluster (their Slurm runs are in tests/test_slurm.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import pandas as pd
+import pytest
+
+from ckptgeo._io import Claim, claim_is_stale, read_claim
+from ckptgeo.cli import main
+from ckptgeo.engine.plan import shard
+from ckptgeo.engine.scan import scan
+from ckptgeo.errors import InvalidParameterError, OutputLockedError
+from ckptgeo.store.dataset import Dataset, part_name
+from tests._checkpoints import SUITE, make_checkpoints
+from tests._faults import killed_scan
+
+KW = dict(suites=(SUITE,), n_samples=8)
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+    return make_checkpoints(tmp_path_factory.mktemp("ck") / "tiny", steps=(0, 1, 2, 4, 8))
+
+
+def test_a_claim_is_one_file_naming_its_holder_and_exclusive(tmp_path):
+    path = tmp_path / ".locks" / "x.claim"
+    with Claim(path, heartbeat=0) as first:
+        info = read_claim(path)
+        assert (info["pid"], info["token"]) == (os.getpid(), first.holder["token"])
+        with pytest.raises(BlockingIOError) as err:
+            Claim(path, heartbeat=0)
+        assert err.value.holder["pid"] == os.getpid()
+        with pytest.raises(OutputLockedError, match=f"pid {os.getpid()}"):
+            Dataset(tmp_path / "ds").lock("x") and Dataset(tmp_path / "ds").lock("x")
+    assert not path.exists() and list(path.parent.iterdir()) == []   # released: nothing left
+
+
+def test_another_hosts_claim_is_taken_over_only_after_its_heartbeat_stops(tmp_path):
+    clock = FakeClock()
+    path = tmp_path / "r.claim"
+    path.write_text(json.dumps({"host": "node-that-died", "pid": 12345, "started": clock.t, "token": "theirs"}))
+    os.utime(path, (clock.t, clock.t))
+    clock.t += 599.0
+    with pytest.raises(BlockingIOError):
+        Claim(path, stale_after=600, heartbeat=0, clock=clock)
+    assert json.loads(path.read_text())["token"] == "theirs"
+    clock.t += 2.0   # 601 s without a heartbeat
+    with Claim(path, stale_after=600, heartbeat=0, clock=clock) as mine:
+        assert read_claim(path)["token"] == mine.holder["token"] != "theirs"
+        # its own heartbeat keeps it: 500 s later it is touched, and 500 s after that it is not stale
+        clock.t += 500
+        mine.touch()
+        clock.t += 500
+        assert not claim_is_stale(read_claim(path), now=clock.t, stale_after=600, host="elsewhere")
+        with pytest.raises(BlockingIOError):
+            Claim(path, stale_after=600, heartbeat=0, clock=clock)
+    assert not path.exists()
+
+
+def test_a_dead_pid_on_this_host_is_stale_at_once(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(proc.stdout)
+    info = {"host": __import__("socket").gethostname(), "pid": dead, "heartbeat": 100.0}
+    assert claim_is_stale(info, now=100.0, stale_after=600)
+    assert not claim_is_stale({**info, "pid": os.getpid()}, now=100.0, stale_after=600)
+    assert not claim_is_stale({**info, "host": "other"}, now=100.0, stale_after=600)
+
+
+def test_a_worker_killed_mid_revision_leaves_a_claim_the_next_worker_takes_over(ckpts, tmp_path):
+    out = tmp_path / "ds"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = killed_scan("forward", 3, ckpts, out, **KW)   # SIGKILL inside a forward pass of step1
+        assert code == -9
+        left = {p.name: read_claim(p) for p in (out / ".locks").glob("*.claim")}
+        assert len(left) == 1, left     # the dead worker's claim is still there
+        (name, info), = left.items()
+        assert info["pid"] != os.getpid()
+        res = scan(ckpts, out=out, **KW)
+    revision = name.split("--")[1]
+    assert revision in res.measured and res.locked == []
+    assert list((out / ".locks").glob("*.claim")) == []
+    revs = pd.read_parquet(out / "revisions")
+    assert sorted(revs.revision) == ["step0", "step1", "step2", "step4", "step8"] and (revs.status == "ok").all()
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, (0, 1)),
+    ({"SLURM_PROCID": "0"}, (0, 1)),   # inside sbatch --array: no SLURM_NTASKS
+    ({"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "0",
+      "SLURM_ARRAY_TASK_MAX": "3", "SLURM_PROCID": "0"}, (2, 4)),
+    ({"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "5"}, (2, 3)),
+    ({"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "2", "SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, (3, 4)),
+    ({"RANK": "3", "WORLD_SIZE": "4"}, (3, 4)),
+])
+def test_shard_reads_array_and_launcher_ranks(env, expected):
+    assert shard(env) == expected
+
+
+def test_a_sparse_array_is_refused():
+    with pytest.raises(InvalidParameterError, match="consecutive"):
+        shard({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "2", "SLURM_ARRAY_TASK_MIN": "0",
+               "SLURM_ARRAY_TASK_MAX": "5"})
+
+
+def test_array_shares_union_equals_one_process(ckpts, tmp_path, monkeypatch):
+    ref, out = tmp_path / "one", tmp_path / "array"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scan(ckpts, out=ref, **KW)
+        measured = []
+        for task in (1, 0, 2):   # tasks start in any order
+            for k, v in {"SLURM_ARRAY_TASK_ID": task, "SLURM_ARRAY_TASK_COUNT": 3, "SLURM_ARRAY_TASK_MIN": 0,
+                         "SLURM_ARRAY_TASK_MAX": 2}.items():
+                monkeypatch.setenv(k, str(v))
+            measured.append(scan(ckpts, out=out, **KW).measured)
+    assert measured == [["step1", "step8"], ["step0", "step4"], ["step2"]]
+    for table, keys in {"geometry": ["revision", "layer", "metric", "index"], "revisions": ["revision"]}.items():
+        a, b = (pd.read_parquet(d / table).drop(columns="seconds").sort_values(keys, ignore_index=True)
+                for d in (out, ref))
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_status_of_a_scan_folder_without_a_submission(ckpts, tmp_path, capsys):
+    out = tmp_path / "ds"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = scan(ckpts, out=out, revisions="step0,step1", **KW)
+    name = part_name("tiny", "step2", res.config_hash)[: -len(".parquet")]
+    with Dataset(out).lock(name, heartbeat=0):
+        assert main(["status", str(out)]) == 1
+        text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[1].split()[:2] == ["step0", "done"] and lines[2].split()[:2] == ["step1", "done"]
+    assert lines[3].startswith("step2") and "in progress" in lines[3] and f"pid {os.getpid()}" in lines[3]
+    assert "3 revisions: 2 done, 0 failed, 1 in progress, 0 not started" in text
+    assert main(["status", str(out)]) == 0
+    assert "2 revisions: 2 done" in capsys.readouterr().out
+
+
+def test_submit_dry_run_prints_an_sbatch_script_and_status_reads_the_record(ckpts, tmp_path, capsys):
+    out = tmp_path / "ds"
+    code = main(["submit", "--dry-run", "--stage", "scan", str(ckpts), "--out", str(out), "--revisions", "all",
+                 "--suite", SUITE, "--workers", "3", "--partition", "gpu", "--account", "lab", "--time", "30", "--gpus-per-task", "1",
+                 "--mem", "16G", "--array-parallelism", "2"])
+    script = capsys.readouterr().out
+    assert code == 0
+    for line in ("#SBATCH --array=0-2%2", "#SBATCH --partition=gpu", "#SBATCH --account=lab", "#SBATCH --time=30",
+                 "#SBATCH --gpus-per-task=1", "#SBATCH --mem=16G", "export HF_HUB_OFFLINE=1"):
+        assert line in script.splitlines(), line
+    assert script.splitlines()[-1].endswith(f"-m ckptgeo scan {ckpts} --out {out} --revisions all --suite {SUITE}")
+    assert not out.exists()   # a dry run writes nothing
+
+
+def test_submit_refuses_what_no_worker_could_run(ckpts, tmp_path, capsys):
+    assert main(["submit", "scan", str(ckpts), "--workers", "2"]) != 0
+    assert "needs --out" in capsys.readouterr().err
+    assert main(["submit", "scan", str(ckpts), "--out", str(tmp_path / "o"), "--time", "soon"]) != 0
+    assert "--time 'soon'" in capsys.readouterr().err
+    assert main(["submit", "--resubmit", str(tmp_path)]) != 0
+    assert "was not submitted with ckptgeo submit" in capsys.readouterr().err
