@@ -175,3 +175,19 @@ def test_submit_refuses_what_no_worker_could_run(ckpts, tmp_path, capsys):
     assert "--time 'soon'" in capsys.readouterr().err
     assert main(["submit", "--resubmit", str(tmp_path)]) != 0
     assert "was not submitted with ckptgeo submit" in capsys.readouterr().err
+
+
+def test_submit_reproduce_dry_run_splits_runs_over_the_array(tmp_path, capsys):
+    assert main(["submit", "--dry-run", "reproduce", "--preset", "cpu", "--out", str(tmp_path / "r"),
+                 "--workers", "6", "--time", "2:00:00", "--array-parallelism", "2"]) == 0
+    script = capsys.readouterr().out
+    assert "#SBATCH --array=0-5%2" in script and "#SBATCH --time=2:00:00" in script
+    assert script.rstrip().endswith(f"-m ckptgeo reproduce --preset cpu --out {tmp_path / 'r'}")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_preset_file_is_checked_before_anything_runs(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "x", "tasks": ["copy"], "colour": 3}')
+    assert main(["submit", "--dry-run", "reproduce", "--preset", str(bad), "--out", str(tmp_path / "r")]) != 0
+    assert "unknown fields ['colour']" in capsys.readouterr().err

@@ -16,6 +16,8 @@ examples:
   ckptgeo reproduce --preset cpu --dry-run --threads 1          # the plan, and hours from steps/s measured here
   ckptgeo reproduce --preset paper --dry-run --device cuda      # the plan, and GPU-hours from measured steps/s
   torchrun --nproc_per_node 8 -m ckptgeo reproduce --preset paper --device cuda --out /data/reproduce
+  ckptgeo reproduce --preset my-grid.json --out results/mine   # a grid of your own (Preset's fields as JSON)
+  ckptgeo submit reproduce --preset cpu --out /shared/reproduce --workers 6   # a Slurm array, runs split
 
 presets:
   smoke  copy, compare, parity at level 1 on tiny x seeds 1-3 (9 runs): the pipeline end to end in about
@@ -39,9 +41,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "reproduction.md: one row per claim of arXiv:2602.15997 with its source, the measured value "
                     "and interval, the value by chance, a p-value and the verdict of that test.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="cpu", choices=["smoke", "cpu", "paper"],
+    p.add_argument("--preset", default="cpu", metavar="{smoke,cpu,paper,FILE.json}",
                    help="smoke: 9 runs, about 5 minutes on 2 cores; cpu: 81 runs on tiny/mini/small, about 2 hours on "
-                        "2 cores; paper: 432 runs for GPUs (default cpu; details below)")
+                        "2 cores; paper: 432 runs for GPUs (default cpu; details below); or a JSON file of Preset's "
+                        "fields (name, tasks, levels, sizes, seeds, steps {task: {level: steps}}, ...) for a grid of "
+                        "your own")
     p.add_argument("--out", default="results/reproduce", help="study folder (default results/reproduce)")
     p.add_argument("--device", default="cpu", help="torch device for training and scans (default cpu)")
     p.add_argument("--dry-run", action="store_true",
@@ -52,17 +56,52 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def load_preset(value: str):
+    """``--preset``: a preset's name (returned as is), or a JSON file of :class:`~ckptgeo.studies.reproduce.Preset`
+    fields (lists become tuples, ``steps`` levels become ints).
+
+    Raises
+    ------
+    InvalidParameterError
+        Neither a preset's name nor a readable JSON object of Preset fields.
+    """
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from ckptgeo.errors import InvalidParameterError
+    from ckptgeo.studies.reproduce import PRESETS, Preset
+
+    if value in PRESETS:
+        return value
+    if not value.endswith(".json"):
+        raise InvalidParameterError(f"--preset {value!r}: not one of {', '.join(PRESETS)}, nor a .json file",
+                                    name="preset", value=value)
+    try:
+        spec = json.loads(Path(value).read_text(encoding="utf-8"))
+        fields = {f.name for f in dataclasses.fields(Preset)}
+        if not isinstance(spec, dict) or set(spec) - fields:
+            raise ValueError(f"unknown fields {sorted(set(spec) - fields) if isinstance(spec, dict) else spec!r}")
+        spec = {k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+                for k, v in spec.items()}
+        spec["steps"] = {t: {int(lv): int(n) for lv, n in by.items()} for t, by in spec.get("steps", {}).items()}
+        return Preset(**spec)
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        raise InvalidParameterError(f"--preset {value}: {err}", name="preset", value=value) from None
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     import logging
 
     from ckptgeo.studies.reproduce import estimate, estimate_text, plan_text, run_reproduce
 
+    preset = load_preset(args.preset)
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
     if args.dry_run:
-        print(plan_text(args.preset, args.out))
+        print(plan_text(preset, args.out))
         if args.device.startswith("cuda"):
             import torch
 
@@ -72,12 +111,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
                       f"--device cpu for CPU-hours.")
                 return 0
         print("measuring steps per second for each size ...", flush=True)
-        print(estimate_text(args.preset, estimate(args.preset, device=args.device, threads=args.threads)))
+        print(estimate_text(preset, estimate(preset, device=args.device, threads=args.threads)))
         return 0
     logging.getLogger("ckptgeo.studies").setLevel(logging.INFO)
     log_training_progress_without_terminal()
     t0 = time.perf_counter()
-    res = run_reproduce(args.preset, args.out, device=args.device, plots=not args.no_plots)
+    res = run_reproduce(preset, args.out, device=args.device, plots=not args.no_plots)
     if not res.analysed:
         print(f"this process's share is done in {time.perf_counter() - t0:.0f} s; the last process analyses")
         return 0

@@ -98,9 +98,10 @@ def _reproduce_rows(out: Path, rec: dict) -> list[dict]:
     import json
 
     from ckptgeo.store.dataset import Dataset, read_table
+    from ckptgeo.cli.reproduce import load_preset
     from ckptgeo.studies.reproduce import plan_study
 
-    runs = plan_study(rec["preset"], out)
+    runs = plan_study(load_preset(rec["preset"]), out)
     dataset = out / "dataset"
     revisions = read_table(dataset, "revisions")
     claims = Dataset(dataset, create=False).claims() if (dataset / "ckptgeo.json").exists() else {}

@@ -262,7 +262,12 @@ def _submit(command: str, args: list[str], slurm: dict, *, stage: bool, dry_run:
         if stage:
             raise InvalidParameterError("--stage fetches Hub checkpoints; reproduce trains its own, so there is "
                                         "nothing to stage", name="stage", value=True)
-        selection = {"preset": cargs.preset, "device": cargs.device}
+        from ckptgeo.cli.reproduce import load_preset
+        from ckptgeo.studies.reproduce import plan_study
+
+        runs = plan_study(load_preset(cargs.preset), out)   # refuses a bad preset before anything is submitted
+        preset = str(Path(cargs.preset).absolute()) if cargs.preset.endswith(".json") else cargs.preset
+        selection = {"preset": preset, "device": cargs.device, "runs": [r.name for r in runs]}
     else:
         if getattr(cargs, "dry_run", False):
             raise InvalidParameterError(f"--dry-run goes before {command} here: `ckptgeo submit --dry-run {command} "
