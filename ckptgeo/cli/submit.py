@@ -272,7 +272,8 @@ def _submit(command: str, args: list[str], slurm: dict, *, stage: bool, dry_run:
         if getattr(cargs, "dry_run", False):
             raise InvalidParameterError(f"--dry-run goes before {command} here: `ckptgeo submit --dry-run {command} "
                                         f"...` prints the sbatch script", name="dry_run", value=True)
-        selection = _selection(command, cargs)
+        # a resubmission knows its selection from the record and contacts no Hub
+        selection = _selection(command, cargs) if record is None else {}
     logs = out / "slurm" / "logs"
     script = sbatch_script(command, args, slurm, stage=stage, logs=logs, cwd=Path.cwd())
     if dry_run:
@@ -283,7 +284,9 @@ def _submit(command: str, args: list[str], slurm: dict, *, stage: bool, dry_run:
         from ckptgeo.store.dataset import Dataset
 
         Dataset(out)   # refuses a foreign folder before anything is submitted
-        if stage:
+        if stage and record is not None:
+            print("the selection was staged by the first submission; the workers run with HF_HUB_OFFLINE=1")
+        elif stage:
             from ckptgeo.cli.fetch import fetch_revisions
 
             got = fetch_revisions(selection["source"], ",".join(selection["revisions"]))
