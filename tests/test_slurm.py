@@ -53,15 +53,22 @@ def slurm(monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
 
 
+_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+          "DEADLINE"}
+
+
 def _wait(job: str, timeout: float = 900) -> None:
-    """Until no task of ``job`` is pending or running (squeue), or ``timeout`` s."""
+    """Until every task of array ``job`` has ended (``scontrol show job``: squeue may not list a job submitted
+    a moment ago), or ``timeout`` s."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        q = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T"], capture_output=True, text=True)
-        if q.returncode == 0 and not q.stdout.strip():
+        q = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True)
+        states = [w.split("=", 1)[1] for line in q.stdout.splitlines() for w in line.split()
+                  if w.startswith("JobState=")]
+        if q.returncode == 0 and states and all(s in _ENDED for s in states):
             return
         time.sleep(1)
-    raise TimeoutError(f"job {job} still in squeue after {timeout} s")
+    raise TimeoutError(f"job {job} has not ended after {timeout} s")
 
 
 def _canon(out: Path, table: str) -> pd.DataFrame:
