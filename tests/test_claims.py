@@ -164,7 +164,7 @@ def test_submit_dry_run_prints_an_sbatch_script_and_status_reads_the_record(ckpt
     for line in ("#SBATCH --array=0-2%2", "#SBATCH --partition=gpu", "#SBATCH --account=lab", "#SBATCH --time=30",
                  "#SBATCH --gpus-per-task=1", "#SBATCH --mem=16G", "export HF_HUB_OFFLINE=1"):
         assert line in script.splitlines(), line
-    assert script.splitlines()[-1].endswith(f"-m ckptgeo scan {ckpts} --out {out} --revisions all --suite {SUITE}")
+    assert script.splitlines()[-1].endswith(f"-m ckptgeo -v scan {ckpts} --out {out} --revisions all --suite {SUITE}")
     assert not out.exists()   # a dry run writes nothing
 
 
@@ -182,7 +182,7 @@ def test_submit_reproduce_dry_run_splits_runs_over_the_array(tmp_path, capsys):
                  "--workers", "6", "--time", "2:00:00", "--array-parallelism", "2"]) == 0
     script = capsys.readouterr().out
     assert "#SBATCH --array=0-5%2" in script and "#SBATCH --time=2:00:00" in script
-    assert script.rstrip().endswith(f"-m ckptgeo reproduce --preset cpu --out {tmp_path / 'r'}")
+    assert script.rstrip().endswith(f"-m ckptgeo -v reproduce --preset cpu --out {tmp_path / 'r'}")
     assert not (tmp_path / "r").exists()
 
 

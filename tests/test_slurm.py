@@ -66,6 +66,7 @@ def _wait(job: str, timeout: float = 900) -> None:
         states = [w.split("=", 1)[1] for line in q.stdout.splitlines() for w in line.split()
                   if w.startswith("JobState=")]
         if q.returncode == 0 and states and all(s in _ENDED for s in states):
+            print(f"job {job} ended: {' '.join(w for w in q.stdout.split() if w.startswith(('JobId=', 'ArrayTaskId=', 'JobState=')))}")
             return
         time.sleep(1)
     raise TimeoutError(f"job {job} has not ended after {timeout} s")
@@ -83,8 +84,8 @@ def _scan_cli(out: Path, *extra: str) -> list[str]:
 
 
 def _job_of(text: str) -> str:
-    return next(w for line in text.splitlines() if line.startswith("submitted job")
-                for w in [line.split()[2].rstrip(":")])
+    """The job id of the last "submitted job N: ..." line (the test's own prints land in capsys too)."""
+    return [line.split()[2].rstrip(":") for line in text.splitlines() if line.startswith("submitted job")][-1]
 
 
 def test_a_plain_sbatch_array_of_scans_equals_one_process(local_hub, tmp_path):
@@ -176,8 +177,10 @@ def test_submit_stage_cancel_status_resubmit(local_hub, tmp_path, monkeypatch, c
     geo = pd.read_parquet(out / "geometry")
     assert not geo.duplicated(KEYS["geometry"]).any()
     assert set(geo.revision) == set(REVS.split(","))
-    for log in sorted((out / "slurm" / "logs").glob("*_log.out")):
-        print(log.name, next((l for l in log.read_text().splitlines() if "measured" in l), "(no summary)"))
+    for log in sorted((out / "slurm" / "logs").glob("*_log.err")):
+        mine = [l.split()[3] for l in log.read_text().splitlines() if "ckptgeo.engine.scan: measured" in l]
+        took = [l.split(" claim ")[1].split("--")[1] for l in log.read_text().splitlines() if "taking over" in l]
+        print(f"{log.name[:-8]}: measured {mine}" + (f", took over the stale claim of {took}" if took else ""))
 
 
 def test_a_small_reproduce_grid_through_submit(tmp_path, capsys):

@@ -117,7 +117,8 @@ def parse_time(text: str) -> int:
 
 
 def _worker_argv(command: str, args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "ckptgeo", command, *args]
+    """The command an array task runs (``-v``: each measured revision gets a log line)."""
+    return [sys.executable, "-m", "ckptgeo", "-v", command, *args]
 
 
 def _env_lines(stage: bool) -> list[str]:
