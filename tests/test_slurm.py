@@ -74,7 +74,9 @@ def _wait(job: str, timeout: float = 900) -> None:
 
 def _canon(out: Path, table: str) -> pd.DataFrame:
     df = pd.read_parquet(out / table)
-    drop = [c for c in df.columns if c.startswith("seconds")]   # timings differ from run to run
+    from ckptgeo.store.schemas import TIMING_COLUMNS
+
+    drop = [c for c in df.columns if c in TIMING_COLUMNS]   # timings differ from run to run
     return df.drop(columns=drop).sort_values(KEYS[table]).reset_index(drop=True)
 
 
