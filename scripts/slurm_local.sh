@@ -20,7 +20,13 @@ if [ ! -s /etc/munge/munge.key ]; then
 fi
 chown -R munge:munge /etc/munge /var/run/munge /var/log/munge /var/lib/munge
 chmod 400 /etc/munge/munge.key
+marker="# written by ckptgeo scripts/slurm_local.sh"
+if [ -e /etc/slurm/slurm.conf ] && ! grep -qF "$marker" /etc/slurm/slurm.conf; then
+  echo "slurm_local.sh: /etc/slurm/slurm.conf exists and was not written by this script; leaving it alone" >&2
+  exit 1
+fi
 cat > /etc/slurm/slurm.conf.new <<CONF
+${marker}
 ClusterName=local
 SlurmctldHost=${host}
 SlurmUser=root
