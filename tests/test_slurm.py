@@ -121,7 +121,7 @@ def _claims_of_task(out: Path, task: str) -> list[str]:
     import json
 
     found = []
-    for p in (out / ".locks").glob("*.claim"):
+    for p in (out / ".locks").glob("*--*.claim"):   # revisions' claims (not the dataset-wide resolve.claim)
         try:
             info = json.loads(p.read_text())
         except (OSError, ValueError):

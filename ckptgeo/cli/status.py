@@ -66,7 +66,7 @@ def _scan_rows(out: Path, rec: dict | None) -> list[dict]:
     now = time.time()
     rows = []
     if rec is not None:
-        names = [(n, part_name(rec["source_name"], n, rec["config_hash"])[: -len(".parquet")])
+        names = [(n, part_name(rec["model"], n, rec["config_hash"])[: -len(".parquet")])
                  for n in rec["revisions"]]
         if not revisions.empty:
             revisions = revisions[revisions.config_hash == rec["config_hash"]]

@@ -187,8 +187,9 @@ def _command_args(command: str, args: list[str]) -> argparse.Namespace:
         raise
 
 
-def _selection(command: str, cargs: argparse.Namespace) -> dict:
-    """What a scan or probe will measure: source name, config hash and selected revision names."""
+def _selection(command: str, cargs: argparse.Namespace, out: Path) -> dict:
+    """What a scan or probe will measure: the model its parts are named by, config hash and selected revision
+    names."""
     import dataclasses
 
     from ckptgeo.cli._options import _scan_kwargs
@@ -203,7 +204,11 @@ def _selection(command: str, cargs: argparse.Namespace) -> dict:
     kwargs = {**_scan_kwargs(cargs), "metrics": metrics, "max_disk": parse_size(cargs.max_disk)}
     kwargs = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in kwargs.items()}
     res = resolve(str(cargs.source), dataclasses.replace(ScanConfig(), **kwargs))
-    return {"source": str(cargs.source), "source_name": res.source.name, "config_hash": res.config_hash,
+    from ckptgeo.engine.plan import dataset_model
+    from ckptgeo.store.dataset import Dataset
+
+    known = Dataset(out, create=False).sources() if (out / "ckptgeo.json").exists() else None
+    return {"source": str(cargs.source), "model": dataset_model(res.source, known), "config_hash": res.config_hash,
             "revisions": [r.name for r in res.selected]}
 
 
@@ -274,7 +279,7 @@ def _submit(command: str, args: list[str], slurm: dict, *, stage: bool, dry_run:
             raise InvalidParameterError(f"--dry-run goes before {command} here: `ckptgeo submit --dry-run {command} "
                                         f"...` prints the sbatch script", name="dry_run", value=True)
         # a resubmission knows its selection from the record and contacts no Hub
-        selection = _selection(command, cargs) if record is None else {}
+        selection = _selection(command, cargs, out) if record is None else {}
     logs = out / "slurm" / "logs"
     script = sbatch_script(command, args, slurm, stage=stage, logs=logs, cwd=Path.cwd())
     if dry_run:
