@@ -234,6 +234,42 @@ def _parse_range(header: Optional[str], size: int) -> Optional[tuple[int, int]]:
 # --------------------------------------------------------------------------------------------------
 # the patches
 # --------------------------------------------------------------------------------------------------
+#: file under the server's repos-path where every GET of a file appends one line, once its body is sent:
+#: ``org/name<TAB>revision<TAB>path<TAB>bytes`` (the bytes that went over the socket for that request)
+SERVED_FILE = "served.tsv"
+
+
+def _counted(chunks: Iterator[bytes], ledger: str, where: str) -> Iterator[bytes]:
+    """``chunks`` passed through; their total length appended to ``ledger`` when the stream ends."""
+    sent = 0
+    try:
+        for chunk in chunks:
+            sent += len(chunk)
+            yield chunk
+    finally:
+        try:
+            os.makedirs(os.path.dirname(ledger), exist_ok=True)
+            with open(ledger, "a") as f:
+                f.write(f"{where}\t{sent}\n")
+        except OSError as err:  # the count is lost, the download is not
+            logger.warning("cannot record served bytes in %s: %s", ledger, err)
+
+
+def served_bytes(workdir, repo_id: Optional[str] = None) -> dict[tuple[str, str], int]:
+    """Bytes served per (revision as requested, file path) by the server whose ``--workdir`` is ``workdir``
+    (GETs summed; only repository ``repo_id`` when given); empty before any GET."""
+    path = os.path.join(str(workdir), "repos", SERVED_FILE)
+    out: dict[tuple[str, str], int] = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            repo, rev, name, sent = line.rstrip("\n").split("\t")
+            if repo_id is None or repo == repo_id:
+                out[(rev, name)] = out.get((rev, name), 0) + int(sent)
+    return out
+
+
 def apply_patches() -> None:
     """Patch the imported olah modules in place (idempotent).
 
@@ -354,12 +390,15 @@ def apply_patches() -> None:
             return error
         headers = _headers(entry)
         span = _parse_range(request.headers.get("range"), entry.size)
+        ledger = os.path.join(app_.state.app_settings.config.repos_path, SERVED_FILE)
+        where = f"{org}/{repo}\t{commit}\t{file_path}"
         if span is None:
-            return StreamingResponse(_read_range(entry, 0, entry.size), headers=headers)
+            return StreamingResponse(_counted(_read_range(entry, 0, entry.size), ledger, where), headers=headers)
         start, stop = span
         headers["content-length"] = str(stop - start)
         headers["content-range"] = f"bytes {start}-{stop - 1}/{entry.size}"
-        return StreamingResponse(_read_range(entry, start, stop), status_code=206, headers=headers)
+        return StreamingResponse(_counted(_read_range(entry, start, stop), ledger, where), status_code=206,
+                                 headers=headers)
 
     # the route functions call these through file_routes' module globals
     file_routes.file_head_common = file_head_common

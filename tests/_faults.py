@@ -134,7 +134,7 @@ def _kill_load(n):  # before the n-th revision's weights are read
 def _kill_swap(n):  # weights read and checked, not yet copied into the model
     import ckptgeo.engine.model as models
 
-    _wrap(models, "load_state_dict", n, after=True)
+    _wrap(models, "open_checkpoint", n, after=True)
 
 
 def _kill_forward(n):  # "while computing": at the n-th forward pass of the model

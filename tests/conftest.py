@@ -200,6 +200,13 @@ class LocalHub:
     log: Path
     _added: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def served_bytes(self, repo_id: str | None = None) -> dict[tuple[str, str], int]:
+        """Bytes the server has sent so far per (revision, file path), over every GET (of ``repo_id`` only when given):
+        what went over loopback, counted by the server (:func:`scripts.olah_local.served_bytes`)."""
+        from scripts.olah_local import served_bytes
+
+        return served_bytes(self.log.parent / "olah", repo_id)
+
     def add_repo(self, name: str, *, org: str = "testorg", **kwargs: Any):
         """Build ``<org>/<name>`` with ``make_test_repo(**kwargs)`` and serve it (no restart needed).
 

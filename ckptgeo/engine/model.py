@@ -1,17 +1,27 @@
 """Build the model once, then swap each revision's weights into it.
 
 :class:`ModelHolder` builds the architecture from the first revision's ``config.json`` and, for every
-revision, reads the weight files (safetensors, sharded or not; PyTorch ``.bin`` as a fallback), checks
-them (readable, complete, finite, same tensor shapes) and copies them into the existing parameters.
+revision, opens the weight files (safetensors, sharded or not; PyTorch ``.bin`` as a fallback), checks
+their names and shapes from the headers alone (complete, same tensor shapes), then streams them into
+the existing parameters one tensor at a time, checking each is finite: no second full copy of the
+weights is ever held. safetensors files are memory-mapped and read straight to the model's device
+(``safe_open(device=...)``: on a GPU the bytes go from the page cache to device memory); ``.bin``
+files load through :func:`ckptgeo._io.load_torch_safely` (``weights_only=True``: no pickle code runs),
+whole, as that loader reads them. :func:`read_ahead` asks the kernel to start reading a folder's weight
+files into the page cache, so the next revision's load reads memory, not disk.
 Config fields that change no tensor shape are ignored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -20,7 +30,8 @@ from ckptgeo._io import load_torch_safely
 from ckptgeo.errors import ArchitectureMismatchError, CorruptCheckpointError, InvalidParameterError, UnsafeFileError
 from ckptgeo.sources.weights import weight_shards
 
-__all__ = ["ModelHolder", "load_state_dict", "sha256_file", "DTYPES", "needs_own_code"]
+__all__ = ["ModelHolder", "LoadStats", "load_state_dict", "open_checkpoint", "read_ahead", "sha256_file",
+           "DTYPES", "needs_own_code"]
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +50,7 @@ def sha256_file(path: str | Path, chunk: int = 8 << 20) -> str:
 
 
 def load_state_dict(folder: str | Path, *, revision: str = "") -> dict[str, torch.Tensor]:
-    """All tensors of the checkpoint in ``folder`` (on CPU, in their stored dtype).
+    """All tensors of the checkpoint in ``folder`` (on CPU, in their stored dtype), as one dict.
 
     Raises
     ------
@@ -47,30 +58,130 @@ def load_state_dict(folder: str | Path, *, revision: str = "") -> dict[str, torc
         No weight file, a shard named by the index is missing, or a file cannot be parsed (truncated,
         corrupt); the message names the revision and the file.
     """
-    from safetensors.torch import load_file
+    with open_checkpoint(folder, revision=revision) as ckpt:
+        return dict(ckpt.tensors())
 
+
+class _Checkpoint:
+    """The weight files of one checkpoint, opened: tensor names and shapes read from the headers, data
+    read only by :meth:`tensors`. A context manager (closes the files)."""
+
+    def __init__(self, files: list[Path], revision: str, device: torch.device):
+        self.files, self.revision, self.device = files, revision, device
+        self.stack = contextlib.ExitStack()
+        self.handles: list[tuple[Path, object]] = []
+        #: tensor name -> shape, over every file
+        self.shapes: dict[str, tuple[int, ...]] = {}
+
+    def __enter__(self) -> "_Checkpoint":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stack.close()
+
+    def open(self) -> "_Checkpoint":
+        from safetensors import safe_open
+
+        for f in self.files:
+            if not f.exists():
+                raise CorruptCheckpointError(f"{self.revision}: weight file {f.name} is missing",
+                                             revision=self.revision, path=str(f))
+            try:
+                if f.suffix == ".safetensors":
+                    # safetensors reads CPU or CUDA devices directly; others (mps ...) go through the CPU
+                    where = str(self.device) if self.device.type in ("cpu", "cuda") else "cpu"
+                    handle = self.stack.enter_context(safe_open(str(f), framework="pt", device=where))
+                    shapes = {k: tuple(handle.get_slice(k).get_shape()) for k in handle.keys()}
+                else:
+                    handle = load_torch_safely(f, label=f"{self.revision}: weight file ")
+                    shapes = {k: tuple(t.shape) for k, t in handle.items()}
+            except UnsafeFileError as err:
+                raise UnsafeFileError(str(err), revision=self.revision, path=str(f)) from None
+            except Exception as err:  # safetensors / torch raise many types on a truncated file
+                raise CorruptCheckpointError(
+                    f"{self.revision}: weight file {f} is damaged (truncated or corrupt; {type(err).__name__}: "
+                    f"{err}); {damaged_file_advice(f)}", revision=self.revision, path=str(f)) from err
+            self.handles.append((f, handle))
+            self.shapes.update(shapes)
+        return self
+
+    def tensors(self, names=None):
+        """(name, tensor) one at a time, in file order (only ``names`` when given); a tensor is read when
+        it is reached, so at most one is held outside the model."""
+        for f, handle in self.handles:
+            keys = handle.keys() if names is None else [k for k in handle.keys() if k in names]
+            for key in keys:
+                try:
+                    tensor = handle.get_tensor(key) if f.suffix == ".safetensors" else handle[key]
+                except Exception as err:
+                    raise CorruptCheckpointError(
+                        f"{self.revision}: weight file {f} is damaged (tensor {key} unreadable; "
+                        f"{type(err).__name__}: {err}); {damaged_file_advice(f)}", revision=self.revision,
+                        path=str(f)) from err
+                yield key, tensor
+
+
+def open_checkpoint(folder: str | Path, *, revision: str = "", device: str | torch.device = "cpu") -> _Checkpoint:
+    """The checkpoint in ``folder`` opened for streaming (names and shapes read, no tensor data yet).
+
+    Raises
+    ------
+    CorruptCheckpointError
+        No weight file, a shard named by the index is missing, or a file's header cannot be parsed
+        (truncated, corrupt); the message names the revision and the file.
+    """
     folder = Path(folder)
     files = weight_shards(folder, revision=revision)
     if not files:
         raise CorruptCheckpointError(f"{revision}: no weight file (*.safetensors or pytorch_model*.bin) in {folder}",
                                      revision=revision, path=str(folder))
-    state: dict[str, torch.Tensor] = {}
+    ckpt = _Checkpoint(files, revision, torch.device(device))
+    try:
+        return ckpt.open()
+    except BaseException:
+        ckpt.stack.close()
+        raise
+
+
+def read_ahead(folder: str | Path) -> int:
+    """Ask the kernel to read ``folder``'s weight files into the page cache in the background
+    (``posix_fadvise(WILLNEED)``); returns the bytes advised (0 where unsupported or nothing is there).
+    Never raises: a read-ahead that cannot happen only leaves the load to read the disk itself."""
+    advise = getattr(os, "posix_fadvise", None)
+    total = 0
+    try:
+        files = weight_shards(folder)
+    except (CorruptCheckpointError, OSError):
+        return 0
     for f in files:
-        if not f.exists():
-            raise CorruptCheckpointError(f"{revision}: weight file {f.name} is missing", revision=revision,
-                                         path=str(f))
         try:
-            if f.suffix == ".safetensors":
-                state.update(load_file(str(f)))
-            else:
-                state.update(load_torch_safely(f, label=f"{revision}: weight file "))
-        except UnsafeFileError as err:
-            raise UnsafeFileError(str(err), revision=revision, path=str(f)) from None
-        except Exception as err:  # safetensors / pickle raise many types on a truncated file
-            raise CorruptCheckpointError(
-                f"{revision}: weight file {f} is damaged (truncated or corrupt; {type(err).__name__}: {err}); "
-                f"{damaged_file_advice(f)}", revision=revision, path=str(f)) from err
-    return state
+            fd = os.open(f, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            size = os.fstat(fd).st_size
+            if advise is not None:
+                advise(fd, 0, size, os.POSIX_FADV_WILLNEED)
+                total += size
+        except OSError as err:
+            log.debug("read-ahead of %s failed: %s", f, err)
+        finally:
+            os.close(fd)
+    return total
+
+
+@dataclass(frozen=True)
+class LoadStats:
+    """One :meth:`ModelHolder.load`: ``bytes`` of weight files read and ``seconds`` taken (wall, from
+    opening the files to the last tensor copied)."""
+
+    bytes: int
+    seconds: float
+
+    @property
+    def seconds_per_gb(self) -> float:
+        """Seconds per 10^9 bytes read (inf for an empty load)."""
+        return self.seconds / (self.bytes / 1e9) if self.bytes else float("inf")
 
 
 def damaged_file_advice(path: str | Path) -> str:
@@ -102,6 +213,8 @@ class ModelHolder:
         self.model: torch.nn.Module | None = None
         self.config = None
         self._renames: list | None = None
+        #: what the last :meth:`load` read and how long it took
+        self.last_load: LoadStats | None = None
 
     def load(self, folder: str | Path, *, revision: str = "") -> torch.nn.Module:
         """Put the weights in ``folder`` into the model (building it on first use) and return it in eval mode.
@@ -124,31 +237,37 @@ class ModelHolder:
                     raise ArchitectureMismatchError(
                         f"{revision}: config field {f} is {new!r}, but the model was built with {old!r} from the "
                         f"first revision; scan differing architectures separately", revision=revision)
-        state = self._rename(load_state_dict(folder, revision=revision))
-        params = dict(self.model.named_parameters())
-        buffers = dict(self.model.named_buffers())
-        for name, tensor in state.items():
-            target = params.get(name, buffers.get(name))
-            if target is None:
-                continue  # stale buffers of old checkpoints (e.g. attention.bias masks)
-            if tuple(target.shape) != tuple(tensor.shape):
-                raise ArchitectureMismatchError(
-                    f"{revision}: tensor {name} has shape {tuple(tensor.shape)}, the model expects "
-                    f"{tuple(target.shape)}", revision=revision)
-            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-                raise CorruptCheckpointError(f"{revision}: weight tensor {name} holds NaN or inf",
-                                             revision=revision, path=str(folder))
-        missing = [n for n in params if n not in state and not self._is_tied(n, state)]
-        if missing:
-            raise CorruptCheckpointError(
-                f"{revision}: {len(missing)} parameters missing from the weight files, e.g. {missing[:3]}",
-                revision=revision, path=str(folder))
-        with torch.no_grad():
-            for name, tensor in state.items():
+        t0 = time.perf_counter()
+        with open_checkpoint(folder, revision=revision, device=self.device) as ckpt:
+            names = self._rename_map(ckpt.shapes)
+            params = dict(self.model.named_parameters())
+            buffers = dict(self.model.named_buffers())
+            for key, name in names.items():
                 target = params.get(name, buffers.get(name))
-                if target is not None:
-                    target.copy_(tensor.to(dtype=target.dtype))
-            self._retie()
+                if target is not None and tuple(target.shape) != ckpt.shapes[key]:
+                    raise ArchitectureMismatchError(
+                        f"{revision}: tensor {name} has shape {ckpt.shapes[key]}, the model expects "
+                        f"{tuple(target.shape)}", revision=revision)
+            present = set(names.values())
+            missing = [n for n in params if n not in present and not self._is_tied(n, present)]
+            if missing:
+                raise CorruptCheckpointError(
+                    f"{revision}: {len(missing)} parameters missing from the weight files, e.g. {missing[:3]}",
+                    revision=revision, path=str(folder))
+            wanted = {k for k, n in names.items() if n in params or n in buffers}
+            with torch.no_grad():
+                # a NaN found part way leaves earlier tensors copied: the revision fails, and the next load
+                # overwrites every parameter (all are required above)
+                for key, tensor in ckpt.tensors(wanted):
+                    if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                        raise CorruptCheckpointError(f"{revision}: weight tensor {names[key]} holds NaN or inf",
+                                                     revision=revision, path=str(folder))
+                    target = params.get(names[key], buffers.get(names[key]))
+                    target.copy_(tensor)
+                    del tensor
+                self._retie()
+            nbytes = sum(f.stat().st_size for f, _ in ckpt.handles)
+        self.last_load = LoadStats(nbytes, time.perf_counter() - t0)
         return self.model
 
     def build(self, folder: str | Path, *, revision: str = "") -> None:
@@ -170,8 +289,8 @@ class ModelHolder:
         self.model = AutoModelForCausalLM.from_config(config, dtype=self.dtype, trust_remote_code=False)
         self.model.to(self.device).eval()
 
-    def _rename(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Map checkpoint key names to the model's, with transformers' own renaming rules (e.g. GPT-NeoX's
+    def _rename_map(self, keys) -> dict[str, str]:
+        """Checkpoint key -> the model's name, with transformers' own renaming rules (e.g. GPT-NeoX's
         ``embed_out`` is ``lm_head`` in transformers 5). Rules other than pure renames are not applied."""
         if self._renames is None:
             try:
@@ -185,17 +304,18 @@ class ModelHolder:
                 self._renames = []
         own = set(self.model.state_dict())
         out = {}
-        for key, tensor in state.items():
+        for key in keys:
+            name = key
             if key not in own:
                 for pattern, target in self._renames:
                     new = pattern.sub(target, key)
                     if new != key and new in own:
-                        key = new
+                        name = new
                         break
-            out[key] = tensor
+            out[key] = name
         return out
 
-    def _is_tied(self, name: str, state: dict) -> bool:
+    def _is_tied(self, name: str, present) -> bool:
         if not getattr(self.config, "tie_word_embeddings", False):
             return False
         out = self.model.get_output_embeddings()

@@ -57,9 +57,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class ScanResult:
     """Outcome of :func:`scan`: the dataset folder, revision names measured / skipped (done before) /
-    failed (with errors) / locked by another process, duplicate pairs, the config hash, and the groups of
+    failed (with errors) / locked by another process, duplicate pairs, the config hash, the groups of
     selected revisions serving the same weights (:class:`~ckptgeo.sources.integrity.WeightGroup`, left out of
-    the analysis by default)."""
+    the analysis by default), and where each measured revision's time went."""
 
     out: Path
     measured: list[str] = field(default_factory=list)
@@ -72,6 +72,9 @@ class ScanResult:
     #: the ``model`` of the rows (and parts), and every revision selected (all processes' shares together)
     model: str = ""
     selected: list[str] = field(default_factory=list)
+    #: per measured revision: seconds spent waiting for its ``download`` (0 when prefetched in time),
+    #: ``verify``, ``load``, ``measure``, ``write``, and ``load_bytes`` (weight bytes read by the load)
+    seconds: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None, suites=(), metrics=(),
@@ -194,8 +197,11 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
 # ------------------------------------------------------------------------------------------ the run
 
 class _Prefetcher:
-    """Downloads ahead: ``ahead(i)`` starts the fetches of revisions i+1 … i+prefetch, ``get(i)`` waits for
-    revision i's folder, ``drop(i)`` gives up a revision this process will not measure after all."""
+    """Downloads ahead: ``ahead(i)`` starts the fetches of revisions i+1 … i+prefetch (each in its own
+    thread, so K revisions are in flight at once), and once a revision's files are on disk asks the kernel
+    to read them into the page cache (:func:`~ckptgeo.engine.model.read_ahead`) while the current one is
+    measured; ``get(i)`` waits for revision i's folder, ``drop(i)`` gives up a revision this process will
+    not measure after all. ``seconds`` holds each fetch call's seconds, per revision name."""
 
     def __init__(self, source, todo: list[Revision], prefetch: int, needs_fetch):
         self.source, self.todo, self.prefetch, self.needs_fetch = source, todo, prefetch, needs_fetch
@@ -204,23 +210,28 @@ class _Prefetcher:
         #: revision name -> seconds its fetch call took
         self.seconds: dict[str, float] = {}
 
-    def _timed_fetch(self, rev: Revision) -> Path:
+    def _fetch(self, rev: Revision, ahead: bool) -> Path:
+        from ckptgeo.engine.model import read_ahead
+
         t0 = time.perf_counter()
         try:
-            return self.source.fetch(rev)
+            path = self.source.fetch(rev)
         finally:
             self.seconds[rev.name] = time.perf_counter() - t0
+        if ahead:
+            read_ahead(path)
+        return path
 
-    def _submit(self, i: int) -> None:
+    def _submit(self, i: int, ahead: bool = True) -> None:
         if i < len(self.todo) and i not in self.futures and self.needs_fetch(self.todo[i]):
-            self.futures[i] = self.pool.submit(self._timed_fetch, self.todo[i])
+            self.futures[i] = self.pool.submit(self._fetch, self.todo[i], ahead)
 
     def ahead(self, i: int) -> None:
         for j in range(i + 1, i + 1 + self.prefetch):
             self._submit(j)
 
     def get(self, i: int) -> Path:
-        self._submit(i)
+        self._submit(i, ahead=False)
         return self.futures.pop(i).result()
 
     def drop(self, i: int) -> None:
@@ -324,6 +335,9 @@ class _Run:
                   tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
                   bar=_progress(len(plan.todo), f"scan {source.name}"), threads=contextlib.ExitStack())
+        expect = getattr(source, "expect", None)
+        if expect is not None:  # blobs a later revision shares survive eviction (downloaded once)
+            expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])
         run._read_architecture()
         run._set_threads()
         return run
@@ -397,11 +411,17 @@ class _Run:
                 model = self.holder.load(path, revision=rev.name)
             per_measure: dict[str, float] = {}
             artifacts: dict = {}
+            t_measure = time.perf_counter()
             rows = self.measure(model, rev, name, base, seconds=per_measure, artifacts=artifacts)
+            t_measure = time.perf_counter() - t_measure
             clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()))
             self.write(name, rows, base, files, t0, clock, artifacts)
             self.result.measured.append(rev.name)
             log.info("measured %s in %.1f s", rev.name, time.perf_counter() - t0)
+            self.result.seconds[rev.name] = {
+                "download": clock.seconds["seconds_wait"], "verify": clock.seconds["seconds_verify"],
+                "load": clock.seconds["seconds_load"], "measure": t_measure,
+                "write": clock.seconds.get("seconds_write", 0.0), "load_bytes": float(self.holder.last_load.bytes)}
         except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
             self.fail(rev, name, base, err, t0)
         finally:

@@ -28,6 +28,7 @@ files are retried by huggingface_hub itself (``http_backoff``), which also honou
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -141,6 +142,8 @@ class HubSource:
         self._files: dict[tuple, list[WeightFile]] = {}
         self._preexisting = self._cached_commits()
         self._had_files: set[str] = set()
+        #: revision name -> sha256 of its weight files, for the revisions still to be fetched (:meth:`expect`)
+        self._pending: dict[str, set[str]] = {}
 
     # -- errors -------------------------------------------------------------------------------
     def _call(self, what: str, fn, *args, label: str | None = None, **kwargs):
@@ -333,7 +336,15 @@ class HubSource:
             _remember_ref(path, "main", revision.commit)
         return path
 
+    def expect(self, revisions: list[Revision]) -> None:
+        """Announce the revisions to be fetched after the current one (in any order). :meth:`release` then
+        keeps every blob (by its sha256) that one of them still needs, so a weight file several branches
+        share (the same LFS object) is downloaded once: ``hf_hub_download`` links a blob already in the
+        cache into the next snapshot without fetching it again."""
+        self._pending = {r.name: {f.sha256 for f in self.weight_files(r) if f.sha256} for r in revisions}
+
     def release(self, revision: Revision) -> None:
+        self._pending.pop(revision.name, None)
         if self.keep_cache or self.offline or revision.commit is None or revision.commit in self._preexisting:
             return
         if revision.subfolder is not None:
@@ -351,6 +362,12 @@ class HubSource:
             if repo.repo_id == self.repo_id and repo.repo_type == "model":
                 if any(r.commit_hash == revision.commit for r in repo.revisions):
                     strategy = info.delete_revisions(revision.commit)
+                    needed = set().union(*self._pending.values())
+                    kept = {b for b in strategy.blobs if b.name in needed}
+                    if kept:  # a later revision serves the same file: keep its bytes, drop only the links
+                        log.debug("%s@%s: keeping %d blob(s) a later revision shares", self.repo_id, revision.name,
+                                  len(kept))
+                        strategy = dataclasses.replace(strategy, blobs=strategy.blobs - kept)
                     log.debug("evicting %s@%s: %s freed", self.repo_id, revision.name, strategy.expected_freed_size_str)
                     strategy.execute()
                 return
@@ -361,7 +378,8 @@ class HubSource:
         if folder is None or not folder.is_dir():
             return
         root = folder.parents[2] if revision.subfolder else folder.parents[1]
-        blobs = {p.resolve() for p in folder.rglob("*") if p.is_symlink()}
+        needed = set().union(*self._pending.values())
+        blobs = {b for p in folder.rglob("*") if p.is_symlink() and (b := p.resolve()).name not in needed}
         for p in sorted(folder.rglob("*"), reverse=True):
             p.unlink() if not p.is_dir() or p.is_symlink() else p.rmdir()
         folder.rmdir()
