@@ -139,3 +139,122 @@ def test_a_file_shared_by_branches_is_downloaded_once(local_hub, shared_repo, tm
     assert not (cache / "blobs").exists() or not [p for p in (cache / "blobs").iterdir() if p.stat().st_size > 10_000]
     assert set(res.seconds) == set(res.measured)
     assert all(s["load_bytes"] > 0 and s["load"] > 0 for s in res.seconds.values())
+
+
+# ------------------------------------------------------------------------------------ forward passes
+@pytest.fixture(scope="module")
+def tokenizer():
+    from tests._checkpoints import train_tokenizer
+
+    return train_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model():
+    from transformers import GPTNeoXForCausalLM
+
+    torch.manual_seed(3)
+    return GPTNeoXForCausalLM(tiny_config()).eval()
+
+
+def _pairs_suite(name: str, sentences: list[tuple[str, str]]):
+    from ckptgeo.suites.items import Item, Suite
+
+    return Suite(name, tuple(Item(id=str(i), suite=name, kind="minimal_pair", good=g, bad=b)
+                             for i, (g, b) in enumerate(sentences)))
+
+
+def test_padding_is_counted_per_batch(model, tokenizer):
+    """Minimal pairs, length-sorted, batch size 2: the padding counted equals the hand count over the
+    batches the sort makes (each batch as long as its longest sentence)."""
+    from ckptgeo.engine.forward import prepare_suite, run_suite
+
+    suite = _pairs_suite("p", [("the fox", "fox the"), ("the quick brown fox jumps", "quick the brown fox jumps"),
+                               ("the dog", "dog the dog"), ("the lazy dog jumps over", "lazy the dog")])
+    ps = prepare_suite(suite, tokenizer, n_samples=None)
+    lengths = sorted((len(s) for p in ps.items for s in (p.good, p.bad)), reverse=True)
+    batches = [lengths[i:i + 2] for i in range(0, len(lengths), 2)]
+    slots = sum(max(b) * len(b) for b in batches)
+    out = run_suite(model, ps, batch_size=2)
+    pad = out.extra["padding"]
+    assert (pad.slots, pad.pad) == (slots, slots - sum(lengths))
+    assert 0 < pad.share < 0.5 and out.extra["batch_size"] == 2
+
+
+def test_suites_with_the_same_items_run_one_forward_sweep(model, tokenizer):
+    """Two suites of the same tokens under other names: one sweep (forward calls counted with a hook on the
+    real model), equal rows, each under its own suite name; a third, different suite runs its own."""
+    from ckptgeo.engine.config import ScanConfig
+    from ckptgeo.engine.forward import prepare_suite
+    from ckptgeo.engine.measure import configure_metrics, measure_revision
+
+    same = [("the fox", "fox the"), ("the quick brown fox", "quick the brown fox"), ("the dog", "dog the")]
+    suites = [_pairs_suite("a", same), _pairs_suite("b", same), _pairs_suite("c", same[:2])]
+    prepared = [prepare_suite(s, tokenizer, n_samples=None) for s in suites]
+    config = ScanConfig(metrics=("rankme", "behavior"), batch_size=4)
+    calls = []
+    handle = model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        rows = measure_revision(model, prepared, configure_metrics(config), config, {}, revision="r")
+    finally:
+        handle.remove()
+    assert len(calls) == 2 + 1          # a: 6 sentences in 2 batches of 4; b: none; c: 4 sentences in 1
+    geo = {s: [r["value"] for r in rows["geometry"] if r["suite"] == s] for s in "abc"}
+    assert geo["a"] == geo["b"] and len(geo["a"]) == 3 and geo["c"] != geo["a"]
+    acc = {r["suite"]: r["value"] for r in rows["behavior"] if r["metric"] == "accuracy"}
+    assert acc["a"] == acc["b"]
+
+
+def test_batch_size_from_free_memory(model, tokenizer):
+    """More free memory, larger batches, capped at the suite's items; 16 on the CPU; at least 1."""
+    from ckptgeo.engine.forward import auto_batch_size, batch_bytes_per_item, prepare_suite
+
+    suite = _pairs_suite("p", [("the quick brown fox jumps over the lazy dog", "dog the")] * 50)
+    ps = prepare_suite(suite, tokenizer, n_samples=None)
+    longest = max(len(p.good) for p in ps.items)
+    per_item = batch_bytes_per_item(model.config, longest, 1, 4)
+    assert per_item > 4 * longest * model.config.vocab_size          # the log-softmax over the vocabulary
+    assert auto_batch_size(model, ps, "cuda", free_bytes=2 * per_item * 7) == 7
+    assert auto_batch_size(model, ps, "cuda", free_bytes=per_item // 3) == 1
+    assert auto_batch_size(model, ps, "cuda", free_bytes=10 ** 15) == 50
+    assert auto_batch_size(model, ps, "cpu") == 16
+
+
+def test_auto_dtype_is_float32_on_the_cpu_and_for_whole_model_measures():
+    from ckptgeo.engine.config import ScanConfig
+    from ckptgeo.engine.plan import forward_dtype
+
+    assert forward_dtype(ScanConfig(dtype="auto")).dtype == "float32"
+    assert forward_dtype(ScanConfig(dtype="float16")).dtype == "float16"
+
+
+@pytest.mark.gpu
+def test_auto_dtype_on_a_gpu_is_half_unless_a_whole_model_measure_runs():
+    from ckptgeo.engine.config import ScanConfig
+    from ckptgeo.engine.plan import forward_dtype
+
+    assert forward_dtype(ScanConfig(dtype="auto", device="cuda")).dtype in ("bfloat16", "float16")
+    assert forward_dtype(ScanConfig(dtype="auto", device="cuda", metrics=("rankme", "hessian"))).dtype == "float32"
+
+
+@pytest.mark.gpu
+def test_rankme_svd_runs_in_float64_on_a_gpu():
+    """A matrix whose float32 SVD loses the small singular values: the GPU value equals the CPU float64 one."""
+    from ckptgeo.metrics.rankme import effective_rank
+
+    torch.manual_seed(0)
+    m = torch.randn(200, 64, dtype=torch.float64) * torch.logspace(0, -9, 64, dtype=torch.float64)
+    assert effective_rank(m.cuda()) == pytest.approx(effective_rank(m), rel=1e-12)
+
+
+@pytest.mark.gpu
+def test_streamed_load_goes_straight_to_the_gpu(tmp_path):
+    from ckptgeo.engine.model import ModelHolder
+
+    state = _save(tmp_path / "a", 1, dtype=torch.float16)
+    model = ModelHolder(device="cuda").load(tmp_path / "a", revision="a")
+    own = model.state_dict()
+    for key, tensor in state.items():
+        if key in own:
+            assert own[key].device.type == "cuda"
+            assert torch.equal(own[key].cpu(), tensor.float()), key

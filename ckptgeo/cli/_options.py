@@ -49,9 +49,11 @@ def add_scan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epsilon", type=float, default=None,
                    help="RankMe's epsilon (short for --metric-option rankme.eps=E; default 1e-7)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"],
-                   help="forward-pass dtype (metrics never run in half precision; default float32)")
-    p.add_argument("--batch-size", type=int, default=16, help="items per forward batch (default 16)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16", "auto"],
+                   help="forward-pass dtype (states are upcast, RankMe's SVD runs in float64; default float32); "
+                        "auto: half precision on a GPU unless a whole-model measure is selected")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="items per forward batch (default: from the GPU's free memory; 16 on a CPU)")
     p.add_argument("--seed", type=int, default=0, help="seed for item selection and metrics (default 0)")
     p.add_argument("--prefetch", type=int, default=1, help="revisions downloaded ahead (default 1)")
     p.add_argument("--max-disk", default=None, help="refuse to start if the peak download exceeds this (e.g. 40GB)")

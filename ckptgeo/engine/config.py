@@ -36,7 +36,7 @@ class ScanConfig:
     dtype: str = "float32"
     epsilon: float | None = None
     seed: int = 0
-    batch_size: int = 16
+    batch_size: int | None = None
     device: str = "cpu"
     prefetch: int = 1
     max_disk: int | None = None
@@ -52,7 +52,7 @@ class ScanConfig:
 
     _parameter_constraints = {
         "n_samples": [Interval(int, 2, None)],
-        "batch_size": [Interval(int, 1, None)],
+        "batch_size": [Interval(int, 1, None), None],
         "prefetch": [Interval(int, 0, 64)],
         "seed": [Interval(int, 0, None)],
         "model_items": [Interval(int, 1, None)],
@@ -60,7 +60,7 @@ class ScanConfig:
         "threads": [Interval(int, 1, None), None],
         "position": [Options("last", "mean")],
         "on_error": [Options("skip", "raise")],
-        "dtype": [Options("float32", "float64", "bfloat16", "float16")],
+        "dtype": [Options("float32", "float64", "bfloat16", "float16", "auto")],
     }
 
     def options_of(self, metric: str) -> dict[str, Any]:

@@ -29,8 +29,8 @@ from ckptgeo.errors import CkptgeoWarning, InvalidParameterError, NonFiniteActiv
 from ckptgeo.suites.items import Item, Suite, select_items
 from ckptgeo.metrics.behavior import chance_level
 
-__all__ = ["PreparedItem", "PreparedSuite", "SuiteOutputs", "prepare_suite", "run_suite", "model_batch",
-           "shared_prefix_length", "MIN_SHARED_PREFIX"]
+__all__ = ["PreparedItem", "PreparedSuite", "SuiteOutputs", "Padding", "prepare_suite", "run_suite", "model_batch",
+           "shared_prefix_length", "auto_batch_size", "suite_key", "MIN_SHARED_PREFIX", "CPU_BATCH_SIZE"]
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,26 @@ def _batches(order: list[int], size: int):
         yield order[i:i + size]
 
 
-def _pad(seqs: list[tuple[int, ...]], pad_id: int, *, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass
+class Padding:
+    """Token slots of the forward batches of a sweep: ``slots`` in all, of which ``pad`` were padding
+    (length-sorted batches keep this small; a prefix run once counts once)."""
+
+    slots: int = 0
+    pad: int = 0
+
+    def add(self, mask: torch.Tensor) -> None:
+        self.slots += mask.numel()
+        self.pad += mask.numel() - int(mask.sum())
+
+    @property
+    def share(self) -> float:
+        """Padding slots / all slots (0 for no batch)."""
+        return self.pad / self.slots if self.slots else 0.0
+
+
+def _pad(seqs: list[tuple[int, ...]], pad_id: int, *, left: bool,
+         count: Padding | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     n = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), n), dtype=torch.long)
@@ -154,6 +173,8 @@ def _pad(seqs: list[tuple[int, ...]], pad_id: int, *, left: bool) -> tuple[torch
         else:
             ids[i, : len(s)] = torch.tensor(s)
             mask[i, : len(s)] = 1
+    if count is not None:
+        count.add(mask)
     return ids, mask
 
 
@@ -210,7 +231,8 @@ def _prefix_cache(model, prefix: tuple[int, ...], n_rows: int, device, *, hidden
     return cache, out.hidden_states if hidden else None
 
 
-def _prompt_pass(model, prompts: list[tuple[int, ...]], pad_id: int, device, position: str, share_prefix: bool):
+def _prompt_pass(model, prompts: list[tuple[int, ...]], pad_id: int, device, position: str, share_prefix: bool,
+                 count: Padding | None = None):
     """Prompts, left-padded, in one forward pass that keeps its cache; a prefix every prompt shares runs
     once first (rows then read ``[prefix][pads][rest]``, positions counting the real tokens only).
 
@@ -219,7 +241,9 @@ def _prompt_pass(model, prompts: list[tuple[int, ...]], pad_id: int, device, pos
     k = shared_prefix_length(prompts) if share_prefix else 0
     cache, pre_hidden = (_prefix_cache(model, prompts[0][:k], len(prompts), device, hidden=position == "mean")
                          if k else (None, None))
-    ids, mask = _pad([p[k:] for p in prompts], pad_id, left=True)
+    if k and count is not None:
+        count.slots += k
+    ids, mask = _pad([p[k:] for p in prompts], pad_id, left=True, count=count)
     ids, mask = ids.to(device), mask.to(device)
     pos = k + (mask.cumsum(1) - 1).clamp_min(0)
     if k:
@@ -235,18 +259,19 @@ def _prompt_pass(model, prompts: list[tuple[int, ...]], pad_id: int, device, pos
 
 @torch.no_grad()
 def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
-            with_probes: bool, share_prefix: bool = True):
+            with_probes: bool, share_prefix: bool = True, count: Padding | None = None):
     states, probe_states, correct, correct_norm, labels, scores = [], [], [], [], [], []
     need_choice_states = with_probes and any(p.item.label is None for p in items)
     order = sorted(range(len(items)), key=lambda i: -len(items[i].prompt))
     results: dict[int, tuple] = {}
     for idx in _batches(order, batch_size):
         batch = [items[i] for i in idx]
-        out, mask, st = _prompt_pass(model, [p.prompt for p in batch], ps.pad_id, device, position, share_prefix)
+        out, mask, st = _prompt_pass(model, [p.prompt for p in batch], ps.pad_id, device, position, share_prefix,
+                                     count)
         first_lp = torch.log_softmax(out.logits[:, -1].float(), -1)
         rows = [(b, c) for b, p in enumerate(batch) for c in range(len(p.conts))]
         row_item = torch.tensor([b for b, _ in rows], device=device)
-        cont_ids, cont_mask = _pad([batch[b].conts[c] for b, c in rows], ps.pad_id, left=False)
+        cont_ids, cont_mask = _pad([batch[b].conts[c] for b, c in rows], ps.pad_id, left=False, count=count)
         cont_ids, cont_mask = cont_ids.to(device), cont_mask.to(device)
         cache = out.cache
         cache.batch_select_indices(row_item)
@@ -288,7 +313,7 @@ def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_s
 
 @torch.no_grad()
 def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
-             with_probes: bool, share_prefix: bool = True):
+             with_probes: bool, share_prefix: bool = True, count: Padding | None = None):
     states, correct, labels = [None] * len(items), np.zeros(len(items)), [None] * len(items)
     order = sorted(range(len(items)), key=lambda i: -(len(items[i].prompt) + len(items[i].conts[0])))
     for idx in _batches(order, batch_size):
@@ -296,7 +321,9 @@ def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_
         k = shared_prefix_length([p.prompt for p in batch]) if share_prefix else 0
         cache, pre_hidden = (_prefix_cache(model, batch[0].prompt[:k], len(batch), device, hidden=position == "mean")
                              if k else (None, None))
-        ids, mask = _pad([(p.prompt + p.conts[0])[k:] for p in batch], ps.pad_id, left=False)
+        if k and count is not None:
+            count.slots += k
+        ids, mask = _pad([(p.prompt + p.conts[0])[k:] for p in batch], ps.pad_id, left=False, count=count)
         ids, mask = ids.to(device), mask.to(device)
         full = torch.cat([torch.ones(len(batch), k, dtype=mask.dtype, device=device), mask], 1) if k else mask
         after = {"position_ids": k + torch.arange(ids.shape[1], device=device)[None].expand(len(batch), -1),
@@ -321,14 +348,14 @@ def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_
 
 @torch.no_grad()
 def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
-               with_probes: bool, share_prefix: bool = True):
+               with_probes: bool, share_prefix: bool = True, count: Padding | None = None):
     seqs = [s for p in items for s in (p.good, p.bad)]
     lp_sum = np.zeros(len(seqs))
     states = [None] * len(seqs)
     skip = 1 if ps.bos is not None else 0
     order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
     for idx in _batches(order, batch_size):
-        ids, mask = _pad([seqs[i] for i in idx], ps.pad_id, left=False)
+        ids, mask = _pad([seqs[i] for i in idx], ps.pad_id, left=False, count=count)
         ids, mask = ids.to(device), mask.to(device)
         out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
         lp = torch.log_softmax(out.logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
@@ -348,8 +375,51 @@ def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batc
 
 _RUNNERS = {"multiple_choice": _run_mc, "generation": _run_gen, "minimal_pair": _run_pairs}
 
+#: items per batch when the batch size is left to ckptgeo and the device is not a GPU
+CPU_BATCH_SIZE = 16
+#: share of the GPU's free memory the forward batches may take (the rest: allocator slack, other tensors)
+GPU_MEMORY_SHARE = 0.5
 
-def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str = "last", device="cpu",
+
+def batch_bytes_per_item(config, seq_len: int, n_choices: int, element_size: int) -> int:
+    """Device bytes one item of a forward batch needs at most, in bytes: the hidden states every layer
+    returns and the key/value cache (``(2 L + L + 1) T d``), one layer's attention scores (``heads T^2``)
+    and MLP activations (``4 d T``), in the model's dtype, plus the float32 log-softmax over the
+    vocabulary at each choice token (logits and log-softmax, ``2 n_choices T V``, the largest term for short
+    prompts)."""
+    d, layers = config.hidden_size, config.num_hidden_layers
+    heads, vocab = config.num_attention_heads, config.vocab_size
+    ffn = getattr(config, "intermediate_size", 4 * d) or 4 * d
+    acts = seq_len * ((3 * layers + 1) * d + heads * seq_len + ffn) * element_size
+    return acts + 4 * n_choices * seq_len * vocab * 2
+
+
+def auto_batch_size(model, ps: PreparedSuite, device, *, free_bytes: int | None = None) -> int:
+    """Items per forward batch for ``ps`` on ``device``: on a GPU, as many as :data:`GPU_MEMORY_SHARE` of its
+    free memory holds (``torch.cuda.mem_get_info``, or ``free_bytes``) at the suite's longest item
+    (:func:`batch_bytes_per_item`), between 1 and the number of items; elsewhere :data:`CPU_BATCH_SIZE`.
+    The batch size never changes values, only speed and memory."""
+    device = torch.device(device)
+    if free_bytes is None:
+        if device.type != "cuda":
+            return CPU_BATCH_SIZE
+        free_bytes = torch.cuda.mem_get_info(device)[0]
+    longest = max((max(len(p.prompt) + max((len(c) for c in p.conts), default=0), len(p.good), len(p.bad))
+                   for p in ps.items), default=1)
+    choices = max((len(p.conts) for p in ps.items), default=1) or 1  # a minimal pair's batch counts sentences
+    element = next(model.parameters()).element_size()
+    per_item = batch_bytes_per_item(model.config, longest, choices, element)
+    return int(max(1, min(len(ps.items) or 1, GPU_MEMORY_SHARE * free_bytes // per_item)))
+
+
+def suite_key(ps: PreparedSuite) -> tuple:
+    """What a forward sweep over ``ps`` depends on (its items' tokens, kinds, answers and labels, the pad
+    and BOS ids), not its name: two suites with equal keys give equal outputs, so one sweep serves both."""
+    return (ps.pad_id, ps.bos, tuple((p.item.kind, p.prompt, p.conts, p.good, p.bad, p.item.answer,
+                                       str(p.item.label)) for p in ps.items))
+
+
+def run_suite(model, ps: PreparedSuite, *, batch_size: int | None = 16, position: str = "last", device="cpu",
               revision: str = "", with_probes: bool = True, share_prefix: bool = True) -> SuiteOutputs:
     """One sweep over a prepared suite.
 
@@ -357,7 +427,9 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str =
     ``label`` are probed at each prompt + choice); ``probe_states`` then repeats ``states``.
     ``share_prefix=False`` runs every prompt whole, also where a batch's prompts share their first
     :data:`MIN_SHARED_PREFIX` or more tokens (the results agree to float rounding).
-    ``extra["choice_logprob"]`` holds each choice's summed log-probability (nats), items in order.
+    ``extra["choice_logprob"]`` holds each choice's summed log-probability (nats), items in order;
+    ``extra["padding"]`` the :class:`Padding` of the sweep's batches; ``extra["batch_size"]`` the batch size
+    used (``batch_size=None``: :func:`auto_batch_size`).
 
     Raises
     ------
@@ -365,11 +437,14 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str =
         NaN or inf in any layer's states (revision, layer and suite named).
     """
     device = torch.device(device)
-    parts = []
+    if batch_size is None:
+        batch_size = auto_batch_size(model, ps, device)
+    parts, count = [], Padding()
     for kind, runner in _RUNNERS.items():
         items = [p for p in ps.items if p.item.kind == kind]
         if items:
-            parts.append((kind, runner(model, items, ps, device, batch_size, position, with_probes, share_prefix)))
+            parts.append((kind, runner(model, items, ps, device, batch_size, position, with_probes, share_prefix,
+                                       count)))
     states = torch.cat([p[1][0] for p in parts], 1)
     probe_states = torch.cat([p[1][1] for p in parts], 1)
     labels = np.array([lab for p in parts for lab in p[1][2]], dtype=object)
@@ -384,6 +459,7 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int = 16, position: str =
         chance = chance_level([(p.item.kind, len(p.conts)) for p in ps.items])
     kind = parts[0][0] if len(parts) == 1 else "mixed"
     extra = {"choice_logprob": p[1][5] for p in parts if p[1][5] is not None}
+    extra.update(padding=count, batch_size=batch_size)
     return SuiteOutputs(suite=name, states=states, correct=correct, correct_norm=correct_norm,
                         probe_states=probe_states, probe_labels=labels, chance=float(chance), kind=kind, extra=extra)
 

@@ -179,7 +179,17 @@ class SuiteInputs:
                         device=self.config.device, revision=self.revision, with_probes=self.with_probes,
                         share_prefix=self.config.share_prefix)
         self.forward_seconds = time.perf_counter() - t0
+        pad = out.extra["padding"]
+        log.info("%s, suite %s: %d token slots in the forward batches, %d of them padding (%.1f%%); batch size %d",
+                 self.revision, out.suite, pad.slots, pad.pad, 100 * pad.share, out.extra["batch_size"])
         return out
+
+    def reuse(self, outputs) -> None:
+        """Take the forward sweep of another suite whose items are the same tokens (:func:`suite_key`): its
+        outputs under this suite's name and chance level, with no pass of its own."""
+        chance = self.prepared.suite.header.get("chance")
+        self.__dict__["outputs"] = dataclasses.replace(outputs, suite=self.prepared.suite.name,
+                                                       chance=float(outputs.chance if chance is None else chance))
 
     @cached_property
     def context(self):
@@ -301,6 +311,8 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
     NonFiniteActivationsError
         NaN or inf in the hidden states or a whole-model measure's loss (revision, layer, suite named).
     """
+    from ckptgeo.engine.forward import suite_key
+
     here = [m for m in measures.values() if m.runs_at(revision) and (artifacts is not None or not m.spec.cross)]
     if artifacts is None and any(m.spec.cross for m in measures.values()):
         log.warning("%s compare checkpoints through artifacts only a scan stores; not measured here",
@@ -308,8 +320,12 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
     with_probes = any(m.spec.needs == "probe_states" for m in here)
     rows: dict[str, list[dict]] = {m.spec.table: [] for m in here if not m.spec.cross}
     seconds = {} if seconds is None else seconds
+    swept: dict[tuple, Any] = {}  # suites whose items are the same tokens share one forward sweep
     for i, ps in enumerate(prepared):
         inputs = SuiteInputs(model, ps, config, revision=revision, with_probes=with_probes)
+        key = suite_key(ps)
+        if key in swept:
+            inputs.reuse(swept[key])
         if states_dir is not None:
             _save_states(states_dir, ps.suite.name, inputs.outputs)
         row0_suite = {**row0, "suite": ps.suite.name}
@@ -320,6 +336,8 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
             elif m.spec.needs != "weights" or i == 0:
                 artifacts.setdefault(m.name, {}).update(ARTIFACTS[m.spec.needs](m, inputs))
             seconds[m.name] = seconds.get(m.name, 0.0) + time.perf_counter() - t0
+        if "outputs" in inputs.__dict__:
+            swept.setdefault(key, inputs.outputs)
     return rows
 
 

@@ -197,6 +197,25 @@ def rank_device(device: str) -> str:
     return device
 
 
+def forward_dtype(config: ScanConfig) -> ScanConfig:
+    """``config`` with ``dtype="auto"`` settled: half precision on a GPU when every selected measure reads
+    only forward states (RankMe, behaviour, probes: states are upcast to float32 and RankMe's SVD runs in
+    float64), bfloat16 where the GPU supports it, else float16; float32 on a CPU, or when a whole-model
+    measure (gradient ranks, Hessian, LLC) is selected. Other dtypes are kept as given."""
+    import torch
+
+    if config.dtype != "auto":
+        return config
+    dtype = "float32"
+    if config.device.startswith("cuda") and torch.cuda.is_available():
+        from ckptgeo.metrics.registry import get_metric, parse_metrics
+
+        names = parse_metrics(list(config.metrics) if config.metrics else None)
+        if all(get_metric(n).needs != "model" for n in names):
+            dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return dataclasses.replace(config, dtype=dtype)
+
+
 def default_out(source) -> Path:
     """Where a scan writes when ``out`` is not given: ``results/<source name>``."""
     return Path("results") / source.name
@@ -332,6 +351,7 @@ def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | Non
         raise TypeError(f"plan_scan() got unexpected keyword arguments {sorted(unknown)}")
     options = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in options.items()}
     config = dataclasses.replace(config or ScanConfig(), **options)
+    config = forward_dtype(config)
     return make_plan(resolve(source, config), config, out)
 
 

@@ -40,8 +40,8 @@ from ckptgeo import __version__
 from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS
 from ckptgeo.engine.config import ScanConfig, merge_options, parse_size
 from ckptgeo.engine.measure import measure_revision
-from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, make_plan, plan_scan, rank_device, resolve,
-                                 row_settings, shard, source_identity, weights_digest)
+from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype, make_plan, plan_scan, rank_device,
+                                 resolve, row_settings, shard, source_identity, weights_digest)
 from ckptgeo.errors import CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning, \
     OutputLockedError, UnsafeFileError
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
@@ -80,7 +80,7 @@ class ScanResult:
 def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None, suites=(), metrics=(),
          metric_options: Mapping[str, Mapping[str, Any]] | None = None, out: str | Path | None = None,
          n_samples: int = DEFAULT_N_SAMPLES, position: str = "last", dtype: str = "float32", seed: int = 0,
-         model_items: int = 32, centered: bool | None = None, epsilon: float | None = None, batch_size: int = 16,
+         model_items: int = 32, centered: bool | None = None, epsilon: float | None = None, batch_size: int | None = None,
          device: str = "cpu", prefetch: int = 1, max_disk: int | str | None = None, keep_cache: bool = False,
          overwrite: bool = False, save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None,
          threads: int | None = None, share_prefix: bool = True, tokenizer: str | Path | None = None,
@@ -110,8 +110,10 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
         Items per suite (seeded selection), at least 2.
     position : {"last", "mean"}, default="last"
         Hidden states at the last prompt token, or averaged over the prompt.
-    dtype : {"float32", "float64", "bfloat16", "float16"}, default="float32"
-        Dtype of the forward pass (measures upcast; RankMe never runs in half precision).
+    dtype : {"float32", "float64", "bfloat16", "float16", "auto"}, default="float32"
+        Dtype of the forward pass (measures upcast; RankMe's SVD runs in float64). ``"auto"``: half
+        precision on a GPU when no whole-model measure is selected, else float32
+        (:func:`~ckptgeo.engine.plan.forward_dtype`); the dtype used is recorded.
     seed : int, default=0
         Seeds the item selection and every measure with a ``seed`` (probe folds, sketches, Lanczos, SGLD).
     model_items : int, default=32
@@ -120,8 +122,10 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
         Short for ``metric_options={"rankme": {"centered": ...}}`` (default: RankMe's, uncentred).
     epsilon : float, optional
         Short for ``metric_options={"rankme": {"eps": ...}}`` (default: RankMe's, 1e-7).
-    batch_size : int, default=16
-        Items per forward batch (does not change values).
+    batch_size : int, optional
+        Items per forward batch (does not change values). Default: on a GPU, as many as half its free
+        memory holds for the suite's longest item (:func:`~ckptgeo.engine.forward.auto_batch_size`); 16 on
+        a CPU.
     device : str, default="cpu"
         Torch device; ``"cuda"`` maps to ``cuda:$LOCAL_RANK`` under a multi-process launcher.
     prefetch : int, default=1
@@ -314,7 +318,7 @@ class _Run:
         read the tokenizer and the architecture, tokenize the suites."""
         from ckptgeo.engine.model import ModelHolder
 
-        config = dataclasses.replace(config, device=rank_device(config.device))
+        config = forward_dtype(dataclasses.replace(config, device=rank_device(config.device)))
         resolved = resolve(source, config)
         source = resolved.source
         out = Path(out) if out is not None else default_out(source)

@@ -54,7 +54,7 @@ def entropy_rank_from_spectrum(values: torch.Tensor, *, eps: float = RANKME_EPS)
 def effective_rank(matrix: torch.Tensor, *, eps: float = RANKME_EPS, centered: bool = False) -> float:
     """RankMe of a matrix of shape ``(n_samples, dim)``: exp(−Σ p_k log p_k), p_k = σ_k / Σσ + eps.
 
-    Singular values are computed in float64 on CPU (float32 on a GPU; half precision is upcast).
+    Singular values are computed in float64 on every device (half precision and float32 are upcast).
     Returns NaN for an all-zero matrix. Range about 1..min(n_samples, dim).
 
     Raises
@@ -67,8 +67,7 @@ def effective_rank(matrix: torch.Tensor, *, eps: float = RANKME_EPS, centered: b
     if matrix.ndim != 2:
         raise InvalidParameterError(f"expected a 2-D matrix (n_samples, dim); got shape {tuple(matrix.shape)}",
                                     name="hidden_states", value=tuple(matrix.shape))
-    dtype = torch.float32 if matrix.device.type == "cuda" else torch.float64
-    z = matrix.detach().to(dtype)
+    z = matrix.detach().to(torch.float64)
     if not torch.isfinite(z).all():
         raise NonFiniteActivationsError("matrix holds NaN or inf")
     if centered:
