@@ -154,6 +154,8 @@ class RunStats:
     released_at: list[float] = field(default_factory=list)       # perf_counter after revision 1, 2, ... (A)
     per_revision: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # (whole, forward, measures)
     peak_cache: int = 0
+    seconds: dict[str, dict[str, float]] = field(default_factory=dict)   # ScanResult.seconds (A)
+    loads: dict[str, "LoadRow"] = field(default_factory=dict)            # revision -> read rates (A)
     accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)   # revision -> (correct, n)
     rankme: dict[str, list[float]] = field(default_factory=dict)          # revision -> per layer
 
@@ -164,19 +166,74 @@ class RunStats:
 # --------------------------------------------------------------------------------------------------
 # run A: ckptgeo.engine.scan
 # --------------------------------------------------------------------------------------------------
+def _read_seconds(path: Path, *, cold: bool) -> float:
+    """Seconds to read ``path`` whole with plain 8 MiB reads: from the page cache (``cold=False``, as the
+    scan's load finds a file it just downloaded), or after asking the kernel to drop it from the cache
+    (``posix_fadvise(DONTNEED)``, best effort: pages still mapped elsewhere stay)."""
+    with open(path, "rb", buffering=0) as f:
+        if cold and hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        buf = bytearray(8 << 20)
+        view = memoryview(buf)
+        t0 = time.perf_counter()
+        while f.readinto(view):
+            pass
+        return time.perf_counter() - t0
+
+
+def _whole_copy_seconds(paths: list[Path], dtype) -> float:
+    """Seconds main's loader took to read the same files before its copy into the model: the whole state
+    dict first (``safetensors.torch.load_file``), then each tensor cast to the model's dtype."""
+    from safetensors.torch import load_file
+
+    t0 = time.perf_counter()
+    for path in paths:
+        state = load_file(str(path))
+        for tensor in state.values():
+            tensor.to(dtype)
+        del state
+    return time.perf_counter() - t0
+
+
+@dataclass
+class LoadRow:
+    """One revision's weight files read four ways in the same run (seconds; ``bytes`` read)."""
+
+    bytes: int
+    load: float = 0.0          # the scan's streamed load into the resident model
+    whole_copy: float = 0.0    # main's way: whole state dict, then cast (no copy into a model)
+    warm: float = 0.0          # plain read from the page cache
+    cold: float = 0.0          # plain read after DONTNEED
+
+
 def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _Sampler, *,
-             share_prefix: bool = True) -> RunStats:
+             share_prefix: bool = True, keep_shared: bool = True, name: str = "") -> RunStats:
     import pandas as pd
+    import torch
 
     from ckptgeo.engine.scan import scan
     from ckptgeo.sources.hub import HubSource
+    from ckptgeo.sources.weights import weight_shards
 
-    stats = RunStats("A ckptgeo.engine.scan" + ("" if share_prefix else ", prefixes not shared"))
+    stats = RunStats(name or ("A ckptgeo.engine.scan" + ("" if share_prefix else ", prefixes not shared")))
 
     class InstrumentedHub(HubSource):
-        """HubSource that records the cache size just before each eviction and RSS just after it."""
+        """HubSource that records the cache size just before each eviction and RSS just after it, and reads
+        the revision's weight files the plain ways before they are evicted."""
+
+        def expect(self, revisions):
+            if keep_shared:
+                super().expect(revisions)
 
         def release(self, revision):
+            folder = self._snapshot(revision)
+            if args.read_rates and folder is not None and revision.name not in stats.loads:
+                files = weight_shards(folder)
+                row = LoadRow(sum(f.stat().st_size for f in files))
+                row.warm = sum(_read_seconds(f, cold=False) for f in files)
+                row.whole_copy = _whole_copy_seconds(files, torch.float32)
+                row.cold = sum(_read_seconds(f, cold=True) for f in files)
+                stats.loads[revision.name] = row
             sampler.note_cache(_dir_bytes(cache))
             super().release(revision)
             stats.rss_after.append(_rss())
@@ -192,6 +249,9 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _
     stats.wall = time.perf_counter() - t0
     stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = _hwm(), sampler.peak_rss, sampler.peak_cache
     stats.n_revisions = len(result.measured)
+    stats.seconds = result.seconds
+    for rev, row in stats.loads.items():
+        row.load = result.seconds.get(rev, {}).get("load", float("nan"))
 
     geo = pd.read_parquet(out / "geometry")
     geo = geo[geo.metric == "rankme"]
@@ -248,6 +308,7 @@ def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampl
     from ckptgeo.metrics.rankme import effective_rank
 
     stats = RunStats("B plain from_pretrained")
+    batch_size = args.batch_size or 16
     device = torch.device(args.device)
     sampler.watch(cache)
     _reset_hwm()
@@ -275,8 +336,8 @@ def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampl
                                                      dtype=torch.float32).to(device).eval()
         # RankMe: one batched pass with hidden states, last non-pad token, every layer
         per_layer: list[list[torch.Tensor]] = []
-        for start in range(0, len(prompts), args.batch_size):
-            enc = tok(prompts[start:start + args.batch_size], padding=True, add_special_tokens=False,
+        for start in range(0, len(prompts), batch_size):
+            enc = tok(prompts[start:start + batch_size], padding=True, add_special_tokens=False,
                       return_tensors="pt").to(device)
             with torch.no_grad():
                 hidden = model(**enc, output_hidden_states=True).hidden_states
@@ -288,7 +349,7 @@ def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampl
                 per_layer[layer].append(h[rows, last].float().cpu())
         stats.rankme[branch] = [effective_rank(torch.cat(chunks)) for chunks in per_layer]
         # accuracy: one sequence per (prompt, choice)
-        scores = _lm_eval_loglik(model, requests, tok.pad_token_id, args.batch_size, device)
+        scores = _lm_eval_loglik(model, requests, tok.pad_token_id, batch_size, device)
         correct, r = 0, 0
         for it in items:
             n = len(it.choices)
@@ -325,6 +386,28 @@ def _run_block(s: RunStats, *, rev_weights: int, rev_all: int) -> str:
         "  RSS after each revision (MB): " + " ".join(f"{x / 1e6:.0f}" for x in s.rss_after),
         f"  peak cache {_mb(s.peak_cache)} = {s.peak_cache / rev_all:.2f} revisions "
         f"({s.peak_cache / rev_weights:.2f} x the weights file)"])
+
+
+def _breakdown(a: RunStats) -> str:
+    """A's seconds per revision by step (ScanResult.seconds), then its load against plain reads."""
+    lines = ["A per revision (s): download (waited; 0 when prefetched in time) / verify (sha256) / load / "
+             "measure (forward + measures) / write"]
+    for rev, t in a.seconds.items():
+        lines.append(f"  {rev:>10}: {t['download']:7.2f} / {t['verify']:6.2f} / {t['load']:6.2f} / "
+                     f"{t['measure']:7.2f} / {t['write']:5.2f}")
+    if a.loads:
+        lines.append("load vs the raw read of the same files, same run (s per GB; GB = 1e9 bytes):")
+        lines.append("  revision      GB   scan load   main's whole copy   read (page cache)   read (after DONTNEED)")
+        for rev, r in a.loads.items():
+            gb = r.bytes / 1e9
+            lines.append(f"  {rev:>8} {gb:7.3f} {r.load / gb:10.2f} {r.whole_copy / gb:18.2f} {r.warm / gb:19.2f} "
+                         f"{r.cold / gb:22.2f}")
+        tot = {k: sum(getattr(r, k) for r in a.loads.values()) for k in ("bytes", "load", "whole_copy", "warm", "cold")}
+        gb = tot["bytes"] / 1e9
+        lines.append(f"  all: scan load {tot['load'] / gb:.2f} s/GB = {tot['load'] / tot['warm']:.2f}x the page-cache "
+                     f"read, {tot['load'] / tot['cold']:.2f}x the read after DONTNEED; main's whole copy "
+                     f"{tot['whole_copy'] / gb:.2f} s/GB ({tot['whole_copy'] / tot['load']:.2f}x the scan's load)")
+    return "\n".join(lines)
 
 
 def _report(a: RunStats, b: RunStats, *, rev_all: int, prefetch: int) -> bool:
@@ -371,7 +454,7 @@ def _parse_args(argv):
                "  python scripts/bench_scan.py --shape tiny --revisions 4 --n-items 40   # quick check\n"
                "  python scripts/bench_scan.py --prefetch 2 --keep  # keep the work folder\n")
     parser.add_argument("--revisions", type=int, default=10, help="step branches served (default: %(default)s)")
-    parser.add_argument("--shape", default=None, choices=["pythia-2.8b", "pythia-70m", "tiny"],
+    parser.add_argument("--shape", default=None, choices=["pythia-2.8b", "pythia-160m", "pythia-70m", "tiny"],
                         help="model shape of the served repo (default: pythia-2.8b with --device cuda on a GPU "
                              "machine, else pythia-70m)")
     parser.add_argument("--n-items", type=int, default=200, help="items of the suite (default: %(default)s)")
@@ -379,10 +462,17 @@ def _parse_args(argv):
     parser.add_argument("--plain-revisions", type=int, default=None, metavar="M",
                         help="run B on the first M revisions only (it is the slow one); the speed ratio then "
                              "compares seconds per revision (default: all)")
-    parser.add_argument("--batch-size", type=int, default=16, help="both runs (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="both runs (default: A chooses, from the GPU's free memory or 16 on a CPU; B 16)")
     parser.add_argument("--compare-prefix", action="store_true",
                         help="also run A with prefix sharing off (scan(..., share_prefix=False)) and print the ratios "
                              "with and without it")
+    parser.add_argument("--compare-downloads", action="store_true",
+                        help="serve two shards per revision, the last revision's first shard byte for byte "
+                             "step0's, and run A again with shared blobs evicted as main did: bytes served "
+                             "over loopback, before and after")
+    parser.add_argument("--no-read-rates", dest="read_rates", action="store_false",
+                        help="skip the plain reads of each revision's files (load vs raw read rate)")
     parser.add_argument("--device", default="cpu", help="torch device for both runs (default: %(default)s)")
     parser.add_argument("--suite", type=Path, default=DEFAULT_SUITE,
                         help="BIG-bench task JSON (default: ../shared/data/bigbench_logical_deduction/"
@@ -437,7 +527,9 @@ def main(argv=None) -> int:
     try:
         t0 = time.perf_counter()
         steps = [1000 * i for i in range(args.revisions)]
-        repo = make_test_repo(mirrors / "models" / ORG / NAME, steps=steps, shape=args.shape)
+        shared = {f"step{steps[-1]}": "step0"} if args.compare_downloads else None
+        repo = make_test_repo(mirrors / "models" / ORG / NAME, steps=steps, shape=args.shape,
+                              shards=2 if shared else 1, share_shard=shared)
         wait_ready(f"http://127.0.0.1:{port}/api/models/{repo.repo_id}/refs", proc, log, timeout=120)
         branches = [f"step{s}" for s in steps]
         print(f"served {repo.repo_id}: {args.shape} shape, {len(branches)} revisions "
@@ -454,7 +546,8 @@ def main(argv=None) -> int:
         items = select_items(load_suite(args.suite), args.n_items, 0)
         import torch
 
-        print(f"suite {args.suite.name}: {len(items)} items; batch size {args.batch_size}; device {args.device}; "
+        print(f"suite {args.suite.name}: {len(items)} items; batch size {args.batch_size or 'auto (A), 16 (B)'}; "
+              f"device {args.device}; "
               f"prefetch K={args.prefetch}; B on {args.plain_revisions or args.revisions} revisions; "
               f"torch threads {torch.get_num_threads()}", flush=True)
         print(f"one revision: {_mb(rev_all)} on the branch ({_mb(rev_weights)} weights)", flush=True)
@@ -466,6 +559,21 @@ def main(argv=None) -> int:
               f"(fetch over loopback, verify, load, write)", flush=True)
         for rev, (whole, fwd, meas) in a.per_revision.items():
             print(f"  {rev:>10}: {whole:7.2f} / {fwd:7.2f} / {meas:6.2f} / {whole - fwd - meas:7.2f}", flush=True)
+        print(_breakdown(a), flush=True)
+        from scripts.olah_local import served_bytes
+
+        served_a = sum(served_bytes(work / "olah", repo.repo_id).values())
+        print(f"A: {served_a / 1e6:,.1f} MB served over loopback for the scan (tokenizer and configs included); "
+              f"every revision's files: {sum(repo.weight_bytes[b] for b in branches) / 1e6:,.1f} MB of weights",
+              flush=True)
+        if args.compare_downloads:
+            a1 = run_scan(repo.repo_id, args.suite, args, work / "out_evict", cache_a, sampler, keep_shared=False,
+                          name="A' ckptgeo.engine.scan, shared blobs evicted as on main")
+            served_a1 = sum(served_bytes(work / "olah", repo.repo_id).values()) - served_a
+            print(_run_block(a1, rev_weights=rev_weights, rev_all=rev_all), flush=True)
+            print(f"downloads: {served_a1 / 1e6:,.1f} MB served with shared blobs evicted (main), "
+                  f"{served_a / 1e6:,.1f} MB with them kept for the later revision: ratio {served_a1 / served_a:.3f}",
+                  flush=True)
         if args.compare_prefix:
             a0 = run_scan(repo.repo_id, args.suite, args, work / "out_unshared", cache_a, sampler, share_prefix=False)
             print(_run_block(a0, rev_weights=rev_weights, rev_all=rev_all), flush=True)

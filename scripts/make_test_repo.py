@@ -94,6 +94,9 @@ SHAPES: Mapping[str, ModelShape] = MappingProxyType({
                        intermediate_size=128, dtype="float32"),
     "pythia-70m": ModelShape(vocab_size=50304, hidden_size=512, num_hidden_layers=6, num_attention_heads=8,
                              intermediate_size=2048, dtype="float16"),
+    # EleutherAI/pythia-160m's config: 325 MB per checkpoint in float16
+    "pythia-160m": ModelShape(vocab_size=50304, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                              intermediate_size=3072, dtype="float16"),
     # EleutherAI/pythia-2.8b's config: 5.6 GB per checkpoint in float16 (for GPU machines)
     "pythia-2.8b": ModelShape(vocab_size=50304, hidden_size=2560, num_hidden_layers=32, num_attention_heads=32,
                               intermediate_size=10240, dtype="float16"),
