@@ -26,6 +26,13 @@ B/A (time), RSS(last)/RSS(2), peak cache / one revision, and the agreement of th
 (accuracy per revision, RankMe per layer). Targets (issue 2): A at least 3x faster than B; RSS flat
 (after the last revision within 10% of after revision 2); A's cache never above (K+1) revisions.
 
+Also printed for A: each revision's seconds waiting for its download, verifying, loading, measuring
+and writing (``ScanResult.seconds``), and the load in seconds per GB beside plain reads of the same
+files in the same run, just before eviction: from the page cache, after ``posix_fadvise(DONTNEED)``,
+and main's whole-state-dict read (``load_file`` then a cast per tensor). ``--compare-downloads`` serves
+two shards per revision, the last revision's first shard byte for byte step0's, and runs A a second
+time with shared blobs evicted as main did: the bytes the loopback server sent, before and after.
+
 Cost: on 2 shared CPU cores (load ~6), A takes ~70 s per pythia-70m revision at 200 items and B about
 five times that, so the default size runs about an hour there; ``--plain-revisions 2`` times B on two
 revisions only (~25 min in all), ``--n-items 40`` cuts both five-fold. A GPU (``--device cuda``) is
@@ -38,6 +45,7 @@ Usage::
     python scripts/bench_scan.py --shape tiny --revisions 4 --n-items 40   # a quick check (~20 s)
     python scripts/bench_scan.py --compare-prefix --revisions 3 --plain-revisions 1   # prefix sharing on/off
     python scripts/bench_scan.py --device cuda --revisions 3 --plain-revisions 1  # GPU: pythia-2.8b shape
+    python scripts/bench_scan.py --shape pythia-160m --revisions 4 --n-items 20 --plain-revisions 1 --compare-downloads
 """
 
 from __future__ import annotations

@@ -258,3 +258,12 @@ def test_streamed_load_goes_straight_to_the_gpu(tmp_path):
         if key in own:
             assert own[key].device.type == "cuda"
             assert torch.equal(own[key].cpu(), tensor.float()), key
+
+
+def test_transfer_backend_names_what_is_installed():
+    from importlib.util import find_spec
+
+    from ckptgeo.sources.hub import transfer_backend
+
+    text = transfer_backend()
+    assert ("hf_xet" in text) == (find_spec("hf_xet") is not None) and "HTTP" in text

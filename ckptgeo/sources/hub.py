@@ -14,7 +14,10 @@ Everything goes through huggingface_hub, so ``HF_HOME``, ``HF_HUB_CACHE``, ``HF_
 Only ``config.json`` and the weight files are fetched per revision, the tokenizer once. After a
 revision is measured, :meth:`HubSource.release` deletes its snapshot with the client's cache API
 (``scan_cache_dir().delete_revisions(...).execute()``) unless ``keep_cache`` is set or the revision was
-already in the cache before the scan (the user's own files are never evicted).
+already in the cache before the scan (the user's own files are never evicted). A blob whose sha256 a
+revision still to come also serves (:meth:`HubSource.expect`; the same LFS object on several branches)
+stays: ``hf_hub_download`` then links it into that revision's snapshot instead of downloading it again.
+Downloads use whatever fast backend the client finds installed (:func:`transfer_backend`).
 
 Offline (``HF_HUB_OFFLINE=1``, the usual set-up on compute nodes): revisions are read from the cache's
 ``refs/`` and ``snapshots/`` only; a revision whose weights are not in the cache is not listed, and
@@ -43,7 +46,7 @@ from ckptgeo.sources.revisions import Revision, revision_from_name
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.weights import pick_weight_files
 
-__all__ = ["HubSource", "offline_note"]
+__all__ = ["HubSource", "offline_note", "transfer_backend"]
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +136,8 @@ class HubSource:
 
         self.offline = bool(constants.HF_HUB_OFFLINE)
         self.downloads = not self.offline
+        if self.downloads:
+            log.info("downloads from %s: %s", constants.ENDPOINT, transfer_backend())
         #: added to the error naming a revision that is not there
         self.missing_note = ("HF_HUB_OFFLINE=1: only revisions whose weights are in the local cache are listed; "
                              "run `ckptgeo fetch` where the Hub is reachable") if self.offline else None
@@ -482,6 +487,33 @@ def offline_note(source, selected, selector: str | None = None) -> str | None:
         note += f" (the cache names {shown} without weights)"
     sel = f" --revisions {selector!r}" if selector else ""
     return note + f"; run `ckptgeo fetch {repo}{sel}` where the Hub is reachable to add them"
+
+
+def transfer_backend() -> str:
+    """How huggingface_hub will download here, in words: ``hf_xet`` (used by the client for files the Hub
+    stores with Xet, with ``HF_XET_HIGH_PERFORMANCE=1`` for more connections), ``hf_transfer`` (used only
+    by huggingface_hub < 1.0 with ``HF_HUB_ENABLE_HF_TRANSFER=1``), else plain HTTP. ckptgeo chooses
+    nothing itself: the client picks its fastest installed backend per file."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from huggingface_hub import __version__ as hub_version
+    from huggingface_hub import constants
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    parts = []
+    xet = installed("hf_xet") or installed("hf-xet")
+    if xet and not getattr(constants, "HF_HUB_DISABLE_XET", False):
+        fast = " (HF_XET_HIGH_PERFORMANCE=1)" if getattr(constants, "HF_XET_HIGH_PERFORMANCE", False) else ""
+        parts.append(f"hf_xet {xet}{fast} for Xet-stored files")
+    transfer = installed("hf_transfer") or installed("hf-transfer")
+    if transfer and int(hub_version.split(".")[0]) < 1 and getattr(constants, "HF_HUB_ENABLE_HF_TRANSFER", False):
+        parts.append(f"hf_transfer {transfer} for other LFS files")
+    return ", ".join(parts + ["plain HTTP otherwise"]) if parts else "plain HTTP (install hf_xet for Xet-stored files)"
 
 
 def _files_in(folder: Path) -> list[str]:
