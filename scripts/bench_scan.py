@@ -190,13 +190,18 @@ def _read_seconds(path: Path, *, cold: bool) -> float:
 
 
 def _whole_copy_seconds(paths: list[Path], dtype) -> float:
-    """Seconds main's loader took to read the same files before its copy into the model: the whole state
-    dict first (``safetensors.torch.load_file``), then each tensor cast to the model's dtype."""
+    """Seconds main's loader spent on the same files before its final copy into the model (so a lower
+    bound of main's load): the whole state dict first (``safetensors.torch.load_file``), ``isfinite`` on
+    every tensor, then each tensor cast to the model's dtype."""
+    import torch
     from safetensors.torch import load_file
 
     t0 = time.perf_counter()
     for path in paths:
         state = load_file(str(path))
+        for tensor in state.values():
+            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                raise ValueError(f"{path}: NaN or inf")
         for tensor in state.values():
             tensor.to(dtype)
         del state
@@ -405,15 +410,15 @@ def _breakdown(a: RunStats) -> str:
                      f"{t['measure']:7.2f} / {t['write']:5.2f}")
     if a.loads:
         lines.append("load vs the raw read of the same files, same run (s per GB; GB = 1e9 bytes):")
-        lines.append("  revision      GB   scan load   main's whole copy   read (page cache)   read (after DONTNEED)")
+        lines.append("  revision      GB   scan load   main's read+check+cast   read (page cache)   read (after DONTNEED)")
         for rev, r in a.loads.items():
             gb = r.bytes / 1e9
-            lines.append(f"  {rev:>8} {gb:7.3f} {r.load / gb:10.2f} {r.whole_copy / gb:18.2f} {r.warm / gb:19.2f} "
+            lines.append(f"  {rev:>8} {gb:7.3f} {r.load / gb:10.2f} {r.whole_copy / gb:23.2f} {r.warm / gb:19.2f} "
                          f"{r.cold / gb:22.2f}")
         tot = {k: sum(getattr(r, k) for r in a.loads.values()) for k in ("bytes", "load", "whole_copy", "warm", "cold")}
         gb = tot["bytes"] / 1e9
         lines.append(f"  all: scan load {tot['load'] / gb:.2f} s/GB = {tot['load'] / tot['warm']:.2f}x the page-cache "
-                     f"read, {tot['load'] / tot['cold']:.2f}x the read after DONTNEED; main's whole copy "
+                     f"read, {tot['load'] / tot['cold']:.2f}x the read after DONTNEED; main's read+check+cast "
                      f"{tot['whole_copy'] / gb:.2f} s/GB ({tot['whole_copy'] / tot['load']:.2f}x the scan's load)")
     return "\n".join(lines)
 
@@ -469,7 +474,7 @@ def _parse_args(argv):
     parser.add_argument("--prefetch", type=int, default=1, help="K: revisions downloaded ahead (default: %(default)s)")
     parser.add_argument("--plain-revisions", type=int, default=None, metavar="M",
                         help="run B on the first M revisions only (it is the slow one); the speed ratio then "
-                             "compares seconds per revision (default: all)")
+                             "compares seconds per revision; 0 skips B (default: all)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="both runs (default: A chooses, from the GPU's free memory or 16 on a CPU; B 16)")
     parser.add_argument("--compare-prefix", action="store_true",
@@ -490,8 +495,8 @@ def _parse_args(argv):
     args = parser.parse_args(argv)
     if args.revisions < 3:
         parser.error("--revisions must be at least 3 (RSS is compared after revision 2 and the last)")
-    if args.plain_revisions is not None and not 1 <= args.plain_revisions <= args.revisions:
-        parser.error("--plain-revisions must be between 1 and --revisions")
+    if args.plain_revisions is not None and not 0 <= args.plain_revisions <= args.revisions:
+        parser.error("--plain-revisions must be between 0 (B skipped) and --revisions")
     if not args.suite.is_file():
         parser.error(f"--suite {args.suite} is not a file")
     import torch
@@ -572,7 +577,7 @@ def main(argv=None) -> int:
 
         served_a = sum(served_bytes(work / "olah", repo.repo_id).values())
         print(f"A: {served_a / 1e6:,.1f} MB served over loopback for the scan (tokenizer and configs included); "
-              f"every revision's files: {sum(repo.weight_bytes[b] for b in branches) / 1e6:,.1f} MB of weights",
+              f"every revision's files: {len(branches) * rev_all / 1e6:,.1f} MB",
               flush=True)
         if args.compare_downloads:
             a1 = run_scan(repo.repo_id, args.suite, args, work / "out_evict", cache_a, sampler, keep_shared=False,
@@ -585,6 +590,9 @@ def main(argv=None) -> int:
         if args.compare_prefix:
             a0 = run_scan(repo.repo_id, args.suite, args, work / "out_unshared", cache_a, sampler, share_prefix=False)
             print(_run_block(a0, rev_weights=rev_weights, rev_all=rev_all), flush=True)
+        if args.plain_revisions == 0:
+            print("B skipped (--plain-revisions 0)", flush=True)
+            return 0
         b = run_plain(repo.repo_id, branches[: args.plain_revisions or None], items, args, cache_b, sampler)
         print(_run_block(b, rev_weights=rev_weights, rev_all=rev_all), flush=True)
         if args.compare_prefix:

@@ -134,6 +134,10 @@ def test_a_file_shared_by_branches_is_downloaded_once(local_hub, shared_repo, tm
              if not f.name.endswith(".json")}
     every = sum(f.size for r in source.revisions() for f in source.weight_files(r) if not f.name.endswith(".json"))
     assert len(files) == 7                       # 4 revisions x 2 shards, one shared
+    from ckptgeo.engine.plan import plan_scan
+
+    plan = plan_scan(shared_repo.repo_id, revisions="all", suites=(SUITE,), out=tmp_path / "plan")
+    assert plan.bytes_to_fetch == sum(size for _, size in files)
     assert sum(served.values()) == sum(size for _, size in files) < every
     cache = Path(huggingface_hub.constants.HF_HUB_CACHE) / ("models--" + shared_repo.repo_id.replace("/", "--"))
     assert not (cache / "blobs").exists() or not [p for p in (cache / "blobs").iterdir() if p.stat().st_size > 10_000]

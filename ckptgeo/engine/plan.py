@@ -32,8 +32,9 @@ __all__ = ["ScanPlan", "Resolved", "plan_scan", "resolve", "default_out", "shard
 
 @dataclass
 class ScanPlan:
-    """What a scan would do: the selected revisions, those already done, the bytes to fetch and the peak
-    disk ((prefetch + 1) x the largest revision), in bytes (None where the source does not tell)."""
+    """What a scan would do: the selected revisions, those already done, the bytes to fetch (a file several
+    revisions share counted once) and the peak disk ((prefetch + 1) x the largest revision), in bytes (None
+    where the source does not tell)."""
 
     source: str
     selected: list[Revision]
@@ -392,7 +393,9 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
              for fs in (files[r.name] for r in todo)]
     known = all(s is not None for s in sizes)
-    fetch = sum(sizes) if known else None
+    # a file several revisions share (same sha256) is downloaded once (HubSource.expect)
+    distinct = {(f.sha256 or (r.name, f.name)): f.size for r in todo for f in files[r.name]}
+    fetch = sum(distinct.values()) if known else None
     peak = (min(config.prefetch, max(len(todo) - 1, 0)) + 1) * max(sizes, default=0) if known else None
     if not source.downloads:
         fetch, peak = 0, 0
