@@ -239,20 +239,29 @@ def _parse_range(header: Optional[str], size: int) -> Optional[tuple[int, int]]:
 SERVED_FILE = "served.tsv"
 
 
-def _counted(chunks: Iterator[bytes], ledger: str, where: str) -> Iterator[bytes]:
-    """``chunks`` passed through; their total length appended to ``ledger`` when the stream ends."""
-    sent = 0
-    try:
-        for chunk in chunks:
-            sent += len(chunk)
-            yield chunk
-    finally:
+def _counted(chunks: Iterator[bytes], ledger: str, where: str, total: int) -> Iterator[bytes]:
+    """``chunks`` passed through; their length appended to ``ledger`` just before the last of the ``total``
+    bytes is sent (so a client holding the whole body finds the line written), or when a stream ends early."""
+    sent, written = 0, False
+
+    def record() -> None:
         try:
             os.makedirs(os.path.dirname(ledger), exist_ok=True)
             with open(ledger, "a") as f:
                 f.write(f"{where}\t{sent}\n")
         except OSError as err:  # the count is lost, the download is not
             logger.warning("cannot record served bytes in %s: %s", ledger, err)
+
+    try:
+        for chunk in chunks:
+            sent += len(chunk)
+            if sent >= total and not written:
+                record()
+                written = True
+            yield chunk
+    finally:
+        if not written:
+            record()
 
 
 def served_bytes(workdir, repo_id: Optional[str] = None) -> dict[tuple[str, str], int]:
@@ -393,12 +402,13 @@ def apply_patches() -> None:
         ledger = os.path.join(app_.state.app_settings.config.repos_path, SERVED_FILE)
         where = f"{org}/{repo}\t{commit}\t{file_path}"
         if span is None:
-            return StreamingResponse(_counted(_read_range(entry, 0, entry.size), ledger, where), headers=headers)
+            return StreamingResponse(_counted(_read_range(entry, 0, entry.size), ledger, where, entry.size),
+                                     headers=headers)
         start, stop = span
         headers["content-length"] = str(stop - start)
         headers["content-range"] = f"bytes {start}-{stop - 1}/{entry.size}"
-        return StreamingResponse(_counted(_read_range(entry, start, stop), ledger, where), status_code=206,
-                                 headers=headers)
+        return StreamingResponse(_counted(_read_range(entry, start, stop), ledger, where, stop - start),
+                                 status_code=206, headers=headers)
 
     # the route functions call these through file_routes' module globals
     file_routes.file_head_common = file_head_common
