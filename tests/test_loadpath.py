@@ -83,7 +83,7 @@ def test_bin_loads_without_running_pickle_code(tmp_path):
     import pickle
 
     from ckptgeo.engine.model import ModelHolder
-    from ckptgeo.errors import CorruptCheckpointError
+    from ckptgeo.errors import UnsafeFileError
 
     _save(tmp_path / "a", 1, bin_file=True)
     marker = tmp_path / "ran"
@@ -94,7 +94,7 @@ def test_bin_loads_without_running_pickle_code(tmp_path):
 
     with open(tmp_path / "a" / "pytorch_model.bin", "wb") as f:
         pickle.dump({"x": Evil()}, f)
-    with pytest.raises(CorruptCheckpointError, match=r"pytorch_model\.bin is damaged"):
+    with pytest.raises(UnsafeFileError, match=r"pytorch_model\.bin cannot be loaded safely"):
         ModelHolder().load(tmp_path / "a", revision="a")
     assert not marker.exists()
 
