@@ -14,7 +14,7 @@ examples:
   ckptgeo analyze results/demo/dataset --no-plots --all-layers --out results/demo-analysis
   ckptgeo analyze results/pythia-2.8b --keep-grouped latest   # keep the latest of each group of identical weights
   ckptgeo analyze results/pythia-160m --x tokens               # figures and events against training tokens
-  ckptgeo analyze results/demo --min-drop 0.5 --n-permutations 9999 --seed 1
+  ckptgeo analyze results/demo/dataset --min-drop 0.5 --n-permutations 9999 --seed 1
 
 outputs (inside DIR, or --out):
   events/events.parquet   one row per (model, suite, config_hash, metric, layer)

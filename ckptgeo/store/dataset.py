@@ -186,7 +186,7 @@ class Dataset:
         import numpy as np
         from safetensors.numpy import save_file
 
-        path = self.root / "artifacts" / _slug(metric) / f"{name}.safetensors"
+        path = self.root / "artifacts" / safe_name(metric, what="metric name") / f"{name}.safetensors"
         with atomic_path(path) as tmp:
             save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp),
                       metadata={"ckptgeo": json.dumps(meta, sort_keys=True, default=str)})
@@ -202,7 +202,7 @@ class Dataset:
         """
         from safetensors import safe_open
 
-        d = self.root / "artifacts" / _slug(metric)
+        d = self.root / "artifacts" / safe_name(metric, what="metric name")
         out = []
         for path in sorted(d.glob("*.safetensors")) if d.is_dir() else []:
             if path.name.startswith((".", "_")):
