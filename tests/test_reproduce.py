@@ -380,3 +380,15 @@ def test_the_smoke_preset_end_to_end(tmp_path):
     assert hess["step"].nunique() == 10 and '"max_seconds": null' in hess["settings"].iloc[0]
     spacing = pd.read_parquet(tmp_path / "smoke" / "dataset" / "summary" / "claims_spacing.parquet")
     assert list(spacing["factor"]) == [1, 2, 4]
+
+
+def test_an_absence_claim_is_not_reproduced_by_a_rate_above_its_null_that_the_test_cannot_reject():
+    """4/6 easy precursors against a permuted rate of 58% (p = 0.49, the smoke run's row): not evidence of
+    absence, so inconclusive; at or below the null the same p-value reproduces the claim."""
+    from ckptgeo.studies.claims import _absent
+
+    verdict, why = _absent(0.49, 6, "easy precursor rate", 0.01, rate=4 / 6, null=0.58)
+    assert verdict == "inconclusive" and "67% above the null's 58%" in why, why
+    assert _absent(0.49, 6, "easy precursor rate", 0.01, rate=0.5, null=0.58)[0] == "reproduced"
+    assert _absent(0.01, 6, "easy precursor rate", 0.001, rate=1.0, null=0.58)[0] == "not reproduced"
+    assert _absent(0.49, 2, "easy precursor rate", 0.01, rate=0.0, null=0.58)[0] == "inconclusive"

@@ -77,8 +77,9 @@ DEFINITIONS = f"""\
 * **Verdicts come from the tests** (alpha = {ALPHA}): a claim that something holds is *reproduced* when its
   test rejects chance (p < alpha), *not reproduced* when it does not with at least {MIN_CASES} cases, else
   *inconclusive*. A claim that something does not happen (no precursor on easy settings; LLC, Hessian not
-  precursors) is *reproduced* when the rate is not above chance (p >= alpha) over at least {MIN_CASES} cases,
-  *not reproduced* when it is. **Top-down**: per run of >= 4 layers, Kendall tau-b of block depth
+  precursors) is *reproduced* when the rate is not above chance (p >= alpha) over at least {MIN_CASES} cases
+  and not even numerically above the null's rate, *not reproduced* when it is significantly above, and
+  *inconclusive* in between (above the null, not significantly: a failure to reject is not evidence of absence). **Top-down**: per run of >= 4 layers, Kendall tau-b of block depth
   (layers 1..L-1) against the collapse onset step (ties counted), the post-final-norm layer L reported apart;
   the mean tau is tested against onsets permuted between the blocks of each run (one-sided, tau < 0).
   **Floors**: modular reproduces when every size's bootstrap interval of the median floor lies within
@@ -289,9 +290,12 @@ def _holds(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str,
     return "not reproduced", f"{what}: p = {p:.3g} >= {ALPHA} (not distinguishable from chance)"
 
 
-def _absent(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str, str]:
+def _absent(p: float, n: int, what: str, floor_p: float = math.nan, rate: float = math.nan,
+            null: float = math.nan) -> tuple[str, str]:
     """Verdict of a claim that something does not happen beyond chance; inconclusive when the rule fires on
-    chance curves so often that no rate could stand out (``floor_p`` >= alpha)."""
+    chance curves so often that no rate could stand out (``floor_p`` >= alpha), and when the measured ``rate``
+    lies above the ``null`` without the test rejecting: too few runs to tell absence from a small effect, and
+    a failure to reject is not evidence of absence."""
     if n < MIN_CASES or p is None or math.isnan(p):
         return "inconclusive", f"only {n} case(s); at least {MIN_CASES} are needed" if n < MIN_CASES else \
             "no test possible"
@@ -300,6 +304,9 @@ def _absent(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str
     if _powerless(floor_p):
         return "inconclusive", (f"{what}: p = {p:.3g}, but the rule fires on chance curves so often that no rate "
                                 f"could stand out (smallest possible p {floor_p:.2g} >= {ALPHA})")
+    if rate > null:  # NaN compares False: without a null rate the p-value decides alone
+        return "inconclusive", (f"{what} {rate:.0%} above the null's {null:.0%}, not significantly (p = {p:.3g}): "
+                                f"{n} runs cannot tell absence from a small effect")
     return "reproduced", f"{what} not above chance: p = {p:.3g} >= {ALPHA}"
 
 
@@ -390,7 +397,7 @@ def _precursor(ctx: _Ctx, hard: bool) -> Claim:
                      "100% of hard algorithmic settings", measured, verdict, why,
                      "events/events.parquet (status precursor); runs: " + _examples(c["model"]),
                      SOURCES["precursor_hard"], rate, lo, hi, null, p, test)
-    verdict, why = _absent(p, len(c), "easy precursor rate", _floor_p(res))
+    verdict, why = _absent(p, len(c), "easy precursor rate", _floor_p(res), rate, null)
     return Claim("precursor_easy", "on easy settings collapse and acquisition coincide (no precursor)",
                  "none detectable", measured, verdict, why,
                  "events/events.parquet (status, gap_steps, resolution_steps); runs: " + _examples(c["model"]),
@@ -491,7 +498,7 @@ def _whole_model(ctx: _Ctx, events: pd.DataFrame, curves: pd.DataFrame | None, m
                                seed=ctx.seed)
         if res is not None:
             null, p = res.null_mean, res.p_value
-    verdict, why = _absent(p, len(c), f"{metric} precursor rate", _floor_p(res))
+    verdict, why = _absent(p, len(c), f"{metric} precursor rate", _floor_p(res), rate, null)
     return Claim(metric, f"{label} is not a precursor of acquisition", paper,
                  f"{_frac(int(flag.sum()), len(c))} acquired runs precursor {_ci(lo, hi)}; {lag} lagging; "
                  f"median {n_ckpt} checkpoints per run" + ("" if math.isnan(null) else f"; permuted {null:.0%}"),
