@@ -37,6 +37,7 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -250,7 +251,9 @@ def load_torch_safely(path: str | os.PathLike, *, label: str = ""):
     from ckptgeo.errors import UnsafeFileError
 
     try:
-        return torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's note on a legacy (non-zip) pickle: the refusal below says it all
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.load(os.fspath(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         if "weights only load failed" not in str(err).lower():
             raise

@@ -246,3 +246,16 @@ def test_one_training_point_under_two_names_is_no_group():
     files["stage2-ingredient1-step10-tokens5B"] = [W("model.safetensors", 1, "b")]
     assert [g.revisions for g in check_weights(revs, files).groups] == [
         ("stage1-step900-tokens4B", "stage2-ingredient1-step0-tokens4B", "stage2-ingredient1-step10-tokens5B")]
+
+
+def test_integrity_of_a_folder_without_hashes_does_not_claim_it_checked_anything(tmp_path):
+    """Local folders carry no sha256 in any metadata: the report must not say 'no two revisions serve the same
+    weights' when it compared nothing."""
+    from ckptgeo.sources.integrity import check_source
+    from ckptgeo.sources.registry import open_source
+    from tests._checkpoints import make_checkpoints
+
+    ck = make_checkpoints(tmp_path / "ck" / "tiny", steps=(0, 1, 2))
+    text = check_source(open_source(str(ck)), label="tiny").text()
+    assert "no revision could be checked" in text and "no two" not in text, text
+    assert "(the 3 not checked count as genuine)" in text, text

@@ -476,3 +476,48 @@ def test_a_plain_revision_name_selects_it_in_every_member_of_a_family(local_hub,
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[1:-1]] == [f"pythia-tiny-seed{k}@step2000" for k in (1, 2, 3)]
     assert lines[-1] == "3 revisions"
+
+
+def test_a_suite_name_with_control_characters_is_refused_and_names_are_inert_in_report_md(tmp_path):
+    """A shared suite file whose header names it with an escape sequence would clear a terminal and land in
+    report.md, runs.csv and runs.tex; a name carrying markdown or HTML would add a link, image or tag to report.md."""
+    from ckptgeo.analysis.figures import _md_text
+    from ckptgeo.errors import SuiteFormatError
+    from ckptgeo.suites.items import load_suite
+
+    bad = _suite_file(tmp_path / "esc.jsonl", "x\x1b[2Jy")
+    with pytest.raises(SuiteFormatError, match=r"control characters"):
+        load_suite(bad)
+    assert load_suite(_suite_file(tmp_path / "ok.jsonl", "my-suite")).name == "my-suite"
+    assert _md_text("x|y ![t](http://a.example/p.png) <img src=x onerror=1>\x07") == \
+        "x\\|y !\\[t\\](http://a.example/p.png) &lt;img src=x onerror=1&gt;\\x07"
+
+
+def test_a_scan_that_measured_nothing_does_not_point_at_analyze(tmp_path, capsys):
+    from ckptgeo.cli import main
+    from tests._checkpoints import make_checkpoints
+
+    ck = make_checkpoints(tmp_path / "ck" / "tiny", steps=(0, 1))
+    for folder in ck.iterdir():
+        for f in folder.glob("*.safetensors"):
+            f.write_bytes(b"not a safetensors file")
+    assert main(_scan_cli(ck, tmp_path / "ds")) == 1
+    out, err = capsys.readouterr()
+    assert "next: ckptgeo analyze" not in out and "no revision was measured" in err, (out, err)
+
+
+def test_a_built_in_architecture_whose_config_names_its_own_code_is_measured_and_said_so(tmp_path, caplog):
+    import logging
+
+    from ckptgeo.engine.model import _read_config
+    from tests._checkpoints import make_checkpoints
+
+    ck = make_checkpoints(tmp_path / "ck" / "tiny", steps=(0,))
+    folder = next(p for p in ck.iterdir() if p.is_dir())
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModelForCausalLM": "evil_model.EvilModel"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with caplog.at_level(logging.WARNING, logger="ckptgeo.engine.model"):
+        config = _read_config(folder, "step0")
+    assert config.model_type == "gpt_neox"
+    assert "names its own code (config.json auto_map: evil_model.EvilModel), which ckptgeo does not run" in caplog.text

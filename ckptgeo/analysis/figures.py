@@ -672,6 +672,15 @@ def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: 
     return written
 
 
+def _md_text(text: str) -> str:
+    """``text`` (a name read from an input) as inert markdown: control characters as ``\\xNN``, table pipes,
+    link brackets and HTML angle brackets escaped, so a suite or model name cannot add a link, image or tag."""
+    text = "".join(c if ord(c) >= 32 and not 127 <= ord(c) < 160 else f"\\x{ord(c):02x}" for c in text)
+    for ch, esc in (("|", "\\|"), ("[", "\\["), ("]", "\\]"), ("<", "&lt;"), (">", "&gt;")):
+        text = text.replace(ch, esc)
+    return text
+
+
 def _md(df, max_rows: int = 60, floatfmt: str = "{:.3g}") -> str:
     """A pandas DataFrame as a GitHub markdown table (no tabulate dependency)."""
     if df is None or len(df) == 0:
@@ -683,7 +692,7 @@ def _md(df, max_rows: int = 60, floatfmt: str = "{:.3g}") -> str:
             return "–"
         if isinstance(v, (float, np.floating)):
             return floatfmt.format(float(v))
-        return str(v).replace("|", "\\|")
+        return _md_text(str(v))
 
     lines = ["| " + " | ".join(map(str, view.columns)) + " |", "|" + "---|" * len(view.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in view.itertuples(index=False)]

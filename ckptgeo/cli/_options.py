@@ -167,7 +167,8 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
     for line in undefined_probe_warnings(res.out, res.config_hash, res.measured):
         print(f"  warning: {line}", file=sys.stderr)
     tables = [t for t in ("geometry", "behavior", "probes", "compare") if (res.out / t).is_dir()]
-    print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables))
+    if tables:
+        print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables))
     rank, world = shard()
     if world > 1:
         from ckptgeo.store.dataset import Dataset, part_name
@@ -176,7 +177,10 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
         done = sum(ds.is_done(part_name(res.model, r, res.config_hash)) for r in res.selected)
         print(f"all {world} processes: {done} of {len(res.selected)} selected revisions done so far in {res.out} "
               f"(this is rank {rank})")
-    print(f"next: ckptgeo analyze {res.out}" + ("   (once every process has finished)" if world > 1 else ""))
+    if tables or world > 1:
+        print(f"next: ckptgeo analyze {res.out}" + ("   (once every process has finished)" if world > 1 else ""))
+    else:
+        print("next: no revision was measured; fix the errors above and rerun the same command", file=sys.stderr)
     return 1 if res.failed else 0
 
 

@@ -341,7 +341,7 @@ def _read_config(folder: Path, revision: str):
                                      f"needs the model's config.json)", revision=revision,
                                      path=str(folder / "config.json"))
     try:
-        return AutoConfig.from_pretrained(folder, trust_remote_code=False)  # never a prompt, never its code
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)  # never a prompt, never its code
     except Exception as err:
         own = needs_own_code(folder)
         if own is not None:
@@ -350,6 +350,11 @@ def _read_config(folder: Path, revision: str):
                                   revision=revision, path=str(folder / "config.json")) from None
         raise CorruptCheckpointError(f"{revision}: unreadable config.json in {folder}: {err}",
                                      revision=revision, path=str(folder / "config.json")) from err
+    own = needs_own_code(folder)
+    if own is not None:
+        log.warning("%s: the repository names its own code (%s), which ckptgeo does not run; it is measured as the "
+                    "built-in %r architecture its config.json names", revision, own, config.model_type)
+    return config
 
 
 def needs_own_code(folder: str | Path) -> str | None:

@@ -125,8 +125,12 @@ class IntegrityReport:
                          f"unless kept with `ckptgeo analyze --keep-grouped`):")
             lines += [f"  {g.describe()}" + (f": {', '.join(g.revisions)}" if len(g.revisions) > 2 else "")
                       for g in self.groups]
+        elif len(self.unchecked) >= n:
+            lines.append("no revision could be checked: none has a sha256 in the metadata (a local folder, or files "
+                         "not stored by LFS); `ckptgeo scan` hashes the weights as it loads them and marks duplicates")
         else:
-            lines.append("no two revisions serve the same weights or share a weight file")
+            checked = n - len(self.unchecked)
+            lines.append(f"no two of the {checked} checked revisions serve the same weights or share a weight file")
         if self.weightless:
             lines.append(f"{len(self.weightless)} without weight files: {', '.join(self.weightless)}")
         for name, err in self.failed.items():
@@ -135,7 +139,8 @@ class IntegrityReport:
             lines.append(f"{len(self.unchecked)} not checked (no sha256 in the metadata): "
                          f"{_names(self.unchecked)}")
         lines.append(f"genuine trajectory: {len(genuine)} of {n} revisions"
-                     + (f", steps {genuine[0].step} … {genuine[-1].step}" if genuine else ""))
+                     + (f", steps {genuine[0].step} … {genuine[-1].step}" if genuine else "")
+                     + (f" (the {len(self.unchecked)} not checked count as genuine)" if self.unchecked else ""))
         lines.append(f"selector: --revisions genuine  (= {_names([r.name for r in genuine]) or 'none'})")
         return "\n".join(lines)
 

@@ -303,6 +303,15 @@ def available_suites() -> list[str]:
     return sorted(p.stem for p in d.glob("*.jsonl")) if d.is_dir() else []
 
 
+def _printable_name(suite: Suite, spec: str) -> Suite:
+    """``suite``, refused when its name (from a file's header or items: an input) holds control characters,
+    which would reach terminals, ``report.md`` and CSV files as they are."""
+    if not suite.name or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in suite.name):
+        raise SuiteFormatError(f"{spec}: the suite name {suite.name!r} is empty or holds control characters; "
+                               f"give the suite a plain name (its header's \"name\")", path=spec)
+    return suite
+
+
 def load_suite(spec: str | Path) -> Suite:
     """Load a suite from a bundled name, a file path, or ``PREFIX:rest`` of a registered loader.
     (:func:`ckptgeo.suites.tasks.load_suite_or_task` also reads algorithmic task levels such as ``"copy-L1"``.)
@@ -315,18 +324,18 @@ def load_suite(spec: str | Path) -> Suite:
     InvalidParameterError
         The spec is neither a bundled name, an existing file, nor a registered prefix.
     SuiteFormatError
-        The file exists but breaks the schema.
+        The file exists but breaks the schema, or names the suite with control characters.
     """
     spec_s = str(spec)
     path = Path(spec_s)
     if path.is_file():
-        return LOADERS.get(_file_format(path))(spec_s)
+        return _printable_name(LOADERS.get(_file_format(path))(spec_s), spec_s)
     bundled = diagnostics_dir() / f"{spec_s}.jsonl"
     if bundled.is_file():
         return load_jsonl(bundled, name=spec_s)
     prefix, sep, rest = spec_s.partition(":")
     if sep and prefix in LOADERS:
-        return LOADERS.get(prefix)(rest)
+        return _printable_name(LOADERS.get(prefix)(rest), spec_s)
     import difflib
 
     names = available_suites()
