@@ -58,7 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ckptgeo`` console script; returns the exit code."""
-    from ckptgeo.errors import CkptgeoError, DiskSpaceError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -90,7 +89,7 @@ _SHOW_WARNING = warnings.showwarning
 
 
 def _run(args) -> int:
-    from ckptgeo.errors import CkptgeoError
+    from ckptgeo.errors import CkptgeoError, DiskSpaceError
 
     try:
         return int(args.func(args) or 0)
