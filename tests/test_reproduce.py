@@ -392,3 +392,13 @@ def test_an_absence_claim_is_not_reproduced_by_a_rate_above_its_null_that_the_te
     assert _absent(0.49, 6, "easy precursor rate", 0.01, rate=0.5, null=0.58)[0] == "reproduced"
     assert _absent(0.01, 6, "easy precursor rate", 0.001, rate=1.0, null=0.58)[0] == "not reproduced"
     assert _absent(0.49, 2, "easy precursor rate", 0.01, rate=0.0, null=0.58)[0] == "inconclusive"
+
+
+def test_a_short_plan_states_its_wall_time_in_minutes_not_zero_hours():
+    from ckptgeo.studies.reproduce import estimate_text, get_preset
+
+    preset = get_preset("smoke")
+    est = {"bench": {s: {"steps_per_s": 20.0, "forward_s": 0.1} for s in preset.sizes}, "train_hours": 0.1,
+           "scan_hours": 0.05, "model_hours": 0.01, "total_hours": 0.16, "runs": 9, "device": "cpu"}
+    text = estimate_text(preset, est)
+    assert "about 5 min of wall time" in text and "0.0 h" not in text, text

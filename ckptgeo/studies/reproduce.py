@@ -479,8 +479,9 @@ def estimate_text(preset: str | Preset, est: dict) -> str:
                  f"{est.get('model_hours', 0.0):.2f} h (from their work budgets) = {est['total_hours']:.2f} "
                  f"device-hours for {est['runs']} runs")
     if est["device"] == "cpu":
+        wall_h = est["total_hours"] / 2
         lines.append(f"  on 2 idle cores (torchrun --nproc_per_node 2 ... --threads 1): about "
-                     f"{est['total_hours'] / 2:.1f} h of wall time")
+                     + (f"{wall_h:.1f} h" if wall_h >= 1 else f"{wall_h * 60:.0f} min") + " of wall time")
     if est["device"] == "cpu":
         lines.append("  (measured on this CPU; on a GPU machine run `ckptgeo reproduce --preset paper --dry-run "
                      "--device cuda` for GPU-hours)")
