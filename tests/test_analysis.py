@@ -287,7 +287,7 @@ def test_report_and_figures(tmp_path):
     text = report.read_text()
     assert report == root / "report.md"
     assert "## Top-down propagation" in text and "](figures/gaps.png)" in text
-    assert "| toy-4x32 | modular-L3 | rankme | 4 | 70 | 10 | 2 | 50 | 10 | 20 | 2 | 10 | precursor |" in text
+    assert "| toy-4x32 | modular-L3 | rankme | 4 | 70 | 10 | 2 | 50 | 10 | 20 | 2 | 10..30 | 10 | precursor |" in text
     figs = sorted((root / "figures").glob("*.png"))
     assert [p.name for p in figs] == ["gaps.png", "toy-2x16__copy-L1__heatmap.png", "toy-2x16__copy-L1__rankme.png",
                                       "toy-4x32__modular-L3__heatmap.png", "toy-4x32__modular-L3__rankme.png"]

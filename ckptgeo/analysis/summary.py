@@ -1151,6 +1151,10 @@ def events_view(events: pd.DataFrame, *, all_layers: bool = False, runs: Mapping
     rows = events if all_layers else _summary_rows(events)
     view = rows[list(EVENT_VIEW)].rename(columns=EVENT_VIEW)
     view = view.assign(floor=view["floor"].astype("float64").round(2))
+    if "gap_low_steps" in rows.columns and "gap_high_steps" in rows.columns:
+        lo, hi = pd.to_numeric(rows["gap_low_steps"]), pd.to_numeric(rows["gap_high_steps"])
+        view.insert(view.columns.get_loc("gap_ck") + 1, "gap_range",
+                    [f"{int(a)}..{int(b)}" if pd.notna(a) and pd.notna(b) else "-" for a, b in zip(lo, hi)])
     if len(rows) and rows.groupby(["model", "suite"])["config_hash"].nunique().max() > 1:
         labels = run_labels(rows["config_hash"], runs)
         view.insert(2, "run", [labels[h] for h in rows["config_hash"]])
@@ -1171,7 +1175,8 @@ def events_legend(config: "AnalysisConfig | None" = None) -> str:
         f"{cfg.recovery:g} of the way to their largest departure from the first value over the run)",
         f"half_onset: first checkpoint at {cfg.collapse_fraction:g} of the first RankMe value (orders layers)",
         "gap: acq - onset in steps (positive: the geometry moved first); gap_ck: the same in checkpoints; "
-        "res: the larger checkpoint spacing before acq or before the onset",
+        "gap_range: the gap's interval in steps from the checkpoint grid (each event lies after the checkpoint "
+        "before it); res: the larger checkpoint spacing before acq or before the onset",
         f"status: precursor (onset before acq by more than res and more than {cfg.resolution_checkpoints} "
         "checkpoint), unresolved (within that), synchronous, lagging, no_onset, acquired_at_start, censored (above "
         "threshold at the last checkpoints, fewer than the window), never_acquired, no_data; '-': not defined",
