@@ -137,3 +137,10 @@ def test_mixed_schemes_keep_the_majority(caplog):
 
     assert sorted(parse_names(["step1", "step2", "checkpoint-7", "main"])) == ["step1", "step2"]
     assert "checkpoint-7" in caplog.text
+
+
+def test_a_list_with_spaces_after_its_commas_selects_the_same_revisions():
+    from ckptgeo.sources.revisions import Revision, select_revisions
+
+    revs = [Revision(s, f"step{s}") for s in (0, 1, 2)]
+    assert select_revisions(revs, " step0 , step2 ") == select_revisions(revs, "step0,step2") == [revs[0], revs[2]]

@@ -228,7 +228,7 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
     revs = sorted(revisions)
     if not revs:
         raise EmptySelectionError(f"{source} has no step revisions")
-    sel = selector.strip()
+    sel = ",".join(part.strip() for part in selector.strip().split(","))  # "step0, step1" as typed in a shell
     m = re.fullmatch(r"([A-Za-z*?\[\-][\w*?\[\]\-]*):(.*)", sel)
     if m and m.group(1) not in ("every",):
         pattern, rest = m.group(1), m.group(2) or "all"
