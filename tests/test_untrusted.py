@@ -492,7 +492,7 @@ def test_a_suite_name_with_control_characters_is_refused_and_names_are_inert_in_
         load_suite(bad)
     assert load_suite(_suite_file(tmp_path / "ok.jsonl", "my-suite")).name == "my-suite"
     assert _md_text("x|y ![t](http://a.example/p.png) <img src=x onerror=1>\x07") == \
-        "x\\|y !\\[t\\](http://a.example/p.png) &lt;img src=x onerror=1&gt;\\x07"
+        "x\\|y ![t\\](http://a.example/p.png) &lt;img src=x onerror=1>\\x07"
 
 
 def test_a_scan_that_measured_nothing_does_not_point_at_analyze(tmp_path, capsys):

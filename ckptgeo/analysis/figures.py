@@ -673,10 +673,12 @@ def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: 
 
 
 def _md_text(text: str) -> str:
-    """``text`` (a name read from an input) as inert markdown: control characters as ``\\xNN``, table pipes,
-    link brackets and HTML angle brackets escaped, so a suite or model name cannot add a link, image or tag."""
+    """``text`` (a name read from an input) as inert markdown: control characters as ``\\xNN``; table pipes,
+    the ``](`` of a link or image and the HTML tag opener ``<`` escaped, so a suite or model name cannot add a
+    link, image or tag (intervals such as ``[30%, 90%]`` and ``->`` in a claim's text stay as they are)."""
     text = "".join(c if ord(c) >= 32 and not 127 <= ord(c) < 160 else f"\\x{ord(c):02x}" for c in text)
-    for ch, esc in (("|", "\\|"), ("[", "\\["), ("]", "\\]"), ("<", "&lt;"), (">", "&gt;")):
+    # no table cell ends at "|", no link or image opens without "](", no tag or autolink without "<"
+    for ch, esc in (("|", "\\|"), ("](", "\\]("), ("<", "&lt;")):
         text = text.replace(ch, esc)
     return text
 
