@@ -12,16 +12,7 @@ import pytest
 
 from ckptgeo.errors import CorruptCheckpointError, UnsafeFileError
 from ckptgeo.training.trainer import TrainConfig, train
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from tests.test_train import one_thread  # noqa: F401  (autouse here too: one intra-op thread)
 
 
 def _config(out, **kw) -> TrainConfig:
