@@ -144,6 +144,18 @@ def _finish_file(path: Path) -> None:
 
 
 @contextlib.contextmanager
+def _naming(tmp: Path) -> Iterator[None]:
+    """Name ``tmp`` on an OSError that names no file (a write or close on a full disk names none), so that the
+    one-line error can say which file was being written (:func:`temp_target` maps it to its target)."""
+    try:
+        yield
+    except OSError as err:
+        if not err.filename:
+            err.filename = str(tmp)
+        raise
+
+
+@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """A temporary path next to ``path`` to write to; on a clean exit it gets a normal file's permissions
     (0666 less the umask), is fsync-ed and renamed onto ``path``.
@@ -170,9 +182,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_name(path)
     try:
-        yield tmp
-        _finish_file(tmp)
-        os.replace(tmp, path)
+        with _naming(tmp):
+            yield tmp
+            _finish_file(tmp)
+            os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -206,11 +219,12 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = _temp_name(path)
     os.mkdir(tmp)
     try:
-        yield tmp
-        for f in tmp.rglob("*"):
-            if f.is_file():
-                _finish_file(f)
-        os.replace(tmp, path)
+        with _naming(tmp):
+            yield tmp
+            for f in tmp.rglob("*"):
+                if f.is_file():
+                    _finish_file(f)
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -426,7 +440,8 @@ class Claim:
         tmp = _temp_name(self.path)
         now = self._clock()
         try:
-            tmp.write_text(json.dumps(self.holder), encoding="utf-8")
+            with _naming(tmp):
+                tmp.write_text(json.dumps(self.holder), encoding="utf-8")
             os.utime(tmp, (now, now))
             try:
                 os.link(tmp, self.path)

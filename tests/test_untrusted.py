@@ -342,8 +342,9 @@ def test_a_full_disk_is_one_line_and_keeps_the_finished_revisions(ckpts, tmp_pat
     assert "Traceback" not in stderr and "rc=5" in res.stdout, (res.stdout, res.stderr)
     errors = [line for line in lines if line.startswith("ckptgeo: error:")]
     # the disk is full before the second scan starts, so it may stop at its first write (the dataset's claim
-    # file) or at step1's parts: either way one line that says so and that finished work is kept
-    assert len(errors) == 1 and "disk full" in errors[0] and "kept" in errors[0], errors
+    # file) or at step1's parts: either way one line that names the file and says finished work is kept
+    assert len(errors) == 1 and "disk full while writing " + str(tmp_path) in errors[0], errors
+    assert errors[0].endswith("finished work is kept"), errors
     assert [line for line in lines if line.startswith("WARNING")] == [
         line for line in lines if "could not record the failure of step1" in line]   # at most one line about it
     assert "tiny--step0--" in res.stdout and "tiny--step1--" not in res.stdout        # step0 kept, step1 not done
