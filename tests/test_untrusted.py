@@ -515,3 +515,11 @@ def test_a_built_in_architecture_whose_config_names_its_own_code_is_measured_and
         config = _read_config(folder, "step0")
     assert config.model_type == "gpt_neox"
     assert "names its own code (config.json auto_map: evil_model.EvilModel), which ckptgeo does not run" in caplog.text
+    from ckptgeo.engine.model import ModelHolder
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ckptgeo.engine.model"):
+        holder = ModelHolder()
+        holder.build(folder, revision="step0")     # the scan builds from the reference revision, then loads it
+        holder.load(folder, revision="step0")
+    assert caplog.text.count("names its own code") == 1, caplog.text

@@ -220,6 +220,7 @@ class ModelHolder:
         self.model: torch.nn.Module | None = None
         self.config = None
         self._renames: list | None = None
+        self._last_config: tuple | None = None
         #: what the last :meth:`load` read and how long it took
         self.last_load: LoadStats | None = None
 
@@ -234,7 +235,7 @@ class ModelHolder:
             ``config.json`` changes a shape field, or a tensor's shape differs from the first revision's.
         """
         folder = Path(folder)
-        config = _read_config(folder, revision)
+        config = self._config_of(folder, revision)
         if self.model is None:
             self._build(config)
         else:
@@ -287,7 +288,16 @@ class ModelHolder:
             ``config.json`` is missing or unreadable.
         """
         if self.model is None:
-            self._build(_read_config(Path(folder), revision))
+            self._build(self._config_of(Path(folder), revision))
+
+    def _config_of(self, folder: Path, revision: str):
+        """``folder``'s config, read once when :meth:`build` and then :meth:`load` ask for the same folder (one
+        read, one warning)."""
+        if self._last_config is not None and self._last_config[0] == folder:
+            return self._last_config[1]
+        config = _read_config(folder, revision)
+        self._last_config = (folder, config)
+        return config
 
     def _build(self, config) -> None:
         from transformers import AutoModelForCausalLM
