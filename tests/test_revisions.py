@@ -144,3 +144,17 @@ def test_a_list_with_spaces_after_its_commas_selects_the_same_revisions():
 
     revs = [Revision(s, f"step{s}") for s in (0, 1, 2)]
     assert select_revisions(revs, " step0 , step2 ") == select_revisions(revs, "step0,step2") == [revs[0], revs[2]]
+
+
+@pytest.mark.parametrize("empty", ["", " ", ",", " , "])
+def test_an_empty_selector_is_refused_not_read_as_the_default(empty, tmp_path, capsys):
+    with pytest.raises(InvalidParameterError, match="is empty; give 'all'"):
+        select_revisions(REVS, empty)
+    from ckptgeo.cli import main
+    from tests._checkpoints import make_checkpoints
+
+    ck = make_checkpoints(tmp_path / "ck" / "tiny", steps=(0, 1))
+    assert main(["scan", str(ck), "--revisions", empty, "--out", str(tmp_path / "ds")]) == 2
+    err = capsys.readouterr().err
+    assert "revision selector" in err and "is empty" in err, err
+    assert not (tmp_path / "ds" / "revisions").exists()

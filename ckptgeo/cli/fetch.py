@@ -48,7 +48,8 @@ def fetch_revisions(source, selector: str | None = None, *, max_disk: int | None
         label, source = source, open_source(source, keep_cache=True)
     else:
         label = getattr(source, "repo_id", source.name)
-    revs = select_revisions(source.revisions(), selector or source.default_selector, source=label,
+    selector = source.default_selector if selector is None else selector
+    revs = select_revisions(source.revisions(), selector, source=label,
                             note=getattr(source, "missing_note", None))
     need = sum(_missing_bytes(source, r) for r in revs)
     if max_disk is not None and need > max_disk:

@@ -53,7 +53,7 @@ def _cmd_revisions(args) -> int:
     report = None
     if args.integrity or (args.revisions and "genuine" in args.revisions):
         report = check_source(source, label=args.source)
-    if args.revisions:
+    if args.revisions is not None:
         revs = select_revisions(revs, args.revisions, source=args.source, note=getattr(source, "missing_note", None),
                                 genuine=None if report is None else {r.name for r in report.genuine})
     from ckptgeo.sources.hub import offline_note

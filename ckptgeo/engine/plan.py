@@ -266,7 +266,7 @@ def resolve(source, config: ScanConfig) -> Resolved:
     if isinstance(source, (str, Path)):
         source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
     measures = configure_metrics(config)  # option errors come before any listing of revisions
-    selector = config.revisions or source.default_selector
+    selector = source.default_selector if config.revisions is None else config.revisions
     genuine = None
     if "genuine" in selector:   # metadata only: which revisions belong to no group of identical weights
         genuine = {r.name for r in check_source(source, label=label).genuine}

@@ -229,6 +229,9 @@ def select_revisions(revisions: list[Revision], selector: str, *, source: str = 
     if not revs:
         raise EmptySelectionError(f"{source} has no step revisions")
     sel = ",".join(part.strip() for part in selector.strip().split(","))  # "step0, step1" as typed in a shell
+    if not sel.strip(","):
+        raise InvalidParameterError(f"the revision selector {selector!r} is empty; give 'all' for every revision of "
+                                    f"{source}, or names, steps, a range or every-N", name="revisions", value=selector)
     m = re.fullmatch(r"([A-Za-z*?\[\-][\w*?\[\]\-]*):(.*)", sel)
     if m and m.group(1) not in ("every",):
         pattern, rest = m.group(1), m.group(2) or "all"
