@@ -217,3 +217,25 @@ def test_trainer_output_dir_of_checkpoint_folders(ckpts, tmp_path):
     assert res.measured == ["checkpoint-0", "checkpoint-100"]
     g = pd.read_parquet(tmp_path / "ds" / "geometry")
     assert sorted(set(g.step)) == [0, 100]
+
+
+def test_a_copied_study_folder_keeps_its_model_names_and_resumes(ckpts, tmp_path):
+    """A study's runs/ beside its dataset/: sources.json stores them relative to the dataset, so a copy of the
+    whole folder resumes under the same names instead of measuring every run again under new ones."""
+    import json
+    import shutil
+
+    study = tmp_path / "study"
+    shutil.copytree(ckpts, study / "runs" / "tiny")
+    res = run(study / "runs" / "tiny", study / "dataset", revisions="step0,step1")
+    assert res.model == "tiny" and res.measured == ["step0", "step1"]
+    assert json.loads((study / "dataset" / "sources.json").read_text()) == {"tiny": "folder:../runs/tiny"}
+    copy = tmp_path / "copy"
+    shutil.copytree(study, copy)
+    res2 = run(copy / "runs" / "tiny", copy / "dataset", revisions="step0,step1,step2")
+    assert res2.model == "tiny" and res2.measured == ["step2"] and res2.skipped == ["step0", "step1"]
+    # a folder outside the study is kept absolute (a dataset moved alone still names the same folder)
+    outside = run(ckpts, copy / "dataset", revisions="step0")
+    assert outside.model != "tiny" and outside.model.endswith("/tiny"), outside.model
+    stored = json.loads((copy / "dataset" / "sources.json").read_text())
+    assert stored["tiny"] == "folder:../runs/tiny" and stored[outside.model] == f"folder:{Path(ckpts).resolve()}"

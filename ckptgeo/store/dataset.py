@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -248,20 +249,40 @@ class Dataset:
 
     def sources(self) -> dict[str, str]:
         """``sources.json``: model name -> what it stands for (``folder:/abs/path``, ``monitor:<run id>``);
-        empty for a dataset written before it existed."""
+        empty for a dataset written before it existed.
+
+        A folder beside the dataset (under the folder that holds it, as a study's ``runs/`` beside its
+        ``dataset/``) is stored relative to the dataset (``folder:../runs/x``) and returned absolute, so a copied
+        or moved study keeps its model names and resumes."""
         try:
             data = json.loads((self.root / "sources.json").read_text())
         except (OSError, ValueError):
             return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): self._absolute(str(v)) for k, v in data.items()}
+
+    def _absolute(self, identity: str) -> str:
+        kind, _, where = identity.partition(":")
+        if kind != "folder" or not where or os.path.isabs(where):
+            return identity
+        return f"folder:{os.path.normpath(self.root.resolve() / where)}"
+
+    def _relative(self, identity: str) -> str:
+        kind, _, where = identity.partition(":")
+        home = self.root.resolve().parent
+        if kind != "folder" or not os.path.isabs(where) or not Path(where).is_relative_to(home):
+            return identity
+        return f"folder:{os.path.relpath(where, self.root.resolve())}"
 
     def record_source(self, model: str, identity: str) -> None:
         """Record that ``model`` stands for ``identity`` (under the dataset-wide lock; kept if already there)."""
         with self.lock_all():
             known = self.sources()
             if known.get(model) != identity:
+                stored = {k: self._relative(v) for k, v in {**known, model: identity}.items()}
                 atomic_write_bytes(self.root / "sources.json",
-                                   json.dumps({**known, model: identity}, indent=2, sort_keys=True).encode())
+                                   json.dumps(stored, indent=2, sort_keys=True).encode())
 
     def write_run(self, config_hash: str, settings: dict) -> None:
         """Record the settings behind ``config_hash`` (once)."""
