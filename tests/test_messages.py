@@ -112,3 +112,15 @@ def test_a_step_typo_gets_the_closest_steps_not_a_form():
     with pytest.raises(RevisionNotFoundError) as info:
         select_revisions(revs, "step11", source="ck")
     assert "closest existing: step10, step20, step0." in str(info.value) and "Did you mean" not in str(info.value)
+
+
+def test_submit_refuses_an_out_path_with_blanks_before_anything_is_submitted(good, tmp_path, capsys):
+    """Slurm splits #SBATCH lines at blanks; a path with one would send the logs somewhere else."""
+    out = tmp_path / "my results"
+    assert main(["submit", "--dry-run", "scan", str(good), "--suite", str(SUITE), "--out", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and "cannot hold a path with blanks or quotes" in cap.err and repr(str(out)) in cap.err
+    assert not out.exists()
+    ok = tmp_path / "results"
+    assert main(["submit", "--dry-run", "scan", str(good), "--suite", str(SUITE), "--out", str(ok)]) == 0
+    assert f"#SBATCH --output={tmp_path / 'results'}/slurm/logs/%A_%a.out" in capsys.readouterr().out

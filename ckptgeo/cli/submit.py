@@ -255,7 +255,14 @@ def _out_of(command: str, cargs: argparse.Namespace) -> Path:
     if cargs.out is None:
         raise InvalidParameterError(f"ckptgeo submit {command} needs --out: the folder every worker writes to, on "
                                     f"a file system all nodes share", name="out", value=None)
-    return Path(cargs.out).absolute()
+    out = Path(cargs.out).absolute()
+    for what, path in (("--out", out), ("the current folder", Path.cwd())):
+        if any(c.isspace() or c in "\"'" for c in str(path)):
+            # the path lands in #SBATCH lines (--output, --chdir), which are split at blanks, not parsed as a shell
+            raise InvalidParameterError(f"ckptgeo submit cannot use {what} {str(path)!r}: Slurm's #SBATCH lines "
+                                        f"cannot hold a path with blanks or quotes; use a path without them",
+                                        name="out", value=str(path))
+    return out
 
 
 def _submit(command: str, args: list[str], slurm: dict, *, stage: bool, dry_run: bool,
