@@ -295,6 +295,18 @@ def test_another_tools_parquet_in_a_table_folder_is_named_and_left_alone(ckpts, 
                               f"(ckptgeo leaves it as it is) and rerun.") and "magic bytes" in first
         assert foreign.read_text() == "another tool's file, not Parquet"
         foreign.unlink()
+    # a valid Parquet file of another tool: named too, not silently joined to the table
+    import pandas as pd
+
+    foreign = out / "geometry" / "export.parquet"
+    pd.DataFrame({"layer": [1], "value": [2.0]}).to_parquet(foreign)
+    before = foreign.read_bytes()
+    capsys.readouterr()
+    assert main(["analyze", str(out)]) == 6
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith(f"ckptgeo: error: {foreign} is not a part of ckptgeo's geometry table (it has no model, "
+                            "step columns)"), first
+    assert foreign.read_bytes() == before
 
 
 def _full_disk_available(tmp_path) -> bool:

@@ -73,6 +73,24 @@ def _read_part(path: Path, read):
             f"as it is) and rerun.", path=str(path)) from None
 
 
+#: the columns that tie a row to a checkpoint: a part of a table with a schema must have those of them the schema has
+_KEY_COLUMNS = ("model", "step")
+
+
+def _foreign_check(path: Path, df: pd.DataFrame, table: str) -> pd.DataFrame:
+    """``df`` itself, or a :class:`DatasetLayoutError` naming ``path`` when it lacks the key columns of
+    ``table`` (a valid Parquet file of another tool in the table folder would otherwise join the table)."""
+    schema = SCHEMAS.get(table)
+    missing = [c for c in _KEY_COLUMNS if schema is not None and c in schema.names and c not in df.columns]
+    if missing:
+        raise DatasetLayoutError(
+            f"{path} is not a part of ckptgeo's {table} table (it has no {', '.join(missing)} "
+            f"column{'s' if len(missing) > 1 else ''}). ckptgeo reads "
+            f"every *.parquet in {path.parent}: move that file out of the folder (ckptgeo leaves it as it is) and "
+            f"rerun.", path=str(path))
+    return df
+
+
 def read_table(root: str | Path, table: str) -> pd.DataFrame:
     """A table of the dataset at ``root`` as one DataFrame: the one reader of ckptgeo's tables.
 
@@ -90,11 +108,12 @@ def read_table(root: str | Path, table: str) -> pd.DataFrame:
     Raises
     ------
     DatasetLayoutError
-        A ``*.parquet`` in the table folder is not a Parquet file (the message names it; it is left as it is).
+        A ``*.parquet`` in the table folder is not a Parquet file, or lacks the table's model or step
+        column (another tool's table; the message names it; it is left as it is).
     """
     d = Path(root) / table
     parts = sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_"))) if d.is_dir() else []
-    frames = [df for df in (_read_part(p, pd.read_parquet) for p in parts) if len(df)]
+    frames = [df for df in (_foreign_check(p, _read_part(p, pd.read_parquet), table) for p in parts) if len(df)]
     if not frames:
         schema = SCHEMAS.get(table)
         return schema.empty_table().to_pandas() if schema is not None else pd.DataFrame()
