@@ -37,3 +37,193 @@ def test_rows_carry_the_same_settings_columns():
     row = row_settings(ScanConfig(n_samples=50, dtype="float64"), "abc")
     assert [k for k in row if k != "ckptgeo_version"] == ["n_samples", "position", "dtype", "seed", "config_hash"]
     assert (row["n_samples"], row["position"], row["dtype"], row["seed"]) == (50, "last", "float64", 0)
+
+
+# ------------------------------------------------------------------- the declaration and what derives from it
+#: a value other than the default for every declared setting (a new setting adds one here)
+OTHER = {"revisions": "all", "suites": ("logic",), "metrics": ("rankme",), "metric_options": {"rankme": {"eps": 1e-5}},
+         "n_samples": 50, "position": "mean", "centered": True, "dtype": "float64", "epsilon": 1e-6, "seed": 3,
+         "batch_size": 3, "device": "meta", "prefetch": 0, "max_disk": 10, "keep_cache": True, "overwrite": True,
+         "save_states": True, "on_error": "raise", "step_pattern": r"^s(\d+)$", "model_items": 8, "threads": 2,
+         "share_prefix": False, "tokenizer": "runs/x"}
+#: flags of ``scan`` / ``probe`` that are not settings
+NOT_SETTINGS = {"-h", "--help", "--out", "--dry-run"}
+
+
+def _signature_drift(fn) -> list[str]:
+    """How ``fn``'s keywords (other than source, out, config) differ from the declared settings."""
+    import inspect
+
+    from ckptgeo.engine.config import declared
+
+    params = {n: p for n, p in inspect.signature(fn).parameters.items() if n not in ("source", "out", "config")}
+    fields = {f.name: f for f, _ in declared()}
+    drift = [f"keyword {n} is not a declared setting" for n in params if n not in fields]
+    drift += [f"setting {n} is not a keyword" for n in fields if n not in params]
+    drift += [f"{n}: default {params[n].default!r}, declared {f.default!r}" for n, f in fields.items()
+              if n in params and params[n].default != f.default]
+    return drift
+
+
+def _flag_drift(parser, groups) -> list[str]:
+    """How ``parser``'s flags differ from the settings declared for ``groups``: a flag missing, with another
+    dest, default, help or choices, or an option that is no declared setting."""
+    from ckptgeo._params import Options
+    from ckptgeo.engine.config import declared
+
+    actions = {o: a for a in parser._actions for o in a.option_strings}
+    drift = []
+    for f, s in declared():
+        if s.flag is None or s.group not in groups:
+            continue
+        a = actions.pop(s.flag, None)
+        if a is None:
+            drift.append(f"{f.name}: no flag {s.flag}")
+            continue
+        choices = [list(c.options) for c in s.admits if isinstance(c, Options)]
+        want_default = False if s.action == "store_true" else None if s.action == "append" else f.default
+        for what, got, want in [("dest", a.dest, f.name), ("default", a.default, want_default),
+                                ("choices", a.choices, choices[0] if choices else None)]:
+            if got != want:
+                drift.append(f"{s.flag}: {what} {got!r}, declared {want!r}")
+        if "{" not in s.help and a.help != s.help:
+            drift.append(f"{s.flag}: help {a.help!r}, declared {s.help!r}")
+    drift += [f"{o} is not a declared setting" for o in actions if o not in NOT_SETTINGS]
+    return drift
+
+
+def _subparser(command: str):
+    from ckptgeo.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if hasattr(a, "choices") and isinstance(a.choices, dict))
+    return sub.choices[command]
+
+
+def test_scan_keywords_and_defaults_are_the_declared_settings():
+    import inspect
+
+    from ckptgeo import scan
+
+    assert _signature_drift(scan) == []
+    # the check sees a changed default, a dropped keyword and an undeclared one
+    sig = inspect.signature(scan)
+    params = [p.replace(default=100) if p.name == "n_samples" else p for p in sig.parameters.values()
+              if p.name != "seed"] + [inspect.Parameter("n_sample", inspect.Parameter.KEYWORD_ONLY, default=1)]
+
+    def drifted(*args, **kwargs):
+        pass
+
+    drifted.__signature__ = sig.replace(parameters=params)
+    assert _signature_drift(drifted) == ["keyword n_sample is not a declared setting", "setting seed is not a keyword",
+                                         "n_samples: default 100, declared 200"]
+
+
+def test_scan_docstring_documents_every_declared_setting():
+    import inspect
+
+    from ckptgeo import scan
+    from ckptgeo.engine.config import declared
+
+    doc = inspect.getdoc(scan)
+    assert 'n_samples : int, default=200\n    Items per suite (seeded selection), at least 2.' in doc
+    assert 'position : {"last", "mean"}, default="last"' in doc and "max_disk : int or str, optional" in doc
+    for f, s in declared():
+        assert f"\n{f.name} : " in doc and " ".join(s.doc.split()[:4]) in " ".join(doc.split())
+    assert doc.index("\nout : ") < doc.index("\nrevisions : ") < doc.index("\ntokenizer : ") < doc.index("\nconfig : ")
+
+
+def test_unknown_keywords_are_refused_in_one_line():
+    from ckptgeo import plan_scan, scan
+
+    with pytest.raises(TypeError, match=r"^plan_scan\(\) got unexpected keyword arguments \['n_sample'\]$"):
+        plan_scan("no/such-repo", n_sample=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_sample'"):
+        scan("no/such-repo", n_sample=3)
+
+
+@pytest.mark.parametrize("command,groups", [("scan", ("source", "scan", "command")), ("probe", ("source", "scan"))])
+def test_every_flag_is_its_declared_setting(command, groups):
+    assert _flag_drift(_subparser(command), groups) == []
+
+
+def test_the_flag_check_sees_a_flag_drift_from_its_declaration():
+    import argparse
+
+    from ckptgeo.cli._options import add_scan_options, add_source_options
+
+    p = argparse.ArgumentParser()
+    add_source_options(p, source_required=False)
+    add_scan_options(p)
+    assert _flag_drift(p, ("source", "scan")) == []
+    next(a for a in p._actions if a.dest == "prefetch").default = 2
+    next(a for a in p._actions if a.dest == "position").help = "token read (default first)"
+    p.add_argument("--model-items", type=int, default=16)
+    assert _flag_drift(p, ("source", "scan")) == ["--position: help 'token read (default first)', declared "
+                                                  "'token read for hidden states (default %(default)s)'",
+                                                  "--prefetch: default 2, declared 1",
+                                                  "--model-items is not a declared setting"]
+
+
+def test_flags_give_the_declared_defaults_and_every_value_reaches_the_config():
+    from ckptgeo.cli._options import _scan_kwargs
+    from ckptgeo.engine.config import ScanConfig, declared, settings_from
+
+    parser = _subparser("scan")
+    assert ScanConfig(**settings_from(_scan_kwargs(parser.parse_args(["x"])))) == ScanConfig()
+    argv = ["x", "--revisions", "all", "--suite", "logic", "--metrics", "rankme", "--metric-option", "rankme.eps=1e-5",
+            "--n-samples", "50", "--position", "mean", "--centered", "--dtype", "float64", "--epsilon", "1e-6",
+            "--seed", "3", "--batch-size", "3", "--device", "meta", "--prefetch", "0", "--max-disk", "10B",
+            "--keep-cache", "--overwrite", "--save-states", "--on-error", "raise", "--step-pattern", r"^s(\d+)$",
+            "--threads", "2", "--tokenizer", "runs/x"]
+    config = ScanConfig(**settings_from(_scan_kwargs(parser.parse_args(argv))))
+    flagged = [f.name for f, s in declared() if s.flag]
+    assert {n: getattr(config, n) for n in flagged} == {n: OTHER[n] for n in flagged}
+
+
+def test_the_config_hash_changes_exactly_with_the_settings_declared_hashed():
+    from ckptgeo.engine.config import declared
+
+    settings = {f.name: s for f, s in declared()}
+    assert set(OTHER) == set(settings)
+    base = _hash()
+    changed = {n for n, v in OTHER.items() if _hash(**{n: v}) != base}
+    assert changed == {n for n, s in settings.items() if s.hashed}
+    assert changed == {"suites", "metrics", "metric_options", "n_samples", "position", "centered", "dtype",
+                       "epsilon", "seed", "model_items", "tokenizer"}
+
+
+def test_row_columns_are_settings_declared_hashed_by_value():
+    import typing
+
+    import pyarrow as pa
+
+    from ckptgeo.engine.config import ScanConfig, declared
+    from ckptgeo.store.schemas import SCAN_SETTINGS
+
+    hashed = {f.name for f, s in declared() if s.hashed == "value"}
+    hints, arrow = typing.get_type_hints(ScanConfig), {int: pa.int64(), str: pa.string()}
+    assert [(n, arrow[hints[n]]) for n, _ in SCAN_SETTINGS if n in hashed] == SCAN_SETTINGS
+
+
+def test_monitor_config_shares_the_declared_settings():
+    import dataclasses
+
+    from ckptgeo._params import validate_params
+    from ckptgeo.engine.config import ScanConfig, declared
+    from ckptgeo.errors import InvalidParameterError
+    from ckptgeo.monitor import MonitorConfig
+    from ckptgeo.monitor.core import _scan_config
+
+    shared = [(f.name, s) for f, s in declared() if s.monitor]
+    assert [(f.name, s) for f, s in declared(MonitorConfig)] == shared
+    assert [f.name for f in dataclasses.fields(MonitorConfig)][:len(shared)] == [n for n, _ in shared]
+    defaults = {f.name: f.default for f in dataclasses.fields(MonitorConfig)}
+    assert {n: defaults[n] for n, _ in shared} == {**{n: getattr(ScanConfig(), n) for n, _ in shared},
+                                                   "batch_size": 64}
+    with pytest.raises(InvalidParameterError, match=r"'n_samples' parameter of monitor must be an int in \[2, inf\)"):
+        validate_params(MonitorConfig(n_samples=1), owner="monitor")
+    # the monitor's defaults hash as a default scan's (same items, the model's float32 weights)
+    cfg = dataclasses.replace(_scan_config(MonitorConfig()), suites=("copy-L1",))
+    assert _hash(**{n: getattr(cfg, n) for n, _ in shared}) == PINNED[0][1]
+    assert _scan_config(MonitorConfig(metrics=["rankme"], n_samples=40)).metrics == ("rankme",)

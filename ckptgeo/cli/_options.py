@@ -1,11 +1,13 @@
-"""Options shared by the subcommands that walk checkpoints (``scan``, ``probe``, ``revisions``)."""
+"""Options shared by the subcommands that walk checkpoints (``scan``, ``probe``, ``revisions``); each scan
+setting's flag is made from its declaration in :mod:`ckptgeo.engine.config`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-__all__ = ["add_source_options", "add_scan_options", "run_scan_command", "undefined_probe_warnings"]
+__all__ = ["add_source_options", "add_scan_options", "add_setting_flags", "run_scan_command",
+           "undefined_probe_warnings"]
 
 
 def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = True) -> None:
@@ -13,59 +15,45 @@ def add_source_options(p: argparse.ArgumentParser, *, source_required: bool = Tr
     if source_required:
         p.add_argument("source", help="Hub repo id (EleutherAI/pythia-160m), a family of repos "
                                       "('org/pythia-160m-seed{1..3}' or 'org/a,org/b'), or a folder of checkpoints")
-    p.add_argument("--revisions", default=None,
-                   help="revision selector: all, every-N, log, A:B[:N], main, genuine (no two serve the same "
-                        "weights; see `ckptgeo revisions SOURCE --integrity`), names/steps, or STAGE:SEL such as "
-                        "'stage2-ingredient1:*' (default: all for a folder, every-1000 for a Hub repo)")
-    p.add_argument("--step-pattern", default=None,
-                   help=r"regex mapping branch names to steps: group 'step' (or the first), optional 'stage' and "
-                        r"'tokens' (billions); default: the built-in schemes step{N}, [stageK[-ingredientJ]-]"
-                        r"step{N}-tokens{T}B, stageK-step-{N}, step-{N}, step-{N}-{T}BT, step_{N}, checkpoint-{N}, "
-                        r"global_step{N}, iter{N}, ckpt_{K}, {N}")
+    add_setting_flags(p, "source")
 
 
-def add_scan_options(p: argparse.ArgumentParser) -> None:
-    """The measurement options shared by ``scan`` and ``probe``."""
-    p.add_argument("--suite", action="append", dest="suites", metavar="NAME|PATH",
-                   help="bundled suite name, file path, loader spec (hf:ORG/NAME), or an algorithmic task level "
-                        "such as copy-L1 (its 200 held-out items, as `ckptgeo train` draws them); repeat for several "
-                        "(default: the source's suites)")
-    p.add_argument("--tokenizer", default=None, metavar="PATH|REPO",
-                   help="tokenizer folder or Hub repo id, for checkpoint folders without one (a Trainer's "
-                        "checkpoint-N folders); default: the source's own")
+def add_scan_options(p: argparse.ArgumentParser, *, metrics: bool = False) -> None:
+    """The measurement options shared by ``scan`` and ``probe`` (``--metrics`` too when ``metrics``)."""
     p.add_argument("--out", default=None, help="dataset folder (default results/<source name>)")
-    p.add_argument("--n-samples", type=int, default=200, help="items per suite (default 200)")
-    p.add_argument("--position", choices=["last", "mean"], default="last",
-                   help="token read for hidden states (default last)")
-    p.add_argument("--metric-option", action="append", dest="metric_options", metavar="METRIC.OPTION=VALUE",
-                   help="a metric's setting, e.g. hessian.k=10, llc.num_chains=2, grad_rank.sketch_dim=1024, "
-                        "probe.C=0.5, cka.reference=step1000; repeat for several; the options are the fields of the "
-                        "metric's config (HessianConfig, LLCConfig, ...), checked before anything is fetched and "
-                        "recorded in each row; every metric also takes METRIC.revisions=SELECTOR, the revisions "
-                        "(of the scan's selection) it runs at, e.g. hessian.revisions=every-5")
-    p.add_argument("--centered", action="store_true",
-                   help="centred RankMe (short for --metric-option rankme.centered=true; default uncentred, as "
-                        "Garrido et al.)")
-    p.add_argument("--epsilon", type=float, default=None,
-                   help="RankMe's epsilon (short for --metric-option rankme.eps=E; default 1e-7)")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16", "auto"],
-                   help="forward-pass dtype (states are upcast, RankMe's SVD runs in float64; default float32); "
-                        "auto: half precision on a GPU unless a whole-model measure is selected")
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="items per forward batch (default: from the GPU's free memory; 16 on a CPU)")
-    p.add_argument("--seed", type=int, default=0, help="seed for item selection and metrics (default 0)")
-    p.add_argument("--prefetch", type=int, default=1, help="revisions downloaded ahead (default 1)")
-    p.add_argument("--max-disk", default=None, help="refuse to start if the peak download exceeds this (e.g. 40GB)")
-    p.add_argument("--keep-cache", action="store_true", help="do not evict measured revisions from the Hub cache")
-    p.add_argument("--overwrite", action="store_true", help="measure again revisions already done")
-    p.add_argument("--save-states", action="store_true", help="keep the measured hidden states (safetensors)")
-    p.add_argument("--on-error", choices=["skip", "raise"], default="skip",
-                   help="skip: record a failed revision and continue (default); raise: stop")
+    add_setting_flags(p, "scan")
+    if metrics:
+        from ckptgeo.metrics.registry import metric_names
+
+        add_setting_flags(p, "command", names=", ".join(metric_names()))
     p.add_argument("--dry-run", action="store_true",
                    help="print the selection, bytes to fetch and peak disk; fetch nothing")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: 1 for models under 10M parameters, else the physical cores)")
+
+
+def add_setting_flags(p: argparse.ArgumentParser, group: str, **fill: str) -> None:
+    """One flag per scan setting declared for ``group`` (:class:`~ckptgeo.engine.config.Setting`): its
+    declared flag, default, help (``{name}`` filled from ``fill``), choices, metavar and action."""
+    import typing
+
+    from ckptgeo._params import Options
+    from ckptgeo.engine.config import ScanConfig, declared
+
+    hints = typing.get_type_hints(ScanConfig)
+    for f, s in declared():
+        if s.flag is None or s.group != group:
+            continue
+        kwargs = {"dest": f.name, "help": s.help.format(**fill) if fill else s.help}
+        if s.metavar:
+            kwargs["metavar"] = s.metavar
+        if s.action != "store":
+            kwargs["action"] = s.action
+        else:
+            kinds = [k for k in typing.get_args(hints[f.name]) or (hints[f.name],) if k in (int, float)]
+            text = s.text or (kinds[0] if kinds else None)
+            choices = [a.options for a in s.admits if isinstance(a, Options)]
+            kwargs.update(default=f.default, **({"type": text} if text not in (None, str) else {}),
+                          **({"choices": list(choices[0])} if choices else {}))
+        p.add_argument(s.flag, **kwargs)
 
 
 def log_training_progress_without_terminal() -> None:
@@ -104,19 +92,35 @@ def parse_metric_options(values: list[str] | None) -> dict[str, dict]:
     return out
 
 
+def _metric_list(values: list[str] | None) -> tuple[str, ...]:
+    return tuple(m for v in values or () for m in v.split(",") if m)
+
+
+#: how a repeatable flag's values become the setting (default: a tuple of them)
+_FROM_FLAG = {"metric_options": lambda v: parse_metric_options(v) or None, "metrics": _metric_list}
+
+
 def _scan_kwargs(args) -> dict:
-    return dict(revisions=args.revisions, suites=tuple(args.suites or ()), n_samples=args.n_samples,
-                metric_options=parse_metric_options(args.metric_options) or None, position=args.position,
-                centered=True if args.centered else None, epsilon=args.epsilon, device=args.device,
-                dtype=args.dtype, batch_size=args.batch_size, seed=args.seed, prefetch=args.prefetch,
-                max_disk=args.max_disk, keep_cache=args.keep_cache, overwrite=args.overwrite,
-                save_states=args.save_states, on_error=args.on_error, step_pattern=args.step_pattern,
-                threads=args.threads, tokenizer=args.tokenizer)
+    """``scan()``'s keywords from the parsed flags: every declared setting whose flag this command has."""
+    from ckptgeo.engine.config import declared
+
+    kwargs = {}
+    for f, s in declared():
+        if s.flag is None or not hasattr(args, f.name):
+            continue
+        value = getattr(args, f.name)
+        if s.action == "store_true":
+            value = True if value else f.default          # --centered: True, else RankMe's own (None)
+        elif s.action == "append":
+            value = _FROM_FLAG.get(f.name, lambda v: tuple(v or ()))(value)
+        kwargs[f.name] = value
+    return kwargs
 
 
-def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
-    """Shared body of ``scan`` and ``probe``: dry run or scan, then a summary. A bad value is reported under
-    the flag that set it (``--n-samples 1 is not valid: ...``)."""
+def run_scan_command(args, *, metrics: tuple[str, ...] | None = None) -> int:
+    """Shared body of ``scan`` and ``probe``: dry run or scan, then a summary. ``metrics``: fixed by the
+    command (``probe``), else ``--metrics``. A bad value is reported under the flag that set it
+    (``--n-samples 1 is not valid: ...``)."""
     from ckptgeo.errors import InvalidParameterError
 
     try:
@@ -131,10 +135,10 @@ def run_scan_command(args, *, metrics: tuple[str, ...] = ()) -> int:
 
 def _flag_of(args, name: str | None) -> str | None:
     """The command-line flag that sets ScanConfig field ``name``, if this command has one."""
-    dest = {"suites": "suites", "max_disk": "max_disk"}.get(name or "", name)
-    if not dest or dest == "source" or not hasattr(args, dest):
-        return None
-    return {"suites": "--suite", "metric_options": "--metric-option"}.get(dest, "--" + dest.replace("_", "-"))
+    from ckptgeo.engine.config import declared
+
+    flags = {f.name: s.flag for f, s in declared() if s.flag}
+    return flags.get(name or "") if hasattr(args, name or "") else None
 
 
 def _shown(value) -> str:
@@ -142,11 +146,11 @@ def _shown(value) -> str:
 
 
 def _run_scan(args, metrics: tuple[str, ...]) -> int:
-    from ckptgeo.engine.scan import parse_size, plan_scan, scan, shard
+    from ckptgeo.engine.scan import plan_scan, scan, shard
 
-    kwargs = {**_scan_kwargs(args), "metrics": tuple(metrics)}
+    kwargs = {**_scan_kwargs(args), **({} if metrics is None else {"metrics": tuple(metrics)})}
     if args.dry_run:
-        plan = plan_scan(args.source, out=args.out, **{**kwargs, "max_disk": parse_size(args.max_disk)})
+        plan = plan_scan(args.source, out=args.out, **kwargs)
         print(plan.summary())
         print("next: the same command without --dry-run")
         return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from ckptgeo.cli._options import add_scan_options, add_source_options, run_scan_command
-from ckptgeo.metrics.registry import metric_names
 
 __all__ = ["add_parser"]
 
@@ -27,8 +26,7 @@ sources: a Hub repo, a folder, or a family of repos: 'org/pythia-160m-seed{1..3}
 
 
 def _cmd_scan(args) -> int:
-    metrics = tuple(m for v in args.metrics or () for m in v.split(",") if m)
-    return run_scan_command(args, metrics=metrics)
+    return run_scan_command(args)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -37,9 +35,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                        description="Measure per-layer RankMe, accuracy (and opt-in metrics) at each revision.",
                        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_options(p)
-    add_scan_options(p)
-    p.add_argument("--metrics", action="append", metavar="M1,M2",
-                   help=f"metrics, comma-separated, from: {', '.join(metric_names())} (default: the cheap ones; "
-                        f"'all' for every one)")
+    add_scan_options(p, metrics=True)
     p.set_defaults(func=_cmd_scan)
     return p

@@ -190,20 +190,15 @@ def _command_args(command: str, args: list[str]) -> argparse.Namespace:
 def _selection(command: str, cargs: argparse.Namespace, out: Path) -> dict:
     """What a scan or probe will measure: the model its parts are named by, config hash and selected revision
     names."""
-    import dataclasses
-
     from ckptgeo.cli._options import _scan_kwargs
-    from ckptgeo.engine.config import ScanConfig, parse_size
+    from ckptgeo.engine.config import ScanConfig, settings_from
     from ckptgeo.engine.plan import resolve
 
+    kwargs = _scan_kwargs(cargs)
     if command == "probe":
         from ckptgeo.engine.probe import PROBE_METRICS
-        metrics = tuple(PROBE_METRICS)
-    else:
-        metrics = tuple(m for v in cargs.metrics or () for m in v.split(",") if m)
-    kwargs = {**_scan_kwargs(cargs), "metrics": metrics, "max_disk": parse_size(cargs.max_disk)}
-    kwargs = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in kwargs.items()}
-    res = resolve(str(cargs.source), dataclasses.replace(ScanConfig(), **kwargs))
+        kwargs["metrics"] = tuple(PROBE_METRICS)
+    res = resolve(str(cargs.source), ScanConfig(**settings_from(kwargs)))
     from ckptgeo.engine.plan import dataset_model
     from ckptgeo.store.dataset import Dataset
 

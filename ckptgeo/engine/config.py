@@ -1,10 +1,22 @@
-"""The settings of a scan (:class:`ScanConfig`) and their checks."""
+"""The settings of a scan (:class:`ScanConfig`), each declared once, and their checks.
+
+Every field of :class:`ScanConfig` is declared with :func:`setting`: its type and default (the field's),
+what it admits, its entry in :func:`~ckptgeo.engine.scan.scan`'s docstring, its command-line flag and
+``--help`` text, how it enters the config hash, and whether :class:`~ckptgeo.monitor.MonitorConfig` takes
+it. Everything else derives from that one declaration: the flags (``ckptgeo.cli._options``), ``scan()``'s
+documented parameters, the constraints checked by :func:`validate_scan_config`, the settings that key the
+config hash (:func:`hashed_settings`) and the monitor's fields (:func:`monitor_settings`);
+``tests/test_settings.py`` fails when ``scan()``'s keywords or defaults drift from it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
-from collections.abc import Mapping
+import textwrap
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +24,9 @@ from ckptgeo._params import Interval, Options, validate_params
 from ckptgeo.constants import DEFAULT_N_SAMPLES
 from ckptgeo.errors import InvalidParameterError
 
-__all__ = ["ScanConfig", "parse_size", "validate_scan_config", "METRIC_OPTION_ALIASES"]
+__all__ = ["ScanConfig", "Setting", "setting", "declared", "settings_from", "hashed_settings", "monitor_settings",
+           "settings_doc", "with_settings_doc", "parse_size", "validate_scan_config", "merge_options",
+           "METRIC_OPTION_ALIASES"]
 
 #: ScanConfig fields kept as short forms of one measure's option: ``centered=True`` is
 #: ``metric_options={"rankme": {"centered": True}}`` (``--centered`` on the command line).
@@ -20,48 +34,204 @@ METRIC_OPTION_ALIASES = {"centered": ("rankme", "centered"), "epsilon": ("rankme
 
 
 @dataclass(frozen=True)
-class ScanConfig:
-    """Settings of a scan; the fields are the keyword options of :func:`ckptgeo.engine.scan.scan`, where
-    each is documented. Those that change values (not ``device``, ``batch_size``, ``prefetch``, the disk
-    and resume options) enter the config hash that keys resume, and are written in every row.
+class Setting:
+    """How one settings field is documented, set from the command line, checked and hashed (its type and
+    default are the dataclass field's).
+
+    Attributes
+    ----------
+    doc : str
+        Its description in :func:`~ckptgeo.engine.scan.scan`'s docstring (and ``MonitorConfig``'s).
+    kind : str
+        Its numpydoc type where the annotation does not say it (``"int or str"``); choices come from ``admits``.
+    admits : tuple
+        What values pass, in :mod:`ckptgeo._params` forms (``Interval``, ``Options``; None admits None);
+        empty: not checked here.
+    coerce : callable, optional
+        Turns what ``scan()`` accepts into what the field holds (``"40GB"`` -> bytes, a list -> a tuple).
+    flag : str, optional
+        Its command-line flag; None: a Python-only setting.
+    help : str
+        The flag's ``--help`` text (``%(default)s`` reads the default).
+    group : {"scan", "source", "command"}
+        Which parser function adds the flag: ``add_scan_options`` (``scan``, ``probe``), ``add_source_options``
+        (also ``revisions``, ``fetch``), or a command itself (``scan``'s ``--metrics``).
+    action : {"store", "store_true", "append"}
+        The flag's argparse action; ``metavar``, and ``text`` (what argparse parses the text as, when not the
+        field's type) complete it.
+    hashed : {"value", "given", "suites", "measures"}, optional
+        How it enters the config hash: its value; its value when given (not None); through the items of
+        the suites it names; through the configs of the measures it sets. None: it does not change values.
+    monitor : bool
+        :class:`~ckptgeo.monitor.MonitorConfig` takes it too.
     """
 
-    revisions: str | None = None
-    suites: tuple[str, ...] = ()
-    metrics: tuple[str, ...] = ()
-    metric_options: Mapping[str, Mapping[str, Any]] | None = None
-    n_samples: int = DEFAULT_N_SAMPLES
-    position: str = "last"
-    centered: bool | None = None
-    dtype: str = "float32"
-    epsilon: float | None = None
-    seed: int = 0
-    batch_size: int | None = None
-    device: str = "cpu"
-    prefetch: int = 1
-    max_disk: int | None = None
-    keep_cache: bool = False
-    overwrite: bool = False
-    save_states: bool = False
-    on_error: str = "skip"
-    step_pattern: str | None = None
-    model_items: int = 32
-    threads: int | None = None
-    share_prefix: bool = True
-    tokenizer: str | None = None
+    doc: str
+    kind: str = ""
+    admits: tuple = ()
+    coerce: Callable[[Any], Any] | None = None
+    flag: str | None = None
+    help: str = ""
+    group: str = "scan"
+    action: str = "store"
+    metavar: str | None = None
+    text: type | None = None
+    hashed: str | None = None
+    monitor: bool = False
 
-    _parameter_constraints = {
-        "n_samples": [Interval(int, 2, None)],
-        "batch_size": [Interval(int, 1, None), None],
-        "prefetch": [Interval(int, 0, 64)],
-        "seed": [Interval(int, 0, None)],
-        "model_items": [Interval(int, 1, None)],
-        "max_disk": [Interval(int, 1, None), None],
-        "threads": [Interval(int, 1, None), None],
-        "position": [Options("last", "mean")],
-        "on_error": [Options("skip", "raise")],
-        "dtype": [Options("float32", "float64", "bfloat16", "float16", "auto")],
-    }
+
+def setting(default: Any, doc: str, **declaration) -> Any:
+    """A dataclass field with ``default``, declared by a :class:`Setting` (``doc`` and ``declaration``)."""
+    return dataclasses.field(default=default, metadata={"setting": Setting(doc=doc, **declaration)})
+
+
+def parse_size(text: str | int | None) -> int | None:
+    """``"20GB"``, ``"500M"``, ``"1.5TiB"``, ``1000`` -> bytes.
+
+    >>> parse_size("2GB"), parse_size("1KiB")
+    (2000000000, 1024)
+    """
+    if text is None or isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?)B?\s*", str(text), flags=re.I)
+    if not m:
+        raise InvalidParameterError(f"Cannot parse size {text!r}; use e.g. 500MB, 20GB, 1.5TiB",
+                                    name="max_disk", value=text)
+    base = 1024 if m.group(3) else 1000
+    return int(float(m.group(1)) * base ** " KMGT".index(m.group(2).upper() or " "))
+
+
+def _tuple(value) -> tuple:
+    return tuple(value or ())
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """Settings of a scan: the keyword options of :func:`ckptgeo.engine.scan.scan`, where each is documented.
+    Those declared ``hashed`` (not ``device``, ``batch_size``, ``prefetch``, the disk and resume options)
+    change values: they enter the config hash that keys resume, and are recorded in ``runs/<hash>.json``.
+    """
+
+    revisions: str | None = setting(
+        None, "A revision selector: ``all``, ``every-N``, ``log``, ``A:B[:N]``, ``step1000,step2000``, ``main``, "
+              "``final``. Default: ``all`` for a folder, ``every-1000`` for a Hub repo.",
+        flag="--revisions", group="source",
+        help="revision selector: all, every-N, log, A:B[:N], main, genuine (no two serve the same weights; see "
+             "`ckptgeo revisions SOURCE --integrity`), names/steps, or STAGE:SEL such as 'stage2-ingredient1:*' "
+             "(default: all for a folder, every-1000 for a Hub repo)")
+    suites: tuple[str, ...] = setting(
+        (), "Suite names, file paths or loader specs (``hf:blimp/...``); empty: the source's default suites.",
+        kind="sequence of str", coerce=_tuple, hashed="suites",
+        flag="--suite", action="append", metavar="NAME|PATH",
+        help="bundled suite name, file path, loader spec (hf:ORG/NAME), or an algorithmic task level such as "
+             "copy-L1 (its 200 held-out items, as `ckptgeo train` draws them); repeat for several (default: the "
+             "source's suites)")
+    metrics: tuple[str, ...] = setting(
+        (), "Measure names (``rankme``, ``behavior``, ``probe``, ``grad_rank``, ``grad_cov_rank``, ``hessian``, "
+            "``llc``, ``cka``, ``weight_distance``, ``all``); empty: the cheap ones (RankMe and behaviour). "
+            "``probe`` adds per-layer probes.",
+        kind="sequence of str", coerce=_tuple, hashed="measures", monitor=True,
+        flag="--metrics", group="command", action="append", metavar="M1,M2",
+        help="metrics, comma-separated, from: {names} (default: the cheap ones; 'all' for every one)")
+    metric_options: Mapping[str, Mapping[str, Any]] | None = setting(
+        None, "Settings of the measures by name, e.g. ``{\"hessian\": {\"k\": 10}, \"llc\": {\"num_chains\": 2}}``: "
+              "the fields of each measure's config dataclass (``HessianConfig`` ...), checked against its "
+              "constraints and recorded in each row's ``settings``. Options of a measure not in ``metrics`` are "
+              "refused.",
+        kind="mapping of str to mapping", hashed="measures",
+        flag="--metric-option", action="append", metavar="METRIC.OPTION=VALUE",
+        help="a metric's setting, e.g. hessian.k=10, llc.num_chains=2, grad_rank.sketch_dim=1024, probe.C=0.5, "
+             "cka.reference=step1000; repeat for several; the options are the fields of the metric's config "
+             "(HessianConfig, LLCConfig, ...), checked before anything is fetched and recorded in each row; every "
+             "metric also takes METRIC.revisions=SELECTOR, the revisions (of the scan's selection) it runs at, e.g. "
+             "hessian.revisions=every-5")
+    n_samples: int = setting(
+        DEFAULT_N_SAMPLES, "Items per suite (seeded selection), at least 2.",
+        admits=(Interval(int, 2, None),), hashed="value", monitor=True,
+        flag="--n-samples", help="items per suite (default %(default)s)")
+    position: str = setting(
+        "last", "Hidden states at the last prompt token, or averaged over the prompt.",
+        admits=(Options("last", "mean"),), hashed="value", monitor=True,
+        flag="--position", help="token read for hidden states (default %(default)s)")
+    centered: bool | None = setting(
+        None, "Short for ``metric_options={\"rankme\": {\"centered\": ...}}`` (default: RankMe's, uncentred).",
+        hashed="measures", monitor=True, flag="--centered", action="store_true",
+        help="centred RankMe (short for --metric-option rankme.centered=true; default uncentred, as Garrido et al.)")
+    dtype: str = setting(
+        "float32", "Dtype of the forward pass (measures upcast; RankMe's SVD runs in float64). ``\"auto\"``: half "
+                   "precision on a GPU when no whole-model measure is selected, else float32 "
+                   "(:func:`~ckptgeo.engine.plan.forward_dtype`); the dtype used is recorded.",
+        admits=(Options("float32", "float64", "bfloat16", "float16", "auto"),), hashed="value",
+        flag="--dtype", help="forward-pass dtype (states are upcast, RankMe's SVD runs in float64; default "
+                             "%(default)s); auto: half precision on a GPU unless a whole-model measure is selected")
+    epsilon: float | None = setting(
+        None, "Short for ``metric_options={\"rankme\": {\"eps\": ...}}`` (default: RankMe's, 1e-7).",
+        hashed="measures", monitor=True,
+        flag="--epsilon", help="RankMe's epsilon (short for --metric-option rankme.eps=E; default 1e-7)")
+    seed: int = setting(
+        0, "Seeds the item selection and every measure with a ``seed`` (probe folds, sketches, Lanczos, SGLD).",
+        admits=(Interval(int, 0, None),), hashed="value", monitor=True,
+        flag="--seed", help="seed for item selection and metrics (default %(default)s)")
+    batch_size: int | None = setting(
+        None, "Items per forward batch (does not change values); None: on a GPU, as many as half its free memory "
+              "holds for the suite's longest item (:func:`~ckptgeo.engine.forward.auto_batch_size`), 16 on a CPU.",
+        admits=(Interval(int, 1, None), None), monitor=True,
+        flag="--batch-size", help="items per forward batch (default: from the GPU's free memory; 16 on a CPU)")
+    device: str = setting(
+        "cpu", "Torch device; ``\"cuda\"`` maps to ``cuda:$LOCAL_RANK`` under a multi-process launcher.",
+        flag="--device", help="torch device (default %(default)s)")
+    prefetch: int = setting(
+        1, "Revisions downloaded ahead of the one measured, 0 to 64.",
+        admits=(Interval(int, 0, 64),), flag="--prefetch", help="revisions downloaded ahead (default %(default)s)")
+    max_disk: int | None = setting(
+        None, "Refuse to start when the peak download ((prefetch + 1) x the largest revision) exceeds this many "
+              "bytes (``\"40GB\"`` accepted).",
+        kind="int or str", admits=(Interval(int, 1, None), None), coerce=parse_size,
+        flag="--max-disk", text=str, help="refuse to start if the peak download exceeds this (e.g. 40GB)")
+    keep_cache: bool = setting(
+        False, "Keep measured revisions in the Hub cache instead of evicting them.",
+        flag="--keep-cache", action="store_true", help="do not evict measured revisions from the Hub cache")
+    overwrite: bool = setting(
+        False, "Measure again revisions already done with these settings.",
+        flag="--overwrite", action="store_true", help="measure again revisions already done")
+    save_states: bool = setting(
+        False, "Keep each suite's hidden states under ``out/states/`` (safetensors).",
+        flag="--save-states", action="store_true", help="keep the measured hidden states (safetensors)")
+    on_error: str = setting(
+        "skip", "``\"skip\"`` records a failed revision and goes on; ``\"raise\"`` stops at the first.",
+        admits=(Options("skip", "raise"),),
+        flag="--on-error", help="skip: record a failed revision and continue (default); raise: stop")
+    step_pattern: str | None = setting(
+        None, "A regular expression whose first group captures the step from a branch or folder name (default: "
+              "the built-in naming schemes, ``step{N}`` and the like).",
+        flag="--step-pattern", group="source",
+        help=r"regex mapping branch names to steps: group 'step' (or the first), optional 'stage' and 'tokens' "
+             r"(billions); default: the built-in schemes step{N}, [stageK[-ingredientJ]-]step{N}-tokens{T}B, "
+             r"stageK-step-{N}, step-{N}, step-{N}-{T}BT, step_{N}, checkpoint-{N}, global_step{N}, iter{N}, "
+             r"ckpt_{K}, {N}")
+    model_items: int = setting(
+        32, "Items in the fixed batch of whole-model measures (gradients, Hessian, LLC).",
+        admits=(Interval(int, 1, None),), hashed="value", monitor=True)
+    threads: int | None = setting(
+        None, "Torch CPU threads (default :func:`ckptgeo._threads.default_threads` of the model's size); "
+              "recorded, with torch's deterministic settings, in ``runs/<config_hash>.json`` under ``runtime``.",
+        admits=(Interval(int, 1, None), None), flag="--threads",
+        help="torch CPU threads (default: 1 for models under 10M parameters, else the physical cores)")
+    share_prefix: bool = setting(
+        True, "Run a prefix that a batch's prompts share once and reuse its key/value cache (equal results to "
+              "1e-5 relative; does not change values). False runs every prompt whole: the baseline of "
+              "``scripts/bench_scan.py --compare-prefix``.")
+    tokenizer: str | None = setting(
+        None, "A tokenizer folder or Hub repo id, for checkpoint folders that hold none (a ``transformers.Trainer`` "
+              "run's ``checkpoint-{N}/`` folders); default: the source's own. Entered in the config hash when given.",
+        kind="str or Path", coerce=_text, hashed="given",
+        flag="--tokenizer", metavar="PATH|REPO",
+        help="tokenizer folder or Hub repo id, for checkpoint folders without one (a Trainer's checkpoint-N "
+             "folders); default: the source's own")
 
     def options_of(self, metric: str) -> dict[str, Any]:
         """The options given for ``metric``: ``metric_options[metric]`` plus the alias fields set
@@ -84,13 +254,124 @@ class ScanConfig:
         return options
 
 
+def declared(cls: type = ScanConfig) -> list[tuple[dataclasses.Field, Setting]]:
+    """The fields of ``cls`` declared with :func:`setting`, in order, each with its :class:`Setting`.
+
+    >>> [f.name for f, s in declared() if s.hashed == "value"]
+    ['n_samples', 'position', 'dtype', 'seed', 'model_items']
+    """
+    return [(f, f.metadata["setting"]) for f in dataclasses.fields(cls) if "setting" in f.metadata]
+
+
+def _constraints(cls: type) -> dict[str, list]:
+    return {f.name: list(s.admits) for f, s in declared(cls) if s.admits}
+
+
+#: what each field admits, as :func:`ckptgeo._params.validate_params` reads it
+ScanConfig._parameter_constraints = _constraints(ScanConfig)
+
+
+def settings_from(options: Mapping[str, Any], *, owner: str = "scan") -> dict[str, Any]:
+    """``scan()``'s keyword options as the values :class:`ScanConfig` holds (a list of suites as a tuple,
+    ``"40GB"`` as bytes, a tokenizer ``Path`` as str).
+
+    Raises
+    ------
+    TypeError
+        A name that is not a setting: *plan_scan() got unexpected keyword arguments ['n_sample']*.
+    InvalidParameterError
+        A ``max_disk`` that is not a size.
+    """
+    settings = {f.name: s for f, s in declared()}
+    unknown = set(options) - set(settings)
+    if unknown:
+        raise TypeError(f"{owner}() got unexpected keyword arguments {sorted(unknown)}")
+    return {k: settings[k].coerce(v) if settings[k].coerce else v for k, v in options.items()}
+
+
+def hashed_settings(config: ScanConfig) -> dict[str, Any]:
+    """The settings that enter the config hash by value (``hashed`` ``"value"``, and ``"given"`` when given);
+    suites and measures enter it through their digests and configs (:func:`ckptgeo.engine.plan.scan_settings`).
+
+    >>> hashed_settings(ScanConfig(n_samples=50))
+    {'n_samples': 50, 'position': 'last', 'dtype': 'float32', 'seed': 0, 'model_items': 32}
+    """
+    out = {}
+    for f, s in declared():
+        value = getattr(config, f.name)
+        if s.hashed == "value" or (s.hashed == "given" and value is not None and value != ""):
+            out[f.name] = value
+    return out
+
+
+def monitor_settings(**defaults) -> type:
+    """A frozen dataclass of the settings declared ``monitor=True``, the base of
+    :class:`~ckptgeo.monitor.MonitorConfig`: each field as declared here, its default replaced where
+    ``defaults`` names it (the monitor measures in batches of 64).
+
+    Raises
+    ------
+    TypeError
+        ``defaults`` names a field the monitor does not take.
+    """
+    taken = [(f, s) for f, s in declared() if s.monitor]
+    unknown = set(defaults) - {f.name for f, _ in taken}
+    if unknown:
+        raise TypeError(f"monitor_settings() got settings the monitor does not take: {sorted(unknown)}")
+    hints = typing.get_type_hints(ScanConfig)
+    fields = [(f.name, hints[f.name], dataclasses.field(default=defaults.get(f.name, f.default), metadata=f.metadata))
+              for f, _ in taken]
+    base = dataclasses.make_dataclass("MonitorSettings", fields, frozen=True)
+    base.__module__, base.__doc__ = __name__, "The scan settings a monitor takes, as declared on :class:`ScanConfig`."
+    base._parameter_constraints = _constraints(base)
+    return base
+
+
+def _kind(field: dataclasses.Field, s: Setting, hint: Any) -> str:
+    options = [a for a in s.admits if isinstance(a, Options)]
+    if options:
+        return "{" + ", ".join(json.dumps(o) for o in options[0].options) + "}"
+    if s.kind:
+        return s.kind
+    kinds = [k for k in typing.get_args(hint) or (hint,) if k is not type(None)]
+    return " or ".join(getattr(k, "__name__", str(k)) for k in kinds)
+
+
+def settings_doc(cls: type = ScanConfig, *, indent: int = 4) -> str:
+    """The numpydoc entries of the declared fields of ``cls``: type, choices, default and description.
+
+    >>> lines = settings_doc(indent=0).splitlines()
+    >>> lines[lines.index("n_samples : int, default=200") + 1]
+    '    Items per suite (seeded selection), at least 2.'
+    """
+    hints, pad = typing.get_type_hints(cls), " " * indent
+    lines = []
+    for f, s in declared(cls):
+        default = ", optional" if f.default is None else \
+            f", default={json.dumps(f.default) if isinstance(f.default, str) else repr(f.default)}"
+        lines.append(f"{pad}{f.name} : {_kind(f, s, hints[f.name])}{default}")
+        lines += textwrap.wrap(s.doc, 116 - indent, initial_indent=pad + "    ", subsequent_indent=pad + "    ",
+                               break_on_hyphens=False)
+    return "\n".join(lines) + "\n"
+
+
+def with_settings_doc(doc: str | None, cls: type = ScanConfig) -> str | None:
+    """``doc`` with its line ``{settings}`` replaced by :func:`settings_doc` of ``cls`` (at that line's indent)."""
+    if not doc:
+        return doc
+    lines = doc.split("\n")
+    i = next(i for i, line in enumerate(lines) if line.strip() == "{settings}")
+    indent = len(lines[i]) - len(lines[i].lstrip())
+    return "\n".join(lines[:i]) + "\n" + settings_doc(cls, indent=indent) + "\n".join(lines[i + 1:])
+
+
 def validate_scan_config(config: ScanConfig) -> None:
     """Check a scan's settings (measure options are checked by each measure's config).
 
     Raises
     ------
     InvalidParameterError
-        A value outside its range or choices (*The 'n_samples' parameter of scan must be an int in
+        A value outside what its declaration admits (*The 'n_samples' parameter of scan must be an int in
         [2, inf). Got 1.*), a ``step_pattern`` that does not compile or captures no step, or
         ``metric_options`` that is not a mapping of metric names to mappings.
     """
@@ -118,19 +399,3 @@ def merge_options(config: ScanConfig | None, options: Mapping[str, Any]) -> Scan
         return ScanConfig(**options)
     defaults = {f.name: f.default for f in dataclasses.fields(ScanConfig)}
     return dataclasses.replace(config, **{k: v for k, v in options.items() if v != defaults[k]})
-
-
-def parse_size(text: str | int | None) -> int | None:
-    """``"20GB"``, ``"500M"``, ``"1.5TiB"``, ``1000`` -> bytes.
-
-    >>> parse_size("2GB"), parse_size("1KiB")
-    (2000000000, 1024)
-    """
-    if text is None or isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?)B?\s*", str(text), flags=re.I)
-    if not m:
-        raise InvalidParameterError(f"Cannot parse size {text!r}; use e.g. 500MB, 20GB, 1.5TiB",
-                                    name="max_disk", value=text)
-    base = 1024 if m.group(3) else 1000
-    return int(float(m.group(1)) * base ** " KMGT".index(m.group(2).upper() or " "))

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckptgeo.engine.config import ScanConfig, validate_scan_config
+from ckptgeo.engine.config import ScanConfig, hashed_settings, settings_from, validate_scan_config
 from ckptgeo.engine.measure import Measure, configure_metrics, restrict_to_revisions
 from ckptgeo.errors import CorruptCheckpointError, InvalidParameterError, RevisionNotFoundError
 from ckptgeo.sources.integrity import (IntegrityReport, check_source, check_weights, main_weight_files,
@@ -224,13 +224,13 @@ def default_out(source) -> Path:
 
 def scan_settings(config: ScanConfig, suites, measures: dict[str, Measure]) -> dict:
     """The settings that change values, as recorded in ``runs/<hash>.json``: a digest of each suite's
-    items, every measure's full config, and the scan-wide options."""
+    items, every measure's full config, and the scan-wide options declared ``hashed`` by value
+    (:func:`~ckptgeo.engine.config.hashed_settings`)."""
     return {
         "suites": {s.name: hashlib.sha256(json.dumps([it.to_dict() for it in s.items], sort_keys=True)
                                           .encode()).hexdigest()[:16] for s in suites},
         "metrics": {n: m.settings for n, m in measures.items()},
-        **{name: getattr(config, name) for name, _ in SCAN_SETTINGS}, "model_items": config.model_items,
-        **({"tokenizer": config.tokenizer} if config.tokenizer else {}),   # the source's own: not in the hash
+        **hashed_settings(config),   # the fields declared hashed by value (engine/config.py)
     }
 
 
@@ -347,11 +347,7 @@ def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | Non
     TypeError
         An option that ``scan`` does not have.
     """
-    unknown = set(options) - {f.name for f in dataclasses.fields(ScanConfig)}
-    if unknown:
-        raise TypeError(f"plan_scan() got unexpected keyword arguments {sorted(unknown)}")
-    options = {k: (tuple(v) if k in ("suites", "metrics") and v is not None else v) for k, v in options.items()}
-    config = dataclasses.replace(config or ScanConfig(), **options)
+    config = dataclasses.replace(config or ScanConfig(), **settings_from(options, owner="plan_scan"))
     config = forward_dtype(config)
     return make_plan(resolve(source, config), config, out)
 

@@ -32,13 +32,13 @@ import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from ckptgeo import __version__
 from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS
-from ckptgeo.engine.config import ScanConfig, merge_options, parse_size
+from ckptgeo.engine.config import ScanConfig, merge_options, parse_size, settings_from, with_settings_doc
 from ckptgeo.engine.measure import measure_revision
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype, make_plan, plan_scan, rank_device,
                                  resolve, row_settings, shard, source_identity, weights_digest)
@@ -77,12 +77,13 @@ class ScanResult:
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None, suites=(), metrics=(),
-         metric_options: Mapping[str, Mapping[str, Any]] | None = None, out: str | Path | None = None,
-         n_samples: int = DEFAULT_N_SAMPLES, position: str = "last", dtype: str = "float32", seed: int = 0,
-         model_items: int = 32, centered: bool | None = None, epsilon: float | None = None, batch_size: int | None = None,
-         device: str = "cpu", prefetch: int = 1, max_disk: int | str | None = None, keep_cache: bool = False,
-         overwrite: bool = False, save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None,
+def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None, revisions: str | None = None,
+         suites: Sequence[str] = (), metrics: Sequence[str] = (),
+         metric_options: Mapping[str, Mapping[str, Any]] | None = None, n_samples: int = DEFAULT_N_SAMPLES,
+         position: str = "last", centered: bool | None = None, dtype: str = "float32", epsilon: float | None = None,
+         seed: int = 0, batch_size: int | None = None, device: str = "cpu", prefetch: int = 1,
+         max_disk: int | str | None = None, keep_cache: bool = False, overwrite: bool = False,
+         save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None, model_items: int = 32,
          threads: int | None = None, share_prefix: bool = True, tokenizer: str | Path | None = None,
          config: ScanConfig | None = None) -> ScanResult:
     """Measure every selected revision of ``source`` and write the tables under ``out``.
@@ -92,68 +93,9 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
     source : str, Path or CheckpointSource
         A Hub repo id (``"EleutherAI/pythia-160m"``), a folder of ``step{N}`` checkpoints, or any object
         satisfying the :class:`~ckptgeo.sources.protocol.CheckpointSource` protocol.
-    revisions : str, optional
-        A revision selector: ``all``, ``every-N``, ``log``, ``A:B[:N]``, ``step1000,step2000``, ``main``,
-        ``final``. Default: ``all`` for a folder, ``every-1000`` for a Hub repo.
-    suites : sequence of str, default=()
-        Suite names, file paths or loader specs (``hf:blimp/...``); empty: the source's default suites.
-    metrics : sequence of str, default=()
-        Measure names (``rankme``, ``behavior``, ``probe``, ``grad_rank``, ``grad_cov_rank``, ``hessian``,
-        ``llc``, ``all``); empty: the cheap ones (RankMe and behaviour).
-    metric_options : mapping of str to mapping, optional
-        Settings of the measures by name, e.g. ``{"hessian": {"k": 10}, "llc": {"num_chains": 2}}``: the
-        fields of each measure's config dataclass (``HessianConfig`` ...), checked against its constraints
-        and recorded in each row's ``settings``. Options of a measure not in ``metrics`` are refused.
     out : str or Path, optional
         The dataset folder (default ``results/<source name>``).
-    n_samples : int, default=200
-        Items per suite (seeded selection), at least 2.
-    position : {"last", "mean"}, default="last"
-        Hidden states at the last prompt token, or averaged over the prompt.
-    dtype : {"float32", "float64", "bfloat16", "float16", "auto"}, default="float32"
-        Dtype of the forward pass (measures upcast; RankMe's SVD runs in float64). ``"auto"``: half
-        precision on a GPU when no whole-model measure is selected, else float32
-        (:func:`~ckptgeo.engine.plan.forward_dtype`); the dtype used is recorded.
-    seed : int, default=0
-        Seeds the item selection and every measure with a ``seed`` (probe folds, sketches, Lanczos, SGLD).
-    model_items : int, default=32
-        Items in the fixed batch of whole-model measures (gradients, Hessian, LLC).
-    centered : bool, optional
-        Short for ``metric_options={"rankme": {"centered": ...}}`` (default: RankMe's, uncentred).
-    epsilon : float, optional
-        Short for ``metric_options={"rankme": {"eps": ...}}`` (default: RankMe's, 1e-7).
-    batch_size : int, optional
-        Items per forward batch (does not change values). Default: on a GPU, as many as half its free
-        memory holds for the suite's longest item (:func:`~ckptgeo.engine.forward.auto_batch_size`); 16 on
-        a CPU.
-    device : str, default="cpu"
-        Torch device; ``"cuda"`` maps to ``cuda:$LOCAL_RANK`` under a multi-process launcher.
-    prefetch : int, default=1
-        Revisions downloaded ahead of the one measured, 0 to 64.
-    max_disk : int or str, optional
-        Refuse to start when the peak download ((prefetch + 1) x the largest revision) exceeds this many
-        bytes (``"40GB"`` accepted).
-    keep_cache : bool, default=False
-        Keep measured revisions in the Hub cache instead of evicting them.
-    overwrite : bool, default=False
-        Measure again revisions already done with these settings.
-    save_states : bool, default=False
-        Keep each suite's hidden states under ``out/states/`` (safetensors).
-    on_error : {"skip", "raise"}, default="skip"
-        ``"skip"`` records a failed revision and goes on; ``"raise"`` stops at the first.
-    step_pattern : str, optional
-        A regular expression whose first group captures the step from a branch or folder name
-        (default: the built-in naming schemes, ``step{N}`` and the like).
-    threads : int, optional
-        Torch CPU threads (default :func:`ckptgeo._threads.default_threads` of the model's size); recorded,
-        with torch's deterministic settings, in ``runs/<config_hash>.json`` under ``runtime``.
-    share_prefix : bool, default=True
-        Run a prefix that a batch's prompts share once and reuse its key/value cache (equal results to
-        1e-5 relative; does not change values). False runs every prompt whole: the baseline of
-        ``scripts/bench_scan.py --compare-prefix``.
-    tokenizer : str or Path, optional
-        A tokenizer folder or Hub repo id, for checkpoint folders that hold none (a ``transformers.Trainer``
-        run's ``checkpoint-{N}/`` folders); default: the source's own. Entered in the config hash when given.
+    {settings}
     config : ScanConfig, optional
         Settings as one object (the command line builds one); keyword options that differ from their
         defaults override its fields.
@@ -182,12 +124,8 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
     >>> scan("runs/copy", metrics=["rankme", "hessian"], metric_options={"hessian": {"k": 3}})  # doctest: +SKIP
     ScanResult(out=PosixPath('results/copy'), measured=['step0', 'step1', ...], ...)
     """
-    options = dict(revisions=revisions, suites=tuple(suites or ()), metrics=tuple(metrics or ()),
-                   metric_options=metric_options, n_samples=n_samples, position=position, dtype=dtype, seed=seed,
-                   model_items=model_items, centered=centered, epsilon=epsilon, batch_size=batch_size, device=device,
-                   prefetch=prefetch, max_disk=parse_size(max_disk), keep_cache=keep_cache, overwrite=overwrite,
-                   save_states=save_states, on_error=on_error, step_pattern=step_pattern, threads=threads,
-                   share_prefix=share_prefix, tokenizer=None if tokenizer is None else str(tokenizer))
+    # every keyword but source, out and config is a setting declared on ScanConfig (engine/config.py)
+    options = settings_from({k: v for k, v in locals().items() if k not in ("source", "out", "config")})
     config = merge_options(config, options)
     run = _Run.start(source, config, out)
     try:
@@ -196,6 +134,10 @@ def scan(source: str | Path | CheckpointSource, *, revisions: str | None = None,
     finally:
         run.close()
     return run.finish()
+
+
+#: the settings' entries of the docstring come from their declaration (ckptgeo.engine.config.ScanConfig)
+scan.__doc__ = with_settings_doc(scan.__doc__)
 
 
 # ------------------------------------------------------------------------------------------ the run

@@ -41,7 +41,8 @@ from typing import Callable, Iterable, Sequence
 
 from ckptgeo import __version__
 from ckptgeo.analysis import events as ev
-from ckptgeo.constants import DEFAULT_N_SAMPLES, RANKME_EPS
+from ckptgeo.constants import DEFAULT_N_SAMPLES
+from ckptgeo.engine.config import ScanConfig, declared, monitor_settings, settings_from, with_settings_doc
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.monitor.live import LiveEvent, LiveTracker
 from ckptgeo.monitor.schedule import Schedule
@@ -53,45 +54,32 @@ log = logging.getLogger("ckptgeo.monitor")
 
 
 @dataclass(frozen=True)
-class MonitorConfig:
-    """Settings of a monitor. The measuring ones mean what they mean in
-    :class:`~ckptgeo.engine.scan.ScanConfig` and enter the same config hash; the event ones what they
-    mean in :func:`ckptgeo.analysis.summary.analyze`.
+class MonitorConfig(monitor_settings(batch_size=64)):
+    """Settings of a monitor. The measuring ones are the scan's settings declared for the monitor in
+    :mod:`ckptgeo.engine.config` (their fields, defaults and checks, except ``batch_size``: 64 here) and
+    enter the same config hash; the event ones mean what they mean in :func:`ckptgeo.analysis.summary.analyze`.
 
     Attributes
     ----------
-    metrics : tuple of str, default=()
-        Metric names (empty: the cheap ones, RankMe and behaviour). ``probe`` adds per-layer probes.
-    n_samples : int, default=200
-        Items per suite.
-    position : {"last", "mean"}, default="last"
-    centered : bool, default=False
-    epsilon : float, default=1e-7
-    seed : int, default=0
-        Item selection, probe folds; also the held-out items of an algorithmic task named as a suite.
-    batch_size : int, default=64
-        Items per forward pass (does not change values).
-    model_items : int, default=32
-        Items in the fixed batch of whole-model metrics.
+    {settings}
     acc_threshold : float or None, default=None
     window : int, default=3
     recovery : float, default=0.1
     event_layers : "last", "all" or tuple of int, default="last"
         RankMe layers whose events are reported.
+
+    Notes
+    -----
+    ``seed`` also draws the held-out items of an algorithmic task named as a suite.
     """
 
-    metrics: tuple[str, ...] = ()
-    n_samples: int = DEFAULT_N_SAMPLES
-    position: str = "last"
-    centered: bool = False
-    epsilon: float = RANKME_EPS
-    seed: int = 0
-    batch_size: int = 64
-    model_items: int = 32
     acc_threshold: float | None = None
     window: int = ev.DEFAULT_WINDOW
     recovery: float = ev.DEFAULT_RECOVERY
     event_layers: str | tuple[int, ...] = "last"
+
+
+MonitorConfig.__doc__ = with_settings_doc(MonitorConfig.__doc__, MonitorConfig)
 
 
 @dataclass(frozen=True)
@@ -218,15 +206,13 @@ class Monitor:
                  config: MonitorConfig | None = None, model_name: str | None = None,
                  tokens_per_step: int | None = None, on_event: Callable[[LiveEvent], None] | None = None,
                  overwrite: bool = False, main_process: bool | None = None, run_id: str | None = None):
-        from ckptgeo.engine.config import ScanConfig, validate_scan_config
+        from ckptgeo.engine.config import validate_scan_config
         from ckptgeo.engine.measure import configure_metrics
         from ckptgeo.store.dataset import Dataset
 
         self.config = config or MonitorConfig()
         cfg = self.config
-        scan_config = ScanConfig(metrics=tuple(cfg.metrics), n_samples=cfg.n_samples, position=cfg.position,
-                                 centered=cfg.centered, epsilon=cfg.epsilon, seed=cfg.seed, batch_size=cfg.batch_size,
-                                 model_items=cfg.model_items)
+        scan_config = _scan_config(cfg)
         validate_scan_config(scan_config)
         if isinstance(suites, (str, Path, Suite)):
             suites = [suites]
@@ -265,16 +251,13 @@ class Monitor:
         and their hash (the model's dtype is one of them), check that the folder holds no other run under
         this model name, and replay steps already in the dataset."""
         from ckptgeo.engine.forward import prepare_suite
-        from ckptgeo.engine.config import ScanConfig
         from ckptgeo.engine.plan import config_hash, row_settings, scan_settings
 
         cfg = self.config
         param = next(model.parameters())
         dtype = str(param.dtype).removeprefix("torch.")
-        self._scan_config = ScanConfig(suites=tuple(s.name for s in self.suites), metrics=tuple(self.measures),
-                                       n_samples=cfg.n_samples, position=cfg.position, centered=cfg.centered,
-                                       dtype=dtype, epsilon=cfg.epsilon, seed=cfg.seed, batch_size=cfg.batch_size,
-                                       device=str(param.device), model_items=cfg.model_items)
+        self._scan_config = dataclasses.replace(_scan_config(cfg), suites=tuple(s.name for s in self.suites),
+                                                metrics=tuple(self.measures), dtype=dtype, device=str(param.device))
         settings = scan_settings(self._scan_config, self.suites, self.measures)
         self.config_hash = config_hash(settings)
         self._claim_run(model, step)   # before anything is written: a refused run leaves the folder as it was
@@ -422,6 +405,11 @@ class Monitor:
     def status(self) -> str:
         """The one-line live status, e.g. ``L2 RankMe 1.1 (collapsed at 207) · acc 0.02``."""
         return self.tracker.status()
+
+
+def _scan_config(config: MonitorConfig) -> ScanConfig:
+    """The scan settings a monitor's config holds, as a :class:`~ckptgeo.engine.config.ScanConfig`."""
+    return ScanConfig(**settings_from({f.name: getattr(config, f.name) for f, _ in declared(type(config))}))
 
 
 def _weights_digest(model) -> str:

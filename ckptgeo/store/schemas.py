@@ -36,7 +36,8 @@ _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 REVISION = [("model", _s), ("revision", _s), ("step", _i), ("stage", _s), ("commit", _s), ("tokens", _i),
             ("run_seed", _i)]
 IDENTITY = REVISION + [("suite", _s)]
-#: the :class:`~ckptgeo.engine.scan.ScanConfig` fields stamped on every measurement row, and their types.
+#: the :class:`~ckptgeo.engine.scan.ScanConfig` fields stamped on every measurement row, and their types: each is
+#: declared ``hashed="value"`` in ``ckptgeo/engine/config.py`` (``tests/test_settings.py`` holds them together).
 SCAN_SETTINGS = [("n_samples", _i), ("position", _s), ("dtype", _s), ("seed", _i)]
 #: every settings column of a measurement row, in order.
 SETTINGS_COLUMNS = SCAN_SETTINGS + [("config_hash", _s), ("ckptgeo_version", _s)]
