@@ -25,6 +25,7 @@ __all__ = [
     "RunMismatchError",
     "DuplicateNameError",
     "PluginLoadError",
+    "AnalysisStepError",
     "CkptgeoWarning",
     "DuplicateWeightsWarning",
     "ProbeConvergenceWarning",
@@ -244,3 +245,17 @@ class PluginLoadError(CkptgeoError, ImportError):
         super().__init__(message)
         self.name = name
         self.entry_point = entry_point
+
+
+class AnalysisStepError(CkptgeoError, ValueError):
+    """The analysis steps (or claim rows) do not fit together: a step reads a table no step writes and the
+    dataset does not provide, two steps write one table, steps read each other's tables in a cycle, or a step
+    returned other tables than it declares.
+
+    Attributes: ``step`` (the step named first), ``table`` (the table at fault, where one is).
+    """
+
+    def __init__(self, message: str, *, step: str | None = None, table: str | None = None):
+        super().__init__(message)
+        self.step = step
+        self.table = table

@@ -391,7 +391,8 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
         None when there is no event for ``metric``.
     """
     from ckptgeo.analysis.runs_table import params_text
-    from ckptgeo.analysis.summary import _summary_rows, model_size
+    from ckptgeo.analysis.summary_tables import summary_rows as _summary_rows
+    from ckptgeo.analysis.tables import model_size
 
     e = _summary_rows(analysis.events)
     e = e[e["metric"] == metric] if len(e) else e

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ckptgeo._io import atomic_write_text
 
-__all__ = ["RUNS_COLUMNS", "runs_table", "runs_latex", "write_runs_table", "params_text"]
+__all__ = ["RUNS_COLUMNS", "runs_table", "runs_latex", "write_runs_table", "write_runs_files", "params_text"]
 
 #: the columns of the runs table, in order
 RUNS_COLUMNS = ["model", "task", "level", "size", "seed", "acquisition", "collapse", "floor", "onset", "gap",
@@ -149,7 +149,11 @@ def write_runs_table(events: pd.DataFrame, folder: str | Path, *, metric: str = 
     (Path, Path)
         The CSV and the LaTeX file.
     """
-    table = runs_table(events, metric=metric)
+    return write_runs_files(runs_table(events, metric=metric), folder)
+
+
+def write_runs_files(table: pd.DataFrame, folder: str | Path) -> tuple[Path, Path]:
+    """Write a :func:`runs_table` as ``runs.csv`` and ``runs.tex`` into ``folder``, atomically (CSV, LaTeX)."""
     folder = Path(folder)
     csv = atomic_write_text(folder / "runs.csv", table.to_csv(index=False, float_format="%.4g"))
     tex = atomic_write_text(folder / "runs.tex", runs_latex(table))

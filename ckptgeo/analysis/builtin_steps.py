@@ -1,0 +1,116 @@
+"""The built-in analysis steps, each a few lines declaring what it reads and writes (:mod:`ckptgeo.analysis.steps`).
+
+=========================  ================================  ===============================================
+step                       reads                             writes (folder)
+=========================  ================================  ===============================================
+acquisitions               accuracy                          acquisitions (summary), behavior_events
+events                     curves, accuracy, behavior_events events (events)
+null_curves                events, curves                    null_curves (in memory)
+precursor_rates            events, null_curves               precursor_rates (summary)
+precursor_rates_by_model   events, null_curves               precursor_rates_by_model (summary)
+top_down                   events                            top_down (summary)
+probe_lead                 probes, behavior_events           probe_lead (summary)
+across_sizes               events, acquisitions, curves      across_sizes (summary)
+seed_spread                events                            seed_spread (summary)
+difficulty_slope           events, null_curves               difficulty_slope (summary)
+seed_events                events                            seed_events (summary)
+compare                    (the dataset's artifacts/)        compare (compare; no rules metadata)
+runs                       events                            runs (summary/runs.csv and runs.tex)
+=========================  ================================  ===============================================
+"""
+
+from __future__ import annotations
+
+import math
+
+from ckptgeo.analysis import summary_tables as sm
+from ckptgeo.analysis.event_table import acquisitions, events_table
+from ckptgeo.analysis.runs_table import runs_table, write_runs_files
+from ckptgeo.analysis.steps import register_step
+from ckptgeo.analysis.tables import events_in_tokens, model_size
+from ckptgeo.store.schemas import SCHEMAS
+
+
+@register_step(name="acquisitions", reads=("accuracy",), writes=("acquisitions", "behavior_events"))
+def _acquisitions(ctx):
+    acq, behavior = acquisitions(ctx["accuracy"], ctx.config, ctx.difficulty)
+    return {"acquisitions": acq, "behavior_events": behavior}
+
+
+@register_step(name="events", reads=("curves", "accuracy", "behavior_events"), writes=("events",), folder="events")
+def _events(ctx):
+    from ckptgeo import __version__
+
+    b = ctx["behavior_events"]
+    events = events_table(ctx["curves"], b.groups, b.classes, ctx.config, __version__)
+    return {"events": events_in_tokens(events, ctx["curves"], ctx["accuracy"])}
+
+
+@register_step(name="null_curves", reads=("events", "curves"), writes=("null_curves",), folder=None)
+def _null_curves(ctx):
+    return {"null_curves": sm.null_curves(sm.summary_rows(ctx["events"]), ctx["curves"], ctx.config)}
+
+
+@register_step(name="precursor_rates", reads=("events", "null_curves"), writes=("precursor_rates",))
+def _precursor_rates(ctx):
+    rows = sm.summary_rows(ctx["events"])
+    return {"precursor_rates": sm.rates(rows, ["metric", "centered", "difficulty"], ctx.config, ctx["null_curves"])}
+
+
+@register_step(name="precursor_rates_by_model", reads=("events", "null_curves"), writes=("precursor_rates_by_model",))
+def _precursor_rates_by_model(ctx):
+    events = ctx["events"]
+    sizes = {m: model_size(m) for m in events["model"].unique()}
+    by_model = sm.rates(sm.summary_rows(events), ["model", "metric", "centered", "difficulty"], ctx.config,
+                        ctx["null_curves"])
+    by_model.insert(1, "size", [sizes.get(m, math.nan) for m in by_model["model"]])
+    return {"precursor_rates_by_model": by_model}
+
+
+@register_step(name="top_down", reads=("events",), writes=("top_down",))
+def _top_down(ctx):
+    return {"top_down": sm.top_down(ctx["events"], ctx.config)}
+
+
+@register_step(name="probe_lead", reads=("probes", "behavior_events"), writes=("probe_lead",))
+def _probe_lead(ctx):
+    return {"probe_lead": sm.probe_lead(ctx["probes"], ctx["behavior_events"].groups, ctx.config)}
+
+
+@register_step(name="across_sizes", reads=("events", "acquisitions", "curves"), writes=("across_sizes",))
+def _across_sizes(ctx):
+    return {"across_sizes": sm.across_sizes(ctx["events"], ctx["acquisitions"], ctx["curves"], ctx.config)}
+
+
+@register_step(name="seed_spread", reads=("events",), writes=("seed_spread",))
+def _seed_spread(ctx):
+    return {"seed_spread": sm.seed_spread(ctx["events"], ctx.config)}
+
+
+@register_step(name="difficulty_slope", reads=("events", "null_curves"), writes=("difficulty_slope",))
+def _difficulty_slope(ctx):
+    return {"difficulty_slope": sm.difficulty_slope(sm.summary_rows(ctx["events"]), ctx["null_curves"], ctx.config)}
+
+
+@register_step(name="seed_events", reads=("events",), writes=("seed_events",))
+def _seed_events(ctx):
+    return {"seed_events": sm.seed_events(ctx["events"])}
+
+
+@register_step(name="compare", writes=("compare",), folder="compare", rules=False)
+def _compare(ctx):
+    """The cross-checkpoint step (:func:`ckptgeo.metrics.cross.combine`) where the dataset holds artifacts: every
+    stored artifact against its partners; None (nothing written) without artifacts."""
+    if not (ctx.root / "artifacts").is_dir():
+        return {"compare": None}
+    from ckptgeo.metrics.cross import combine
+    from ckptgeo.store.dataset import Dataset
+
+    rows = combine(Dataset(ctx.root, create=False), write=False)
+    return {"compare": rows.reindex(columns=SCHEMAS["compare"].names)}
+
+
+@register_step(name="runs", reads=("events",), writes=("runs",), writer=lambda table, folder: list(
+    write_runs_files(table, folder)))
+def _runs(ctx):
+    return {"runs": runs_table(ctx["events"])}

@@ -1,0 +1,259 @@
+"""The settings and the result of an analysis, and the rules every table it writes carries.
+
+:class:`AnalysisConfig` holds every rule and threshold (validated by :func:`validate_config`);
+:class:`Analysis` is what :func:`ckptgeo.analysis.summary.analyze` returns: its tables by name
+(``Analysis.tables``; the built-in ones also as attributes). :func:`write_table` writes one table as
+Parquet with the rules in its metadata, :func:`read_rules` reads them back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ckptgeo._io import atomic_path
+from ckptgeo._params import Interval, Options, validate_params
+from ckptgeo.analysis import events as ev
+from ckptgeo.analysis import stats as st
+from ckptgeo.errors import InvalidParameterError
+from ckptgeo.store.schemas import EVENTS_COLUMNS
+
+__all__ = ["AnalysisConfig", "Analysis", "EVENTS_SCHEMA", "NOT_COUNTED", "RULES_KEY", "read_rules", "write_table",
+           "validate_config"]
+
+#: event statuses not counted in a rate's denominator (never acquired, no data, acquired at the first checkpoint,
+#: censored): reported apart.
+NOT_COUNTED = ("never_acquired", "no_data", "acquired_at_start", "censored")
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Settings of one analysis; every field is recorded in the events table.
+
+    Attributes
+    ----------
+    acc_threshold : float or None
+        Accuracy threshold; None means 0.5, or halfway between chance and 1 where chance >= 0.5.
+    window : int
+        Consecutive checkpoints above the threshold (acquisition).
+    recovery : float
+        Fraction of the drop regained (recovery onset) or of the departure moved (onset of change).
+    probe_margin : float
+        Probe accuracy over the better of majority-class chance and its shuffled-label control that
+        counts as "information present".
+    probe_alpha : float
+        Significance level of the probe's test (its ``p_value`` must be below it).
+    collapse_fraction : float
+        Fraction of its first value a layer's RankMe must fall to (collapse onset).
+    min_drop : float
+        A collapse needs RankMe to fall by more than this fraction of its first value
+        (:data:`ckptgeo.analysis.events.DEFAULT_MIN_DROP`, 0.25; why: that module's docstring).
+    collapse_metrics : tuple of str
+        Metrics analysed by collapse and recovery rather than onset of change.
+    resolution_checkpoints : int
+        A gap of at most this many checkpoints (or one spacing in steps) is "unresolved", not a precursor.
+    n_permutations : int
+        Relabellings of each permutation test (precursor rates, the difficulty slope, top-down).
+    n_noise_curves : int
+        Synthetic noise curves per summary-layer curve for the detector's false-positive rate (0: skip).
+    noise_kind : {"gaussian", "random_walk"}
+        The noise of those curves (:func:`ckptgeo.analysis.stats.noise_curves`).
+    noise_relative_sd : float or None
+        Their standard deviation as a fraction of the curve's median value (their mean level); None: the
+        curve's own noise (:func:`ckptgeo.analysis.stats.robust_noise_sd` over its median).
+    seed : int
+        Seed of every null (permutations, noise curves).
+    confidence : float
+        Coverage of every interval (binomial, null quantiles).
+    alpha : float
+        Level at which a test's p-value gives a verdict (a rate "above_null", a direction).
+    """
+
+    acc_threshold: float | None = None
+    window: int = ev.DEFAULT_WINDOW
+    recovery: float = ev.DEFAULT_RECOVERY
+    probe_margin: float = 0.1
+    probe_alpha: float = 0.05
+    collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION
+    min_drop: float = ev.DEFAULT_MIN_DROP
+    collapse_metrics: tuple[str, ...] = ("rankme",)
+    resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS
+    n_permutations: int = st.DEFAULT_N_PERMUTATIONS
+    n_noise_curves: int = st.DEFAULT_N_NOISE_CURVES
+    noise_kind: str = "gaussian"
+    noise_relative_sd: float | None = None
+    seed: int = 0
+    confidence: float = st.DEFAULT_CONFIDENCE
+    alpha: float = 0.05
+
+    _parameter_constraints = {
+        "acc_threshold": [Interval(float, 0, 1, closed="left"), None],
+        "window": [Interval(int, 1, None)],
+        "recovery": [Interval(float, 0, 1, closed="right")],
+        "collapse_fraction": [Interval(float, 0, 1, closed="right")],
+        "probe_margin": [Interval(float, 0, 1, closed="left")],
+        "min_drop": [Interval(float, 0, 1, closed="left")],
+        "probe_alpha": [Interval(float, 0, 1, closed="left")],
+        "resolution_checkpoints": [Interval(int, 0, None)],
+        "n_permutations": [Interval(int, 1, None)],
+        "n_noise_curves": [Interval(int, 0, None)],
+        "noise_kind": [Options("gaussian", "random_walk")],
+        "noise_relative_sd": [Interval(float, 0, None), None],
+        "seed": [Interval(int, 0, None)],
+        "confidence": [Interval(float, 0, 1, closed="neither")],
+        "alpha": [Interval(float, 0, 1, closed="neither")],
+    }
+
+    def rules(self) -> dict:
+        """Every rule and threshold of this analysis, with the defaults it fell back to, as plain values (written
+        into each output table's Parquet metadata under ``ckptgeo.rules``)."""
+        d = dataclasses.asdict(self)
+        d["collapse_metrics"] = list(self.collapse_metrics)
+        d["acc_threshold_rule"] = ("explicit" if self.acc_threshold is not None else
+                                   f"{ev.DEFAULT_ACC_THRESHOLD:g}, or (chance + 1) / 2 where chance >= 0.5")
+        d["precursor_rule"] = (f"gap_steps > max spacing before onset and acquisition, and gap_checkpoints > "
+                               f"{self.resolution_checkpoints}")
+        d["collapse_rule"] = f"RankMe minimum before acquisition more than {self.min_drop:g} of its first value below it"
+        d["censoring_rule"] = (f"above threshold at the last checkpoints, fewer than window={self.window}: censored")
+        d["null"] = ("acquisition steps permuted across counted runs (permutation p, one-sided: rate above the "
+                     "null); detector on synthetic noise curves at each run's own schedule (false-positive rate)")
+        return d
+
+
+def _table(name: str, doc: str) -> property:
+    return property(lambda self: self.tables.get(name), doc=doc)
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """What :func:`~ckptgeo.analysis.summary.analyze` found: every table its steps wrote, by name.
+
+    The built-in tables (each a DataFrame, possibly empty) are also attributes: ``analysis.events`` is
+    ``analysis.tables["events"]``. A step that an installed package adds (:mod:`ckptgeo.analysis.steps`) puts
+    its tables in :attr:`tables` under the names it declares.
+
+    Attributes
+    ----------
+    tables : mapping of str to object
+        Every table by name: the inputs (``curves``, ``accuracy``, ``probes``, ``left_out``, ``geometry``,
+        ``behavior``, ``revisions``) and what each step wrote, in the order the steps ran.
+    events : DataFrame
+        One row per (model, suite, config_hash, metric, layer): see :data:`EVENTS_SCHEMA`.
+    acquisitions : DataFrame
+        One row per behaviour curve (model, suite, config_hash).
+    precursor_rates, precursor_rates_by_model : DataFrame
+        Precursor rate by (metric, centered, difficulty) [and model, size].
+    top_down : DataFrame
+        Spearman correlation of layer depth with collapse onset, per curve family.
+    probe_lead : DataFrame
+        Probe onset against acquisition, per (model, suite, config_hash, layer).
+    across_sizes : DataFrame
+        Collapse floors / acquisition steps of each pair of models of different sizes (parameters in the name,
+        else depth) that share suites: their means over the shared suites and Spearman correlation (3+ suites).
+    seed_spread : DataFrame
+        Precursor rates across seeds: mean, std, min, max, and the pooled rate with its binomial interval.
+    difficulty_slope : DataFrame
+        Per (metric, centered): slope of the gap in checkpoints on the acquisition step (per 1000 steps), beside
+        the slope the permutation null gives (later acquisition leaves room for longer gaps by construction).
+    seed_events : DataFrame
+        Per (base model, suite, metric) with several seeds: the spread of acquisition steps and gaps across seeds.
+    curves : DataFrame
+        The cleaned geometry curves used (model, suite, config_hash, metric, layer, step, value).
+    accuracy : DataFrame
+        The cleaned behaviour curves used (model, suite, config_hash, step, accuracy, chance).
+    probes : DataFrame or None
+        The dataset's probes table (grouped revisions left out), for the probe figures.
+    left_out : DataFrame or None
+        The revisions left out and why (:data:`ckptgeo.analysis.tables.LEFT_OUT_COLUMNS`).
+    config : AnalysisConfig
+    root, out : Path
+        The dataset read and the folder written (the same unless ``out`` was given).
+    written : tuple of Path
+        The files written, in the order the steps ran (empty with ``write=False``).
+    x : {"steps", "tokens"}
+        The axis of the figures and of the events a reader sees.
+    steps : tuple of str
+        The steps run, in dependency order.
+    folders : mapping of str to str
+        Table name -> the folder under ``out`` its Parquet file goes to (``events``, ``summary``, ``compare``).
+    """
+
+    tables: Mapping[str, Any]
+    config: AnalysisConfig
+    root: Path
+    out: Path
+    written: tuple[Path, ...] = ()
+    x: str = "steps"
+    steps: tuple[str, ...] = ()
+    folders: Mapping[str, str] = field(default_factory=dict)
+
+    events = _table("events", "One row per curve (model, suite, config_hash, metric, layer).")
+    acquisitions = _table("acquisitions", "One row per behaviour curve (model, suite, config_hash).")
+    precursor_rates = _table("precursor_rates", "Precursor rate by (metric, centered, difficulty).")
+    precursor_rates_by_model = _table("precursor_rates_by_model", "Precursor rate by model, metric, difficulty.")
+    top_down = _table("top_down", "Order of collapse onsets over depth, per curve family, tested.")
+    probe_lead = _table("probe_lead", "Probe onset against acquisition, per (model, suite, config_hash, layer).")
+    across_sizes = _table("across_sizes", "Collapse floors and acquisition steps across model sizes.")
+    seed_spread = _table("seed_spread", "Precursor rates across seeds.")
+    difficulty_slope = _table("difficulty_slope", "Slope of the gap on the acquisition step, beside the null's.")
+    seed_events = _table("seed_events", "Acquisition steps and gaps across seeds.")
+    curves = _table("curves", "The cleaned geometry curves used.")
+    accuracy = _table("accuracy", "The cleaned behaviour curves used.")
+    probes = _table("probes", "The dataset's probes table (grouped revisions left out).")
+    left_out = _table("left_out", "The revisions left out and why.")
+
+    def summary_tables(self) -> dict[str, pd.DataFrame]:
+        """The tables written to ``summary/`` as Parquet, by file name (without ``.parquet``), in step order."""
+        return {name: self.tables[name] for name, folder in self.folders.items() if folder == "summary"}
+
+
+#: column names of the events table, in order (its schema: ``ckptgeo.store.schemas.SCHEMAS["events"]``).
+EVENTS_SCHEMA = EVENTS_COLUMNS
+
+# ------------------------------------------------------------------------------------------ writing
+
+#: Parquet metadata key under which every analysis table carries its rules (:meth:`AnalysisConfig.rules`).
+RULES_KEY = b"ckptgeo.rules"
+
+
+def read_rules(path: str | os.PathLike) -> dict:
+    """The rules and thresholds an analysis table was made with (its ``ckptgeo.rules`` metadata); {} if none."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta[RULES_KEY]) if RULES_KEY in meta else {}
+
+
+def write_table(df: pd.DataFrame, path: Path, schema=None, rules: Mapping | None = None) -> Path:
+    """Write ``df`` to ``path`` as Parquet, atomically, with ``rules`` (:meth:`AnalysisConfig.rules`) as JSON in
+    its ``ckptgeo.rules`` metadata; ``schema`` (a ``pyarrow.Schema``) fixes the column types. Returns ``path``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    if rules is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               RULES_KEY: json.dumps(dict(rules), default=str).encode()})
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return path
+
+
+def validate_config(cfg: AnalysisConfig) -> None:
+    """Check every setting of ``cfg`` against its constraints.
+
+    Raises
+    ------
+    InvalidParameterError
+        A threshold, fraction or count out of range, or no ``collapse_metrics``.
+    """
+    validate_params(cfg, owner="analyze")
+    if not cfg.collapse_metrics:
+        raise InvalidParameterError("The 'collapse_metrics' parameter must name at least one metric. Got ().",
+                                    name="collapse_metrics", value=())
+

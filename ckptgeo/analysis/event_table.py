@@ -1,0 +1,245 @@
+"""The events of every curve of a dataset: :mod:`ckptgeo.analysis.events` applied per curve.
+
+:func:`acquisitions` finds acquisition (and accuracy's own onset) on every behaviour curve and returns the
+``acquisitions`` table with the :class:`BehaviorEvents` the geometry curves are judged against;
+:func:`events_table` finds collapse, onsets and the precursor gap on every (model, suite, config_hash,
+metric, layer) geometry curve, with the detector's false-positive rate on noise at the summary layer.
+The rules are in the docstring of :mod:`ckptgeo.analysis.summary`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ckptgeo.analysis import events as ev
+from ckptgeo.analysis import stats as st
+from ckptgeo.analysis.config import EVENTS_SCHEMA, AnalysisConfig
+from ckptgeo.analysis.tables import _KEYS, _difficulty
+from ckptgeo.store.schemas import SCHEMAS
+
+__all__ = ["BehaviorEvents", "acquisitions", "events_table"]
+
+def _match_behavior(acc_groups: dict, model: str, suite: str, config_hash: str):
+    options = acc_groups.get((model, suite))
+    if not options:
+        return None
+    if config_hash in options:
+        return options[config_hash]
+    if len(options) == 1:
+        return next(iter(options.values()))
+    return max(sorted(options.items(), key=lambda kv: kv[0]), key=lambda kv: len(kv[1].steps))[1]
+
+
+def _opt(x) -> int | None:
+    return None if x is None else int(x)
+
+
+def _fnan(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+@dataclass(frozen=True)
+class _Behavior:
+    """One behaviour curve and what was found on it."""
+
+    steps: np.ndarray
+    acc: np.ndarray
+    acquisition: ev.Acquisition
+    onset: ev.Onset
+    n_items: np.ndarray
+
+
+def _onset_as_acquisition(onset: ev.Onset, like: ev.Acquisition) -> ev.Acquisition:
+    """Accuracy's own onset in the shape :func:`ev.precursor_gap` compares against."""
+    if like.status == "no_data":
+        return like
+    if onset.step is None:
+        return ev.Acquisition(None, None, like.threshold, like.window, like.chance, "never_acquired",
+                              f"no accuracy onset: {onset.reason}", grid=like.grid)
+    return ev.Acquisition(onset.step, onset.index, like.threshold, like.window, like.chance, "acquired", None,
+                          onset.resolution_steps, onset.index == 0, onset.spacing_after, grid=like.grid)
+
+
+def _accuracy_at(b: _Behavior, step: int | None, confidence: float) -> tuple[float, float, float, int | None]:
+    """Accuracy at a checkpoint with its binomial interval over the suite's items (NaN without n_items)."""
+    if step is None:
+        return math.nan, math.nan, math.nan, None
+    at = np.nonzero(b.steps == step)[0]
+    if at.size == 0 or not np.isfinite(b.acc[at[0]]):
+        return math.nan, math.nan, math.nan, None
+    acc, n = float(b.acc[at[0]]), b.n_items[at[0]]
+    if not np.isfinite(n) or n < 1:
+        return acc, math.nan, math.nan, None
+    r = st.binomial_interval(int(round(acc * n)), int(n), confidence=confidence)
+    return acc, r.low, r.high, int(n)
+
+
+def _detector(cfg: AnalysisConfig, kind: str, grid: np.ndarray, acquisition_step: int):
+    """The precursor rule on curves measured at ``grid``, against an acquisition at ``acquisition_step`` of it."""
+    acq = ev.acquisition_at(grid, acquisition_step, window=cfg.window)
+
+    def fires(steps, values) -> bool:
+        return ev.curve_events(steps, values, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
+                               resolution_checkpoints=cfg.resolution_checkpoints).precursor
+    return fires
+
+
+def _noise_fpr(s: np.ndarray, v: np.ndarray, acq: ev.Acquisition, kind: str, cfg: AnalysisConfig):
+    """The detector's false-positive rate on noise curves at this curve's schedule, and the noise level used."""
+    keep = np.isfinite(v)
+    s, v = s[keep], v[keep]
+    if cfg.n_noise_curves == 0 or not acq.acquired or acq.at_first_checkpoint or s.size < 3:
+        return None, math.nan
+    level = float(np.median(v)) or 1.0   # the curve's typical value; its first value is one noisy draw
+    sd = cfg.noise_relative_sd
+    if sd is None:
+        sd = st.robust_noise_sd(v) / abs(level)
+        sd = 0.0 if not math.isfinite(sd) else sd
+    rate = st.false_positive_rate(_detector(cfg, kind, np.sort(s), int(acq.step)), s, n_curves=cfg.n_noise_curves,
+                                  seed=cfg.seed, kind=cfg.noise_kind, level=level, relative_sd=sd,
+                                  confidence=cfg.confidence)
+    return rate, float(sd)
+
+
+def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: AnalysisConfig,
+                 version: str) -> pd.DataFrame:
+    """The events table (:data:`EVENTS_SCHEMA`): one row per geometry curve of ``curves``, judged against the
+    behaviour curve :func:`_match_behavior` pairs it with (``acc_groups``: :attr:`BehaviorEvents.groups`),
+    classed by ``classes`` ((model, suite) -> (task, difficulty)); ``version`` is recorded in each row."""
+    rows = []
+    keys = _KEYS + ["metric", "layer"]
+    deepest = curves.groupby(_KEYS + ["metric"])["layer"].max().to_dict() if len(curves) else {}
+    for (model, suite, chash, metric, layer), g in curves.groupby(keys, sort=True):
+        s, v = g["step"].to_numpy(), g["value"].to_numpy()
+        match = _match_behavior(acc_groups, model, suite, chash)
+        if match is None:
+            acq = ev.Acquisition(None, None, ev.acquisition_threshold(cfg.acc_threshold), cfg.window, None,
+                                 "no_data", "no behavior rows for this model and suite")
+            acq_onset = ev.Onset(None, None, math.nan, "no_data", acq.reason)
+        else:
+            acq, acq_onset = match.acquisition, match.onset
+        finite = np.isfinite(v)
+        kind = "recovery" if metric in cfg.collapse_metrics else "change"
+        ce = ev.curve_events(s, v, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
+                             resolution_checkpoints=cfg.resolution_checkpoints)
+        col, onset, gap = ce.collapse, ce.onset, ce.gap
+        con = ev.collapse_onset(s, v, fraction=cfg.collapse_fraction) if kind == "recovery" else None
+        vs_onset = ev.precursor_gap(_onset_as_acquisition(acq_onset, acq), onset,
+                                    resolution_checkpoints=cfg.resolution_checkpoints)
+        reason = gap.reason if gap.status != "no_onset" else onset.reason
+        task, diff = classes.get((model, suite), (suite, "unclassified"))
+        first = float(v[finite][0]) if finite.any() else math.nan
+        centered = g["centered"].iloc[0] if "centered" in g.columns else None
+        seed = g["seed"].iloc[0] if "seed" in g.columns else None
+        acc, acc_low, acc_high, n_items = (_accuracy_at(match, acq.step, cfg.confidence) if match is not None
+                                           else (math.nan, math.nan, math.nan, None))
+        fpr, noise_sd = (None, math.nan)
+        if int(layer) == deepest.get((model, suite, chash, metric)):
+            fpr, noise_sd = _noise_fpr(s, v, acq, kind, cfg)
+        drop = col.drop if col is not None and col.step is not None else math.nan
+        rows.append({
+            "model": model, "suite": suite, "config_hash": chash, "task": task, "difficulty": diff,
+            "metric": metric, "layer": int(layer),
+            "centered": None if centered is None or pd.isna(centered) else bool(centered),
+            "seed": None if seed is None or pd.isna(seed) else int(seed),
+            "n_checkpoints": int(finite.sum()),
+            "first_step": int(s[finite][0]) if finite.any() else None,
+            "last_step": int(s[finite][-1]) if finite.any() else None,
+            "acquisition_step": _opt(acq.step), "acquisition_status": acq.status,
+            "acquisition_censored_step": _opt(acq.censored_step),
+            "acquisition_spacing_before": _opt(acq.resolution_steps),
+            "acquisition_spacing_after": _opt(acq.spacing_after),
+            "acc_at_acquisition": acc, "acc_low": acc_low, "acc_high": acc_high, "n_items": n_items,
+            "collapse_step": _opt(col.step) if col is not None else None,
+            "collapse_floor": col.floor if col is not None and col.step is not None else math.nan,
+            "collapse_drop_fraction": drop / abs(first) if math.isfinite(drop) and first else math.nan,
+            "first_value": first, "onset_kind": kind, "onset_step": _opt(onset.step),
+            "onset_resolution_steps": _opt(onset.resolution_steps), "onset_spacing_after": _opt(onset.spacing_after),
+            "collapse_onset_step": _opt(con.step) if con is not None else None,
+            "precursor": bool(gap.precursor), "gap_steps": _opt(gap.gap_steps),
+            "gap_checkpoints": _opt(gap.gap_checkpoints), "gap_low_steps": _opt(gap.gap_low_steps),
+            "gap_high_steps": _opt(gap.gap_high_steps),
+            "resolution_steps": _opt(gap.resolution_steps), "status": gap.status, "reason": reason,
+            "acc_onset_step": _opt(acq_onset.step), "gap_acc_onset_steps": _opt(vs_onset.gap_steps),
+            "gap_acc_onset_checkpoints": _opt(vs_onset.gap_checkpoints), "status_acc_onset": vs_onset.status,
+            "noise_fpr": math.nan if fpr is None else fpr.rate, "noise_fpr_low": math.nan if fpr is None else fpr.low,
+            "noise_fpr_high": math.nan if fpr is None else fpr.high, "noise_relative_sd": noise_sd,
+            "acc_threshold": acq.threshold, "chance": math.nan if acq.chance is None else acq.chance,
+            "window": cfg.window, "recovery": cfg.recovery, "collapse_fraction": cfg.collapse_fraction,
+            "min_drop": cfg.min_drop, "resolution_checkpoints": cfg.resolution_checkpoints,
+            "noise_kind": cfg.noise_kind, "n_noise_curves": cfg.n_noise_curves,
+            "n_permutations": cfg.n_permutations, "null_seed": cfg.seed, "confidence": cfg.confidence,
+            "ckptgeo_version": version,
+        })
+    df = pd.DataFrame(rows, columns=list(EVENTS_SCHEMA))
+    for c, typ in zip(EVENTS_SCHEMA, SCHEMAS["events"].types):
+        if str(typ) == "int64":
+            df[c] = df[c].astype("Int64")
+        elif str(typ) == "bool":
+            df[c] = df[c].astype("boolean")
+    return df
+
+
+@dataclass(frozen=True)
+class BehaviorEvents:
+    """What :func:`acquisitions` found, for the steps after it: ``groups`` maps (model, suite) -> config_hash ->
+    the behaviour curve and its events; ``classes`` maps (model, suite) -> (task, difficulty class)."""
+
+    groups: dict = field(default_factory=dict)
+    classes: dict = field(default_factory=dict)
+
+
+def acquisitions(accuracy: pd.DataFrame, cfg: AnalysisConfig,
+                 difficulty: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, BehaviorEvents]:
+    """Acquisition and accuracy onset of every behaviour curve (model, suite, config_hash) of ``accuracy``.
+
+    Returns
+    -------
+    (DataFrame, BehaviorEvents)
+        The ``acquisitions`` table (one row per curve, with its task and difficulty class) and the curves'
+        events by (model, suite) for :func:`events_table` and the probe lead.
+    """
+    acc_groups: dict = {}
+    acq_rows = []
+    for (model, suite, chash), g in accuracy.groupby(_KEYS, sort=True):
+        chance = g["chance"].median()
+        chance = None if pd.isna(chance) else float(chance)
+        steps, accs = g["step"].to_numpy(), g["accuracy"].to_numpy()
+        a = ev.acquisition_step(steps, accs, cfg.acc_threshold, cfg.window, chance)
+        onset = ev.accuracy_onset(steps, accs, chance, fraction=cfg.recovery)
+        n_items = (pd.to_numeric(g["n_items"], errors="coerce").to_numpy(dtype=np.float64) if "n_items" in g.columns
+                   else np.full(len(g), np.nan))
+        b = _Behavior(steps, accs, a, onset, n_items)
+        acc_groups.setdefault((model, suite), {})[chash] = b
+        last = int(np.nonzero(np.isfinite(accs))[0][-1]) if np.isfinite(accs).any() else None
+        final, f_low, f_high, f_n = _accuracy_at(b, None if last is None else int(steps[last]), cfg.confidence)
+        acq_rows.append({"model": model, "suite": suite, "config_hash": chash,
+                         "n_checkpoints": int(g["accuracy"].notna().sum()),
+                         "acquisition_step": _opt(a.step), "status": a.status,
+                         "at_first_checkpoint": a.at_first_checkpoint, "resolution_steps": _opt(a.resolution_steps),
+                         "spacing_after": _opt(a.spacing_after), "censored_step": _opt(a.censored_step),
+                         "acc_onset_step": _opt(onset.step), "acc_threshold": a.threshold,
+                         "chance": math.nan if a.chance is None else a.chance,
+                         "window": cfg.window, "final_accuracy": final, "final_acc_low": f_low,
+                         "final_acc_high": f_high, "n_items": f_n, "reason": a.reason})
+    acq = pd.DataFrame(acq_rows, columns=_KEYS + ["n_checkpoints", "acquisition_step", "status",
+                                                  "at_first_checkpoint", "resolution_steps", "spacing_after",
+                                                  "censored_step", "acc_onset_step", "acc_threshold",
+                                                  "chance", "window", "final_accuracy", "final_acc_low",
+                                                  "final_acc_high", "n_items", "reason"])
+    for c in ("n_checkpoints", "acquisition_step", "resolution_steps", "spacing_after", "censored_step",
+              "acc_onset_step", "window", "n_items"):
+        acq[c] = acq[c].astype("Int64")
+    classes = _difficulty(acq, difficulty)
+    if len(acq):
+        acq.insert(3, "task", [classes.get((m, s), (s, ""))[0] for m, s in zip(acq["model"], acq["suite"])])
+        acq.insert(4, "difficulty", [classes.get((m, s), (s, ""))[1] for m, s in zip(acq["model"], acq["suite"])])
+    else:
+        acq.insert(3, "task", pd.Series(dtype=str))
+        acq.insert(4, "difficulty", pd.Series(dtype=str))
+    return acq, BehaviorEvents(acc_groups, classes)
