@@ -18,6 +18,9 @@ The public API is this module's names; internal modules may move without breakin
 ``register_metric``       the decorator that adds a measure (``MetricValue``, ``CompareValue`` it returns)
 ``METRICS``, ``SOURCES``, registries of measures, checkpoint sources and suite loaders (entry-point
 ``LOADERS``               groups ``ckptgeo.metrics``, ``ckptgeo.sources``, ``ckptgeo.suites``)
+``register_step``,        add an analysis step (reads and writes tables by name) / a claim row; their
+``register_claim``,       registries (entry-point groups ``ckptgeo.analysis_steps``, ``ckptgeo.claims``)
+``STEPS``, ``CLAIMS``
 ``build_config``,         a model config of a named size, the tasks' tokenizer, task items (for
 ``build_tokenizer``,      training with ``transformers.Trainer`` and ``MonitorCallback``)
 ``generate``
@@ -38,6 +41,8 @@ _FACADE = {
     "register_metric": "ckptgeo.metrics.registry", "MetricValue": "ckptgeo.metrics.registry",
     "CompareValue": "ckptgeo.metrics.registry",
     "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
+    "STEPS": "ckptgeo.analysis.steps", "register_step": "ckptgeo.analysis.steps",
+    "CLAIMS": "ckptgeo.studies.claims", "register_claim": "ckptgeo.studies.claims",
     "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
 }
 

@@ -14,6 +14,8 @@ The registries::
     ckptgeo.sources.registry.SOURCES   group "ckptgeo.sources"   a CheckpointSource class (claims/from_spec)
     ckptgeo.suites.items.LOADERS       group "ckptgeo.suites"    fn(spec: str) -> Suite
     ckptgeo.cli.COMMANDS               group "ckptgeo.commands"  add_parser(subparsers)
+    ckptgeo.analysis.steps.STEPS       group "ckptgeo.analysis_steps"  Step (via @register_step)
+    ckptgeo.studies.claims.CLAIMS      group "ckptgeo.claims"    ClaimRow (via @register_claim)
 
 Nothing is swallowed: a built-in that fails to import raises its own ``ImportError``; an entry point
 that fails to load raises :class:`~ckptgeo.errors.PluginLoadError` naming the entry point and its

@@ -20,6 +20,8 @@ PUBLIC = {
     "task_suite": "ckptgeo.monitor.core", "register_metric": "ckptgeo.metrics.registry",
     "MetricValue": "ckptgeo.metrics.registry", "CompareValue": "ckptgeo.metrics.registry",
     "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
+    "STEPS": "ckptgeo.analysis.steps", "register_step": "ckptgeo.analysis.steps",
+    "CLAIMS": "ckptgeo.studies.claims", "register_claim": "ckptgeo.studies.claims",
     "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
 }
 

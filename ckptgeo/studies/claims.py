@@ -10,21 +10,36 @@ Every row carries the measured value with its interval (a hierarchical bootstrap
 by chance (:mod:`ckptgeo.studies.chance`: acquisition steps permuted across runs of one checkpoint schedule,
 noise curves at each run's schedule), the test's p-value, and a verdict from that test (:data:`DEFINITIONS`,
 :func:`rules`). The rules and thresholds are :func:`rules` (written into the study's metadata).
+
+Each row is a registered function ``fn(ctx: ClaimContext) -> Claim`` (:data:`CLAIMS`, :func:`register_claim`)
+that declares the analysis tables it reads; the built-in rows are :mod:`ckptgeo.studies.claim_rows`, and an
+installed package adds one through the entry-point group ``ckptgeo.claims``::
+
+    from ckptgeo import register_claim
+
+    @register_claim(id="my_claim", reads=("events",))
+    def my_claim(ctx):     # returns a Claim, or a dict of its fields
+        n = int(ctx.runs["counted"].sum())
+        return {"id": "my_claim", "claim": "what the paper says", "paper": "its number",
+                "measured": f"{n} counted runs", "verdict": "inconclusive", "reason": "why",
+                "evidence": "events/events.parquet"}
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
-import numpy as np
 import pandas as pd
 
+from ckptgeo._registry import Registry
 from ckptgeo.analysis import stats
 
-__all__ = ["Claim", "claim_table", "runs_table", "parse_run", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
+__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "register_claim", "claim_table", "runs_table", "parse_run", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
            "ALPHA", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table"]
 
 #: fewest cases (runs, settings) a test is run on; fewer: inconclusive.
@@ -244,8 +259,24 @@ def _p(p: float) -> str:
 
 
 @dataclass
-class _Ctx:
-    """What the rows share: the runs, their curves for the nulls, and the tests' settings."""
+class ClaimContext:
+    """What a claim row sees: the grid's runs, their curves for the nulls, the tests' settings, and the tables
+    the row declares it reads.
+
+    Attributes
+    ----------
+    runs : DataFrame
+        :func:`runs_table` of the events (one row per grid run, ``counted`` and ``hard`` flagged).
+    curves : dict
+        model -> :class:`ckptgeo.studies.chance.Curve` (its summary-layer RankMe; for the nulls).
+    accuracy : dict
+        model -> (steps, accuracy, chance) arrays.
+    config : AnalysisConfig or None
+    n_permutations, n_resamples, n_noise_curves, seed : int
+        Work of the tests (counts, never seconds) and their seed.
+    tables : mapping of str to DataFrame or None
+        The analysis tables of the row's ``reads`` (``ctx.tables["events"]``); None where a table was not given.
+    """
 
     runs: pd.DataFrame
     curves: dict = field(default_factory=dict)          # model -> chance.Curve (RankMe, summary layer)
@@ -255,9 +286,10 @@ class _Ctx:
     n_resamples: int = stats.DEFAULT_N_RESAMPLES
     n_noise_curves: int = 100
     seed: int = 0
+    tables: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _rate(ctx: _Ctx, rows: pd.DataFrame, flag: pd.Series) -> tuple[float, float, float, str]:
+def _rate(ctx: ClaimContext, rows: pd.DataFrame, flag: pd.Series) -> tuple[float, float, float, str]:
     """A rate over runs with its interval: hierarchical bootstrap over tasks and seeds where there are at least
     MIN_CASES tasks, else Wilson. Returns (rate, low, high, method)."""
     k, n = int(flag.sum()), int(len(flag))
@@ -310,395 +342,53 @@ def _absent(p: float, n: int, what: str, floor_p: float = math.nan, rate: float 
     return "reproduced", f"{what} not above chance: p = {p:.3g} >= {ALPHA}"
 
 
-# -------------------------------------------------------------------------------------------------- claims
 
-def _order(ctx: _Ctx) -> Claim:
-    runs = ctx.runs
-    c = runs[runs["counted"]]
-    col, rec, acq = _num(c["collapse_step"]), _num(c["onset_step"]), _num(c["acquisition_step"])
-    ok = (col < rec) & (rec <= acq)  # NaN compares False: a missing collapse or recovery is out of order
-    rate, lo, hi, how = _rate(ctx, c, ok)
-    null, p, res = math.nan, math.nan, None
-    if ctx.curves and len(c):
-        # the order under permuted acquisition: collapse and recovery are found before the acquisition given
-        res = _order_null(ctx, list(c["model"]))
-        if res is not None:
-            null, p = res.null_mean, res.p_value
-    verdict, why = _holds(p, len(c), "order rate against permuted acquisition", _floor_p(res))
-    missing = c.loc[~ok.to_numpy(), "model"]
-    return Claim("order", "collapse -> recovery -> acquisition, in that order, in every run",
-                 "the shape holds across tasks and sizes",
-                 f"{_frac(int(ok.sum()), len(c))} acquired runs {_ci(lo, hi)}", verdict,
-                 why + (f"; out of order: {_examples(missing)}" if len(missing) else ""),
-                 "events/events.parquet (metric rankme, summary layer); figures/grid.png", SOURCES["order"],
-                 rate, lo, hi, null, p, f"permutation of acquisition steps within a schedule; interval: {how}")
+# ------------------------------------------------------------------------------------------- the registry
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """One row of the claim table: ``fn(ctx: ClaimContext) -> Claim`` and the analysis tables it reads."""
+
+    id: str
+    fn: Callable[[ClaimContext], Claim]
+    reads: tuple[str, ...] = ()
 
 
-def _order_null(ctx: _Ctx, judged: list[str]):
-    """Permutation null of the in-order rate (collapse < recovery onset <= acquisition)."""
-    from ckptgeo.studies.chance import events_at
-
-    pool = [m for m, cv in ctx.curves.items() if cv.acquisition_step is not None]
-    who = [i for i, m in enumerate(pool) if m in set(judged)]
-    if not who:
-        return None
-    strata = [ctx.curves[m].stratum for m in pool]
-    hit = np.zeros((len(pool), len(pool)), dtype=bool)
-    for i in who:
-        cv = ctx.curves[pool[i]]
-        for j, m in enumerate(pool):
-            if strata[j] != strata[i]:
-                continue
-            e = events_at(cv.steps, cv.values, ctx.curves[m].acquisition_step, config=ctx.config)
-            col, on = e.collapse.step if e.collapse else None, e.onset.step
-            acq = ctx.curves[m].acquisition_step
-            hit[i, j] = col is not None and on is not None and col < on <= acq
-    idx = np.asarray(who)
-    return stats.permutation_test(lambda o: float(hit[idx, np.asarray(o)[idx]].mean()), len(pool), strata=strata,
-                                  n_permutations=ctx.n_permutations, seed=ctx.seed)
+def _check_row(name: str, obj) -> None:
+    if not isinstance(obj, ClaimRow):
+        raise TypeError(f"expected a claim row registered with @register_claim(id={name!r}, ...), got "
+                        f"{type(obj).__name__} {getattr(obj, '__qualname__', obj)!r}")
 
 
-def _floor_p(res) -> float:
-    """The smallest p-value the test could give (the share of the null at the statistic's maximum, 1):
-    above alpha, no observation could reject chance."""
-    if res is None or not len(res.null):
-        return math.nan
-    return (1 + int(np.sum(res.null >= 1.0 - 1e-12))) / (1 + len(res.null))
+#: Every claim row, in the order of the table: the built-ins (:mod:`ckptgeo.studies.claim_rows`, in the order of
+#: the paper's argument), then those installed packages declare in the ``ckptgeo.claims`` entry-point group, then
+#: those registered in this process.
+CLAIMS = Registry("claim", "ckptgeo.claims", {
+    name: "ckptgeo.studies.claim_rows" for name in (
+        "order", "precursor_hard", "precursor_easy", "top_down", "llc", "hessian", "floor_modular",
+        "floor_multiplication", "across_sizes_collapse_floor", "across_sizes_acquisition_step", "probe_lead",
+        "pythia_deduction")
+}, check=_check_row)
 
 
-def _precursor(ctx: _Ctx, hard: bool) -> Claim:
-    from ckptgeo.studies.chance import noise_rate, permutation_null
+def register_claim(*, id: str, reads: tuple[str, ...] = ()):
+    """Decorator registering ``fn(ctx: ClaimContext) -> Claim`` (or a dict of :class:`Claim`'s fields) as claim row
+    ``id`` in :data:`CLAIMS`.
 
-    runs = ctx.runs
-    c = runs[runs["counted"] & (runs["hard"] == hard)]
-    flag = c["status"] == "precursor"
-    k = int(flag.sum())
-    rate, lo, hi, how = _rate(ctx, c, flag)
-    prec = c[flag]
-    gaps = _num(prec["gap_steps"])
-    gap = f"; median gap {gaps.median():.0f} steps" if len(gaps) else ""
-    null = p = math.nan
-    noise, res = "", None
-    if ctx.curves and len(c):
-        res = permutation_null(ctx.curves, list(c["model"]), config=ctx.config, n_permutations=ctx.n_permutations,
-                               seed=ctx.seed)
-        if res is not None:
-            null, p = res.null_mean, res.p_value
-        nr = noise_rate(ctx.curves, list(c["model"]), config=ctx.config, n_curves=ctx.n_noise_curves, seed=ctx.seed)
-        if nr is not None:
-            noise = f"; on noise curves {nr.rate:.0%} {_ci(nr.low, nr.high)}"
-    measured = (f"{_frac(k, len(c))} {'hard' if hard else 'easy'} runs {_ci(lo, hi)}{gap}; permuted "
-                f"acquisition {null:.0%}{noise}" if not math.isnan(null) else
-                f"{_frac(k, len(c))} {'hard' if hard else 'easy'} runs {_ci(lo, hi)}{gap}")
-    test = f"permutation of acquisition steps within a schedule (one-sided); interval: {how}"
-    if hard:
-        verdict, why = _holds(p, len(c), "precursor rate against permuted acquisition", _floor_p(res))
-        return Claim("precursor_hard", "RankMe recovery precedes acquisition on hard settings",
-                     "100% of hard algorithmic settings", measured, verdict, why,
-                     "events/events.parquet (status precursor); runs: " + _examples(c["model"]),
-                     SOURCES["precursor_hard"], rate, lo, hi, null, p, test)
-    verdict, why = _absent(p, len(c), "easy precursor rate", _floor_p(res), rate, null)
-    return Claim("precursor_easy", "on easy settings collapse and acquisition coincide (no precursor)",
-                 "none detectable", measured, verdict, why,
-                 "events/events.parquet (status, gap_steps, resolution_steps); runs: " + _examples(c["model"]),
-                 SOURCES["precursor_easy"], rate, lo, hi, null, p, test)
+    ``reads`` names the analysis tables the row uses (``events``, ``curves``, ``accuracy``, ``probe_lead``,
+    ``probes``, or any table an analysis step writes, given to :func:`claim_table` as ``tables=``); they are
+    ``ctx.tables`` (None where not given). Returns ``fn``.
 
+    Raises
+    ------
+    DuplicateNameError
+        ``id`` already registered to another function.
+    """
+    def deco(fn):
+        CLAIMS.register(id, ClaimRow(id=id, fn=fn, reads=tuple(reads)))
+        return fn
 
-def _top_down(ctx: _Ctx, events: pd.DataFrame) -> Claim:
-    """Kendall tau of block depth against collapse onset, runs of >= 4 layers; post-final-norm layer apart."""
-    runs = ctx.runs
-    e = events[(events["metric"] == "rankme") & events["model"].isin(set(runs["model"]))] if len(events) else events
-    if len(e) and "centered" in e.columns and e["centered"].eq(False).fillna(False).astype(bool).any():
-        e = e[e["centered"].eq(False).fillna(False).astype(bool)]
-    per_run, items, labels, post_first, ties, small = [], [], [], 0, 0, 0
-    for model, g in (e.groupby("model", sort=True) if len(e) else []):
-        n_layers = int(g["layer"].max())
-        if n_layers < 4:
-            small += 1
-            continue
-        blocks = g[(g["layer"] >= 1) & (g["layer"] < n_layers)].sort_values("layer")
-        have = blocks[blocks["collapse_onset_step"].notna()]
-        if len(have) < 3:
-            continue
-        x, y = have["layer"].to_numpy(float), _num(have["collapse_onset_step"]).to_numpy()
-        kt = stats.kendall_tau(x, y, n_permutations=999, seed=ctx.seed, alternative="less")
-        if math.isnan(kt.tau):
-            continue
-        per_run.append(kt.tau)
-        ties += kt.n_tied_y
-        items += list(zip(x, y))
-        labels += [model] * len(x)
-        post = g.loc[g["layer"] == n_layers, "collapse_onset_step"]
-        post_first += int(len(post) and pd.notna(post.iloc[0]) and post.iloc[0] <= y[np.argmax(x)])
-    n = len(per_run)
-    if n == 0:
-        return Claim("top_down", "collapse reaches output-side layers first", "28/32 (v3); 32/32 (v1-v2)",
-                     f"no run of >= 4 layers with 3 block onsets ({small} run(s) of fewer layers not tested)",
-                     "inconclusive", "top-down needs models of >= 4 layers", "summary/top_down.parquet",
-                     SOURCES["top_down"], test="Kendall tau-b (depth, onset), permutation within runs")
-    arr = np.asarray(items, dtype=float)
-    lab = np.asarray(labels)
-    groups = [np.flatnonzero(lab == m) for m in dict.fromkeys(labels)]
-    from scipy.stats import kendalltau
-
-    def mean_tau(order: np.ndarray) -> float:
-        y = arr[np.asarray(order), 1]
-        taus = [kendalltau(arr[g, 0], y[g]).statistic for g in groups]
-        taus = [t for t in taus if not math.isnan(t)]
-        return float(np.mean(taus)) if taus else math.nan
-
-    res = stats.permutation_test(mean_tau, len(arr), strata=list(lab), n_permutations=ctx.n_permutations,
-                                 seed=ctx.seed, alternative="less")
-    k = int(sum(t < 0 for t in per_run))
-    verdict, why = _holds(res.p_value, n, "mean Kendall tau < 0 against onsets permuted within runs")
-    return Claim("top_down", "collapse reaches output-side layers first (Kendall tau(depth, collapse onset) < 0)",
-                 "28/32 task x model pairs (v3); 32/32 (v1-v2)",
-                 f"mean tau {res.statistic:+.2f} over {n} runs of >= 4 layers ({k} with tau < 0; {ties} tied onset "
-                 f"pair(s)); post-final-norm layer at or before the last block in {post_first}/{n}",
-                 verdict, why + (f"; {small} run(s) of < 4 layers not tested" if small else "")
-                 + "; collapse onset = first step at the collapse fraction of the layer's first RankMe",
-                 "events/events.parquet (collapse_onset_step per layer)", SOURCES["top_down"],
-                 float(res.statistic), math.nan, math.nan, res.null_mean, res.p_value,
-                 "Kendall tau-b per run, mean tau vs onsets permuted among a run's blocks (one-sided)")
-
-
-def _whole_model(ctx: _Ctx, events: pd.DataFrame, curves: pd.DataFrame | None, metric: str, label: str,
-                 paper: str) -> Claim:
-    from ckptgeo.studies.chance import Curve, permutation_null
-
-    runs = ctx.runs
-    e = events[(events["metric"] == metric) & events["model"].isin(set(runs["model"]))] if len(events) else events
-    if e is None or e.empty:
-        return Claim(metric, f"{label} is not a precursor", paper, "not measured", "inconclusive",
-                     f"no {metric} rows in this study (not in the preset's metrics)", "events/events.parquet",
-                     SOURCES[metric])
-    e = e[e["layer"] == -1]
-    c = e[~e["status"].isin(_NOT_COUNTED)]
-    flag = c["status"] == "precursor"
-    lag = int((c["status"] == "lagging").sum())
-    meta = c.assign(task=[(parse_run(m) or {"task": m})["task"] for m in c["model"]],
-                    seed=[(parse_run(m) or {"seed": 0})["seed"] for m in c["model"]])
-    rate, lo, hi, how = _rate(ctx, meta, flag.reset_index(drop=True).set_axis(meta.index))
-    n_ckpt = int(_num(c["n_checkpoints"]).median()) if len(c) else 0
-    null = p = math.nan
-    res = None
-    if curves is not None and len(curves) and len(c):
-        sub = curves[(curves["metric"] == metric) & (curves["layer"] == -1)]
-        mc = {}
-        for m, g in sub.groupby("model"):
-            base = ctx.curves.get(m)
-            if base is None:
-                continue
-            g = g.sort_values("step")
-            # one stratum: each run's checkpoints sit around its own acquisition, so no two share a schedule;
-            # another run's acquisition step is placed on this run's grid (the first checkpoint at or after it)
-            mc[m] = Curve(g["step"].to_numpy(float), g["value"].to_numpy(float), base.acquisition_step, "all",
-                          "change")
-        res = permutation_null(mc, list(c["model"]), config=ctx.config, n_permutations=ctx.n_permutations,
-                               seed=ctx.seed)
-        if res is not None:
-            null, p = res.null_mean, res.p_value
-    verdict, why = _absent(p, len(c), f"{metric} precursor rate", _floor_p(res), rate, null)
-    return Claim(metric, f"{label} is not a precursor of acquisition", paper,
-                 f"{_frac(int(flag.sum()), len(c))} acquired runs precursor {_ci(lo, hi)}; {lag} lagging; "
-                 f"median {n_ckpt} checkpoints per run" + ("" if math.isnan(null) else f"; permuted {null:.0%}"),
-                 verdict, why, f"events/events.parquet (metric {metric}, layer -1)", SOURCES[metric],
-                 rate, lo, hi, null, p, f"permutation of acquisition steps within a schedule; interval: {how}")
-
-
-def _floor_rows(runs: pd.DataFrame, task: str) -> pd.DataFrame:
-    r = runs[(runs["task"] == task) & (runs["level"] == 1) & runs["collapse_floor"].notna()]
-    return r.assign(collapse_floor=_num(r["collapse_floor"]))
-
-
-def _size_order(sizes) -> list:
-    return sorted(sizes, key=_size_params)
-
-
-def _floor_modular(ctx: _Ctx) -> Claim:
-    r = _floor_rows(ctx.runs, "modular")
-    parts, inside, outside = [], [], []
-    for size in _size_order(r["size"].unique()):
-        g = r[r["size"] == size]
-        v = g["collapse_floor"].to_numpy()
-        if len(v) >= 2:
-            b = stats.hierarchical_bootstrap(g.assign(task=size), lambda f: float(f["collapse_floor"].median()),
-                                             levels=("task", "seed"), n_resamples=ctx.n_resamples, seed=ctx.seed)
-            lo, hi = b.low, b.high
-        else:
-            lo = hi = float(np.median(v))
-        parts.append(f"{size} {np.median(v):.2f} [{lo:.2f}, {hi:.2f}] ({len(v)} seeds)")
-        inside.append(1.5 <= lo and hi <= 2.5)
-        outside.append(hi < 1.5 or lo > 2.5)
-    shown = "; ".join(parts) or "no collapse measured"
-    if len(parts) < 2:
-        verdict, why = "inconclusive", f"floors at {len(parts)} size(s); at least 2 are needed"
-    elif all(inside):
-        verdict, why = "reproduced", "every size's interval within 2.0 +- 0.5"
-    elif any(outside):
-        verdict, why = "not reproduced", "some size's interval lies wholly outside 2.0 +- 0.5"
-    else:
-        verdict, why = "inconclusive", "some interval straddles the 2.0 +- 0.5 band"
-    return Claim("floor_modular", "modular arithmetic collapses to a RankMe floor near 2.0 at every size",
-                 "about 2.0 at every size", f"median floor by size [95% bootstrap over seeds]: {shown}", verdict, why,
-                 "events/events.parquet (collapse_floor, modular-L1 runs)", SOURCES["floor_modular"],
-                 float(r["collapse_floor"].median()) if len(r) else math.nan,
-                 test="bootstrap interval per size against the band 2.0 +- 0.5")
-
-
-def _floor_multiplication(ctx: _Ctx) -> Claim:
-    r = _floor_rows(ctx.runs, "multiplication")
-    med = r.groupby("size")["collapse_floor"].median() if len(r) else pd.Series(dtype=float)
-    med = med.loc[_size_order(med.index)]
-    shown = ", ".join(f"{s} {v:.2f}" for s, v in med.items()) or "no collapse measured"
-    if len(med) < 2 or len(r) < MIN_CASES:
-        return Claim("floor_multiplication", "multiplication's collapse floor rises with capacity",
-                     "floors rise with model size", f"median floor by size: {shown}", "inconclusive",
-                     f"floors at {len(med)} size(s) over {len(r)} run(s); at least 2 sizes and {MIN_CASES} runs",
-                     "events/events.parquet (collapse_floor, multiplication runs)", SOURCES["floor_multiplication"])
-    kt = stats.kendall_tau(r["n_parameters"].to_numpy(float), r["collapse_floor"].to_numpy(float),
-                           n_permutations=ctx.n_permutations, seed=ctx.seed, alternative="greater")
-    verdict, why = _holds(kt.p_value, len(r), f"Kendall tau(parameters, floor) = {kt.tau:+.2f} over {len(r)} runs")
-    return Claim("floor_multiplication", "multiplication's collapse floor rises with capacity",
-                 "floors rise with model size", f"median floor by size: {shown}; tau {kt.tau:+.2f}", verdict, why,
-                 "events/events.parquet (collapse_floor, multiplication runs)", SOURCES["floor_multiplication"],
-                 kt.tau, math.nan, math.nan, 0.0, kt.p_value, "Kendall tau-b, one-sided permutation p")
-
-
-def _across(ctx: _Ctx, quantity: str) -> Claim:
-    runs = ctx.runs
-    sizes = _size_order(runs["size"].unique())
-    key = ["task", "level"]
-    if quantity == "collapse_floor":
-        table = runs.assign(v=_num(runs["collapse_floor"])).pivot_table(index=key, columns="size", values="v",
-                                                                         aggfunc="mean")
-        label = "collapse floors"
-    else:
-        acq = _num(runs["acquisition_step"])
-        never = float(acq.max()) + 1.0 if acq.notna().any() else 1.0
-        table = runs.assign(v=acq.fillna(never)).pivot_table(index=key, columns="size", values="v", aggfunc="mean")
-        label = "acquisition order (never acquired ranked last)"
-    pairs = []
-    for i, small in enumerate(sizes):
-        for large in sizes[i + 1:]:
-            both = table[[small, large]].dropna() if {small, large} <= set(table.columns) else table.iloc[:0]
-            if len(both) >= 2:
-                kt = stats.kendall_tau(both[small].to_numpy(float), both[large].to_numpy(float),
-                                       n_permutations=ctx.n_permutations, seed=ctx.seed, alternative="greater")
-                pairs.append((small, large, len(both), kt.tau, kt.p_value))
-            else:
-                pairs.append((small, large, len(both), math.nan, math.nan))
-    shown = "; ".join(f"{a} vs {b}: tau {t:+.2f} (p {p:.2g}, {n} settings)" if not math.isnan(t)
-                      else f"{a} vs {b}: undefined ({n} settings)" for a, b, n, t, p in pairs) or "one size only"
-    judged = [(n, t, p) for _, _, n, t, p in pairs if n >= MIN_SETTINGS and not math.isnan(t)]
-    if not judged:
-        verdict, why = "inconclusive", f"no pair of sizes shares {MIN_SETTINGS} settings with a defined tau"
-    elif all(t > 0 and p < ALPHA for _, t, p in judged):
-        verdict, why = "reproduced", f"tau > 0 with p < {ALPHA} for every pair of sizes"
-    else:
-        verdict, why = "not reproduced", f"some pair of sizes has tau <= 0 or p >= {ALPHA}"
-    ps = [p for _, _, p in judged]
-    return Claim(f"across_sizes_{quantity}", f"small models predict large ones: rank correlation of {label}",
-                 "positive rank correlation between sizes", shown, verdict, why,
-                 "events/events.parquet; per-setting values in reproduction.md's runs table",
-                 SOURCES[f"across_sizes_{quantity}"],
-                 float(np.mean([t for _, t, _ in judged])) if judged else math.nan, math.nan, math.nan, 0.0,
-                 max(ps) if ps else math.nan,
-                 "Kendall tau-b between sizes over matched (task, level), mean over seeds; permutation p (largest)")
-
-
-def _probe(ctx: _Ctx, probe_lead: pd.DataFrame, probes: pd.DataFrame | None = None) -> Claim:
-    runs = ctx.runs
-    pl = probe_lead if probe_lead is not None else pd.DataFrame()
-    counted = runs[runs["counted"]]
-    if pl.empty:
-        return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
-                     "probes lead acquisition", "not measured", "inconclusive", "no probes table in this study",
-                     "summary/probe_lead.parquet", SOURCES["probe_lead"])
-    # layer 0 is the read position's token embedding, the same for every item (the separator): it carries
-    # nothing to read and never rises, so it neither leads nor keeps a run whose real layers are all
-    # readable at start in the fraction
-    pl = pl[pl["model"].isin(set(counted["model"])) & (pd.to_numeric(pl["layer"], errors="coerce") >= 1)]
-    failed = _failed_gate(ctx, probes, set(pl["model"]))
-    gate = ""
-    if failed is not None:
-        passed, failed_models = failed
-        gate = f"; sanity gate: {passed} run(s) pass, {len(failed_models)} fail ({_examples(failed_models)})"
-        pl = pl[~pl["model"].isin(failed_models)]
-        if failed_models and not passed:
-            return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
-                         "probes lead acquisition", "not measured (failed gate)", "inconclusive",
-                         "no run's probe decodes the target at the end while the model is at "
-                         f">= {PROBE_GATE_ACCURACY:.0%}" + gate, "summary/probe_lead.parquet", SOURCES["probe_lead"])
-    measured = pl[pl["status"] != "not_measured"]
-    judged = measured[measured["status"] != "readable_at_start"]
-    leads = sorted(set(judged.loc[judged["status"] == "leads", "model"]))
-    models = sorted(set(judged["model"]))
-    at_start = sorted(set(measured["model"]) - set(judged["model"]))
-    not_measured = sorted(set(pl["model"]) - set(measured["model"]))
-    rows = counted[counted["model"].isin(models)].set_index("model").loc[models].reset_index() if models else \
-        counted.iloc[:0]
-    flag = rows["model"].isin(leads)
-    rate, lo, hi, how = _rate(ctx, rows, flag)
-    null = p = math.nan
-    res = None
-    if models and "probe_step" in judged.columns:
-        first = judged.groupby("model")["probe_step"].min()
-        pool = [m for m in models if m in ctx.curves and ctx.curves[m].acquisition_step is not None]
-        if pool:
-            strata = [ctx.curves[m].stratum for m in pool]
-            onset = np.array([float(first.get(m)) if pd.notna(first.get(m)) else math.inf for m in pool])
-            acq = np.array([float(ctx.curves[m].acquisition_step) for m in pool])
-            res = stats.permutation_test(lambda o: float(np.mean(onset < acq[np.asarray(o)])), len(pool),
-                                         strata=strata, n_permutations=ctx.n_permutations, seed=ctx.seed)
-            null, p = res.null_mean, res.p_value
-    verdict, why = _holds(p, len(models), "lead rate against permuted acquisition", _floor_p(res))
-    extra = (f"; {len(at_start)} acquired run(s) left out: every layer's probe reads the label at the first "
-             f"checkpoint (no rise to see)") if at_start else ""
-    extra += f"; {len(not_measured)} acquired run(s) not measured (probe undefined)" if not_measured else ""
-    return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
-                 "probes lead acquisition",
-                 f"{_frac(len(leads), len(models))} acquired runs have a layer whose probe leads {_ci(lo, hi)}"
-                 + ("" if math.isnan(null) else f"; permuted {null:.0%}"),
-                 verdict, why + extra + gate + "; onset: beats max(chance, control) by the margin with p < alpha",
-                 "summary/probe_lead.parquet", SOURCES["probe_lead"], rate, lo, hi, null, p,
-                 f"permutation of acquisition steps within a schedule; interval: {how}")
-
-
-def _failed_gate(ctx: _Ctx, probes: pd.DataFrame | None, models: set) -> tuple[int, list[str]] | None:
-    """(runs passing, runs failing) the probe's sanity gate; None without the probes table or accuracy."""
-    if probes is None or probes.empty or not ctx.accuracy:
-        return None
-    from ckptgeo.analysis.summary import AnalysisConfig
-
-    cfg = ctx.config or AnalysisConfig()
-    passed, failed = 0, []
-    for model, g in probes[probes["model"].isin(models)].groupby("model"):
-        if model not in ctx.accuracy:
-            continue
-        last = g["step"].max()
-        s_acc, acc, _ = ctx.accuracy[model]
-        at = acc[s_acc <= last]
-        if not len(at) or at[-1] < PROBE_GATE_ACCURACY:
-            continue   # the model is not at ~100% there: the gate does not apply
-        end = g[(g["step"] == last) & (pd.to_numeric(g["layer"], errors="coerce") >= 1)]
-        acc_p = _num(end["accuracy"])
-        if acc_p.isna().all():
-            continue   # the probe is undefined there (too few items of a class): not measured, not failed
-        base = np.maximum(_num(end["chance"]), _num(end["control_accuracy"]).fillna(0.0))
-        pval = _num(end["p_value"]) if "p_value" in end.columns else pd.Series(0.0, index=end.index)
-        if bool(((acc_p - base >= cfg.probe_margin) & (pval < cfg.probe_alpha)).any()):
-            passed += 1
-        else:
-            failed.append(model)
-    return passed, failed
-
-
-def _pythia() -> Claim:
-    return Claim("pythia_deduction", "Pythia-2.8B: logical deduction has a precursor gap, easy benchmarks none",
-                 "gap of about 49K steps", "not measured by this study", "inconclusive",
-                 "needs the Pythia checkpoints: ckptgeo scan EleutherAI/pythia-2.8b --suite logical_deduction",
-                 "-", SOURCES["pythia_deduction"])
+    return deco
 
 
 def _contexts(runs: pd.DataFrame, curves: pd.DataFrame | None, accuracy: pd.DataFrame | None) -> tuple[dict, dict]:
@@ -735,7 +425,7 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
                 accuracy: pd.DataFrame | None = None, probes: pd.DataFrame | None = None, config=None,
                 hard: Callable[[str, int], bool] | None = None, n_permutations: int = stats.DEFAULT_N_PERMUTATIONS,
                 n_resamples: int = stats.DEFAULT_N_RESAMPLES, n_noise_curves: int = 100,
-                seed: int = 0) -> pd.DataFrame:
+                seed: int = 0, tables: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """The claims of arXiv:2602.15997 against a grid's events, one row each, each with its test.
 
     Parameters
@@ -758,13 +448,16 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
         The difficulty rule (default :func:`is_hard`).
     n_permutations, n_resamples, n_noise_curves, seed : int
         Work of the tests (counts, never seconds) and their seed.
+    tables : mapping of str to DataFrame, optional
+        Further analysis tables by name (``Analysis.tables``), for rows an installed package registers.
 
     Returns
     -------
     DataFrame
-        Columns ``id``, ``claim``, ``paper``, ``measured``, ``verdict`` (one of :data:`VERDICTS`),
-        ``reason``, ``evidence``, ``source``, ``value``, ``low``, ``high``, ``null``, ``p_value``, ``test``;
-        rows in the order of the paper's argument. Rules: :data:`DEFINITIONS`, :func:`rules`.
+        One row per registered claim (:data:`CLAIMS`, in its order: the built-in rows in the order of the
+        paper's argument, then the installed ones). Columns ``id``, ``claim``, ``paper``, ``measured``,
+        ``verdict`` (one of :data:`VERDICTS`), ``reason``, ``evidence``, ``source``, ``value``, ``low``,
+        ``high``, ``null``, ``p_value``, ``test``. Rules: :data:`DEFINITIONS`, :func:`rules`.
 
     References
     ----------
@@ -773,15 +466,17 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
     events = events if events is not None else pd.DataFrame(columns=["model", "metric", "layer", "status"])
     runs = runs_table(events, hard=hard)
     cur_by, acc_by = _contexts(runs, curves, accuracy)
-    ctx = _Ctx(runs, cur_by, acc_by, config, n_permutations, n_resamples, n_noise_curves, seed)
-    rows = [
-        _order(ctx), _precursor(ctx, True), _precursor(ctx, False), _top_down(ctx, events),
-        _whole_model(ctx, events, curves, "llc", "the local learning coefficient (LLC)",
-                     "synchronous: 0/24 precursors"),
-        _whole_model(ctx, events, curves, "hessian", "the Hessian's top eigenvalue", "lags acquisition, or is noisy"),
-        _floor_modular(ctx), _floor_multiplication(ctx), _across(ctx, "collapse_floor"),
-        _across(ctx, "acquisition_step"), _probe(ctx, probe_lead, probes), _pythia(),
-    ]
+    given = dict(tables or {})
+    given.update((name, t) for name, t in (("events", events), ("top_down", top_down), ("probe_lead", probe_lead),
+                                           ("curves", curves), ("accuracy", accuracy), ("probes", probes))
+                 if t is not None or name not in given)
+    ctx = ClaimContext(runs, cur_by, acc_by, config, n_permutations, n_resamples, n_noise_curves, seed)
+    rows = []
+    for name in CLAIMS.names(sorted_=False):
+        row = CLAIMS.get(name)
+        view = MappingProxyType({t: given.get(t) for t in row.reads})
+        claim = row.fn(dataclasses.replace(ctx, tables=view))
+        rows.append(Claim(**claim) if isinstance(claim, Mapping) else claim)
     return pd.DataFrame([r.__dict__ for r in rows], columns=list(Claim.__dataclass_fields__))
 
 

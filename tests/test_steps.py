@@ -1,0 +1,138 @@
+"""Analysis steps and claim rows are registries: a step an outside package adds runs in dependency order and
+writes its table; a missing table or a cycle is a one-line error; a claim row added appears in the claim table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from ckptgeo.analysis import analyze
+from ckptgeo.analysis.config import read_rules
+from ckptgeo.analysis.steps import STEPS, Step, order_steps, register_step
+from ckptgeo.errors import AnalysisStepError
+from ckptgeo.studies.claims import CLAIMS, claim_table, register_claim
+from tests.test_analysis import _acc, _easy, _hard, _write_dataset
+from tests.test_plugins import EXAMPLE, _env, _install
+
+BUILTIN_STEPS = ["acquisitions", "events", "null_curves", "precursor_rates", "precursor_rates_by_model", "top_down",
+                 "probe_lead", "across_sizes", "seed_spread", "difficulty_slope", "seed_events", "compare", "runs"]
+BUILTIN_CLAIMS = ["order", "precursor_hard", "precursor_easy", "top_down", "llc", "hessian", "floor_modular",
+                  "floor_multiplication", "across_sizes_collapse_floor", "across_sizes_acquisition_step", "probe_lead",
+                  "pythia_deduction"]
+FAST = dict(n_permutations=9, n_noise_curves=0)
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """Registrations made by a test are undone after it."""
+    monkeypatch.setattr(STEPS, "_items", dict(STEPS._items))
+    monkeypatch.setattr(CLAIMS, "_items", dict(CLAIMS._items))
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    # a hard suite (RankMe recovers at step 50, accuracy at 70: gap 20 steps) and an easy one (no precursor)
+    return _write_dataset(tmp_path_factory.mktemp("ds"), [
+        ("toy-2x16", "modular-L3", 0.01, _acc(70), _hard(2, 2.0, recover_at=50), {}),
+        ("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
+
+
+def test_a_registered_step_runs_after_what_it_reads_and_writes_its_table(dataset, tmp_path, fresh):
+    seen = {}
+
+    # registered first but reads what the next one writes: dependency order, not registration order, decides
+    @register_step(name="hard_share", reads=("gaps",), writes=("hard_share",))
+    def hard_share(ctx):
+        g = ctx["gaps"]
+        return {"hard_share": pd.DataFrame({"share": [float((g["gap_steps"] > 0).mean())]})}
+
+    @register_step(name="gaps", reads=("events",), writes=("gaps",))
+    def gaps(ctx):
+        seen["tables"] = sorted(ctx.tables)
+        with pytest.raises(KeyError, match="reads 'curves' without declaring it"):
+            ctx["curves"]
+        e = ctx["events"]
+        e = e[(e["metric"] == "rankme") & (e["layer"] == 2)]
+        return {"gaps": e[["suite", "gap_steps", "status"]].sort_values("suite", ignore_index=True)}
+
+    res = analyze(dataset, out=tmp_path / "an", **FAST)
+    assert res.steps == tuple(BUILTIN_STEPS + ["gaps", "hard_share"])
+    assert seen["tables"] == ["events"]   # a step sees only what it declares
+    table = pd.read_parquet(tmp_path / "an" / "summary" / "gaps.parquet")
+    assert table["suite"].tolist() == ["copy-L1", "modular-L3"]
+    assert table["gap_steps"].tolist() == [0, 20] and table["status"].tolist() == ["synchronous", "precursor"]
+    assert pd.read_parquet(tmp_path / "an" / "summary" / "hard_share.parquet")["share"].tolist() == [0.5]
+    assert read_rules(tmp_path / "an" / "summary" / "gaps.parquet") == json.loads(json.dumps(res.config.rules()))
+    assert list(res.summary_tables())[-2:] == ["gaps", "hard_share"] and res.tables["gaps"].equals(table)
+    # the built-in tables and files are where they were
+    assert tmp_path / "an" / "events" / "events.parquet" in res.written
+    assert {p.name for p in (tmp_path / "an" / "summary").iterdir()} >= {"acquisitions.parquet", "runs.csv",
+                                                                         "runs.tex", "seed_events.parquet"}
+
+
+def test_a_step_reading_a_table_nobody_writes_is_a_one_line_error_before_any_work(dataset, tmp_path, fresh):
+    register_step(name="lonely", reads=("events", "no_such_table"), writes=("lonely",))(lambda ctx: {})
+    with pytest.raises(AnalysisStepError) as err:
+        analyze(dataset, out=tmp_path / "an", **FAST)
+    msg = str(err.value)
+    assert "\n" not in msg and err.value.step == "lonely" and err.value.table == "no_such_table"
+    assert msg.startswith("analysis step 'lonely' reads table 'no_such_table', which no step writes")
+    assert not (tmp_path / "an").exists()
+
+
+def test_cycles_and_double_writers_are_one_line_errors():
+    def step(name, reads, writes):
+        return Step(name, lambda ctx: {}, tuple(reads), tuple(writes))
+
+    a, b, c = step("a", ["tb"], ["ta"]), step("b", ["ta"], ["tb"]), step("c", ["events"], ["tc"])
+    with pytest.raises(AnalysisStepError, match=r"^analysis steps read each other's tables in a cycle: a -> b -> a$"):
+        order_steps({"c": c, "a": a, "b": b}, inputs=("events",))
+    with pytest.raises(AnalysisStepError, match=r"^table 'ta' is written by two analysis steps: 'a' and 'd'"):
+        order_steps({"a": a, "d": step("d", [], ["ta"])}, inputs=())
+    with pytest.raises(AnalysisStepError, match="'events' is written by two analysis steps: the dataset"):
+        order_steps({"e": step("e", [], ["events"])}, inputs=("events",))
+    # ties keep the given order; a reader moves after its writer
+    d = step("d", ["tc"], ["td"])
+    assert [s.name for s in order_steps({"d": d, "x": step("x", [], ["tx"]), "c": c}, inputs=("events",))] == \
+        ["x", "c", "d"]
+    with pytest.raises(ValueError, match="letters, digits and underscores"):
+        register_step(name="bad", writes=("../escape",))
+
+
+def test_a_registered_claim_row_is_in_the_claim_table_after_the_built_ins(fresh):
+    got = {}
+
+    @register_claim(id="n_runs", reads=("events", "extra"))
+    def n_runs(ctx):
+        got["tables"] = dict(ctx.tables)
+        return {"id": "n_runs", "claim": "c", "paper": "p", "measured": f"{len(ctx.tables['extra'])} rows",
+                "verdict": "inconclusive", "reason": "r", "evidence": "e", "value": float(len(ctx.runs))}
+
+    empty = pd.DataFrame(columns=["model", "metric", "layer", "status"])
+    t = claim_table(empty, tables={"extra": pd.DataFrame({"x": [1, 2, 3]})}, n_permutations=9, n_resamples=9)
+    assert t["id"].tolist() == BUILTIN_CLAIMS + ["n_runs"]
+    row = t.set_index("id").loc["n_runs"]
+    assert row["measured"] == "3 rows" and row["value"] == 0.0 and row["verdict"] == "inconclusive"
+    assert sorted(got["tables"]) == ["events", "extra"]   # only what the row declares
+
+
+def test_an_installed_step_and_claim_row_run_through_entry_points(dataset, tmp_path):
+    site = _install(tmp_path / "site", "[ckptgeo.analysis_steps]\ngap_by_suite = ckptgeo_example_step\n\n"
+                                       "[ckptgeo.claims]\ngap_known = ckptgeo_example_step\n", name="ckptgeo_example_step")
+    code = ("import ckptgeo, json\nfrom ckptgeo.studies.claims import claim_table\n"
+            f"a = ckptgeo.analyze({str(dataset)!r}, out={str(tmp_path / 'an')!r}, n_permutations=9, n_noise_curves=0)\n"
+            "t = claim_table(a.events, n_permutations=9, n_resamples=9)\n"
+            "print(json.dumps({'steps': a.steps, 'claims': t['id'].tolist()}))")
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(EXAMPLE, site), capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["steps"] == BUILTIN_STEPS + ["gap_by_suite"] and out["claims"] == BUILTIN_CLAIMS + ["gap_known"]
+    table = pd.read_parquet(tmp_path / "an" / "summary" / "gap_by_suite.parquet").set_index("suite")
+    # rankme at layer 2 and its layer-0 ... every curve family's summary layer: one rankme curve per suite
+    assert table.loc["modular-L3", "n_curves"] == 1 and table.loc["modular-L3", "n_precursor"] == 1
+    assert table.loc["modular-L3", "median_gap_steps"] == 20.0 and table.loc["copy-L1", "n_precursor"] == 0
