@@ -12,7 +12,7 @@ import pytest
 
 from ckptgeo.analysis import analyze
 from ckptgeo.analysis.config import read_rules
-from ckptgeo.analysis.steps import STEPS, Step, order_steps, register_step
+from ckptgeo.analysis.steps import STEPS, Step, all_steps, order_steps, register_step
 from ckptgeo.errors import AnalysisStepError
 from ckptgeo.studies.claims import CLAIMS, claim_table, register_claim
 from tests.test_analysis import _acc, _easy, _hard, _write_dataset
@@ -28,7 +28,8 @@ FAST = dict(n_permutations=9, n_noise_curves=0)
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """Registrations made by a test are undone after it."""
+    """Registrations made by a test are undone after it (the built-ins loaded first, so they stay registered)."""
+    all_steps(), CLAIMS.load_all()
     monkeypatch.setattr(STEPS, "_items", dict(STEPS._items))
     monkeypatch.setattr(CLAIMS, "_items", dict(CLAIMS._items))
 

@@ -2,8 +2,12 @@
 
 * :mod:`ckptgeo.analysis.events`: pure functions over one curve (acquisition, collapse, recovery,
   onsets, precursor gap).
-* :mod:`ckptgeo.analysis.summary`: :func:`analyze` over a whole dataset, writing ``events/`` and
-  ``summary/`` tables.
+* :mod:`ckptgeo.analysis.summary`: :func:`analyze` over a whole dataset: it runs the registered steps
+  (:mod:`ckptgeo.analysis.steps`, ``STEPS``; the built-ins in :mod:`ckptgeo.analysis.builtin_steps`) in
+  dependency order, writing ``events/``, ``summary/`` and ``compare/`` tables. The steps call
+  :mod:`~ckptgeo.analysis.event_table` (events per curve) and :mod:`~ckptgeo.analysis.summary_tables`
+  (rates and their nulls, top-down, probe lead, sizes, seeds); :mod:`~ckptgeo.analysis.config` holds
+  :class:`AnalysisConfig` and :class:`Analysis`, :mod:`~ckptgeo.analysis.view` the console view.
 * :mod:`ckptgeo.analysis.stats`: binomial intervals, permutation and circular-shift tests, the
   detector's false-positive rate on noise, hierarchical bootstrap, Kendall's tau.
 * :mod:`ckptgeo.analysis.runs_table`: ``runs_table.runs_table(events)`` (one row per run: model, task, level, size, seed,
@@ -32,11 +36,13 @@ from __future__ import annotations
 import importlib
 
 __all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "events", "summary", "stats", "figures", "runs_table",
+           "steps", "STEPS", "register_step",
            "write_runs_table", "plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps", "plot_all",
            "write_report"]
 
-_LAZY = {"analyze": "summary", "Analysis": "summary", "AnalysisConfig": "summary", "events_text": "summary",
-         "events": None, "summary": None, "stats": None, "figures": None,
+_LAZY = {"analyze": "summary", "Analysis": "config", "AnalysisConfig": "config", "events_text": "view",
+         "events": None, "summary": None, "stats": None, "figures": None, "steps": None,
+         "STEPS": "steps", "register_step": "steps",
          "runs_table": None, "write_runs_table": "runs_table",
          **{name: "figures" for name in ("plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps",
                                          "plot_all", "write_report")}}
