@@ -344,9 +344,10 @@ def test_probe_row_ignores_layer_0_the_constant_embedding_of_the_read_position()
             ("a-L1-tiny-s0", 2, "readable_at_start"), ("b-L1-tiny-s0", 0, "no_probe_onset"),
             ("b-L1-tiny-s0", 2, "leads"), ("c-L1-tiny-s0", 0, "no_probe_onset"), ("c-L1-tiny-s0", 2, "lags")]
     pl = pd.DataFrame(rows, columns=["model", "layer", "status"])
-    from ckptgeo.studies.claims import _Ctx, _probe
+    from ckptgeo.studies.claim_rows import _probe
+    from ckptgeo.studies.claims import ClaimContext
 
-    row = _probe(_Ctx(runs), pl)
+    row = _probe(ClaimContext(runs), pl)
     assert row.measured.startswith("1/2 (50%)"), row
     assert "1 acquired run(s) left out" in row.reason
 
