@@ -16,7 +16,8 @@ A step is a function ``fn(ctx: StepContext) -> dict`` of table name to table, re
 ``ckptgeo.analysis_steps`` (``[project.entry-points."ckptgeo.analysis_steps"] gap_by_task =
 "my_package.steps"``), and those registered in this process. Each DataFrame a step returns is written to
 ``OUT/<folder>/<table>.parquet`` (``folder="summary"`` by default) with the analysis's rules in its
-metadata (:func:`ckptgeo.analysis.config.read_rules`), and is on ``Analysis.tables[<table>]``; any other
+metadata (:func:`ckptgeo.analysis.config.read_rules`; a table named in ``ckptgeo.store.schemas.SCHEMAS``,
+``events`` or ``compare``, with that schema's column types), and is on ``Analysis.tables[<table>]``; any other
 value (an intermediate such as the null curves) is passed on to the steps that read it and not written.
 
 The tables present before any step (:data:`INPUTS`): ``geometry``, ``behavior``, ``probes``,
