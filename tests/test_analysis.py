@@ -371,3 +371,38 @@ def test_geometry_without_behavior_and_behavior_without_geometry(tmp_path):
     res = analyze(root2)
     assert res.events.empty and res.acquisitions["acquisition_step"].tolist() == [20]
     assert "_(none)_" in write_report(root2, analysis=res).read_text()
+
+
+def test_the_console_in_tokens_gives_spacing_and_gap_range_in_tokens_and_the_acquisition_interval(dataset, tmp_path,
+                                                                                                  capsys):
+    """--x tokens: res and gap_range in tokens too (they were '-' and steps), and acc_at_acq with its interval."""
+    import shutil
+
+    from ckptgeo.cli import main
+
+    root = tmp_path / "ds"
+    shutil.copytree(dataset, root)
+    for table in ("geometry", "behavior"):
+        for part in (root / table).glob("*.parquet"):   # a stage that starts at 5,000 tokens, 1,000 a step
+            df = pd.read_parquet(part)
+            df.assign(tokens=5000 + 1000 * df["step"]).to_parquet(part)
+    assert main(["analyze", str(root), "--x", "tokens", "--no-plots", "--noise-curves", "0",
+                 "--n-permutations", "9", "--out", str(tmp_path / "an")]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = next(line.split() for line in lines if line.split()[:3] == ["model", "suite", "metric"])
+    row = next(line.split() for line in lines if line.startswith("toy-4x32") and " modular-L3 " in line
+               and " rankme " in line)
+    # acc_at_acq is "0.90 [a, b]": three tokens on the line
+    cells = dict(zip(header, row[:header.index("acc_at_acq")] + [" ".join(row[header.index("acc_at_acq"):
+                                                                                header.index("acc_at_acq") + 3])]
+                     + row[header.index("acc_at_acq") + 3:]))
+    e = analyze(root, write=False, n_noise_curves=0, n_permutations=9).events
+    e = e[(e.model == "toy-4x32") & (e.suite == "modular-L3") & (e.metric == "rankme")]
+    e = e[e.layer == e.layer.max()].iloc[0]
+    assert cells["acq"] == str(5000 + 1000 * int(e.acquisition_step))
+    assert cells["res"] == str(1000 * int(e.resolution_steps)) != "-"
+    assert cells["gap_range"] == f"{1000 * int(e.gap_low_steps)}..{1000 * int(e.gap_high_steps)}"
+    assert cells["acc_at_acq"].startswith("0.90 [") and cells["acc_at_acq"].endswith("]")
+    lo, hi = (float(x) for x in cells["acc_at_acq"][6:-1].split(", "))
+    assert lo < 0.9 < hi and (lo, hi) == (round(e.acc_low, 2), round(e.acc_high, 2))

@@ -6,6 +6,7 @@ wrapped, not replaced) and its axes, tick labels, lines and patches are read aft
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -82,6 +83,16 @@ def test_heatmap_probe_and_gaps_figures_mark_events_and_say_sizes_plainly(ds, tm
     assert "L2 probe onset 30" in labels and "acquisition 50" in labels, labels
     fig_mod.plot_gaps(a, tmp_path / "g.png")
     labels = _labels(drawn[-1].axes[0])
+    from matplotlib.container import ErrorbarContainer
+
+    whiskers = [c for c in drawn[-1].axes[0].containers if isinstance(c, ErrorbarContainer)]
+    spans = {tuple(sorted(np.round(seg[:, 1], 6))) for c in whiskers for seg in c.lines[2][0].get_segments()}
+    from ckptgeo.analysis.summary_tables import summary_rows
+
+    e = summary_rows(a.events)
+    e = e[(e.metric == "rankme") & e.gap_steps.notna() & (e.gap_steps != 0)]
+    expected = {(float(lo), float(hi)) for lo, hi in zip(e.gap_low_steps, e.gap_high_steps)}
+    assert whiskers and expected and spans == expected, (spans, expected)   # the grid interval of each gap bar
     assert f"{LONG} (2.8B params)" in labels and not any("e+0" in lab for lab in labels), labels
     assert params_text(2.8e9) == "2.8B" and params_text(1.6e8) == "160M"
 

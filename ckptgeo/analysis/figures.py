@@ -416,7 +416,13 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
         label = model if math.isnan(size) else f"{model} ({params_text(size)} params)"
         at = {kind: [suites.index(s) - 0.4 + width * (j + 0.5) for m, s, _ in marks[kind] if m == model]
               for kind in marks}
-        ax.bar(at["gap"], [g for m, _, g in marks["gap"] if m == model], width=width, color=color, label=label)
+        gaps = [(s, g) for m, s, g in marks["gap"] if m == model]
+        ax.bar(at["gap"], [g for _, g in gaps], width=width, color=color, label=label)
+        low, high = _grid_interval(e, model, [s for s, _ in gaps])
+        if np.isfinite(low).any():   # the gap's interval from the checkpoint grid (gap_low_steps..gap_high_steps)
+            g = np.array([g for _, g in gaps])
+            ax.errorbar(at["gap"], g, yerr=[np.clip(g - low, 0, None), np.clip(high - g, 0, None)], fmt="none",
+                        ecolor="black", elinewidth=0.8, capsize=2)
         if at["synchronous"]:
             ax.scatter(at["synchronous"], [0] * len(at["synchronous"]), marker="o", facecolors="none",
                        edgecolors=[color])
@@ -431,8 +437,8 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     ax.set_xticks(range(len(suites)))
     ax.set_xticklabels(suites, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("precursor gap (steps): acquisition − recovery onset")
-    _title(ax, f"{metric} precursor gap by task and model (○ synchronous, ▼ never acquired: no gap, "
-               f"× no onset or acquired at start)", width=70, fontsize=9)
+    _title(ax, f"{metric} precursor gap by task and model; whiskers: the gap's interval from the checkpoint grid "
+               f"(○ synchronous, ▼ never acquired: no gap, × no onset or acquired at start)", width=70, fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, Path(path))
 
@@ -552,6 +558,17 @@ def pd_concat_aligned(series):
     import pandas as pd
 
     return pd.concat(list(series), axis=1, join="inner").sort_index()
+
+
+def _grid_interval(e, model: str, suites: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean ``gap_low_steps`` and ``gap_high_steps`` of ``model``'s rows per suite (NaN where absent)."""
+    low, high = [], []
+    for suite in suites:
+        r = e[(e["model"] == model) & (e["suite"] == suite)]
+        for out, col in ((low, "gap_low_steps"), (high, "gap_high_steps")):
+            v = pd.to_numeric(r[col], errors="coerce").dropna() if col in r.columns else pd.Series(dtype=float)
+            out.append(float(v.mean()) if len(v) else math.nan)
+    return np.array(low, dtype=float), np.array(high, dtype=float)
 
 
 def gap_marks(e, models, suites) -> dict[str, list]:

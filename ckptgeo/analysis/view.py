@@ -87,6 +87,11 @@ def events_view(events: pd.DataFrame, *, all_layers: bool = False, runs: Mapping
     rows = events if all_layers else summary_rows(events)
     view = rows[list(EVENT_VIEW)].rename(columns=EVENT_VIEW)
     view = view.assign(floor=view["floor"].astype("float64").round(2))
+    if "acc_at_acquisition" in rows.columns and "acc_low" in rows.columns:
+        acc, lo, hi = (pd.to_numeric(rows[c]) for c in ("acc_at_acquisition", "acc_low", "acc_high"))
+        view.insert(view.columns.get_loc("acq") + 1, "acc_at_acq",
+                    [f"{a:.2f} [{b:.2f}, {c:.2f}]" if pd.notna(a) and pd.notna(b) else "-"
+                     for a, b, c in zip(acc, lo, hi)])
     if "gap_low_steps" in rows.columns and "gap_high_steps" in rows.columns:
         lo, hi = pd.to_numeric(rows["gap_low_steps"]), pd.to_numeric(rows["gap_high_steps"])
         view.insert(view.columns.get_loc("gap_ck") + 1, "gap_range",
@@ -105,7 +110,8 @@ def events_legend(config: "AnalysisConfig | None" = None) -> str:
     return "\n".join([
         "model, suite, metric, layer: the curve (layer -1: a whole-model measure; by default the deepest layer)",
         "run: the settings that differ between the runs of one model and suite (or their config hash)",
-        f"acq: acquisition, first of {cfg.window} checkpoints in a row with accuracy above {thr}",
+        f"acq: acquisition, first of {cfg.window} checkpoints in a row with accuracy above {thr}; acc_at_acq: the "
+        f"accuracy there with its {cfg.confidence:.0%} Wilson interval over the items",
         "collapse: checkpoint of the metric's minimum before acquisition (RankMe); floor: its value there",
         f"onset: RankMe back up by {cfg.recovery:g} of its drop after the collapse (other measures: moved "
         f"{cfg.recovery:g} of the way to their largest departure from the first value over the run)",

@@ -115,10 +115,15 @@ def _run_analyze(args: argparse.Namespace) -> int:
     report = write_report(result.root, analysis=result, plots=not args.no_plots)
     events = result.events
     if args.x == "tokens":   # the same events, their checkpoints in tokens
+        # spacings and the gap's grid interval scale by the curve's tokens per step (constant within a stage)
+        per_step = ((pd.to_numeric(events["last_tokens"]) - pd.to_numeric(events["first_tokens"]))
+                    / (pd.to_numeric(events["last_step"]) - pd.to_numeric(events["first_step"])).replace(0, float("nan")))
         events = events.assign(**{f"{c}_step": events[f"{c}_tokens"] for c in ("acquisition", "collapse", "onset",
                                                                                  "collapse_onset")},
-                               gap_steps=events["gap_tokens"], resolution_steps=pd.NA)
-        print("(acq, collapse, onset, half_onset and gap below are in training tokens)")
+                               **{c: (pd.to_numeric(events[c]) * per_step).round().astype("Int64")
+                                  for c in ("resolution_steps", "gap_low_steps", "gap_high_steps") if c in events},
+                               gap_steps=events["gap_tokens"])
+        print("(acq, collapse, onset, half_onset, gap, gap_range and res below are in training tokens)")
     print(events_text(events, all_layers=args.all_layers, runs=read_runs(result.root), config=result.config))
     print()
     print(left_out_text(result.left_out))
