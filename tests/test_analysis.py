@@ -287,7 +287,8 @@ def test_report_and_figures(tmp_path):
     text = report.read_text()
     assert report == root / "report.md"
     assert "## Top-down propagation" in text and "](figures/gaps.png)" in text
-    assert "| toy-4x32 | modular-L3 | rankme | 4 | 70 | 10 | 2 | 50 | 10 | 20 | 2 | 10..30 | 10 | precursor |" in text
+    assert ("| toy-4x32 | modular-L3 | rankme | 4 | 70 | 0.90[0.85,0.93] | 10 | 2 | 50 | 10 | 20 | 2 | 10..30 | 10 "
+            "| precursor |") in text
     figs = sorted((root / "figures").glob("*.png"))
     assert [p.name for p in figs] == ["gaps.png", "toy-2x16__copy-L1__heatmap.png", "toy-2x16__copy-L1__rankme.png",
                                       "toy-4x32__modular-L3__heatmap.png", "toy-4x32__modular-L3__rankme.png"]
@@ -393,16 +394,13 @@ def test_the_console_in_tokens_gives_spacing_and_gap_range_in_tokens_and_the_acq
     header = next(line.split() for line in lines if line.split()[:3] == ["model", "suite", "metric"])
     row = next(line.split() for line in lines if line.startswith("toy-4x32") and " modular-L3 " in line
                and " rankme " in line)
-    # acc_at_acq is "0.90 [a, b]": three tokens on the line
-    cells = dict(zip(header, row[:header.index("acc_at_acq")] + [" ".join(row[header.index("acc_at_acq"):
-                                                                                header.index("acc_at_acq") + 3])]
-                     + row[header.index("acc_at_acq") + 3:]))
+    cells = dict(zip(header, row))
     e = analyze(root, write=False, n_noise_curves=0, n_permutations=9).events
     e = e[(e.model == "toy-4x32") & (e.suite == "modular-L3") & (e.metric == "rankme")]
     e = e[e.layer == e.layer.max()].iloc[0]
     assert cells["acq"] == str(5000 + 1000 * int(e.acquisition_step))
     assert cells["res"] == str(1000 * int(e.resolution_steps)) != "-"
     assert cells["gap_range"] == f"{1000 * int(e.gap_low_steps)}..{1000 * int(e.gap_high_steps)}"
-    assert cells["acc_at_acq"].startswith("0.90 [") and cells["acc_at_acq"].endswith("]")
-    lo, hi = (float(x) for x in cells["acc_at_acq"][6:-1].split(", "))
+    assert cells["acc_at_acq"].startswith("0.90[") and cells["acc_at_acq"].endswith("]")
+    lo, hi = (float(x) for x in cells["acc_at_acq"][5:-1].split(","))
     assert lo < 0.9 < hi and (lo, hi) == (round(e.acc_low, 2), round(e.acc_high, 2))

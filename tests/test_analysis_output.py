@@ -63,7 +63,7 @@ def test_console_says_what_tells_rows_apart_explains_headers_and_matches_the_rep
     out = capsys.readouterr().out
     lines = out.splitlines()
     header = lines[0].split()
-    assert header == ["model", "suite", "run", "metric", "layer", "acq", "collapse", "floor", "onset", "half_onset",
+    assert header == ["model", "suite", "run", "metric", "layer", "acq", "acc_at_acq", "collapse", "floor", "onset", "half_onset",
                       "gap", "gap_ck", "gap_range", "res", "status"]
     rows = [ln for ln in lines[1:] if ln.startswith("toy-2x16")]
     assert len(rows) == 2 and "centered=False" in rows[0] and "centered=True" in rows[1]

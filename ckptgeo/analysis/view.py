@@ -90,7 +90,7 @@ def events_view(events: pd.DataFrame, *, all_layers: bool = False, runs: Mapping
     if "acc_at_acquisition" in rows.columns and "acc_low" in rows.columns:
         acc, lo, hi = (pd.to_numeric(rows[c]) for c in ("acc_at_acquisition", "acc_low", "acc_high"))
         view.insert(view.columns.get_loc("acq") + 1, "acc_at_acq",
-                    [f"{a:.2f} [{b:.2f}, {c:.2f}]" if pd.notna(a) and pd.notna(b) else "-"
+                    [f"{a:.2f}[{b:.2f},{c:.2f}]" if pd.notna(a) and pd.notna(b) else "-"
                      for a, b, c in zip(acc, lo, hi)])
     if "gap_low_steps" in rows.columns and "gap_high_steps" in rows.columns:
         lo, hi = pd.to_numeric(rows["gap_low_steps"]), pd.to_numeric(rows["gap_high_steps"])
