@@ -68,13 +68,14 @@ def test_result_files_are_created_0644_under_umask_022(tmp_path, umask_022):
 
     from ckptgeo.analysis.figures import write_report
     from ckptgeo.engine.scan import scan
-    from ckptgeo.training.trainer import TrainConfig, _save_state, train
+    from ckptgeo.training.runfolder import save_state
+    from ckptgeo.training.trainer import TrainConfig, train
 
     run = train(TrainConfig(tasks=("copy",), levels=(1,), out=str(tmp_path / "run"), n_steps=6, batch_size=8,
                             warmup_steps=2, n_checkpoints=4, n_heldout=16, device="cpu"))
     param = torch.nn.Parameter(torch.zeros(2))
     opt = torch.optim.SGD([param], lr=0.1)
-    _save_state(run / "state_probe.pt", 1, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), torch)
+    save_state(run / "state_probe.pt", 1, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), torch)
     out = tmp_path / "ds"
     scan(run, out=out, n_samples=16, save_states=True)
     report = write_report(out)

@@ -67,7 +67,7 @@ def test_batches_match_tokenizer_and_exclude_heldout():
     tok = build_tokenizer()
     cfg = _config("unused", tasks=("copy", "modular"), levels=(1, 1), batch_size=64)
     held = {"copy-L1": frozenset(), "modular-L1": frozenset(it.prompt for it in generate("modular", 1, 4000))}
-    batcher = train_mod._Batcher(cfg, tok.get_vocab(), tok.pad_token_id, held)
+    batcher = train_mod.Batcher(cfg, tok.get_vocab(), tok.pad_token_id, held)
     items = batcher.items(3)
     assert items == batcher.items(3) and items != batcher.items(4)
     assert {it.suite for it in items} == {"copy-L1", "modular-L1"}
@@ -207,7 +207,7 @@ def test_resume_after_a_kill_gives_the_same_weights(tmp_path, monkeypatch):
 
     cfg = _config(tmp_path / "a", n_steps=8, n_checkpoints=6)
     ref = train(cfg)
-    real_save = train_mod._save_checkpoint
+    real_save = train_mod.save_checkpoint
 
     def dying_save(model, tokenizer, out, step):
         if step == 6:
@@ -216,10 +216,10 @@ def test_resume_after_a_kill_gives_the_same_weights(tmp_path, monkeypatch):
         return real_save(model, tokenizer, out, step)
 
     killed = dataclasses.replace(cfg, out=str(tmp_path / "b"))
-    monkeypatch.setattr(train_mod, "_save_checkpoint", dying_save)
+    monkeypatch.setattr(train_mod, "save_checkpoint", dying_save)
     with pytest.raises(KeyboardInterrupt):
         train(killed)
-    monkeypatch.setattr(train_mod, "_save_checkpoint", real_save)
+    monkeypatch.setattr(train_mod, "save_checkpoint", real_save)
     out = Path(killed.out)
     assert not json.loads((out / "manifest.json").read_text())["complete"]
     assert (out / "train_state.pt").is_file() and not (out / "step6").exists()
@@ -363,3 +363,56 @@ def test_a_run_recorded_before_a_setting_existed_still_resumes(tmp_path):
     assert train(_config(tmp_path / "run")) == out
     with pytest.raises(RunMismatchError, match="schedule_steps"):
         train(_config(tmp_path / "run", schedule_steps=12))
+
+
+def test_each_train_setting_is_declared_once_in_trainconfig():
+    """The flags' defaults, the flags' help and the study recipe come from TrainConfig's fields; a flag whose
+    default drifts (``set_defaults``, a second declaration) or a docstring default that drifts fails here."""
+    import ast
+    import re
+
+    from ckptgeo.cli.train import config_from_args
+    from ckptgeo.studies.reproduce import RECIPE
+    from ckptgeo.training.config import cli_settings, field_defaults
+
+    parser = argparse.ArgumentParser()
+    add_train_parser(parser.add_subparsers())
+    args = parser.parse_args(["train", "--task", "copy", "--out", "x"])
+    assert config_from_args(args, ["copy"]) == TrainConfig(tasks=("copy",), levels=(1,), out="x")
+    defaults = field_defaults()
+    flags = {name: flag for name, flag, _ in cli_settings()}
+    assert set(defaults) - set(flags) == {"min_lr_ratio", "grad_clip"}  # no flag: the study's recipe only
+    actions = {a.option_strings[0]: a for a in parser._subparsers._group_actions[0].choices["train"]._actions
+               if a.option_strings}
+    for name, flag in flags.items():
+        assert actions[flag].default == defaults[name], (flag, actions[flag].default, defaults[name])
+        shown = f"{defaults[name]:g}" if isinstance(defaults[name], float) else str(defaults[name])
+        assert defaults[name] is None or shown in actions[flag].help, (flag, actions[flag].help)
+    assert RECIPE == {k: defaults[k] for k in ("batch_size", "lr", "weight_decay", "warmup_steps", "min_lr_ratio",
+                                               "grad_clip")}
+    documented = dict(re.findall(r"^    (\w+) : [^\n]*, default=([^\n]+)$", TrainConfig.__doc__, re.M))
+    assert set(documented) == set(defaults)
+    assert {k: ast.literal_eval(v.strip('"')) if v != '"auto"' and v != '"tiny"' else v.strip('"')
+            for k, v in documented.items()} == defaults
+
+
+def test_step_folders_without_weights_are_not_checkpoints(tmp_path, capsys):
+    """A folder holding a copied ckptgeo-run.json and weightless step5/, step6/: today's main counted them as
+    checkpoints and wrote complete: true. They are refused with one line, and nothing is deleted."""
+    from ckptgeo.cli import main
+    from ckptgeo.training.runfolder import RUN_MARKER
+
+    out = tmp_path / "copied"
+    out.mkdir()
+    (out / RUN_MARKER).write_text(json.dumps({"format": "ckptgeo-train", "writer": "0.1.0"}))
+    for step in (5, 6):
+        (out / f"step{step}").mkdir()
+        (out / f"step{step}" / "config.json").write_text("{}")
+    with pytest.raises(RunMismatchError, match=r"without model\.safetensors \(step5, step6\)"):
+        train(_config(out))
+    assert main(["train", "--task", "copy", "--steps", "6", "--checkpoints", "5", "--batch-size", "8",
+                 "--heldout", "16", "--device", "cpu", "--out", str(out)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("ckptgeo: error:") and "step5, step6" in err[0] and "Traceback" not in "".join(err), err
+    assert sorted(p.name for p in out.iterdir()) == [RUN_MARKER, "step5", "step6"]
+    assert (out / "step5" / "config.json").read_text() == "{}"

@@ -100,14 +100,15 @@ def test_a_real_train_state_loads_under_the_safe_loader(tmp_path):
     import torch
 
     from ckptgeo._io import load_torch_safely
-    from ckptgeo.training.trainer import _optimizer, _save_state
+    from ckptgeo.training.runfolder import save_state
+    from ckptgeo.training.schedule import build_optimizer
 
     model = torch.nn.Linear(3, 2)
-    opt, sched = _optimizer(model, _config(tmp_path), torch)
+    opt, sched = build_optimizer(model, _config(tmp_path), torch)
     model(torch.ones(1, 3)).sum().backward()
     opt.step()
     sched.step()
-    _save_state(tmp_path / "train_state.pt", 1, opt, sched, torch)
+    save_state(tmp_path / "train_state.pt", 1, opt, sched, torch)
     state = load_torch_safely(tmp_path / "train_state.pt")
     assert state["step"] == 1 and len(state["optimizer"]["param_groups"]) == 2
     assert state["scheduler"]["last_epoch"] == 1 and state["optimizer"]["state"][0]["exp_avg"].shape == (2, 3)

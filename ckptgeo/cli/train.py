@@ -8,9 +8,9 @@ from pathlib import Path
 
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.training.grid import train_grid
-from ckptgeo.training.sizes import SIZES
 from ckptgeo.suites.tasks import TASKS
-from ckptgeo.training.trainer import TrainConfig, train
+from ckptgeo.training.config import TrainConfig, cli_settings
+from ckptgeo.training.trainer import train
 
 __all__ = ["add_parser"]
 
@@ -64,38 +64,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, default=1, choices=(1, 2, 3), help="difficulty level (default 1)")
     p.add_argument("--levels", help="comma-separated levels: one per --tasks entry, or the grid's levels "
                                     "(default with --grid: 1,2,3)")
-    p.add_argument("--size", default="tiny", choices=list(SIZES), help="model size (default tiny)")
-    p.add_argument("--sizes", help="comma-separated sizes of the grid (default: --size)")
-    p.add_argument("--steps", type=int, default=1000, help="optimiser steps (default 1000)")
     p.add_argument("--out", required=True, help="run folder (grid: the folder of run folders)")
-    p.add_argument("--seed", type=int, default=0, help="seed of weights and items (default 0)")
+    p.add_argument("--sizes", help="comma-separated sizes of the grid (default: --size)")
     p.add_argument("--seeds", help="comma-separated seeds of the grid (default: --seed)")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--batch-size", type=int, default=128, help="items per step (default 128)")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate (default 1e-3)")
-    p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay (default 0.1)")
-    p.add_argument("--warmup", type=int, default=100, help="warm-up steps (default 100)")
-    p.add_argument("--horizon", type=int, default=None,
-                   help="step at which the cosine reaches its floor (default: --steps); e.g. 4 x --steps holds the "
-                        "learning rate near its peak through the run, the recipe of `ckptgeo reproduce`")
-    p.add_argument("--checkpoints", type=int, default=100, help="largest number of checkpoints (default 100)")
-    p.add_argument("--heldout", type=int, default=200, help="held-out items per task (default 200)")
     p.add_argument("--grid", action="store_true", help="train tasks x levels x sizes x seeds, one run each")
-    p.add_argument("--monitor", type=int, default=0, metavar="N",
-                   help="measure the live model every N steps (and at 0 and the powers of two below N): per-layer "
-                        "RankMe and accuracy into OUT/monitor (analyze it like a scan), live collapse / recovery / "
-                        "acquisition lines and a status in the progress bar; 0 = off (default)")
-    p.add_argument("--threads", type=int, help="torch intra-op CPU threads (default: 1 for models under 10M "
-                                               "parameters, else the physical cores)")
+    for _, flag, kwargs in cli_settings():  # TrainConfig's own settings: default and help declared there
+        p.add_argument(flag, **kwargs)
     p.set_defaults(func=_cmd_train)
     return p
 
 
 #: TrainConfig fields -> the flags that set them, so command-line errors name what the user typed.
-_FLAGS = {"n_steps": "--steps", "schedule_steps": "--horizon", "n_checkpoints": "--checkpoints",
-          "n_heldout": "--heldout", "warmup_steps": "--warmup",
-          "batch_size": "--batch-size", "lr": "--lr", "weight_decay": "--weight-decay", "seed": "--seed",
-          "levels": "--levels", "monitor": "--monitor", "threads": "--threads"}
+_FLAGS = {f.name: f.metadata["flag"] for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag")}
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -116,11 +96,7 @@ def _train_from_args(args: argparse.Namespace) -> int:
     if not tasks:
         raise InvalidParameterError("Name a task: --task TASK, --tasks a,b, or --grid --tasks all.", name="tasks")
     levels = _csv(args.levels, int)
-    template = TrainConfig(tasks=tuple(tasks), levels=(args.level,) * len(tasks), out=args.out, size=args.size,
-                           n_steps=args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
-                           weight_decay=args.weight_decay, warmup_steps=min(args.warmup, args.steps),
-                           n_checkpoints=args.checkpoints, n_heldout=args.heldout, device=args.device,
-                           monitor=args.monitor, threads=args.threads, schedule_steps=args.horizon)
+    template = config_from_args(args, tasks)
     import logging
 
     from ckptgeo.cli._options import log_training_progress_without_terminal
@@ -148,6 +124,14 @@ def _train_from_args(args: argparse.Namespace) -> int:
     return 0
 
 
+def config_from_args(args: argparse.Namespace, tasks: list[str]) -> TrainConfig:
+    """The :class:`TrainConfig` of the parsed flags: ``tasks`` at ``--level``, every flag of
+    :func:`~ckptgeo.training.config.cli_settings` into its field (``--warmup`` capped at ``--steps``)."""
+    settings = {name: getattr(args, flag.lstrip("-").replace("-", "_")) for name, flag, _ in cli_settings()}
+    settings["warmup_steps"] = min(settings["warmup_steps"], settings["n_steps"])
+    return TrainConfig(tasks=tuple(tasks), levels=(args.level,) * len(tasks), out=args.out, **settings)
+
+
 def summary_line(out) -> str:
     """One line closing a run: where it is, its steps, and per suite the final held-out accuracy and whether
     and when it was acquired (:func:`ckptgeo.analysis.events.acquisition_step`, default threshold and window).
@@ -161,7 +145,7 @@ def summary_line(out) -> str:
     from pathlib import Path
 
     from ckptgeo.analysis.events import acquisition_step
-    from ckptgeo.training.trainer import MANIFEST_NAME, training_history
+    from ckptgeo.training.runfolder import MANIFEST_NAME, training_history
 
     manifest = json.loads((Path(out) / MANIFEST_NAME).read_text(encoding="utf-8"))
     hist = training_history(out)

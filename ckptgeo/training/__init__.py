@@ -1,6 +1,11 @@
 """Training small GPT-NeoX decoders on the algorithmic tasks into dense ``step{N}`` checkpoint folders.
 
-* :mod:`ckptgeo.training.trainer`: :class:`TrainConfig` and :func:`train` (one run or a mixture).
+* :mod:`ckptgeo.training.trainer`: :func:`train` (one run or a mixture), its loop and evaluator; it re-exports
+  the names below so ``from ckptgeo.training.trainer import TrainConfig, train`` keeps working.
+* :mod:`ckptgeo.training.config`: :class:`TrainConfig`, each setting's default, flag and help declared once.
+* :mod:`ckptgeo.training.schedule`: checkpoint and learning-rate schedules, the optimiser, the recipe record.
+* :mod:`ckptgeo.training.batches`: fresh training items per step and their encoding.
+* :mod:`ckptgeo.training.runfolder`: the run folder's files, resume checks, checkpoint listing, history.
 * :mod:`ckptgeo.training.grid`: :func:`train_grid`, tasks x levels x sizes x seeds, split across processes.
 * :mod:`ckptgeo.training.sizes`: the six GPT-NeoX sizes, ``tiny`` (2x128) to ``xl`` (12x1024).
 

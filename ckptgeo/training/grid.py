@@ -17,7 +17,9 @@ from typing import Sequence
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.suites.tasks import get_level
 from ckptgeo.training.sizes import get_size
-from ckptgeo.training.trainer import MANIFEST_NAME, TrainConfig, _read_manifest, is_run_folder, run_name, train
+from ckptgeo.training.config import TrainConfig
+from ckptgeo.training.runfolder import MANIFEST_NAME, is_run_folder, read_manifest, run_name
+from ckptgeo.training.trainer import train
 
 __all__ = ["GridReport", "train_grid"]
 
@@ -104,7 +106,7 @@ def train_grid(tasks: Sequence[str], levels: Sequence[int], sizes: Sequence[str]
         folder = out / run_name(task, level, size, seed)
         assigned.append(folder)
         manifest = folder / MANIFEST_NAME
-        if is_run_folder(folder) and (_read_manifest(manifest) or {}).get("complete"):
+        if is_run_folder(folder) and (read_manifest(manifest) or {}).get("complete"):
             skipped.append(folder)
             continue
         logger.info("rank %d/%d: training %s", rank, world_size, folder.name)

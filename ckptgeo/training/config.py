@@ -1,0 +1,196 @@
+"""The settings of one training run (:class:`TrainConfig`), each declared once.
+
+A field's default, its command-line flag and help (``ckptgeo train``) and whether it belongs to the
+optimisation recipe a study shares (:data:`ckptgeo.studies.presets.RECIPE`) live in the field's
+``metadata``; the CLI and the study derive theirs from it (:func:`cli_settings`, :func:`recipe_defaults`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ckptgeo._params import Interval, validate_params
+from ckptgeo.errors import InvalidParameterError
+from ckptgeo.suites.tasks import get_level
+from ckptgeo.training.sizes import SIZES, get_size
+
+__all__ = ["TrainConfig", "validate_config", "settings_record", "cli_settings", "recipe_defaults", "field_defaults"]
+
+
+def _setting(default, flag: str | None = None, help: str | None = None, *, recipe: bool = False, **argparse):
+    """A field with its flag (``None``: no flag), the flag's help (``{default}`` is filled in), whether it
+    is part of the shared recipe, and extra ``argparse`` keywords (``metavar`` ...)."""
+    return field(default=default, metadata={"flag": flag, "help": help, "recipe": recipe, "argparse": argparse})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run.
+
+    Attributes
+    ----------
+    tasks : tuple of str
+        Tasks from :data:`ckptgeo.training.TASKS`; more than one trains a mixture (each item's task drawn
+        uniformly).
+    levels : tuple of int
+        The level of each task (same length as ``tasks``).
+    out : str
+        The run folder.
+    size : str, default="tiny"
+        A name from :data:`ckptgeo.training.SIZES`.
+    n_steps : int, default=1000
+        Optimiser updates.
+    seed : int, default=0
+        Seeds the initial weights, the training items and the held-out items.
+    batch_size : int, default=128
+        Items per update.
+    lr : float, default=1e-3
+        Peak learning rate of AdamW.
+    weight_decay : float, default=0.1
+        AdamW's decoupled weight decay, on weight matrices and embeddings only (not biases or norms).
+    warmup_steps : int, default=100
+        Linear warm-up from 0 to ``lr``, then a cosine decay to ``min_lr_ratio * lr`` at the schedule's
+        horizon.
+    min_lr_ratio : float, default=0.1
+        Learning rate at the horizon as a fraction of ``lr``.
+    grad_clip : float, default=1.0
+        Maximum global gradient norm; 0 turns clipping off.
+    n_checkpoints : int, default=100
+        At most this many checkpoints, step 0 and ``n_steps`` included (see
+        :func:`ckptgeo.training.schedule.checkpoint_steps`).
+    n_heldout : int, default=200
+        Held-out evaluation items per task.
+    device : str, default="auto"
+        ``"auto"`` (``cuda:$LOCAL_RANK`` when CUDA is present, else ``cpu``), ``"cpu"``, ``"cuda"``,
+        ``"cuda:1"`` ... On CUDA the forward pass runs under bf16 autocast; weights stay float32.
+    monitor : int, default=0
+        Measure the live model every ``monitor`` steps (step 0 and the powers of two below it too) with
+        :class:`ckptgeo.monitor.Monitor`: per-layer RankMe and accuracy on the held-out items into
+        ``OUT/monitor/`` (the rows ``ckptgeo scan OUT`` would write, no checkpoint needed), live events
+        in the log and a live status in the progress bar. 0 turns it off. Free to change on resume.
+    threads : int or None, default=None
+        torch CPU threads; None = :func:`ckptgeo._threads.default_threads` of the model's size (1 below
+        10M parameters). Results can differ in the last bits between thread counts, so the count and
+        torch's deterministic settings are recorded in the manifest (``runtime``, one entry per start).
+    schedule_steps : int or None, default=None
+        The cosine's horizon: the step at which the learning rate reaches ``min_lr_ratio * lr``. None:
+        ``n_steps`` (the whole decay inside the run). A horizon past ``n_steps`` holds the learning rate
+        near its peak through the run (the study recipe, :data:`ckptgeo.studies.presets.RECIPE`): at
+        ``n_steps = horizon / 4`` it is still 0.87 of ``lr`` with ``min_lr_ratio=0.1``.
+    """
+
+    tasks: tuple[str, ...]
+    levels: tuple[int, ...] = field(metadata={"flag": "--levels"})
+    out: str
+    size: str = _setting("tiny", "--size", "model size (default {default})", choices=tuple(SIZES))
+    n_steps: int = _setting(1000, "--steps", "optimiser steps (default {default})")
+    seed: int = _setting(0, "--seed", "seed of weights and items (default {default})")
+    batch_size: int = _setting(128, "--batch-size", "items per step (default {default})", recipe=True)
+    lr: float = _setting(1e-3, "--lr", "peak AdamW learning rate (default {default})", recipe=True)
+    weight_decay: float = _setting(0.1, "--weight-decay", "AdamW weight decay (default {default})", recipe=True)
+    warmup_steps: int = _setting(100, "--warmup", "warm-up steps (default {default}; at most --steps)", recipe=True)
+    min_lr_ratio: float = _setting(0.1, recipe=True)
+    grad_clip: float = _setting(1.0, recipe=True)
+    n_checkpoints: int = _setting(100, "--checkpoints", "largest number of checkpoints (default {default})")
+    n_heldout: int = _setting(200, "--heldout", "held-out items per task (default {default})")
+    device: str = _setting("auto", "--device", "{default} (default), cpu, cuda, cuda:N")
+    monitor: int = _setting(0, "--monitor", "measure the live model every N steps (and at 0 and the powers of two "
+                            "below N): per-layer RankMe and accuracy into OUT/monitor (analyze it like a scan), live "
+                            "collapse / recovery / acquisition lines and a status in the progress bar; "
+                            "{default} = off (default)", metavar="N")
+    threads: int | None = _setting(None, "--threads", "torch intra-op CPU threads (default: 1 for models under 10M "
+                                   "parameters, else the physical cores)")
+    schedule_steps: int | None = _setting(None, "--horizon", "step at which the cosine reaches its floor (default: "
+                                          "--steps); e.g. 4 x --steps holds the learning rate near its peak through "
+                                          "the run, the recipe of `ckptgeo reproduce`")
+
+    @property
+    def horizon(self) -> int:
+        """The step at which the cosine reaches its floor (``schedule_steps``, or ``n_steps``)."""
+        return self.n_steps if self.schedule_steps is None else self.schedule_steps
+
+    _parameter_constraints = {
+        "n_steps": [Interval(int, 1, None)],
+        "seed": [Interval(int, 0, None)],
+        "batch_size": [Interval(int, 1, None)],
+        "lr": [Interval(float, 0, None, closed="neither")],
+        "weight_decay": [Interval(float, 0, None)],
+        "warmup_steps": [Interval(int, 0, None)],
+        "min_lr_ratio": [Interval(float, 0, 1)],
+        "grad_clip": [Interval(float, 0, None)],
+        "n_checkpoints": [Interval(int, 2, None)],
+        "n_heldout": [Interval(int, 1, None)],
+        "monitor": [Interval(int, 0, None)],
+        "threads": [Interval(int, 1, None), None],
+    }
+
+
+#: a field's annotation -> the argparse type of its flag
+_FLAG_TYPES = {"int": int, "float": float, "str": str, "int | None": int}
+
+
+def field_defaults() -> dict:
+    """``{field: default}`` of the fields of :class:`TrainConfig` that have one."""
+    return {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
+
+
+def recipe_defaults() -> dict:
+    """The optimisation settings a study shares (fields marked ``recipe``), at their defaults:
+    ``{"batch_size": 128, "lr": 0.001, ...}``."""
+    return {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.metadata.get("recipe")}
+
+
+def cli_settings() -> list[tuple[str, str, dict]]:
+    """The flags of the fields that have a default and a flag: ``(field, flag, argparse keywords)``, the
+    keywords holding ``type``, ``default`` and ``help`` (with the default filled in), in field order."""
+    out = []
+    for f in dataclasses.fields(TrainConfig):
+        flag, text = f.metadata.get("flag"), f.metadata.get("help")
+        if flag is None or text is None:
+            continue
+        shown = f"{f.default:g}" if isinstance(f.default, float) else f.default
+        out.append((f.name, flag, {"type": _FLAG_TYPES[f.type], "default": f.default,
+                                   "help": text.format(default=shown), **f.metadata["argparse"]}))
+    return out
+
+
+def settings_record(config: TrainConfig) -> dict:
+    """The settings as JSON-ready values (the manifest's ``config``)."""
+    d = dataclasses.asdict(config)
+    d["tasks"], d["levels"] = list(config.tasks), list(config.levels)
+    return d
+
+
+def validate_config(config: TrainConfig) -> None:
+    """Check every setting of ``config``.
+
+    Raises
+    ------
+    InvalidParameterError
+        A setting outside its range, an unknown task, level or size, levels that do not match the tasks,
+        a task level given twice, or a horizon or warm-up that does not fit the run.
+    """
+    validate_params(config, owner="TrainConfig")
+    if isinstance(config.tasks, str) or not config.tasks:
+        raise InvalidParameterError(f"The 'tasks' parameter of TrainConfig must be a non-empty tuple of task "
+                                    f"names. Got {config.tasks!r}.", name="tasks", value=config.tasks)
+    if isinstance(config.levels, (int, str)) or len(config.levels) != len(config.tasks):
+        raise InvalidParameterError(f"The 'levels' parameter of TrainConfig must give one level per task "
+                                    f"({len(config.tasks)}). Got {config.levels!r}.", name="levels",
+                                    value=config.levels)
+    pairs = list(zip(config.tasks, config.levels))
+    for task, level in pairs:
+        get_level(task, level)
+    if len(set(pairs)) != len(pairs):
+        raise InvalidParameterError(f"Task levels repeat in {pairs}.", name="tasks", value=config.tasks)
+    get_size(config.size)
+    if config.schedule_steps is not None and (isinstance(config.schedule_steps, bool)
+                                              or not isinstance(config.schedule_steps, int)
+                                              or config.schedule_steps < config.warmup_steps):
+        raise InvalidParameterError(f"The 'schedule_steps' parameter of TrainConfig must be None or an int >= "
+                                    f"warmup_steps ({config.warmup_steps}). Got {config.schedule_steps!r}.",
+                                    name="schedule_steps", value=config.schedule_steps)
+    if config.warmup_steps > config.n_steps:
+        raise InvalidParameterError(f"The 'warmup_steps' parameter ({config.warmup_steps}) exceeds 'n_steps' "
+                                    f"({config.n_steps}).", name="warmup_steps", value=config.warmup_steps)
