@@ -306,14 +306,14 @@ def test_a_tiny_study_end_to_end_and_resumes(tmp_path, caplog):
 
 
 def test_the_last_process_to_finish_analyses(tmp_path):
-    from ckptgeo.studies.reproduce import _wait_for_others
+    from ckptgeo.studies.coordination import wait_for_others
 
-    assert not _wait_for_others(tmp_path, "k", 1, 3) and not _wait_for_others(tmp_path, "k", 0, 3)
-    assert not _wait_for_others(tmp_path, "other-study", 2, 3)  # another plan's marker does not count
-    assert _wait_for_others(tmp_path, "k", 2, 3)
+    assert not wait_for_others(tmp_path, "k", 1, 3) and not wait_for_others(tmp_path, "k", 0, 3)
+    assert not wait_for_others(tmp_path, "other-study", 2, 3)  # another plan's marker does not count
+    assert wait_for_others(tmp_path, "k", 2, 3)
     assert not list((tmp_path / ".done").glob("rank*-of-3")) or all(
         p.read_text() != "k" for p in (tmp_path / ".done").glob("rank*-of-3"))
-    assert _wait_for_others(tmp_path, "k", 0, 1) and _wait_for_others(tmp_path, "k", 0, 1)  # reruns analyse again
+    assert wait_for_others(tmp_path, "k", 0, 1) and wait_for_others(tmp_path, "k", 0, 1)  # reruns analyse again
 
 
 def test_scans_of_a_study_are_not_split_again_under_a_launcher(monkeypatch):
@@ -323,14 +323,14 @@ def test_scans_of_a_study_are_not_split_again_under_a_launcher(monkeypatch):
 
     from ckptgeo.engine.plan import rank_device
     from ckptgeo.engine.scan import shard
-    from ckptgeo.studies.reproduce import _one_process
+    from ckptgeo.studies.coordination import one_process
 
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("LOCAL_RANK", "3")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the mapping only; nothing runs on it
     assert shard() == (3, 4) and rank_device("cuda") == "cuda:3" and rank_device("cpu") == "cpu"
-    with _one_process():
+    with one_process():
         assert shard() == (0, 1)
     assert shard() == (3, 4)
 
@@ -403,3 +403,44 @@ def test_a_short_plan_states_its_wall_time_in_minutes_not_zero_hours():
            "scan_hours": 0.05, "model_hours": 0.01, "total_hours": 0.16, "runs": 9, "device": "cpu"}
     text = estimate_text(preset, est)
     assert "about 5 min of wall time" in text and "0.0 h" not in text, text
+
+
+@pytest.mark.slow
+def test_one_scan_per_run_gives_the_values_of_the_separate_scans(tmp_path):
+    """The study's first scan (RankMe and behaviour everywhere, Hessian and LLC at a subset through their
+    ``revisions`` option) gives the values the former separate scans gave, in one config hash."""
+    import torch
+
+    from ckptgeo.engine.scan import scan
+    from ckptgeo.studies.plan import StudyRun, whole_model_checkpoints
+    from ckptgeo.studies.reproduce import scan_run
+    from ckptgeo.training.trainer import TrainConfig, train
+
+    torch.set_num_threads(1)
+    run_dir = train(TrainConfig(tasks=("copy",), levels=(1,), out=str(tmp_path / "runs" / "copy-L1-tiny-s0"),
+                                n_steps=12, batch_size=16, warmup_steps=2, n_checkpoints=5, n_heldout=40,
+                                device="cpu"))
+    options = {"hessian": {"k": 1, "max_hvp": 4, "max_seconds": None},
+               "llc": {"num_chains": 1, "num_draws": 8, "max_seconds": None}}
+    preset = Preset("t", ("copy",), (1,), ("tiny",), (0,), {"copy": {1: 12}}, n_checkpoints=5, n_samples=24,
+                    probe_checkpoints=2, model_metrics=("hessian", "llc"), model_checkpoints=2, metric_options=options,
+                    n_heldout=40)
+    run = StudyRun("copy", 1, "tiny", 0, 12, run_dir, ("hessian", "llc"))
+    scan_run(run, preset, tmp_path / "one" / "dataset", "cpu", 0)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    at = ",".join(f"step{s}" for s in whole_model_checkpoints(manifest, 2))
+    scan(run_dir, out=tmp_path / "sep", metrics=("rankme", "behavior"), n_samples=24, device="cpu", seed=0)
+    scan(run_dir, out=tmp_path / "sep", metrics=("hessian", "llc"), n_samples=24, device="cpu", seed=0,
+         revisions=at, metric_options=options)
+    key = ["revision", "metric", "layer", "index"]
+    one = pd.read_parquet(tmp_path / "one" / "dataset" / "geometry").sort_values(key).reset_index(drop=True)
+    sep = pd.read_parquet(tmp_path / "sep" / "geometry").sort_values(key).reset_index(drop=True)
+    assert set(one["metric"]) >= {"rankme", "hessian", "llc"} and len(one) == len(sep)
+    assert one[key].equals(sep[key])
+    np.testing.assert_allclose(one["value"].to_numpy(float), sep["value"].to_numpy(float), rtol=1e-6, equal_nan=True)
+    assert sorted(one.loc[one["metric"] == "hessian", "revision"].unique()) == sorted(at.split(","))
+    assert one["config_hash"].nunique() == 1 and sep["config_hash"].nunique() == 2
+    beh = [pd.read_parquet(p / "behavior").sort_values(["revision", "metric"])["value"].to_numpy(float)
+           for p in (tmp_path / "one" / "dataset", tmp_path / "sep")]
+    np.testing.assert_array_equal(*beh)
+    assert pd.read_parquet(tmp_path / "one" / "dataset" / "probes")["revision"].nunique() == 2

@@ -339,12 +339,13 @@ def test_cli_errors_name_the_flag(capsys, tmp_path):
 def test_modular_level_one_acquires_within_the_cpu_budget(tmp_path):
     """The canonical hard task: (a + b) mod 97 on the smallest model, under the cpu preset's recipe and step
     budget, passes 0.5 exact match for three checkpoints (near step 1500-2200; ~2-3 CPU-minutes)."""
-    from ckptgeo.studies.reproduce import PRESETS, StudyRun, _template
+    from ckptgeo.studies.plan import StudyRun, train_template
+    from ckptgeo.studies.presets import PRESETS
 
     preset = PRESETS["cpu"]
     budget = preset.steps["modular"][1]
     run = StudyRun("modular", 1, "tiny", 0, budget, tmp_path / "modular-L1-tiny-s0")
-    out = train(dataclasses.replace(_template(run, preset, "cpu"), n_checkpoints=30))
+    out = train(dataclasses.replace(train_template(run, preset, "cpu"), n_checkpoints=30))
     manifest = json.loads((out / "manifest.json").read_text())
     history = [{"step": h["step"], "accuracy": h["accuracy"]["modular-L1"]} for h in manifest["history"]]
     step = _acquisition_step(history, manifest["chance"]["modular-L1"])

@@ -1,0 +1,164 @@
+"""What a finished study writes: the analysis of its dataset, the claim table, ``reproduction.md``,
+``figures/grid.png``, ``study.json`` and ``dataset/summary/claims*.parquet`` (:func:`write_study`), and the
+:class:`StudyResult` that :func:`ckptgeo.studies.reproduce.run_reproduce` returns."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ckptgeo._io import atomic_write_text
+from ckptgeo.studies.plan import StudyRun, budgets_text, plan_study
+from ckptgeo.studies.presets import HORIZON_FACTOR, RECIPE, Preset
+
+__all__ = ["StudyResult", "write_study"]
+
+
+@dataclass
+class StudyResult:
+    """What :func:`run_reproduce` produced: the report, the claim table, the analysis, and stage times."""
+
+    out: Path
+    report: Path | None
+    claims: object = None
+    analysis: object = None
+    seconds: dict = field(default_factory=dict)
+    analysed: bool = True
+
+
+def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], *, plots: bool,
+                seconds: dict) -> StudyResult:
+    """Analyse ``dataset``, judge the claims and write the study's report and records (module docstring)."""
+    from ckptgeo.analysis import analyze
+    from ckptgeo.analysis.figures import plot_grid, write_report
+    from ckptgeo.studies.claims import claim_table, rules, runs_table, spacing_table
+
+    analysis = analyze(dataset)
+    write_report(dataset, analysis=analysis, plots=plots)
+    claims = claim_table(analysis.events, analysis.top_down, analysis.probe_lead, curves=analysis.curves,
+                         accuracy=analysis.accuracy, probes=analysis.probes, config=analysis.config,
+                         n_permutations=preset.n_permutations, n_resamples=preset.n_permutations,
+                         n_noise_curves=preset.n_noise_curves)
+    spacing = spacing_table(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
+    table = runs_table(analysis.events)
+    grid_png = plot_grid(table, out / "figures" / "grid.png") if plots else None
+    manifests = {}
+    for r in runs:
+        path = r.folder / "manifest.json"
+        if path.is_file():
+            manifests[r.name] = json.loads(path.read_text(encoding="utf-8"))
+    report = _write_markdown(out, preset, claims, spacing, table, manifests, grid_png, seconds)
+    preset_record = dataclasses.asdict(preset) | {
+        "steps": {t: dict(v) for t, v in preset.steps.items()},
+        "settings_by_size": {k: list(v) for k, v in preset.settings_by_size.items()},
+        "steps_by_size": {k: {t: dict(v) for t, v in d.items()} for k, d in preset.steps_by_size.items()}}
+    study = {"preset": preset_record, "runs": [r.name for r in runs], "seconds": seconds, "recipe": RECIPE,
+             "horizon_factor": HORIZON_FACTOR, "rules": rules()}
+    atomic_write_text(out / "study.json", json.dumps(study, indent=1, default=str))
+    summary = dataset / "summary"
+    summary.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(summary / "claims_rules.json", json.dumps({"preset": preset.name, "rules": rules(),
+                                                                "recipe": RECIPE}, indent=1, default=str))
+    claims.to_parquet(summary / "claims.parquet", index=False)
+    spacing.to_parquet(summary / "claims_spacing.parquet", index=False)
+    return StudyResult(out, report, claims=claims, analysis=analysis, seconds=seconds)
+
+
+def _claims_view(claims):
+    import math
+
+    import pandas as pd
+
+    def num(x, pct=True):
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else (f"{x:.0%}" if pct else f"{x:.3g}")
+
+    return pd.DataFrame({
+        "claim": claims["claim"], "source": claims["source"], "measured [95% interval]": claims["measured"],
+        "null": [num(v, pct=i not in ("top_down",) and not str(i).startswith(("across", "floor")))
+                 for i, v in zip(claims["id"], claims["null"])],
+        "p": [num(v, pct=False) for v in claims["p_value"]],
+        "verdict": claims["verdict"], "test": claims["test"], "reason": claims["reason"]})
+
+
+def _spacing_view(spacing):
+    import pandas as pd
+
+    def rate(k, n, lo, hi):
+        return f"{int(k)}/{int(n)} [{lo:.0%}, {hi:.0%}]" if n else "0/0"
+
+    return pd.DataFrame({
+        "every k-th checkpoint kept": spacing["factor"], "checkpoints per run (median)": spacing["checkpoints"],
+        "hard runs precursor": [rate(*r) for r in spacing[["hard_k", "hard_n", "hard_low", "hard_high"]].to_numpy()],
+        "easy runs precursor": [rate(*r) for r in spacing[["easy_k", "easy_n", "easy_low", "easy_high"]].to_numpy()]})
+
+
+def _cannot_say(preset: Preset) -> str:
+    from ckptgeo.training.sizes import get_size
+
+    sizes = ", ".join(f"{s} ({get_size(s).n_parameters() / 1e6:.1f}M)" for s in preset.sizes)
+    return f"""\
+* **Whether the paper's own rules give the paper's numbers.** The paper's operational definitions (hard,
+  precursor, thresholds, checkpoint spacing) are not available here; each verdict says whether *ckptgeo's*
+  rules, written above and in `dataset/summary/claims_rules.json`, reproduce the claim on *this* grid.
+* **Anything beyond these sizes**: {sizes}; the paper reaches 151M parameters and Pythia-2.8B. The Pythia row
+  is not measured.
+* **"Hard relative to capacity"** in the paper's sense: hard and easy are fixed per (task, level) from a pilot on
+  `tiny` and applied at every size, so a setting easy for a larger model still counts as hard.
+* **Causation.** A permutation p-value says a rate is higher than when acquisition is unrelated to the curve
+  within a schedule; it cannot tell a precursor from two effects of one cause (the learning-rate schedule, the
+  data), nor say that intervening on the geometry would move acquisition.
+* **More than {len(preset.seeds)} seeds' worth of spread**, other optimisers or schedules (one recipe), or other
+  machines: training is bitwise reproducible on one machine, not across CPUs.
+* **The rest of a multi-token answer**: probes read the first answer token only.
+* **Twelve rows, no correction**: each test is at alpha 0.05 on its own; across the rows about one false
+  rejection in twenty is expected by chance.
+* **Noise beyond iid**: the noise null draws independent Gaussian values per checkpoint; real curves are
+  autocorrelated, which the permutation null keeps (it reuses the real curves).
+"""
+
+
+def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests: dict, grid_png,
+                    seconds: dict) -> Path:
+    from ckptgeo.analysis.figures import _md
+    from ckptgeo.studies import claims as claims_mod
+
+    train_s = sum(m.get("seconds") or 0.0 for m in manifests.values())
+    threads = sorted({m.get("recipe", {}).get("threads") for m in manifests.values()} - {None})
+    parts = [f"# Reproduction of arXiv:2602.15997 with the `{preset.name}` preset\n",
+             (f"{preset.description}. " if preset.description else "")
+             + f"{len(manifests)} of {len(plan_study(preset, out))} runs trained; training took {train_s:.0f} s in "
+             f"all (sum over runs, from the manifests). The invocation that wrote this file spent "
+             f"{seconds.get('train', 0):.0f} s training ({seconds.get('train_cpu', 0):.0f} s of CPU) and "
+             f"{seconds.get('scan', 0):.0f} s scanning ({seconds.get('scan_cpu', 0):.0f} s of CPU), in this process "
+             f"(others under a launcher add theirs). Threads per process: {', '.join(map(str, threads)) or '?'}.\n",
+             "## Claims\n",
+             "Each row: the paper's statement and where it comes from, the value measured here with its 95% "
+             "interval, the value the same rule gives by chance (null), the test's p-value, and the verdict that "
+             "test gives. Machine-readable: `dataset/summary/claims.parquet`.\n",
+             _md(_claims_view(claims), max_rows=100),
+             "## Checkpoint spacing as a factor\n",
+             "The RankMe precursor rates again, with acquisition found again, when only every k-th checkpoint of "
+             "each run is kept (the first and last always). A verdict that moves with k depends on the spacing.\n",
+             _md(_spacing_view(spacing), max_rows=20),
+             "## What this study cannot say\n", _cannot_say(preset),
+             "## How the verdicts are reached\n", claims_mod.DEFINITIONS,
+             "Every rule and threshold: `study.json` (`rules`) and `dataset/summary/claims_rules.json`.\n",
+             "## Recipe\n",
+             f"AdamW, lr {RECIPE['lr']:g}, weight decay {RECIPE['weight_decay']:g} (matrices and embeddings), batch "
+             f"{RECIPE['batch_size']} fresh items per step, {RECIPE['warmup_steps']} warm-up steps, then a cosine to "
+             f"{RECIPE['min_lr_ratio']:g} x lr at {HORIZON_FACTOR} x the run's steps (so the lr ends each run "
+             "at 0.55-0.7 of its peak, the warm-up's share of the horizon making up the difference); gradient "
+             f"clipping at {RECIPE['grad_clip']:g}. Seeds {', '.join(map(str, preset.seeds))}. Steps: " + budgets_text(preset)
+             + ". Every run's `manifest.json` holds its `recipe`.\n"]
+    if grid_png is not None:
+        parts += ["## The grid at a glance\n", f"![grid]({Path(grid_png).relative_to(out).as_posix()})\n",
+                  "Each cell is one run (task x level, per size): colour = RankMe status at the summary layer; the "
+                  "number is the precursor gap in steps (acquisition - recovery onset), or the status.\n"]
+    parts += ["## Runs\n", _md(runs.drop(columns=["n_parameters", "suite", "config_hash"], errors="ignore"),
+                                max_rows=400),
+              "Per-run RankMe/accuracy figures and every table: `dataset/report.md`, `dataset/figures/`.\n"]
+    path = out / "reproduction.md"
+    atomic_write_text(path, "\n".join(parts))
+    return path
