@@ -150,7 +150,8 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
              f"{RECIPE['batch_size']} fresh items per step, {RECIPE['warmup_steps']} warm-up steps, then a cosine to "
              f"{RECIPE['min_lr_ratio']:g} x lr at {HORIZON_FACTOR} x the run's steps (so the lr ends each run "
              "at 0.55-0.7 of its peak, the warm-up's share of the horizon making up the difference); gradient "
-             f"clipping at {RECIPE['grad_clip']}. Seeds {', '.join(map(str, preset.seeds))}. Steps: " + budgets_text(preset)
+             f"clipping at {RECIPE['grad_clip']}. Seeds {', '.join(map(str, preset.seeds))}. Steps: "
+             + budgets_text(preset)
              + ". Every run's `manifest.json` holds its `recipe`.\n"]
     if grid_png is not None:
         parts += ["## The grid at a glance\n", f"![grid]({Path(grid_png).relative_to(out).as_posix()})\n",

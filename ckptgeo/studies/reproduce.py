@@ -2,8 +2,9 @@
 
 One call trains a grid (tasks x levels x sizes x seeds, :func:`ckptgeo.training.grid.train_grid`), scans every
 run (:func:`scan_run`: one scan of per-layer RankMe and accuracy at every checkpoint with the whole-model
-measures at a subset, and one scan of the probes at a subset), analyses the lot (:func:`ckptgeo.analysis.analyze`) and writes the claim
-table (:func:`ckptgeo.studies.claims.claim_table`) into ``reproduction.md`` with a grid-at-a-glance figure::
+measures at a subset, and one scan of the probes at a subset), analyses the lot
+(:func:`ckptgeo.analysis.analyze`) and writes the claim table (:func:`ckptgeo.studies.claims.claim_table`)
+into ``reproduction.md`` with a grid-at-a-glance figure::
 
     OUT/
       runs/<task>-L<level>-<size>-s<seed>/   step{N}/ checkpoints, suites/, manifest.json (recipe)
