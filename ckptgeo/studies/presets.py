@@ -6,10 +6,10 @@ then a cosine whose horizon is twice the run's budget, so the learning rate is s
 at the run's last step (0.56 for 4000 steps, 0.69 for 300): near its peak while the fast tasks acquire
 and decaying while the slow ones climb, which lets them settle above the acquisition threshold. (Under a
 near-constant rate modular-L1 on ``tiny`` hovered around 0.5 held-out accuracy: with a horizon four times a
-3000-step budget it reached 0.52-0.55 by step 3000 without holding above 0.5 for three checkpoints; at a constant rate without clipping it held 0.53-0.57
-from step 2603 to 2877 and fell back to 0.475 at 3000. Measurements under this recipe are in
-:mod:`ckptgeo.suites.tasks`.) Fresh items every batch. Each run's manifest records the recipe
-(``recipe``), with the thread count and tokens per step.
+3000-step budget it reached 0.52-0.55 by step 3000 without holding above 0.5 for three checkpoints; at a
+constant rate without clipping it held 0.53-0.57 from step 2603 to 2877 and fell back to 0.475 at 3000.
+Measurements under this recipe are in :mod:`ckptgeo.suites.tasks`.) Fresh items every batch. Each run's
+manifest records the recipe (``recipe``), with the thread count and tokens per step.
 
 The recipe's values are :class:`~ckptgeo.training.config.TrainConfig`'s defaults of the fields marked
 ``recipe`` (declared once there); only the horizon (:data:`HORIZON_FACTOR`) is the study's own.
