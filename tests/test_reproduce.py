@@ -444,3 +444,27 @@ def test_one_scan_per_run_gives_the_values_of_the_separate_scans(tmp_path):
            for p in (tmp_path / "one" / "dataset", tmp_path / "sep")]
     np.testing.assert_array_equal(*beh)
     assert pd.read_parquet(tmp_path / "one" / "dataset" / "probes")["revision"].nunique() == 2
+
+
+@pytest.mark.parametrize("task, probed", [("copy", 400), ("sort", 390), ("modular", 0)])
+def test_a_probe_target_with_too_few_items_per_class_is_not_probed(task, probed, tmp_path):
+    """cpu preset: 10 items a class; modular's first answer token (95 values over 400 items) keeps 20 items in
+    2 classes, under PROBE_MIN_COVERAGE, so it is not probed (its 58-class probe at 4 a class took minutes a
+    checkpoint); copy keeps all 400 items, sort 390 (its rarest classes dropped)."""
+    import random
+
+    from ckptgeo.studies.plan import StudyRun
+    from ckptgeo.studies.reproduce import probe_suite
+    from ckptgeo.suites.items import load_jsonl, write_jsonl
+    from ckptgeo.suites.tasks import sample, suite_name
+
+    run = StudyRun(task, 1, "tiny", 1, 100, tmp_path / "runs" / f"{task}-L1-tiny-s1")
+    rng = random.Random(1)
+    write_jsonl(run.folder / "suites" / f"{suite_name(task, 1)}.jsonl", [sample(task, 1, rng) for _ in range(400)],
+                header={"name": suite_name(task, 1), "task": task, "level": 1})
+    path, n = probe_suite(run, tmp_path / "probe-suites", min_class=PRESETS["cpu"].probe_min_class)
+    assert n == probed and path.exists() == bool(probed)
+    if probed:
+        kept = load_jsonl(path)
+        assert len(kept.items) == probed and kept.header["probe_min_class"] == 10
+        assert {it.label for it in kept.items} == {it.target.split()[0] for it in kept.items}

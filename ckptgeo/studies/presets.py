@@ -146,7 +146,10 @@ PRESETS: dict[str, Preset] = {
         "cpu", _ALL, (1, 2), ("tiny", "mini", "small"), _SEEDS, _CPU_STEPS, n_checkpoints=40, n_samples=200,
         probe_checkpoints=6, model_metrics=("hessian", "llc"),
         model_runs=(("copy", 1, "tiny"), ("parity", 1, "tiny"), ("addition", 1, "tiny")), model_checkpoints=12,
-        metric_options=_WORK, n_heldout=400, probe_min_class=4,
+        # probes: 10 items per class leaves 2 per class in each of the 5 test folds; modular's first answer
+        # token (95 values, about 4 items each) is then not probed (reproduce.PROBE_MIN_COVERAGE). At 4 a class
+        # its 58-class probe took minutes per checkpoint of a small run (measured 2026-12-01)
+        metric_options=_WORK, n_heldout=400, probe_min_class=10,
         settings_by_size={
             "tiny": tuple((t, 1) for t in _ALL) + tuple((t, 2) for t in _FAST),
             "mini": tuple((t, 1) for t in _FAST + ("addition", "modular", "multiplication")),

@@ -180,12 +180,19 @@ def scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: in
                  device=device, seed=seed, revisions=",".join(f"step{s}" for s in probe_at))
 
 
+#: a probe needs the classes it keeps (``min_class`` items or more) to hold at least this share of the held-out
+#: items; otherwise it would read the target on a small, easier subset (modular's first answer token has 95
+#: values: 400 items keep 20 at 10 per class), and the run is not probed
+PROBE_MIN_COVERAGE = 0.5
+
+
 def probe_suite(run: StudyRun, folder: Path, *, min_class: int = 5) -> tuple[Path, int]:
     """Write the probe's items of a run: its held-out items labelled with the model's own target.
 
     The label is the first answer token exactly (what the model must emit at the read position, the first
     token the accuracy scores), not the suite's coarser ``label``; classes with fewer than ``min_class``
     items are dropped (stratified cross-validation needs several per class). The header records both.
+    When the kept classes hold fewer than :data:`PROBE_MIN_COVERAGE` of the items, nothing is probed.
 
     Returns
     -------
@@ -204,7 +211,9 @@ def probe_suite(run: StudyRun, folder: Path, *, min_class: int = 5) -> tuple[Pat
     keep = [(it, lab) for it, lab in zip(suite.items, labels) if lab is not None and counts[lab] >= min_class]
     dropped = sorted(c for c, n in counts.items() if n < min_class)
     path = folder / run.name / f"{name}.jsonl"
-    if not keep or len({lab for _, lab in keep}) < 2:
+    if not keep or len({lab for _, lab in keep}) < 2 or len(keep) < PROBE_MIN_COVERAGE * len(suite.items):
+        log.info("%s: not probed: classes of %d or more items hold %d of %d held-out items (%d classes in all)",
+                 run.name, min_class, len(keep), len(suite.items), len(counts))
         return path, 0
     header = dict(suite.header) | {"name": name, "n_items": len(keep), "probe_target": "first answer token",
                                    "probe_min_class": min_class, "probe_dropped_classes": dropped}
