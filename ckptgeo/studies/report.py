@@ -40,7 +40,7 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
     claims = claim_table(analysis.events, analysis.top_down, analysis.probe_lead, curves=analysis.curves,
                          accuracy=analysis.accuracy, probes=analysis.probes, config=analysis.config,
                          n_permutations=preset.n_permutations, n_resamples=preset.n_permutations,
-                         n_noise_curves=preset.n_noise_curves)
+                         n_noise_curves=preset.n_noise_curves, tables=analysis.tables)
     spacing = spacing_table(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
     table = runs_table(analysis.events)
     grid_png = plot_grid(table, out / "figures" / "grid.png") if plots else None
