@@ -18,9 +18,11 @@ The public API is this module's names; internal modules may move without breakin
 ``register_metric``       the decorator that adds a measure (``MetricValue``, ``CompareValue`` it returns)
 ``METRICS``, ``SOURCES``, registries of measures, checkpoint sources and suite loaders (entry-point
 ``LOADERS``               groups ``ckptgeo.metrics``, ``ckptgeo.sources``, ``ckptgeo.suites``)
-``register_step``,        add an analysis step (reads and writes tables by name) / a claim row; their
-``register_claim``,       registries (entry-point groups ``ckptgeo.analysis_steps``, ``ckptgeo.claims``)
-``STEPS``, ``CLAIMS``
+``register_step``,        add an analysis step (reads and writes tables by name) / a claim row / a
+``register_claim``,       figure; their registries (entry-point groups ``ckptgeo.analysis_steps``,
+``register_figure``,      ``ckptgeo.claims``, ``ckptgeo.figures``)
+``STEPS``, ``CLAIMS``,
+``FIGURES``
 ``build_config``,         a model config of a named size, the tasks' tokenizer, task items (for
 ``build_tokenizer``,      training with ``transformers.Trainer`` and ``MonitorCallback``)
 ``generate``
@@ -43,6 +45,7 @@ _FACADE = {
     "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
     "STEPS": "ckptgeo.analysis.steps", "register_step": "ckptgeo.analysis.steps",
     "CLAIMS": "ckptgeo.studies.claims", "register_claim": "ckptgeo.studies.claims",
+    "FIGURES": "ckptgeo.analysis.figures", "register_figure": "ckptgeo.analysis.figures",
     "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
 }
 

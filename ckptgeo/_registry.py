@@ -16,6 +16,7 @@ The registries::
     ckptgeo.cli.COMMANDS               group "ckptgeo.commands"  add_parser(subparsers)
     ckptgeo.analysis.steps.STEPS       group "ckptgeo.analysis_steps"  Step (via @register_step)
     ckptgeo.studies.claims.CLAIMS      group "ckptgeo.claims"    ClaimRow (via @register_claim)
+    ckptgeo.analysis.figures.FIGURES   group "ckptgeo.figures"   Figure (via @register_figure)
 
 Nothing is swallowed: a built-in that fails to import raises its own ``ImportError``; an entry point
 that fails to load raises :class:`~ckptgeo.errors.PluginLoadError` naming the entry point and its

@@ -22,6 +22,7 @@ PUBLIC = {
     "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
     "STEPS": "ckptgeo.analysis.steps", "register_step": "ckptgeo.analysis.steps",
     "CLAIMS": "ckptgeo.studies.claims", "register_claim": "ckptgeo.studies.claims",
+    "FIGURES": "ckptgeo.analysis.figures", "register_figure": "ckptgeo.analysis.figures",
     "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
 }
 

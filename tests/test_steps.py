@@ -137,3 +137,34 @@ def test_an_installed_step_and_claim_row_run_through_entry_points(dataset, tmp_p
     # rankme at layer 2 and its layer-0 ... every curve family's summary layer: one rankme curve per suite
     assert table.loc["modular-L3", "n_curves"] == 1 and table.loc["modular-L3", "n_precursor"] == 1
     assert table.loc["modular-L3", "median_gap_steps"] == 20.0 and table.loc["copy-L1", "n_precursor"] == 0
+
+
+def test_a_registered_figure_is_drawn_and_linked_and_one_reading_an_unwritten_table_is_refused(dataset, tmp_path,
+                                                                                              monkeypatch):
+    from ckptgeo.analysis.figures import FIGURES, register_figure, write_report
+
+    FIGURES.load_all()
+    monkeypatch.setattr(FIGURES, "_items", dict(FIGURES._items))
+    seen = {}
+
+    @register_figure(name="gap_hist", reads=("events",))
+    def gap_hist(analysis, figures_dir, metric):
+        seen["gaps"] = sorted(analysis.events["gap_steps"].dropna().astype(int).unique())
+        path = figures_dir / "gap_hist.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\x89PNG\r\n\x1a\n")   # what a real figure would draw
+        return [path]
+
+    assert FIGURES.names(sorted_=False) == ["suites", "seeds", "gaps", "gap_hist"]
+    a = analyze(dataset, out=tmp_path / "an", **FAST)
+    report = write_report(dataset, analysis=a, plots=True).read_text()
+    assert "](figures/gap_hist.png)" in report and 20 in seen["gaps"]   # modular-L3: recovery 50, acquisition 70
+    assert (tmp_path / "an" / "figures" / "gaps.png").exists()          # the built-ins still drawn
+
+    @register_figure(name="needs_more", reads=("gap_table",))
+    def needs_more(analysis, figures_dir, metric):
+        raise AssertionError("not drawn")
+
+    with pytest.raises(AnalysisStepError, match="figure 'needs_more' reads gap_table, which no analysis step writes"):
+        write_report(dataset, analysis=analyze(dataset, out=tmp_path / "an2", **FAST), plots=True)
+    assert not (tmp_path / "an2" / "figures").exists()   # refused before anything was drawn

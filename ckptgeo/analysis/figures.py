@@ -23,15 +23,18 @@ from __future__ import annotations
 import logging
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from ckptgeo._io import atomic_path, atomic_write_text, safe_name
+from ckptgeo._registry import Registry
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
-           "gap_marks", "seed_groups", "constant_layers", "write_report"]
+           "gap_marks", "seed_groups", "constant_layers", "write_report", "Figure", "FIGURES", "register_figure"]
 
 logger = logging.getLogger(__name__)
 
@@ -654,15 +657,47 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
     return _save(fig, Path(path))
 
 
-def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: str = "rankme") -> list[Path]:
-    """Every figure: per (model, suite) curves, heatmap and probes (when probed), then the gaps chart.
+@dataclass(frozen=True)
+class Figure:
+    """A registered figure: ``fn(analysis, figures_dir: Path, metric: str) -> list[Path]`` (the PNG files it
+    wrote) and the analysis tables it ``reads`` (``Analysis.tables`` names)."""
 
-    Returns
-    -------
-    list of Path
-        The PNG files written (figures with nothing to draw are skipped).
+    name: str
+    fn: Callable
+    reads: tuple[str, ...] = ()
+
+
+def _check_figure(name: str, obj) -> None:
+    if not isinstance(obj, Figure):
+        raise TypeError(f"expected a figure registered with @register_figure(name={name!r}, ...), got "
+                        f"{type(obj).__name__} {getattr(obj, '__qualname__', obj)!r}")
+
+
+#: Every figure :func:`plot_all` draws, in order: the built-ins below, then those installed packages declare in the
+#: ``ckptgeo.figures`` entry-point group, then those registered in this process (:func:`register_figure`).
+FIGURES = Registry("figure", "ckptgeo.figures", {name: "ckptgeo.analysis.figures" for name in ("suites", "seeds",
+                                                                                                "gaps")},
+                   check=_check_figure)
+
+
+def register_figure(*, name: str, reads: tuple[str, ...] = ()):
+    """Decorator registering ``fn(analysis, figures_dir, metric) -> list[Path]`` as figure ``name`` in
+    :data:`FIGURES` (``fn`` is returned); ``reads``: the analysis tables it draws from.
+
+    Raises
+    ------
+    DuplicateNameError
+        ``name`` already registered to another function.
     """
-    figures_dir = Path(figures_dir) if figures_dir is not None else analysis.out / "figures"
+    def deco(fn):
+        FIGURES.register(name, Figure(name=name, fn=fn, reads=tuple(reads)))
+        return fn
+    return deco
+
+
+@register_figure(name="suites", reads=("curves", "accuracy", "events", "probes"))
+def _suite_figures(analysis, figures_dir: Path, metric: str) -> list[Path]:
+    """Per (model, suite): the curves, the heatmap and, when probed, the probes."""
     written: list[Path] = []
     c = analysis.curves
     pairs = set(c.loc[c["metric"] == metric, ["model", "suite"]].itertuples(index=False, name=None))
@@ -671,21 +706,52 @@ def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: 
     for model, suite in sorted(pairs):
         stem = f"{_slug(model)}__{_slug(suite)}"
         for fn, tag in ((plot_suite, metric), (plot_heatmap, "heatmap")):
-            p = fn(analysis, model, suite, figures_dir / f"{stem}__{tag}.png", metric=metric)
-            if p is not None:
-                written.append(p)
-        p = plot_probes(analysis, model, suite, figures_dir / f"{stem}__probe.png")
-        if p is not None:
-            written.append(p)
-    for base, models in sorted(seed_groups(c[c["metric"] == metric]).items()):
-        for suite in sorted(c.loc[c["model"].isin(models), "suite"].unique()):
-            p = plot_seeds(analysis, base, models, suite, figures_dir / f"{_slug(base)}__{_slug(suite)}__seeds.png",
-                           metric=metric)
-            if p is not None:
-                written.append(p)
+            written.append(fn(analysis, model, suite, figures_dir / f"{stem}__{tag}.png", metric=metric))
+        written.append(plot_probes(analysis, model, suite, figures_dir / f"{stem}__probe.png"))
+    return [p for p in written if p is not None]
+
+
+@register_figure(name="seeds", reads=("curves", "events"))
+def _seed_figures(analysis, figures_dir: Path, metric: str) -> list[Path]:
+    """Runs that differ only by seed, per suite: mean and band."""
+    c = analysis.curves
+    written = [plot_seeds(analysis, base, models, suite, figures_dir / f"{_slug(base)}__{_slug(suite)}__seeds.png",
+                          metric=metric)
+               for base, models in sorted(seed_groups(c[c["metric"] == metric]).items())
+               for suite in sorted(c.loc[c["model"].isin(models), "suite"].unique())]
+    return [p for p in written if p is not None]
+
+
+@register_figure(name="gaps", reads=("events",))
+def _gap_figure(analysis, figures_dir: Path, metric: str) -> list[Path]:
     p = plot_gaps(analysis, figures_dir / "gaps.png", metric=metric)
-    if p is not None:
-        written.append(p)
+    return [p] if p is not None else []
+
+
+def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: str = "rankme") -> list[Path]:
+    """Every registered figure (:data:`FIGURES`): per (model, suite) curves, heatmap and probes (when probed),
+    seeds, the gaps chart, then those installed packages add.
+
+    Returns
+    -------
+    list of Path
+        The PNG files written (figures with nothing to draw are skipped).
+
+    Raises
+    ------
+    AnalysisStepError
+        A figure reads a table the analysis does not hold (no analysis step wrote it).
+    """
+    from ckptgeo.errors import AnalysisStepError
+
+    figures_dir = Path(figures_dir) if figures_dir is not None else analysis.out / "figures"
+    figures = [FIGURES.get(name) for name in FIGURES.names(sorted_=False)]
+    for fig in figures:   # before drawing anything
+        missing = [t for t in fig.reads if t not in analysis.tables]
+        if missing:
+            raise AnalysisStepError(f"figure {fig.name!r} reads {', '.join(missing)}, which no analysis step "
+                                    f"writes; register a step that writes it, or remove the figure")
+    written = [p for fig in figures for p in fig.fn(analysis, figures_dir, metric)]
     logger.info("wrote %d figures to %s", len(written), figures_dir)
     return written
 
