@@ -168,3 +168,17 @@ def test_a_registered_figure_is_drawn_and_linked_and_one_reading_an_unwritten_ta
     with pytest.raises(AnalysisStepError, match="figure 'needs_more' reads gap_table, which no analysis step writes"):
         write_report(dataset, analysis=analyze(dataset, out=tmp_path / "an2", **FAST), plots=True)
     assert not (tmp_path / "an2" / "figures").exists()   # refused before anything was drawn
+
+
+def test_a_registered_steps_table_has_its_section_in_the_report(dataset, tmp_path, fresh):
+    from ckptgeo.analysis.figures import write_report
+
+    @register_step(name="gap_by_suite", reads=("events",), writes=("gap_by_suite",))
+    def gap_by_suite(ctx):
+        e = ctx["events"]
+        return {"gap_by_suite": e.groupby("suite", as_index=False)["gap_steps"].max()}
+
+    a = analyze(dataset, out=tmp_path / "an", **FAST)
+    report = write_report(dataset, analysis=a, plots=False).read_text()
+    section = report.split("## gap_by_suite\n", 1)[1]
+    assert section.startswith("\nFrom the analysis step `gap_by_suite`.") and "| modular-L3 | 20 |" in section

@@ -756,6 +756,19 @@ def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: 
     return written
 
 
+def _added_tables_md(analysis) -> list[str]:
+    """A section per table that a step outside the built-ins wrote (an installed or registered step)."""
+    from ckptgeo.analysis.steps import BUILTIN_STEPS, STEPS
+
+    parts = []
+    for name in (n for n in analysis.steps if n not in BUILTIN_STEPS):
+        for table in STEPS.get(name).writes:
+            if isinstance(analysis.tables.get(table), pd.DataFrame):
+                parts += [f"## {_md_text(table)}\n", f"From the analysis step `{_md_text(name)}`.\n\n",
+                          _md(analysis.tables[table])]
+    return parts
+
+
 def _md_text(text: str) -> str:
     """``text`` (a name read from an input) as inert markdown: control characters as ``\\xNN``; table pipes,
     the ``](`` of a link or image and the HTML tag opener ``<`` escaped, so a suite or model name cannot add a
@@ -886,7 +899,7 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              "Slope of the gap (checkpoints) on the acquisition step, per 1000 steps, beside the slope of the "
              "permutation null (later acquisition leaves room for longer gaps by construction).\n\n",
              _md(analysis.difficulty_slope),
-             "## Seeds\n", _md(analysis.seed_spread), _md(analysis.seed_events)]
+             "## Seeds\n", _md(analysis.seed_spread), _md(analysis.seed_events), *_added_tables_md(analysis)]
     if figures:
         parts.append("## Figures\n")
         for p in figures:

@@ -40,7 +40,7 @@ from ckptgeo._registry import Registry
 from ckptgeo.analysis.config import AnalysisConfig
 from ckptgeo.errors import AnalysisStepError
 
-__all__ = ["Step", "StepContext", "STEPS", "INPUTS", "register_step", "all_steps", "order_steps", "run_steps"]
+__all__ = ["Step", "StepContext", "STEPS", "BUILTIN_STEPS", "INPUTS", "register_step", "all_steps", "order_steps", "run_steps"]
 
 #: tables every step may read without a step writing them (the dataset, cleaned)
 INPUTS = ("geometry", "behavior", "probes", "revisions", "curves", "accuracy", "left_out")
@@ -117,11 +117,10 @@ def _check_step(name: str, obj) -> None:
 
 #: Every analysis step: the built-ins (:mod:`ckptgeo.analysis.builtin_steps`, imported on first use), then the
 #: ones installed packages declare in the ``ckptgeo.analysis_steps`` entry-point group, then those registered here.
-STEPS = Registry("analysis step", "ckptgeo.analysis_steps", {
-    name: "ckptgeo.analysis.builtin_steps" for name in (
-        "acquisitions", "events", "null_curves", "precursor_rates", "precursor_rates_by_model", "top_down",
-        "probe_lead", "across_sizes", "seed_spread", "difficulty_slope", "seed_events", "compare", "runs")
-}, check=_check_step)
+BUILTIN_STEPS = ("acquisitions", "events", "null_curves", "precursor_rates", "precursor_rates_by_model", "top_down",
+                 "probe_lead", "across_sizes", "seed_spread", "difficulty_slope", "seed_events", "compare", "runs")
+STEPS = Registry("analysis step", "ckptgeo.analysis_steps",
+                 {name: "ckptgeo.analysis.builtin_steps" for name in BUILTIN_STEPS}, check=_check_step)
 
 
 def register_step(*, name: str, writes: tuple[str, ...], reads: tuple[str, ...] = (), folder: str | None = "summary",
