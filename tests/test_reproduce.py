@@ -418,13 +418,13 @@ def test_one_scan_per_run_gives_the_values_of_the_separate_scans(tmp_path):
 
     torch.set_num_threads(1)
     run_dir = train(TrainConfig(tasks=("copy",), levels=(1,), out=str(tmp_path / "runs" / "copy-L1-tiny-s0"),
-                                n_steps=12, batch_size=16, warmup_steps=2, n_checkpoints=5, n_heldout=40,
-                                device="cpu"))
+                                n_steps=12, batch_size=16, warmup_steps=2, n_checkpoints=5, n_heldout=100,
+                                device="cpu"))   # 100 items: 10 first-answer classes of about 10 to probe
     options = {"hessian": {"k": 1, "max_hvp": 4, "max_seconds": None},
                "llc": {"num_chains": 1, "num_draws": 8, "max_seconds": None}}
     preset = Preset("t", ("copy",), (1,), ("tiny",), (0,), {"copy": {1: 12}}, n_checkpoints=5, n_samples=24,
                     probe_checkpoints=2, model_metrics=("hessian", "llc"), model_checkpoints=2, metric_options=options,
-                    n_heldout=40)
+                    n_heldout=100)
     run = StudyRun("copy", 1, "tiny", 0, 12, run_dir, ("hessian", "llc"))
     scan_run(run, preset, tmp_path / "one" / "dataset", "cpu", 0)
     manifest = json.loads((run_dir / "manifest.json").read_text())
