@@ -1,8 +1,9 @@
 """How many CPU threads torch uses for the work, and what a run records about it.
 
 One rule for every command that runs a model (scan, probe, train, demo, reproduce): a model below
-:data:`SMALL_MODEL_PARAMETERS` parameters runs on one intra-op thread, a larger one on the machine's
-physical cores. ``threads=N`` (``--threads N``) overrides the rule.
+:data:`SMALL_MODEL_PARAMETERS` parameters runs on one intra-op thread, a larger one on its share of the
+machine's physical cores: the cores divided by the processes a launcher started on this node (torchrun's
+``LOCAL_WORLD_SIZE``), at least one. ``threads=N`` (``--threads N``) overrides the rule.
 
 Why: torch's default is one thread per core. A small model's kernels are too short to split, so on
 a machine where another process holds a core the extra thread mostly waits for its time slice.
@@ -10,7 +11,9 @@ a machine where another process holds a core the extra thread mostly waits for i
 against torch's default two trains the 0.4M-parameter demo model 2.6x faster and scans it 3.1x
 faster; 3.2M parameters 1.9x / 2.8x, 10.8M 1.8x / 2.3x, 25M 1.0x / 1.2x. Without the extra
 process, two threads are 1.3-1.9x faster at every size. Below 10M parameters the loss on an idle
-machine is the smaller risk; above it the cores pay off.
+machine is the smaller risk; above it the cores pay off. Under ``torchrun --nproc_per_node 2`` on 2 cores
+each process already holds a core: two threads each put four busy threads on two cores, and a 10.8M
+model's training step took 3-7 s instead of 0.6-0.8 s in the cpu study, hence the division.
 
 The thread count changes the order of floating-point reductions, so the same seed can give slightly
 different numbers (and, over a long training run, different acquisition steps) with different
@@ -24,7 +27,7 @@ import contextlib
 import os
 from typing import Iterator
 
-__all__ = ["SMALL_MODEL_PARAMETERS", "physical_cores", "default_threads", "torch_threads", "thread_record"]
+__all__ = ["SMALL_MODEL_PARAMETERS", "physical_cores", "local_processes", "default_threads", "torch_threads", "thread_record"]
 
 #: models with fewer parameters run on one thread by default (measured: scripts/bench_threads.py).
 SMALL_MODEL_PARAMETERS = 10_000_000
@@ -62,6 +65,19 @@ def physical_cores() -> int:
     return max(1, len(allowed) if allowed else (os.cpu_count() or 1))
 
 
+def local_processes() -> int:
+    """Processes a launcher started on this node: torchrun's ``LOCAL_WORLD_SIZE`` (1 without one, or
+    when it is not a positive int).
+
+    >>> local_processes() >= 1
+    True
+    """
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
 def default_threads(n_parameters: int | None) -> int:
     """The thread count the rule gives a model of ``n_parameters`` parameters.
 
@@ -73,7 +89,8 @@ def default_threads(n_parameters: int | None) -> int:
     Returns
     -------
     int
-        1 below :data:`SMALL_MODEL_PARAMETERS`, else :func:`physical_cores`.
+        1 below :data:`SMALL_MODEL_PARAMETERS`, else :func:`physical_cores` // :func:`local_processes`
+        (at least 1).
 
     Examples
     --------
@@ -82,7 +99,7 @@ def default_threads(n_parameters: int | None) -> int:
     """
     if n_parameters is not None and n_parameters < SMALL_MODEL_PARAMETERS:
         return 1
-    return physical_cores()
+    return max(1, physical_cores() // local_processes())
 
 
 @contextlib.contextmanager

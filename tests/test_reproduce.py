@@ -426,7 +426,9 @@ def test_one_scan_per_run_gives_the_values_of_the_separate_scans(tmp_path):
                     probe_checkpoints=2, model_metrics=("hessian", "llc"), model_checkpoints=2, metric_options=options,
                     n_heldout=100)
     run = StudyRun("copy", 1, "tiny", 0, 12, run_dir, ("hessian", "llc"))
-    scan_run(run, preset, tmp_path / "one" / "dataset", "cpu", 0)
+    scan_run(run, preset, tmp_path / "one" / "dataset", "cpu", 0, threads=1)
+    runtimes = [json.loads(p.read_text())["runtime"] for p in (tmp_path / "one" / "dataset" / "runs").glob("*.json")]
+    assert len(runtimes) == 2 and all(r["threads"] == 1 and r["threads_from"] == "threads" for r in runtimes)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     at = ",".join(f"step{s}" for s in whole_model_checkpoints(manifest, 2))
     scan(run_dir, out=tmp_path / "sep", metrics=("rankme", "behavior"), n_samples=24, device="cpu", seed=0)

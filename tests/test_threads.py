@@ -10,12 +10,25 @@ from ckptgeo.errors import InvalidParameterError
 from tests._checkpoints import SUITE, make_checkpoints
 
 
-def test_rule_one_thread_below_the_threshold_else_the_physical_cores():
+def test_rule_one_thread_below_the_threshold_else_the_physical_cores(monkeypatch):
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     assert default_threads(434_176) == 1
     assert default_threads(SMALL_MODEL_PARAMETERS - 1) == 1
     assert default_threads(SMALL_MODEL_PARAMETERS) == physical_cores()
     assert default_threads(None) == physical_cores()
     assert 1 <= physical_cores() <= (torch.get_num_threads() + 256)
+
+
+def test_rule_divides_the_cores_among_the_processes_a_launcher_started_on_the_node(monkeypatch):
+    # torchrun --nproc_per_node N sets LOCAL_WORLD_SIZE=N: each process gets its share of the cores
+    monkeypatch.setattr("ckptgeo._threads.physical_cores", lambda: 8)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert default_threads(SMALL_MODEL_PARAMETERS) == 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "16")
+    assert default_threads(SMALL_MODEL_PARAMETERS) == 1
+    assert default_threads(434_176) == 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "junk")
+    assert default_threads(SMALL_MODEL_PARAMETERS) == 8
 
 
 def test_torch_threads_sets_then_restores_and_override_wins():
@@ -67,3 +80,14 @@ def test_training_manifest_records_threads_per_start(tmp_path):
     with pytest.raises(InvalidParameterError, match="threads"):
         train(TrainConfig(tasks=("copy",), levels=(1,), out=str(tmp_path / "r2"), n_steps=2, warmup_steps=1,
                           threads=-1))
+
+
+def test_reproduce_threads_reach_the_training_runs():
+    # `reproduce --threads N` is every run's and scan's count, not torch's count at the start (a 10.8M model
+    # under the rule would otherwise take its own share of the cores)
+    from ckptgeo.studies.plan import StudyRun, train_template
+    from ckptgeo.studies.presets import get_preset
+
+    run = StudyRun("copy", 1, "small", 0, 10, None, ())
+    assert train_template(run, get_preset("cpu"), "cpu", threads=1).threads == 1
+    assert train_template(run, get_preset("cpu"), "cpu").threads is None

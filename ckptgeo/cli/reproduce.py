@@ -51,7 +51,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan and the device-hours estimate from steps/s measured here; train nothing")
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process (default: torch's)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads per process for every training run and scan (default: 1 for models "
+                        "under 10M parameters, else this process's share of the physical cores)")
     p.set_defaults(func=_cmd_reproduce)
     return p
 
@@ -96,10 +98,6 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from ckptgeo.studies.reproduce import estimate, estimate_text, plan_text, run_reproduce
 
     preset = load_preset(args.preset)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     if args.dry_run:
         print(plan_text(preset, args.out))
         if args.device.startswith("cuda"):
@@ -116,7 +114,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     logging.getLogger("ckptgeo.studies").setLevel(logging.INFO)
     log_training_progress_without_terminal()
     t0 = time.perf_counter()
-    res = run_reproduce(preset, args.out, device=args.device, plots=not args.no_plots)
+    res = run_reproduce(preset, args.out, device=args.device, plots=not args.no_plots, threads=args.threads)
     if not res.analysed:
         print(f"this process's share is done in {time.perf_counter() - t0:.0f} s; the last process analyses")
         return 0

@@ -107,15 +107,16 @@ def checkpoint_subset(steps, n: int) -> list[int]:
     return [steps[i] for i in idx]
 
 
-def train_template(run: StudyRun, preset: Preset, device: str):
+def train_template(run: StudyRun, preset: Preset, device: str, *, threads: int | None = None):
     """The :class:`~ckptgeo.training.config.TrainConfig` of ``run``: the recipe, a horizon of
-    :data:`~ckptgeo.studies.presets.HORIZON_FACTOR` x its steps, the preset's checkpoints and held-out items."""
+    :data:`~ckptgeo.studies.presets.HORIZON_FACTOR` x its steps, the preset's checkpoints and held-out items,
+    and ``threads`` (None: the rule of :mod:`ckptgeo._threads`)."""
     from ckptgeo.training.config import TrainConfig
 
     recipe = RECIPE | {"warmup_steps": min(RECIPE["warmup_steps"], run.steps)}  # a very short run warms up less
     return TrainConfig(tasks=(run.task,), levels=(run.level,), out=str(run.folder), n_steps=run.steps,
                        schedule_steps=HORIZON_FACTOR * run.steps, n_checkpoints=preset.n_checkpoints,
-                       n_heldout=max(preset.n_heldout, preset.n_samples), device=device, **recipe)
+                       n_heldout=max(preset.n_heldout, preset.n_samples), device=device, threads=threads, **recipe)
 
 
 def whole_model_checkpoints(manifest: Mapping, n: int, window: float = 2.0) -> list[int]:

@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/reproduce", *, device: str = "cpu",
                   seed: int = 0, plots: bool = True, rank: int | None = None,
-                  world_size: int | None = None) -> StudyResult:
+                  world_size: int | None = None, threads: int | None = None) -> StudyResult:
     """Train, scan and analyse a preset's grid and write ``reproduction.md`` (layout: module docstring).
 
     Parameters
@@ -70,6 +70,9 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
         Draw the per-run figures and the grid figure.
     rank, world_size : int, optional
         This process's share (default: the launcher's ``RANK`` / ``WORLD_SIZE``).
+    threads : int, optional
+        torch CPU threads of every training run and scan (``--threads``); default: the rule of
+        :mod:`ckptgeo._threads` (one thread below 10M parameters, else this process's share of the cores).
 
     Returns
     -------
@@ -126,13 +129,13 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
             bar.set_postfix_str(f"train {run.name}")
             t0, c0 = time.perf_counter(), time.process_time()
             train_grid([run.task], [run.level], [run.size], out=out / "runs", seeds=[run.seed],
-                       template=train_template(run, preset, device), rank=0, world_size=1)
+                       template=train_template(run, preset, device, threads=threads), rank=0, world_size=1)
             seconds["train"] += time.perf_counter() - t0
             seconds["train_cpu"] += time.process_time() - c0
             stage_done("trained", run, 0.8)
             bar.set_postfix_str(f"scan {run.name}")
             t0, c0 = time.perf_counter(), time.process_time()
-            scan_run(run, preset, dataset, device, seed)
+            scan_run(run, preset, dataset, device, seed, threads=threads)
             seconds["scan"] += time.perf_counter() - t0
             seconds["scan_cpu"] += time.process_time() - c0
             stage_done("scanned", run, 0.2)
@@ -149,7 +152,8 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     return result
 
 
-def scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: int) -> None:
+def scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: int, *,
+             threads: int | None = None) -> None:
     """Measure one trained run into ``dataset``, in two scans, each revision loaded once per scan.
 
     1. The run's held-out suite at ``preset.n_samples`` items: RankMe per layer and behaviour at every
@@ -174,10 +178,10 @@ def scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: in
     suite, n_items = probe_suite(run, dataset.parent / "probe-suites", min_class=preset.probe_min_class)
     with one_process():
         scan(run.folder, out=dataset, metrics=("rankme", "behavior", *run.model_metrics),
-             n_samples=preset.n_samples, device=device, seed=seed, metric_options=options)
+             n_samples=preset.n_samples, device=device, seed=seed, metric_options=options, threads=threads)
         if n_items:
             scan(run.folder, out=dataset, metrics=("probe",), suites=[str(suite)], n_samples=n_items,
-                 device=device, seed=seed, revisions=",".join(f"step{s}" for s in probe_at))
+                 device=device, seed=seed, revisions=",".join(f"step{s}" for s in probe_at), threads=threads)
 
 
 #: a probe needs the classes it keeps (``min_class`` items or more) to hold at least this share of the held-out
