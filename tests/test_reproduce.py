@@ -272,6 +272,11 @@ def test_estimate_measures_steps_per_second():
     b = est["bench"]["tiny"]
     assert b["steps_per_s"] > 0 and b["n_layers"] == 3
     assert est["train_hours"] == pytest.approx(100 * b["step_s"] / 3600)
+    # a real scan's cost per checkpoint (load, forward, greedy answers, RankMe, rows) exceeds one forward pass
+    assert b["scan_checkpoint_s"] > b["forward_s"] > 0 and b["scan_fixed_s"] >= 0
+    probes = 2 * 3 * b["rankme_probe_per_layer_s"]
+    scan = 10 * (b["scan_checkpoint_s"] + b["forward_s"] * 200 / 16) + 2 * b["scan_fixed_s"] + probes * 200 / 128
+    assert est["scan_hours"] == pytest.approx(scan / 3600)
 
 
 @pytest.mark.slow

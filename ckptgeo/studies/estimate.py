@@ -1,5 +1,5 @@
 """The cost of a study before it runs (``ckptgeo reproduce --dry-run``): one benchmark per model size
-(seconds of a training step and of one checkpoint's measurement, measured here), scaled to the plan."""
+(seconds of a training step, of a real scan per checkpoint and of a probe, measured here), scaled to the plan."""
 
 from __future__ import annotations
 
@@ -34,7 +34,44 @@ def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3, threa
     # the thread count the study's runs use: process time over more threads than the work can fill (spinning
     # while the machine is busy) would count far more CPU seconds than the work needs
     with torch_threads(count_parameters(model), threads=threads):
-        return _bench_model(model, size, dev, n_samples, steps, tok)
+        bench = _bench_model(model, size, dev, n_samples, steps, tok)
+    return bench | _bench_scan(size, device, n_samples, threads=threads)
+
+
+def _bench_scan(size: str, device: str, n_samples: int, *, threads: int | None = None) -> dict:
+    """Seconds of the study's first scan (RankMe and behaviour over ``n_samples`` held-out items) of a real
+    run folder of ``size``: ``scan_checkpoint_s`` per checkpoint (loading its weights, the forward pass, the
+    greedy answers, RankMe per layer, the rows written) and ``scan_fixed_s`` per scan (tokenizer, suite,
+    plan). Measured as the difference between scans of one and of two checkpoints, after a warm-up scan,
+    in this process's CPU time on a CPU (wall time on a GPU)."""
+    import logging
+    import tempfile
+
+    from ckptgeo.engine.scan import scan
+    from ckptgeo.training.config import TrainConfig
+    from ckptgeo.training.trainer import train
+
+    clock = time.perf_counter if device.startswith("cuda") else time.process_time
+    quiet = [logging.getLogger(name) for name in ("ckptgeo", "transformers")]
+    levels = [q.level for q in quiet]
+    for q in quiet:
+        q.setLevel(logging.WARNING)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ckptgeo-bench-") as tmp:
+            run = train(TrainConfig(tasks=("modular",), levels=(1,), size=size, out=f"{tmp}/run", n_steps=2,
+                                    batch_size=8, warmup_steps=1, n_checkpoints=3, n_heldout=n_samples,
+                                    device=device, threads=threads))
+            seconds = []
+            for name, revisions in (("warm-up", "step2"), ("one", "step0"), ("two", "step1,step2")):
+                t0 = clock()
+                scan(run, out=f"{tmp}/{name}", metrics=("rankme", "behavior"), n_samples=n_samples,
+                     device=device, threads=threads, revisions=revisions)
+                seconds.append(clock() - t0)
+    finally:
+        for q, level in zip(quiet, levels):
+            q.setLevel(level)
+    per_checkpoint = max(seconds[2] - seconds[1], 0.0)
+    return {"scan_checkpoint_s": per_checkpoint, "scan_fixed_s": max(seconds[1] - per_checkpoint, 0.0)}
 
 
 def _bench_model(model, size, dev, n_samples, steps, tok) -> dict:
@@ -95,8 +132,9 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
     """Device-hours the preset needs, from steps per second measured here (one benchmark per size).
 
     Training: steps / measured steps per second. Measurement: per checkpoint, a forward pass for
-    training's own evaluation (over ``n_heldout`` items) and one for the scan (``n_samples``); per probed
-    checkpoint, RankMe and a probe per layer (scaled to ``n_heldout`` items). Whole-model measures, from their
+    training's own evaluation (over ``n_heldout`` items) and a real scan's cost per checkpoint
+    (``scan_checkpoint_s``; benches without it count a forward pass over ``n_samples``), plus each scan's
+    fixed cost; per probed checkpoint, RankMe and a probe per layer (scaled to ``n_heldout`` items). Whole-model measures, from their
     work budgets: a Hessian-vector product counted as two training steps, an SGLD step (batch 32) as a
     quarter of one; measures without a work budget in ``metric_options`` are left out.
 
@@ -125,9 +163,15 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
     runs = plan_study(preset, "-")
     train_s = sum(r.steps * bench[r.size]["step_s"] for r in runs)
     held = max(preset.n_heldout, preset.n_samples)
-    scan_s = sum(preset.n_checkpoints * bench[r.size]["forward_s"] * (1 + held / preset.n_samples)
-                 + preset.probe_checkpoints * bench[r.size]["n_layers"] * bench[r.size]["rankme_probe_per_layer_s"]
-                 * max(held / 128, 1.0) for r in runs)
+
+    def scan_cost(b: Mapping) -> float:
+        """One run's measurement: training's evaluation and the first scan at every checkpoint, two scans'
+        fixed costs, and RankMe plus a probe per layer at the probed checkpoints."""
+        per_checkpoint = b.get("scan_checkpoint_s", b["forward_s"]) + b["forward_s"] * held / preset.n_samples
+        probes = preset.probe_checkpoints * b["n_layers"] * b["rankme_probe_per_layer_s"] * max(held / 128, 1.0)
+        return preset.n_checkpoints * per_checkpoint + 2 * b.get("scan_fixed_s", 0.0) + probes
+
+    scan_s = sum(scan_cost(bench[r.size]) for r in runs)
     hessian = preset.metric_options.get("hessian", {}).get("max_hvp") or 0
     llc = preset.metric_options.get("llc", {})
     sgld = (llc.get("num_chains") or 0) * (llc.get("num_draws") or 0)
@@ -145,7 +189,9 @@ def estimate_text(preset: str | Preset, est: dict) -> str:
              + ("; CPU seconds of one thread, i.e. an idle core):" if est["device"] == "cpu" else "):")]
     for s, b in est["bench"].items():
         lines.append(f"  {s:>7}: {b['steps_per_s']:8.1f} steps/s; forward of {preset.n_samples} items "
-                     f"{b['forward_s']:.3f} s")
+                     f"{b['forward_s']:.3f} s" + (f"; scan {b['scan_checkpoint_s']:.2f} s a checkpoint + "
+                                                  f"{b['scan_fixed_s']:.1f} s a scan" if "scan_checkpoint_s" in b
+                                                  else ""))
     lines.append(f"  training {est['train_hours']:.2f} h + measuring {est['scan_hours']:.2f} h + whole-model measures "
                  f"{est.get('model_hours', 0.0):.2f} h (from their work budgets) = {est['total_hours']:.2f} "
                  f"device-hours for {est['runs']} runs")
