@@ -271,7 +271,9 @@ def test_estimate_measures_steps_per_second():
     est = estimate(small)
     b = est["bench"]["tiny"]
     assert b["steps_per_s"] > 0 and b["n_layers"] == 3
-    assert est["train_hours"] == pytest.approx(100 * b["step_s"] / 3600)
+    # a step costs more per token of the run's sequences: copy-L1's 12 tokens, against the bench's modular-L1 6
+    assert b["step_tokens"] == 6 and b["step_token_s"] > 0
+    assert est["train_hours"] == pytest.approx(100 * (b["step_s"] + 6 * b["step_token_s"]) / 3600)
     # a real scan's cost per checkpoint (load, forward, greedy answers, RankMe, rows) exceeds one forward pass
     assert b["scan_checkpoint_s"] > b["forward_s"] > 0 and b["scan_fixed_s"] >= 0
     probes = 2 * 3 * b["rankme_probe_per_layer_s"]

@@ -10,12 +10,13 @@ from typing import Mapping
 from ckptgeo.studies.plan import plan_study
 from ckptgeo.studies.presets import RECIPE, Preset, get_preset
 
-__all__ = ["estimate", "estimate_text"]
+__all__ = ["estimate", "estimate_text", "sequence_tokens"]
 
 
 def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3, threads: int | None = None) -> dict:
-    """Measured seconds of one training step (batch 128 of modular-L1 items) and of one checkpoint's
-    measurement (a forward pass over ``n_samples`` items, RankMe and probes per layer) for ``size``.
+    """Measured seconds of one training step (batch 128 of modular-L1 items, 6 tokens a sequence, and the
+    seconds each further token adds, from a step on copy-L2's 22), of a real scan per checkpoint and of one
+    checkpoint's probes (RankMe and a probe per layer) for ``size``.
 
     On a CPU the seconds are this process's CPU time (``time.process_time``), which is what the work takes
     on an idle core whatever else the machine runs, under the thread count the runs use (the rule of
@@ -74,38 +75,73 @@ def _bench_scan(size: str, device: str, n_samples: int, *, threads: int | None =
     return {"scan_checkpoint_s": per_checkpoint, "scan_fixed_s": max(seconds[1] - per_checkpoint, 0.0)}
 
 
-def _bench_model(model, size, dev, n_samples, steps, tok) -> dict:
+def _batch(task: str, level: int, tok, dev, n: int):
+    """A training batch of ``n`` items of (``task``, ``level``): (input_ids, attention_mask, target_mask)."""
     import random
 
+    import torch
+
+    from ckptgeo.suites.tasks import sample
+    from ckptgeo.training.batches import encode
+
+    rng = random.Random(0)
+    items = [sample(task, level, rng) for _ in range(n)]
+    return tuple(t.to(dev) for t in encode(items, tok.get_vocab(), tok.pad_token_id, torch))
+
+
+def sequence_tokens(task: str, level: int) -> int:
+    """Tokens per training sequence of (``task``, ``level``): the padded length of a batch of the recipe's size,
+    which a training step's cost grows with (modular-L1 6, copy-L1 12, copy-L2 22).
+
+    >>> sequence_tokens("modular", 1), sequence_tokens("copy", 2)
+    (6, 22)
+    """
+    import torch
+
+    from ckptgeo.suites.vocab import build_tokenizer
+
+    return int(_batch(task, level, build_tokenizer(), torch.device("cpu"), RECIPE["batch_size"])[0].shape[1])
+
+
+#: the two batches whose steps are timed: a training step's seconds are fitted as a + b x tokens per sequence
+_SHORT, _LONG = ("modular", 1), ("copy", 2)
+
+
+def _bench_model(model, size, dev, n_samples, steps, tok) -> dict:
     import numpy as np
     import torch
 
     from ckptgeo.metrics.probe import probe
     from ckptgeo.metrics.rankme import rankme
-    from ckptgeo.suites.tasks import sample
-    from ckptgeo.training.batches import answer_loss, encode
+    from ckptgeo.training.batches import answer_loss
 
     clock = time.perf_counter if dev.type == "cuda" else time.process_time
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    rng = random.Random(0)
-    items = [sample("modular", 1, rng) for _ in range(RECIPE["batch_size"])]
-    ids, attn, target = (t.to(dev) for t in encode(items, tok.get_vocab(), tok.pad_token_id, torch))
 
-    def step():
-        loss = answer_loss(model(input_ids=ids, attention_mask=attn).logits, ids, target, torch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    def timed_step(batch) -> float:
+        ids, attn, target = batch
 
-    step()  # warm-up (allocations, kernels)
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    t0 = clock()
-    for _ in range(steps):
-        step()
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    step_s = (clock() - t0) / steps
+        def step():
+            loss = answer_loss(model(input_ids=ids, attention_mask=attn).logits, ids, target, torch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        step()  # warm-up (allocations, kernels)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = clock()
+        for _ in range(steps):
+            step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        return (clock() - t0) / steps
+
+    long_batch = _batch(*_LONG, tok, dev, RECIPE["batch_size"])
+    long_s = timed_step(long_batch)
+    ids, attn, target = _batch(*_SHORT, tok, dev, RECIPE["batch_size"])
+    step_s = timed_step((ids, attn, target))
+    per_token = max(long_s - step_s, 0.0) / (long_batch[0].shape[1] - ids.shape[1])
     model.eval()
     t0 = clock()
     with torch.no_grad():
@@ -123,7 +159,8 @@ def _bench_model(model, size, dev, n_samples, steps, tok) -> dict:
         warnings.simplefilter("ignore")  # an untrained model's states: the solver may stop at max_iter
         probe(states.numpy(), labels)
     per_layer = clock() - t0
-    return {"size": size, "device": str(dev), "step_s": step_s, "forward_s": forward_s,
+    return {"size": size, "device": str(dev), "step_s": step_s, "step_token_s": per_token,
+            "step_tokens": int(ids.shape[1]), "forward_s": forward_s,
             "rankme_probe_per_layer_s": per_layer, "n_layers": n_layers, "steps_per_s": 1.0 / step_s}
 
 
@@ -131,7 +168,8 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
              threads: int | None = None) -> dict:
     """Device-hours the preset needs, from steps per second measured here (one benchmark per size).
 
-    Training: steps / measured steps per second. Measurement: per checkpoint, a forward pass for
+    Training: steps x the measured seconds of a step at the run's tokens per sequence
+    (:func:`sequence_tokens`; benches without ``step_token_s`` count modular-L1's step). Measurement: per checkpoint, a forward pass for
     training's own evaluation (over ``n_heldout`` items) and a real scan's cost per checkpoint
     (``scan_checkpoint_s``; benches without it count a forward pass over ``n_samples``), plus each scan's
     fixed cost; per probed checkpoint, RankMe and a probe per layer (scaled to ``n_heldout`` items). Whole-model measures, from their
@@ -161,7 +199,13 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
     bench = dict(bench) if bench else {s: _bench_size(s, device, preset.n_samples, threads=threads)
                                        for s in preset.sizes}
     runs = plan_study(preset, "-")
-    train_s = sum(r.steps * bench[r.size]["step_s"] for r in runs)
+    tokens = {(r.task, r.level): sequence_tokens(r.task, r.level) for r in runs}
+
+    def step_cost(r) -> float:
+        b = bench[r.size]
+        return b["step_s"] + b.get("step_token_s", 0.0) * (tokens[r.task, r.level] - b.get("step_tokens", 0))
+
+    train_s = sum(r.steps * step_cost(r) for r in runs)
     held = max(preset.n_heldout, preset.n_samples)
 
     def scan_cost(b: Mapping) -> float:
@@ -188,7 +232,9 @@ def estimate_text(preset: str | Preset, est: dict) -> str:
     lines = [f"estimate on {est['device']} (measured steps/s, one benchmark per size"
              + ("; CPU seconds of one thread, i.e. an idle core):" if est["device"] == "cpu" else "):")]
     for s, b in est["bench"].items():
-        lines.append(f"  {s:>7}: {b['steps_per_s']:8.1f} steps/s; forward of {preset.n_samples} items "
+        per_token = f" (+{b['step_token_s'] * 1e3:.0f} ms a step per token over {b['step_tokens']})" \
+            if "step_token_s" in b else ""
+        lines.append(f"  {s:>7}: {b['steps_per_s']:8.1f} steps/s{per_token}; forward of {preset.n_samples} items "
                      f"{b['forward_s']:.3f} s" + (f"; scan {b['scan_checkpoint_s']:.2f} s a checkpoint + "
                                                   f"{b['scan_fixed_s']:.1f} s a scan" if "scan_checkpoint_s" in b
                                                   else ""))

@@ -140,8 +140,9 @@ PRESETS: dict[str, Preset] = {
         n_heldout=150, probe_min_class=5, n_permutations=199, n_noise_curves=30,
         description="3 tasks (copy, compare: easy; parity: hard) x level 1 x 3 seeds on tiny: 9 runs, about "
                     "5 minutes on 2 cores; checks the pipeline end to end, too small to judge a claim"),
-    # Designed from steps/s measured on one thread of this machine (tiny 0.055 s, mini 0.26 s, small 0.57 s a
-    # step): about 2 hours on 2 idle cores under `torchrun --nproc_per_node 2 ... --threads 1`.
+    # Designed for about 2 hours from modular-L1 steps measured on one thread (tiny 0.055 s, mini 0.26 s, small
+    # 0.57 s a step). The other tasks' sequences are 8-22 tokens to modular's 6, and a step grows with them: the
+    # per-run times of the run here put it at about 3 hours on 2 cores (`--dry-run` now plans 2.8 h; 2026-12-02).
     "cpu": Preset(
         "cpu", _ALL, (1, 2), ("tiny", "mini", "small"), _SEEDS, _CPU_STEPS, n_checkpoints=40, n_samples=200,
         probe_checkpoints=6, model_metrics=("hessian", "llc"),
@@ -157,7 +158,7 @@ PRESETS: dict[str, Preset] = {
         # modular and multiplication at the larger sizes: long enough for the collapse floor, not for acquisition
         steps_by_size={"mini": {"modular": {1: 600}, "multiplication": {1: 600}}, "small": {"modular": {1: 600}}},
         description="8 tasks at level 1 and 5 at level 2 on tiny (2 layers), 8 tasks on mini (4 layers), 6 on small "
-                    "(6 layers), 3 seeds each: 81 runs, about 2 hours on 2 CPU cores"),
+                    "(6 layers), 3 seeds each: 81 runs, about 3 hours on 2 CPU cores"),
     "paper": Preset(
         "paper", _ALL, (1, 2, 3), ("tiny", "mini", "small", "medium", "large", "xl"), _SEEDS,
         {t: {1: 10000, 2: 20000, 3: 30000} for t in _ALL}, n_checkpoints=200, n_samples=500,
