@@ -89,9 +89,10 @@ def _batch(task: str, level: int, tok, dev, n: int):
     return tuple(t.to(dev) for t in encode(items, tok.get_vocab(), tok.pad_token_id, torch))
 
 
-def sequence_tokens(task: str, level: int) -> int:
+def sequence_tokens(task: str, level: int, tok=None) -> int:
     """Tokens per training sequence of (``task``, ``level``): the padded length of a batch of the recipe's size,
-    which a training step's cost grows with (modular-L1 6, copy-L1 12, copy-L2 22).
+    which a training step's cost grows with (modular-L1 6, copy-L1 12, copy-L2 22). ``tok``: the word tokenizer
+    (default: built here; pass one to count many settings).
 
     >>> sequence_tokens("modular", 1), sequence_tokens("copy", 2)
     (6, 22)
@@ -100,7 +101,8 @@ def sequence_tokens(task: str, level: int) -> int:
 
     from ckptgeo.suites.vocab import build_tokenizer
 
-    return int(_batch(task, level, build_tokenizer(), torch.device("cpu"), RECIPE["batch_size"])[0].shape[1])
+    tok = tok if tok is not None else build_tokenizer()
+    return int(_batch(task, level, tok, torch.device("cpu"), RECIPE["batch_size"])[0].shape[1])
 
 
 #: the two batches whose steps are timed: a training step's seconds are fitted as a + b x tokens per sequence
@@ -169,12 +171,13 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
     """Device-hours the preset needs, from steps per second measured here (one benchmark per size).
 
     Training: steps x the measured seconds of a step at the run's tokens per sequence
-    (:func:`sequence_tokens`; benches without ``step_token_s`` count modular-L1's step). Measurement: per checkpoint, a forward pass for
-    training's own evaluation (over ``n_heldout`` items) and a real scan's cost per checkpoint
-    (``scan_checkpoint_s``; benches without it count a forward pass over ``n_samples``), plus each scan's
-    fixed cost; per probed checkpoint, RankMe and a probe per layer (scaled to ``n_heldout`` items). Whole-model measures, from their
-    work budgets: a Hessian-vector product counted as two training steps, an SGLD step (batch 32) as a
-    quarter of one; measures without a work budget in ``metric_options`` are left out.
+    (:func:`sequence_tokens`; benches without ``step_token_s`` count modular-L1's step). Measurement: per
+    checkpoint, a forward pass for training's own evaluation (over ``n_heldout`` items) and a real scan's cost
+    per checkpoint (``scan_checkpoint_s``; benches without it count a forward pass over ``n_samples``), plus
+    each scan's fixed cost; per probed checkpoint, RankMe and a probe per layer (scaled to ``n_heldout``
+    items). Whole-model measures, from their work budgets: a Hessian-vector product counted as two training
+    steps, an SGLD step (batch 32) as a quarter of one; measures without a work budget in ``metric_options``
+    are left out.
 
     Parameters
     ----------
@@ -199,7 +202,10 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
     bench = dict(bench) if bench else {s: _bench_size(s, device, preset.n_samples, threads=threads)
                                        for s in preset.sizes}
     runs = plan_study(preset, "-")
-    tokens = {(r.task, r.level): sequence_tokens(r.task, r.level) for r in runs}
+    from ckptgeo.suites.vocab import build_tokenizer
+
+    tok = build_tokenizer()
+    tokens = {key: sequence_tokens(*key, tok) for key in {(r.task, r.level) for r in runs}}
 
     def step_cost(r) -> float:
         b = bench[r.size]
