@@ -76,8 +76,9 @@ class TrainConfig:
     schedule_steps : int or None, default=None
         The cosine's horizon: the step at which the learning rate reaches ``min_lr_ratio * lr``. None:
         ``n_steps`` (the whole decay inside the run). A horizon past ``n_steps`` holds the learning rate
-        near its peak through the run (the study recipe, :data:`ckptgeo.studies.presets.RECIPE`): at
-        ``n_steps = horizon / 4`` it is still 0.87 of ``lr`` with ``min_lr_ratio=0.1``.
+        above its floor through the run: with ``min_lr_ratio=0.1`` it ends at about 0.55 of ``lr`` when
+        ``n_steps = horizon / 2`` (the study recipe, :data:`ckptgeo.studies.presets.HORIZON_FACTOR`) and at
+        about 0.87 when ``n_steps = horizon / 4`` (a little more after a long warm-up).
     """
 
     tasks: tuple[str, ...]
@@ -100,10 +101,11 @@ class TrainConfig:
                             "collapse / recovery / acquisition lines and a status in the progress bar; "
                             "{default} = off (default)", metavar="N")
     threads: int | None = _setting(None, "--threads", "torch intra-op CPU threads (default: 1 for models under 10M "
-                                   "parameters, else the physical cores)")
+                                   "parameters, else the physical cores, shared among the processes torchrun "
+                                   "started on the node)")
     schedule_steps: int | None = _setting(None, "--horizon", "step at which the cosine reaches its floor (default: "
-                                          "--steps); e.g. 4 x --steps holds the learning rate near its peak through "
-                                          "the run, the recipe of `ckptgeo reproduce`")
+                                          "--steps); e.g. 2 x --steps, the recipe of `ckptgeo reproduce`, ends the run "
+                                          "at about 0.55 x --lr (4 x: 0.87 x; after warm-up)")
 
     @property
     def horizon(self) -> int:
