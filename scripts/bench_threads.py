@@ -5,7 +5,8 @@ CPU: a scan batch (forward pass with every layer's hidden states, no gradient) a
 (forward, backward, AdamW), first as the machine is, then with one extra CPU-bound process running
 (started by this script). Each thread count is printed as a speed ratio against torch's default
 (``torch.get_num_threads()`` at start), measured in the same run. The rule in ``ckptgeo/_threads.py``
-(1 thread below ``SMALL_MODEL_PARAMETERS``, else the physical cores) is chosen from this table.
+(1 thread below ``SMALL_MODEL_PARAMETERS``, else the physical cores, divided among the processes a
+launcher started on the node) is chosen from this table.
 
     python scripts/bench_threads.py                       # tiny, mini, small, medium; ~3 minutes on 2 cores
     python scripts/bench_threads.py --sizes tiny,mini --repeats 5

@@ -10,6 +10,7 @@ import pytest
 
 from ckptgeo.errors import DatasetLayoutError, DuplicateWeightsWarning
 from ckptgeo.engine.scan import plan_scan, scan
+from ckptgeo.store.dataset import read_table
 from ckptgeo.store.schemas import TIMING_COLUMNS
 from tests._checkpoints import SUITE, make_checkpoints
 
@@ -239,3 +240,17 @@ def test_a_copied_study_folder_keeps_its_model_names_and_resumes(ckpts, tmp_path
     assert outside.model != "tiny" and outside.model.endswith("/tiny"), outside.model
     stored = json.loads((copy / "dataset" / "sources.json").read_text())
     assert stored["tiny"] == "folder:../runs/tiny" and stored[outside.model] == f"folder:{Path(ckpts).resolve()}"
+
+
+def test_a_scan_resolves_its_own_trajectory_without_reading_other_models_parts(ckpts, tmp_path):
+    # a study writes 81 runs into one dataset: each scan's finish must read its own model's parts only
+    out = tmp_path / "ds"
+    run(ckpts, out, revisions="step0")
+    (out / "revisions" / "zz-other--step0--0123456789ab.parquet").write_bytes(b"not parquet")
+    with pytest.warns(DuplicateWeightsWarning, match="step200 = step100"):
+        res = run(ckpts, out, revisions="step100,step200")
+    assert res.measured == ["step100", "step200"]
+    with pytest.raises(DatasetLayoutError, match="zz-other--step0"):  # the whole table still names the file
+        read_table(out, "revisions")
+    rv = read_table(out, "revisions", model=ckpts.name).set_index("revision")
+    assert rv.loc["step200", "duplicate_of"] == "step100" and len(rv) == 3

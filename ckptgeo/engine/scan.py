@@ -450,7 +450,8 @@ class _Run:
         self.threads.close()
 
     def finish(self) -> ScanResult:
-        self.result.duplicates = _finish(self.dataset, any(m.spec.cross for m in self.resolved.measures.values()))
+        self.result.duplicates = _finish(self.dataset, self.plan.model,
+                                         any(m.spec.cross for m in self.resolved.measures.values()))
         return self.result
 
     def _group(self, base: dict) -> dict:
@@ -577,14 +578,14 @@ def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:
     return out
 
 
-def _finish(dataset: Dataset, cross: bool = False) -> pd.DataFrame:
-    """Resolve ``duplicate_of`` over the whole table and, when the scan has cross-checkpoint measures,
+def _finish(dataset: Dataset, model: str, cross: bool = False) -> pd.DataFrame:
+    """Resolve ``duplicate_of`` over ``model``'s revisions and, when the scan has cross-checkpoint measures,
     rebuild the ``compare`` table (both serialised by a lock, so the last process to finish sees every
     part and artifact); warn about duplicates."""
     from ckptgeo.metrics.cross import combine
 
     with dataset.lock_all():
-        dups = dataset.resolve_duplicates()
+        dups = dataset.resolve_duplicates(model)
         if cross:
             combine(dataset)
     if not dups.empty:
@@ -592,7 +593,7 @@ def _finish(dataset: Dataset, cross: bool = False) -> pd.DataFrame:
         warnings.warn(f"revisions with identical weights: {pairs}", DuplicateWeightsWarning, stacklevel=3)
     from ckptgeo.store.dataset import shared_shards
 
-    shared = shared_shards(dataset.read("revisions"))
+    shared = shared_shards(dataset.read("revisions", model=model))
     if shared:
         which = "; ".join(f"{r} has {', '.join(fs)} of {o}" for _, r, o, fs in shared)
         warnings.warn(f"revisions sharing weight files with another revision: {which}", DuplicateWeightsWarning,

@@ -287,7 +287,7 @@ class Monitor:
 
     def _replay(self) -> None:
         """Feed steps this dataset already holds (same model and hash) to the live curves, silently."""
-        revs = self.dataset.read("revisions")
+        revs = self.dataset.read("revisions", model=self.model_name)
         if revs.empty:
             return
         mine = revs[(revs.model == self.model_name) & (revs.config_hash == self.config_hash)

@@ -91,12 +91,23 @@ def _foreign_check(path: Path, df: pd.DataFrame, table: str) -> pd.DataFrame:
     return df
 
 
-def read_table(root: str | Path, table: str) -> pd.DataFrame:
+def _parts(d: Path, model: str | None = None) -> list[Path]:
+    """The parts of table folder ``d``, sorted, hidden (``.``, ``_``) names skipped; with ``model``, only those
+    :func:`part_name` gave to that model's revisions (``<model>--*``)."""
+    if not d.is_dir():
+        return []
+    pattern = f"{safe_name(model, what='model name')}--*.parquet" if model is not None else "*.parquet"
+    return sorted(p for p in d.glob(pattern) if not p.name.startswith((".", "_")))
+
+
+def read_table(root: str | Path, table: str, *, model: str | None = None) -> pd.DataFrame:
     """A table of the dataset at ``root`` as one DataFrame: the one reader of ckptgeo's tables.
 
     Parts are read one by one (so parts whose schemas differ slightly, e.g. a column that is all-null in
     one, still combine); hidden (``.``, ``_``) names are skipped; rows are sorted by model, step, suite,
-    layer and metric where present.
+    layer and metric where present. ``model``: only the parts a scan of that model wrote (named
+    ``<model>--<revision>--<config_hash>.parquet``; a family's parts carry the family's name, their rows
+    each member's), so a scan's own revisions are read without reading a large dataset's every part.
 
     Returns
     -------
@@ -111,8 +122,7 @@ def read_table(root: str | Path, table: str) -> pd.DataFrame:
         A ``*.parquet`` in the table folder is not a Parquet file, or lacks the table's model or step
         column (another tool's table; the message names it; it is left as it is).
     """
-    d = Path(root) / table
-    parts = sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_"))) if d.is_dir() else []
+    parts = _parts(Path(root) / table, model)
     frames = [df for df in (_foreign_check(p, _read_part(p, pd.read_parquet), table) for p in parts) if len(df)]
     if not frames:
         schema = SCHEMAS.get(table)
@@ -311,14 +321,15 @@ class Dataset:
 
     def done_revisions(self, model: str, config_hash: str) -> set[str]:
         """Revision names whose ``revisions`` part for this model and hash says ok or duplicate."""
-        df = self.read("revisions")
+        df = self.read("revisions", model=model)
         if df.empty:
             return set()
         sel = df[(df.model == model) & (df.config_hash == config_hash) & df.status.isin(["ok", "duplicate"])]
         return set(sel.revision)
 
-    def read(self, table: str) -> pd.DataFrame:
-        return read_table(self.root, table)
+    def read(self, table: str, *, model: str | None = None) -> pd.DataFrame:
+        """:func:`read_table` of this dataset."""
+        return read_table(self.root, table, model=model)
 
     def lock(self, name: str, **claim_options) -> Claim:
         """Claim ``.locks/<name>.claim`` for this process; returns the :class:`~ckptgeo._io.Claim` (close it to
@@ -356,19 +367,17 @@ class Dataset:
         parts of every revision, e.g. :meth:`resolve_duplicates`); close it, or use it in ``with``."""
         return Claim(self.root / ".locks" / "resolve.claim", blocking=True)
 
-    def resolve_duplicates(self) -> pd.DataFrame:
-        """Set ``duplicate_of`` and ``shared_shards_with`` in every ``revisions`` part.
+    def resolve_duplicates(self, model: str | None = None) -> pd.DataFrame:
+        """Set ``duplicate_of`` and ``shared_shards_with`` in every ``revisions`` part (with ``model``: in the
+        parts a scan of that model wrote, as :func:`read_table` selects them; a scan resolves its own
+        trajectory, so a study of 81 runs in one dataset does not reread every run's parts after each scan).
 
         ``duplicate_of``: the earliest (stage, step) revision of the same model with identical weights (same
         ``weights_sha256``). ``shared_shards_with``: the earlier revisions of the same model one of whose
         weight files (not ``*.json`` indexes) is byte-identical to one of this revision's, where the whole
         set is not (pythia#206, OLMo#915); see :func:`shared_shards`. Rewrites only parts whose values change;
         returns the duplicate pairs as a DataFrame (model, revision, duplicate_of)."""
-        d = self.root / "revisions"
-        if not d.is_dir():
-            return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
-        parts = {p: _read_part(p, pq.read_table) for p in sorted(d.glob("*.parquet"))
-                 if not p.name.startswith((".", "_"))}
+        parts = {p: _read_part(p, pq.read_table) for p in _parts(self.root / "revisions", model)}
         if not parts:
             return pd.DataFrame(columns=["model", "revision", "duplicate_of"])
         everything = pd.concat([t.to_pandas() for t in parts.values()], ignore_index=True)
