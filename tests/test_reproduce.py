@@ -359,6 +359,29 @@ def test_probe_row_ignores_layer_0_the_constant_embedding_of_the_read_position()
     assert "1 acquired run(s) left out" in row.reason
 
 
+def test_a_floor_trend_no_outcome_of_the_design_could_reject_is_inconclusive():
+    """The cpu study's multiplication floors (3 seeds at tiny and at mini, wholly separated) give the exact
+    one-sided p = 1/20: the best the design allows, so not evidence against the claim; a third size can reject."""
+    from ckptgeo.studies.claim_rows import _floor_multiplication
+    from ckptgeo.studies.claims import ClaimContext
+
+    floors = {"tiny": [2.08, 2.22, 2.39], "mini": [3.30, 3.49, 3.32], "small": [4.1, 4.4, 4.2]}
+
+    def row(sizes, flip=False):
+        runs = pd.DataFrame([dict(model=f"multiplication-L1-{s}-s{i}", task="multiplication", level=1, size=s,
+                                  seed=i, n_parameters={"tiny": 4e5, "mini": 3.2e6, "small": 1.08e7}[s],
+                                  collapse_floor=(10 - f if flip else f))
+                             for s in sizes for i, f in enumerate(floors[s], 1)])
+        return _floor_multiplication(ClaimContext(runs))
+
+    two = row(("tiny", "mini"))
+    assert (two.verdict, two.p_value) == ("inconclusive", pytest.approx(0.05)), two
+    assert "smallest possible p is 0.05" in two.reason
+    assert row(("tiny", "mini"), flip=True).verdict == "not reproduced"  # falling floors: against the claim
+    three = row(("tiny", "mini", "small"))
+    assert three.verdict == "reproduced" and three.p_value < 0.01, three
+
+
 @pytest.mark.slow
 def test_the_smoke_preset_end_to_end(tmp_path):
     """`--preset smoke` (9 runs, about 5 minutes on 2 idle cores) through every stage: the claim rows carry

@@ -91,17 +91,21 @@ DEFINITIONS = f"""\
   own schedule and acquisition step (noise: the run's own checkpoint-to-checkpoint spread).
 * **Verdicts come from the tests** (alpha = {ALPHA}): a claim that something holds is *reproduced* when its
   test rejects chance (p < alpha), *not reproduced* when it does not with at least {MIN_CASES} cases, else
-  *inconclusive*. A claim that something does not happen (no precursor on easy settings; LLC, Hessian not
-  precursors) is *reproduced* when the rate is not above chance (p >= alpha) over at least {MIN_CASES} cases
-  and not even numerically above the null's rate, *not reproduced* when it is significantly above, and
-  *inconclusive* in between (above the null, not significantly: a failure to reject is not evidence of absence). **Top-down**: per run of >= 4 layers, Kendall tau-b of block depth
-  (layers 1..L-1) against the collapse onset step (ties counted), the post-final-norm layer L reported apart;
-  the mean tau is tested against onsets permuted between the blocks of each run (one-sided, tau < 0).
+  *inconclusive*; also *inconclusive* when no outcome of these cases could reject (the test's smallest possible
+  p, e.g. 1/20 for 3 runs at each of 2 sizes, is >= alpha). A claim that something does not happen (no
+  precursor on easy settings; LLC, Hessian not precursors) is *reproduced* when the rate is not above chance
+  (p >= alpha) over at least {MIN_CASES} cases and not even numerically above the null's rate, *not
+  reproduced* when it is significantly above, and *inconclusive* in between (above the null, not
+  significantly: a failure to reject is not evidence of absence). **Top-down**: per run of >= 4 layers,
+  Kendall tau-b of block depth (layers 1..L-1) against the collapse onset step (ties counted), the
+  post-final-norm layer L reported apart; the mean tau is tested against onsets permuted between the blocks
+  of each run (one-sided, tau < 0).
   **Floors**: modular reproduces when every size's bootstrap interval of the median floor lies within
   2.0 +- 0.5, fails when one lies wholly outside; multiplication's floor rising with size: Kendall tau of
   parameters against floor over runs, one-sided permutation p. **Across sizes**: per matched (task, level),
   the mean over seeds; Kendall tau between each pair of sizes over at least {MIN_SETTINGS} settings (never
-  acquired ranked last), permutation p; reproduced when every pair has tau > 0 with p < alpha.
+  acquired ranked last), permutation p; reproduced when every pair has tau > 0 with p < alpha (inconclusive when
+  the pairs that miss it have tau > 0 and could not have reached it).
 * **Probes** predict the model's own target: the first answer token, exactly (the token the model must emit at
   the read position, the first of those the accuracy scores), classes with too few items dropped. Layer 0
   (the read position's token embedding, the same for every item) is left out. A probe that beats its baseline
@@ -317,8 +321,8 @@ def _holds(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str,
     if p < ALPHA:
         return "reproduced", f"{what}: p = {p:.3g} < {ALPHA}"
     if _powerless(floor_p):
-        return "inconclusive", (f"{what}: p = {p:.3g}; the test cannot reject (chance alone gives the highest rate, "
-                                f"smallest possible p {floor_p:.2g} >= {ALPHA})")
+        return "inconclusive", (f"{what}: p = {p:.3g}; the test cannot reject (no outcome of these cases could: "
+                                f"its smallest possible p is {floor_p:.2g} >= {ALPHA})")
     return "not reproduced", f"{what}: p = {p:.3g} >= {ALPHA} (not distinguishable from chance)"
 
 
