@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -393,6 +394,8 @@ def test_the_smoke_preset_end_to_end(tmp_path):
     res = run_reproduce("smoke", tmp_path / "smoke")
     assert res.analysed and len(res.claims) == 12
     text = res.report.read_text()
+    measuring = re.search(r"measuring (\d+) s \(sum over the revisions table's `seconds`", text)
+    assert measuring and int(measuring.group(1)) > 0, text[:600]
     for section in ("## Claims", "## Checkpoint spacing as a factor", "## What this study cannot say",
                     "## How the verdicts are reached"):
         assert section in text

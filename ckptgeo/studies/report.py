@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,8 @@ class StudyResult:
 def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], *, plots: bool,
                 seconds: dict) -> StudyResult:
     """Analyse ``dataset``, judge the claims and write the study's report and records (module docstring)."""
+    import pandas as pd
+
     from ckptgeo.analysis import analyze
     from ckptgeo.analysis.figures import plot_grid, write_report
     from ckptgeo.studies.claims import claim_table, rules, runs_table, spacing_table
@@ -49,7 +52,10 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
         path = r.folder / "manifest.json"
         if path.is_file():
             manifests[r.name] = json.loads(path.read_text(encoding="utf-8"))
-    report = _write_markdown(out, preset, claims, spacing, table, manifests, grid_png, seconds)
+    revs = analysis.tables.get("revisions")
+    scan_s = float(pd.to_numeric(revs["seconds"], errors="coerce").sum()) \
+        if isinstance(revs, pd.DataFrame) and "seconds" in revs.columns else math.nan
+    report = _write_markdown(out, preset, claims, spacing, table, manifests, grid_png, seconds, scan_s)
     preset_record = dataclasses.asdict(preset) | {
         "steps": {t: dict(v) for t, v in preset.steps.items()},
         "settings_by_size": {k: list(v) for k, v in preset.settings_by_size.items()},
@@ -120,7 +126,7 @@ def _cannot_say(preset: Preset) -> str:
 
 
 def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests: dict, grid_png,
-                    seconds: dict) -> Path:
+                    seconds: dict, scan_s: float = math.nan) -> Path:
     from ckptgeo.analysis.figures import _md
     from ckptgeo.studies import claims as claims_mod
 
@@ -129,7 +135,10 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
     parts = [f"# Reproduction of arXiv:2602.15997 with the `{preset.name}` preset\n",
              (f"{preset.description}. " if preset.description else "")
              + f"{len(manifests)} of {len(plan_study(preset, out))} runs trained; training took {train_s:.0f} s in "
-             f"all (sum over runs, from the manifests). The invocation that wrote this file spent "
+             f"all (sum over runs, from the manifests)"
+             + (f", measuring {scan_s:.0f} s (sum over the revisions table's `seconds`: loading and measuring each "
+                f"checkpoint, without each scan's start and end)" if math.isfinite(scan_s) else "")
+             + ". The invocation that wrote this file spent "
              f"{seconds.get('train', 0):.0f} s training ({seconds.get('train_cpu', 0):.0f} s of CPU) and "
              f"{seconds.get('scan', 0):.0f} s scanning ({seconds.get('scan_cpu', 0):.0f} s of CPU), in this process "
              f"(others under a launcher add theirs). Threads per process: {', '.join(map(str, threads)) or '?'}.\n",
