@@ -76,9 +76,9 @@ class TrainConfig:
     schedule_steps : int or None, default=None
         The cosine's horizon: the step at which the learning rate reaches ``min_lr_ratio * lr``. None:
         ``n_steps`` (the whole decay inside the run). A horizon past ``n_steps`` holds the learning rate
-        above its floor through the run: with ``min_lr_ratio=0.1`` it ends at about 0.55 of ``lr`` when
+        above its floor through the run: with ``min_lr_ratio=0.1`` it ends at 0.55-0.7 of ``lr`` when
         ``n_steps = horizon / 2`` (the study recipe, :data:`ckptgeo.studies.presets.HORIZON_FACTOR`) and at
-        about 0.87 when ``n_steps = horizon / 4`` (a little more after a long warm-up).
+        0.87-0.93 when ``n_steps = horizon / 4``, more the larger the warm-up's share of the horizon.
     """
 
     tasks: tuple[str, ...]
@@ -105,7 +105,7 @@ class TrainConfig:
                                    "started on the node)")
     schedule_steps: int | None = _setting(None, "--horizon", "step at which the cosine reaches its floor (default: "
                                           "--steps); e.g. 2 x --steps, the recipe of `ckptgeo reproduce`, ends the run "
-                                          "at about 0.55 x --lr (4 x: 0.87 x; after warm-up)")
+                                          "at 0.55-0.7 x --lr, more the larger the warm-up's share (4 x: 0.87-0.93 x)")
 
     @property
     def horizon(self) -> int:
