@@ -383,6 +383,20 @@ def test_a_floor_trend_no_outcome_of_the_design_could_reject_is_inconclusive():
     assert three.verdict == "reproduced" and three.p_value < 0.01, three
 
 
+def test_top_down_says_how_many_deep_runs_it_could_not_test():
+    """A 4-layer run whose blocks do not all collapse has no order to test; the row counts it apart."""
+    from ckptgeo.studies.claim_rows import _top_down
+    from ckptgeo.studies.claims import ClaimContext
+
+    onsets = {f"copy-L1-mini-s{i}": {1: 300.0, 2: 200.0, 3: 100.0, 4: 100.0} for i in range(1, 5)}
+    onsets["sort-L1-mini-s1"] = {1: 300.0, 2: float("nan"), 3: 100.0, 4: 100.0}
+    events = pd.DataFrame([dict(model=m, metric="rankme", layer=layer, collapse_onset_step=v, centered=False)
+                           for m, d in onsets.items() for layer, v in d.items()])
+    row = _top_down(ClaimContext(pd.DataFrame({"model": list(onsets)})), events)
+    assert row.measured.startswith("mean tau -1.00 over 4 runs of >= 4 layers"), row
+    assert "1 run(s) of >= 4 layers not tested: fewer than 3 blocks collapse" in row.reason
+
+
 @pytest.mark.slow
 def test_the_smoke_preset_end_to_end(tmp_path):
     """`--preset smoke` (9 runs, about 5 minutes on 2 idle cores) through every stage: the claim rows carry

@@ -114,7 +114,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     e = events[(events["metric"] == "rankme") & events["model"].isin(set(runs["model"]))] if len(events) else events
     if len(e) and "centered" in e.columns and e["centered"].eq(False).fillna(False).astype(bool).any():
         e = e[e["centered"].eq(False).fillna(False).astype(bool)]
-    per_run, items, labels, post_first, ties, small = [], [], [], 0, 0, 0
+    per_run, items, labels, post_first, ties, small, few = [], [], [], 0, 0, 0, 0
     for model, g in (e.groupby("model", sort=True) if len(e) else []):
         n_layers = int(g["layer"].max())
         if n_layers < 4:
@@ -123,6 +123,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
         blocks = g[(g["layer"] >= 1) & (g["layer"] < n_layers)].sort_values("layer")
         have = blocks[blocks["collapse_onset_step"].notna()]
         if len(have) < 3:
+            few += 1
             continue
         x, y = have["layer"].to_numpy(float), _num(have["collapse_onset_step"]).to_numpy()
         kt = stats.kendall_tau(x, y, n_permutations=999, seed=ctx.seed, alternative="less")
@@ -137,7 +138,8 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     n = len(per_run)
     if n == 0:
         return Claim("top_down", "collapse reaches output-side layers first", "28/32 (v3); 32/32 (v1-v2)",
-                     f"no run of >= 4 layers with 3 block onsets ({small} run(s) of fewer layers not tested)",
+                     f"no run of >= 4 layers with 3 block onsets ({few} with fewer; {small} run(s) of fewer layers "
+                     f"not tested)",
                      "inconclusive", "top-down needs models of >= 4 layers", "summary/top_down.parquet",
                      SOURCES["top_down"], test="Kendall tau-b (depth, onset), permutation within runs")
     arr = np.asarray(items, dtype=float)
@@ -160,6 +162,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
                  f"mean tau {res.statistic:+.2f} over {n} runs of >= 4 layers ({k} with tau < 0; {ties} tied onset "
                  f"pair(s)); post-final-norm layer at or before the last block in {post_first}/{n}",
                  verdict, why + (f"; {small} run(s) of < 4 layers not tested" if small else "")
+                 + (f"; {few} run(s) of >= 4 layers not tested: fewer than 3 blocks collapse" if few else "")
                  + "; collapse onset = first step at the collapse fraction of the layer's first RankMe",
                  "events/events.parquet (collapse_onset_step per layer)", SOURCES["top_down"],
                  float(res.statistic), math.nan, math.nan, res.null_mean, res.p_value,
