@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -149,6 +150,10 @@ class HubSource:
         self._had_files: set[str] = set()
         #: revision name -> sha256 of its weight files, for the revisions still to be fetched (:meth:`expect`)
         self._pending: dict[str, set[str]] = {}
+        #: held by a download and by an eviction: an eviction that scanned the cache while the prefetch of the
+        #: next revision was still linking its snapshot deleted a blob that snapshot had just linked (a small
+        #: non-LFS file both branches hold, e.g. model.safetensors.index.json, has no sha256 to keep it by)
+        self._cache_lock = threading.Lock()
 
     # -- errors -------------------------------------------------------------------------------
     def _call(self, what: str, fn, *args, label: str | None = None, **kwargs):
@@ -333,8 +338,9 @@ class HubSource:
     def _download(self, what: str, revision: Revision, allow: list[str]) -> Path:
         from huggingface_hub import snapshot_download
 
-        path = Path(self._call(what, snapshot_download, self.repo_id, revision=revision.commit or revision.name,
-                               allow_patterns=allow, cache_dir=self.cache_dir, label=revision.name))
+        with self._cache_lock:
+            path = Path(self._call(what, snapshot_download, self.repo_id, revision=revision.commit or revision.name,
+                                   allow_patterns=allow, cache_dir=self.cache_dir, label=revision.name))
         if revision.commit and revision.subfolder is None:
             _remember_ref(path, revision.name, revision.commit)
         elif revision.commit:
@@ -352,6 +358,10 @@ class HubSource:
         self._pending.pop(revision.name, None)
         if self.keep_cache or self.offline or revision.commit is None or revision.commit in self._preexisting:
             return
+        with self._cache_lock:
+            self._evict(revision)
+
+    def _evict(self, revision: Revision) -> None:
         if revision.subfolder is not None:
             if revision.name not in self._had_files:
                 self._evict_folder(revision)
