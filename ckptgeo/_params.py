@@ -1,6 +1,8 @@
 """One declarative parameter check for every settings dataclass (scan, training, analysis, measures).
 
-A config class lists what each field admits in a class attribute, as scikit-learn's estimators do::
+A field declares what it admits where it is declared (``admits=`` of :func:`ckptgeo._settings.setting`,
+the base of every settings class). A class may instead list it in a class attribute, as scikit-learn's
+estimators do (older plugin measures)::
 
     @dataclass(frozen=True)
     class HessianConfig:
@@ -35,7 +37,7 @@ from typing import Any
 from ckptgeo.errors import InvalidParameterError
 
 __all__ = ["Interval", "Options", "NonEmptyStr", "Boolean", "validate_params", "replace_params", "parse_value",
-           "describe"]
+           "describe", "constraints_of"]
 
 
 class Interval:
@@ -122,10 +124,13 @@ def describe(constraints: list) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def _constraints_of(obj: Any, constraints: Mapping | None) -> Mapping:
-    if constraints is not None:
-        return constraints
-    return getattr(type(obj), "_parameter_constraints", {})
+def constraints_of(cls: Any) -> dict[str, list]:
+    """What each field of the dataclass ``cls`` (or instance) admits: the ``admits`` of the fields declared
+    with :func:`ckptgeo._settings.setting`, then any class-level ``_parameter_constraints`` mapping."""
+    cls = cls if isinstance(cls, type) else type(cls)
+    declared = {f.name: list(f.metadata["setting"].admits) for f in dataclasses.fields(cls)
+                if "setting" in f.metadata and f.metadata["setting"].admits} if dataclasses.is_dataclass(cls) else {}
+    return {**declared, **getattr(cls, "_parameter_constraints", {})}
 
 
 def validate_params(obj: Any, *, owner: str, constraints: Mapping[str, list] | None = None) -> None:
@@ -139,7 +144,8 @@ def validate_params(obj: Any, *, owner: str, constraints: Mapping[str, list] | N
         What the settings belong to, for the message (``"scan"``, ``"hessian"``, ``"TrainConfig"``).
     constraints : mapping of str to list, optional
         Field name -> admissible forms (:class:`Interval`, :class:`Options`, :data:`NonEmptyStr`,
-        :data:`Boolean`, ``None`` for None); default ``type(obj)._parameter_constraints``.
+        :data:`Boolean`, ``None`` for None); default :func:`constraints_of` ``obj`` (its fields' declared
+        ``admits``).
 
     Raises
     ------
@@ -159,7 +165,7 @@ def validate_params(obj: Any, *, owner: str, constraints: Mapping[str, list] | N
     ...
     ckptgeo.errors.InvalidParameterError: The 'k' parameter of hessian must be an int in [1, inf). Got -1.
     """
-    for name, allowed in _constraints_of(obj, constraints).items():
+    for name, allowed in (constraints_of(obj) if constraints is None else constraints).items():
         value = getattr(obj, name)
         if not any(_holds(c, value) for c in allowed):
             raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {describe(allowed)}. "

@@ -165,7 +165,9 @@ def test_declared_table_and_columns_exist_and_options_are_constrained(name):
         assert field in fields and column in SCHEMAS[spec.table].names, (name, field, column)
     lo, hi = spec.range
     assert lo < hi, (name, spec.range)
-    # every option is declared with its constraints, so --metric-option can check it
-    constrained = set(getattr(spec.config, "_parameter_constraints", {}))
+    # every option is declared with its constraints (ckptgeo._settings.setting), so --metric-option can check it
+    from ckptgeo._settings import declared
+
+    constrained = {f.name for f, s in declared(spec.config) if s.admits}
     assert constrained == fields, f"{name}: options without constraints {sorted(fields - constrained)}"
     spec.configure({})  # the defaults pass their own constraints

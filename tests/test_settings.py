@@ -227,3 +227,59 @@ def test_monitor_config_shares_the_declared_settings():
     cfg = dataclasses.replace(_scan_config(MonitorConfig()), suites=("copy-L1",))
     assert _hash(**{n: getattr(cfg, n) for n, _ in shared}) == PINNED[0][1]
     assert _scan_config(MonitorConfig(metrics=["rankme"], n_samples=40)).metrics == ("rankme",)
+
+
+# ------------------------------------------------------------------- one mechanism for every settings class
+def test_scan_training_and_measure_settings_share_one_declaration():
+    """ScanConfig, TrainConfig and every built-in measure's config declare each field with
+    ``ckptgeo._settings.setting``; none keeps a separate constraints table."""
+    import dataclasses
+
+    from ckptgeo._settings import Setting, declared
+    from ckptgeo.metrics.registry import all_metrics
+    from ckptgeo.training.config import TrainConfig
+
+    classes = [ScanConfig, TrainConfig] + [s.config for s in all_metrics().values() if s.config is not None]
+    for cls in classes:
+        fields = [f.name for f in dataclasses.fields(cls)]
+        assert [f.name for f, s in declared(cls) if isinstance(s, Setting)] == fields, cls
+        assert "_parameter_constraints" not in vars(cls), cls
+
+
+def test_a_setting_declared_on_a_plain_dataclass_is_checked_documented_and_flagged():
+    import argparse
+    from dataclasses import dataclass
+
+    from ckptgeo._settings import Interval, add_flags, replace_params, setting, settings_doc
+    from ckptgeo.errors import InvalidParameterError
+
+    @dataclass(frozen=True)
+    class Cfg:
+        window: int = setting(3, "Consecutive checkpoints above the threshold.", admits=(Interval(int, 1, None),),
+                              flag="--window", help="checkpoints (default %(default)s)")
+
+    with pytest.raises(InvalidParameterError, match=r"The 'window' parameter of analysis must be an int in \[1, inf\)"):
+        replace_params(Cfg(), {"window": 0}, owner="analysis")
+    assert settings_doc(Cfg, indent=0) == "window : int, default=3\n    Consecutive checkpoints above the threshold.\n"
+    p = argparse.ArgumentParser()
+    assert add_flags(p, Cfg) == ["window"]
+    assert p.parse_args(["--window", "5"]).window == 5 and p.parse_args([]).window == 3
+
+
+def test_behaviour_settings_are_declared_and_recorded_in_every_run():
+    """The settings that decide whether two runs measured the same accuracy come from the declaration, and
+    each is a key of ``runs/<hash>.json`` (or the source)."""
+    from ckptgeo.engine.config import behavior_settings, declared
+
+    names = behavior_settings()
+    assert names == ("suites", "n_samples", "dtype", "seed", "tokenizer", "source")
+    hashed = {f.name for f, s in declared() if s.hashed}
+    assert set(names) - {"source"} <= hashed   # so each is in runs/<hash>.json when it matters
+
+
+def test_compare_rows_carry_the_identity_and_settings_columns_of_the_store():
+    from ckptgeo.metrics.cross import CARRIED_COLUMNS
+    from ckptgeo.store.schemas import REVISION, SCHEMAS, SETTINGS_COLUMNS
+
+    assert CARRIED_COLUMNS == tuple(n for n, _ in REVISION + SETTINGS_COLUMNS)
+    assert set(CARRIED_COLUMNS) <= set(SCHEMAS["compare"].names)

@@ -388,7 +388,8 @@ def test_each_train_setting_is_declared_once_in_trainconfig():
     for name, flag in flags.items():
         assert actions[flag].default == defaults[name], (flag, actions[flag].default, defaults[name])
         shown = f"{defaults[name]:g}" if isinstance(defaults[name], float) else str(defaults[name])
-        assert defaults[name] is None or shown in actions[flag].help, (flag, actions[flag].help)
+        text = actions[flag].help % vars(actions[flag])   # as argparse shows it
+        assert defaults[name] is None or shown in text, (flag, text)
     assert RECIPE == {k: defaults[k] for k in ("batch_size", "lr", "weight_decay", "warmup_steps", "min_lr_ratio",
                                                "grad_clip")}
     documented = dict(re.findall(r"^    (\w+) : [^\n]*, default=([^\n]+)$", TrainConfig.__doc__, re.M))

@@ -31,29 +31,13 @@ def add_scan_options(p: argparse.ArgumentParser, *, metrics: bool = False) -> No
 
 
 def add_setting_flags(p: argparse.ArgumentParser, group: str, **fill: str) -> None:
-    """One flag per scan setting declared for ``group`` (:class:`~ckptgeo.engine.config.Setting`): its
-    declared flag, default, help (``{name}`` filled from ``fill``), choices, metavar and action."""
-    import typing
+    """One flag per scan setting declared for ``group`` (:class:`~ckptgeo.engine.config.ScanSetting`): its
+    declared flag, default, help (``{name}`` filled from ``fill``), choices, metavar and action
+    (:func:`ckptgeo._settings.add_flags`)."""
+    from ckptgeo._settings import add_flags
+    from ckptgeo.engine.config import ScanConfig
 
-    from ckptgeo._params import Options
-    from ckptgeo.engine.config import ScanConfig, declared
-
-    hints = typing.get_type_hints(ScanConfig)
-    for f, s in declared():
-        if s.flag is None or s.group != group:
-            continue
-        kwargs = {"dest": f.name, "help": s.help.format(**fill) if fill else s.help}
-        if s.metavar:
-            kwargs["metavar"] = s.metavar
-        if s.action != "store":
-            kwargs["action"] = s.action
-        else:
-            kinds = [k for k in typing.get_args(hints[f.name]) or (hints[f.name],) if k in (int, float)]
-            text = s.text or (kinds[0] if kinds else None)
-            choices = [a.options for a in s.admits if isinstance(a, Options)]
-            kwargs.update(default=f.default, **({"type": text} if text not in (None, str) else {}),
-                          **({"choices": list(choices[0])} if choices else {}))
-        p.add_argument(s.flag, **kwargs)
+    add_flags(p, ScanConfig, only=lambda s: s.group == group, **fill)
 
 
 def log_training_progress_without_terminal() -> None:

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from ckptgeo._settings import declared
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.training.grid import train_grid
 from ckptgeo.suites.tasks import TASKS
@@ -75,7 +76,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 #: TrainConfig fields -> the flags that set them, so command-line errors name what the user typed.
-_FLAGS = {f.name: f.metadata["flag"] for f in dataclasses.fields(TrainConfig) if f.metadata.get("flag")}
+_FLAGS = {f.name: s.flag for f, s in declared(TrainConfig) if s.flag}
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -127,7 +128,7 @@ def _train_from_args(args: argparse.Namespace) -> int:
 def config_from_args(args: argparse.Namespace, tasks: list[str]) -> TrainConfig:
     """The :class:`TrainConfig` of the parsed flags: ``tasks`` at ``--level``, every flag of
     :func:`~ckptgeo.training.config.cli_settings` into its field (``--warmup`` capped at ``--steps``)."""
-    settings = {name: getattr(args, flag.lstrip("-").replace("-", "_")) for name, flag, _ in cli_settings()}
+    settings = {name: getattr(args, name) for name, _, _ in cli_settings()}
     settings["warmup_steps"] = min(settings["warmup_steps"], settings["n_steps"])
     return TrainConfig(tasks=tuple(tasks), levels=(args.level,) * len(tasks), out=args.out, **settings)
 

@@ -1,6 +1,7 @@
 """The settings of a scan (:class:`ScanConfig`), each declared once, and their checks.
 
-Every field of :class:`ScanConfig` is declared with :func:`setting`: its type and default (the field's),
+Every field of :class:`ScanConfig` is declared with :func:`setting` (the base declaration of
+:mod:`ckptgeo._settings`, with the scan's :class:`ScanSetting`): its type and default (the field's),
 what it admits, its entry in :func:`~ckptgeo.engine.scan.scan`'s docstring, its command-line flag and
 ``--help`` text, how it enters the config hash, and whether :class:`~ckptgeo.monitor.MonitorConfig` takes
 it. Everything else derives from that one declaration: the flags (``ckptgeo.cli._options``), ``scan()``'s
@@ -12,21 +13,20 @@ config hash (:func:`hashed_settings`) and the monitor's fields (:func:`monitor_s
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
-import textwrap
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ckptgeo._params import Interval, Options, validate_params
+from ckptgeo import _settings
+from ckptgeo._settings import Interval, Options, Setting, validate_params
 from ckptgeo.constants import DEFAULT_N_SAMPLES
 from ckptgeo.errors import InvalidParameterError
 
-__all__ = ["ScanConfig", "Setting", "setting", "declared", "settings_from", "hashed_settings", "monitor_settings",
-           "settings_doc", "with_settings_doc", "parse_size", "validate_scan_config", "merge_options",
-           "METRIC_OPTION_ALIASES"]
+__all__ = ["ScanConfig", "ScanSetting", "setting", "declared", "behavior_settings", "settings_from",
+           "hashed_settings", "monitor_settings", "with_settings_doc", "parse_size", "validate_scan_config",
+           "merge_options", "METRIC_OPTION_ALIASES"]
 
 #: ScanConfig fields kept as short forms of one measure's option: ``centered=True`` is
 #: ``metric_options={"rankme": {"centered": True}}`` (``--centered`` on the command line).
@@ -34,55 +34,34 @@ METRIC_OPTION_ALIASES = {"centered": ("rankme", "centered"), "epsilon": ("rankme
 
 
 @dataclass(frozen=True)
-class Setting:
-    """How one settings field is documented, set from the command line, checked and hashed (its type and
-    default are the dataclass field's).
+class ScanSetting(Setting):
+    """A scan setting's declaration: the base :class:`~ckptgeo._settings.Setting` (description, what it
+    admits, flag, help, coercion) and how the scan uses it.
 
     Attributes
     ----------
-    doc : str
-        Its description in :func:`~ckptgeo.engine.scan.scan`'s docstring (and ``MonitorConfig``'s).
-    kind : str
-        Its numpydoc type where the annotation does not say it (``"int or str"``); choices come from ``admits``.
-    admits : tuple
-        What values pass, in :mod:`ckptgeo._params` forms (``Interval``, ``Options``; None admits None);
-        empty: not checked here.
-    coerce : callable, optional
-        Turns what ``scan()`` accepts into what the field holds (``"40GB"`` -> bytes, a list -> a tuple).
-    flag : str, optional
-        Its command-line flag; None: a Python-only setting.
-    help : str
-        The flag's ``--help`` text (``%(default)s`` reads the default).
     group : {"scan", "source", "command"}
         Which parser function adds the flag: ``add_scan_options`` (``scan``, ``probe``), ``add_source_options``
         (also ``revisions``, ``fetch``), or a command itself (``scan``'s ``--metrics``).
-    action : {"store", "store_true", "append"}
-        The flag's argparse action; ``metavar``, and ``text`` (what argparse parses the text as, when not the
-        field's type) complete it.
     hashed : {"value", "given", "suites", "measures"}, optional
         How it enters the config hash: its value; its value when given (not None); through the items of
         the suites it names; through the configs of the measures it sets. None: it does not change values.
     monitor : bool
         :class:`~ckptgeo.monitor.MonitorConfig` takes it too.
+    behavior : bool
+        It changes the behaviour rows (accuracy): two runs that agree on these (and the source) measured
+        the same accuracy (:func:`behavior_settings`).
     """
 
-    doc: str
-    kind: str = ""
-    admits: tuple = ()
-    coerce: Callable[[Any], Any] | None = None
-    flag: str | None = None
-    help: str = ""
     group: str = "scan"
-    action: str = "store"
-    metavar: str | None = None
-    text: type | None = None
     hashed: str | None = None
     monitor: bool = False
+    behavior: bool = False
 
 
 def setting(default: Any, doc: str, **declaration) -> Any:
-    """A dataclass field with ``default``, declared by a :class:`Setting` (``doc`` and ``declaration``)."""
-    return dataclasses.field(default=default, metadata={"setting": Setting(doc=doc, **declaration)})
+    """A :class:`ScanConfig` field with ``default``, declared by a :class:`ScanSetting`."""
+    return _settings.setting(default, doc, cls=ScanSetting, **declaration)
 
 
 def parse_size(text: str | int | None) -> int | None:
@@ -125,7 +104,7 @@ class ScanConfig:
              "(default: all for a folder, every-1000 for a Hub repo)")
     suites: tuple[str, ...] = setting(
         (), "Suite names, file paths or loader specs (``hf:blimp/...``); empty: the source's default suites.",
-        kind="sequence of str", coerce=_tuple, hashed="suites",
+        kind="sequence of str", coerce=_tuple, hashed="suites", behavior=True,
         flag="--suite", action="append", metavar="NAME|PATH",
         help="bundled suite name, file path, loader spec (hf:ORG/NAME), or an algorithmic task level such as "
              "copy-L1 (its 200 held-out items, as `ckptgeo train` draws them); repeat for several (default: the "
@@ -151,7 +130,7 @@ class ScanConfig:
              "hessian.revisions=every-5")
     n_samples: int = setting(
         DEFAULT_N_SAMPLES, "Items per suite (seeded selection), at least 2.",
-        admits=(Interval(int, 2, None),), hashed="value", monitor=True,
+        admits=(Interval(int, 2, None),), hashed="value", monitor=True, behavior=True,
         flag="--n-samples", help="items per suite (default %(default)s)")
     position: str = setting(
         "last", "Hidden states at the last prompt token, or averaged over the prompt.",
@@ -165,7 +144,7 @@ class ScanConfig:
         "float32", "Dtype of the forward pass (measures upcast; RankMe's SVD runs in float64). ``\"auto\"``: half "
                    "precision on a GPU when no whole-model measure is selected, else float32 "
                    "(:func:`~ckptgeo.engine.plan.forward_dtype`); the dtype used is recorded.",
-        admits=(Options("float32", "float64", "bfloat16", "float16", "auto"),), hashed="value",
+        admits=(Options("float32", "float64", "bfloat16", "float16", "auto"),), hashed="value", behavior=True,
         flag="--dtype", help="forward-pass dtype (states are upcast, RankMe's SVD runs in float64; default "
                              "%(default)s); auto: half precision on a GPU unless a whole-model measure is selected")
     epsilon: float | None = setting(
@@ -174,7 +153,7 @@ class ScanConfig:
         flag="--epsilon", help="RankMe's epsilon (short for --metric-option rankme.eps=E; default 1e-7)")
     seed: int = setting(
         0, "Seeds the item selection and every measure with a ``seed`` (probe folds, sketches, Lanczos, SGLD).",
-        admits=(Interval(int, 0, None),), hashed="value", monitor=True,
+        admits=(Interval(int, 0, None),), hashed="value", monitor=True, behavior=True,
         flag="--seed", help="seed for item selection and metrics (default %(default)s)")
     batch_size: int | None = setting(
         None, "Items per forward batch (does not change values); None: on a GPU, as many as half its free memory "
@@ -228,7 +207,7 @@ class ScanConfig:
     tokenizer: str | None = setting(
         None, "A tokenizer folder or Hub repo id, for checkpoint folders that hold none (a ``transformers.Trainer`` "
               "run's ``checkpoint-{N}/`` folders); default: the source's own. Entered in the config hash when given.",
-        kind="str or Path", coerce=_text, hashed="given",
+        kind="str or Path", coerce=_text, hashed="given", behavior=True,
         flag="--tokenizer", metavar="PATH|REPO",
         help="tokenizer folder or Hub repo id, for checkpoint folders without one (a Trainer's checkpoint-N "
              "folders); default: the source's own")
@@ -254,21 +233,23 @@ class ScanConfig:
         return options
 
 
-def declared(cls: type = ScanConfig) -> list[tuple[dataclasses.Field, Setting]]:
-    """The fields of ``cls`` declared with :func:`setting`, in order, each with its :class:`Setting`.
+def declared(cls: type = ScanConfig) -> list[tuple[dataclasses.Field, ScanSetting]]:
+    """The fields of ``cls`` declared with :func:`setting`, in order, each with its :class:`ScanSetting`.
 
     >>> [f.name for f, s in declared() if s.hashed == "value"]
     ['n_samples', 'position', 'dtype', 'seed', 'model_items']
     """
-    return [(f, f.metadata["setting"]) for f in dataclasses.fields(cls) if "setting" in f.metadata]
+    return _settings.declared(cls)
 
 
-def _constraints(cls: type) -> dict[str, list]:
-    return {f.name: list(s.admits) for f, s in declared(cls) if s.admits}
+def behavior_settings() -> tuple[str, ...]:
+    """The names under which ``runs/<config_hash>.json`` records what changes behaviour rows: the settings
+    declared ``behavior`` and the source.
 
-
-#: what each field admits, as :func:`ckptgeo._params.validate_params` reads it
-ScanConfig._parameter_constraints = _constraints(ScanConfig)
+    >>> behavior_settings()
+    ('suites', 'n_samples', 'dtype', 'seed', 'tokenizer', 'source')
+    """
+    return tuple(f.name for f, s in declared() if s.behavior) + ("source",)
 
 
 def settings_from(options: Mapping[str, Any], *, owner: str = "scan") -> dict[str, Any]:
@@ -323,46 +304,13 @@ def monitor_settings(**defaults) -> type:
               for f, _ in taken]
     base = dataclasses.make_dataclass("MonitorSettings", fields, frozen=True)
     base.__module__, base.__doc__ = __name__, "The scan settings a monitor takes, as declared on :class:`ScanConfig`."
-    base._parameter_constraints = _constraints(base)
     return base
 
 
-def _kind(field: dataclasses.Field, s: Setting, hint: Any) -> str:
-    options = [a for a in s.admits if isinstance(a, Options)]
-    if options:
-        return "{" + ", ".join(json.dumps(o) for o in options[0].options) + "}"
-    if s.kind:
-        return s.kind
-    kinds = [k for k in typing.get_args(hint) or (hint,) if k is not type(None)]
-    return " or ".join(getattr(k, "__name__", str(k)) for k in kinds)
-
-
-def settings_doc(cls: type = ScanConfig, *, indent: int = 4) -> str:
-    """The numpydoc entries of the declared fields of ``cls``: type, choices, default and description.
-
-    >>> lines = settings_doc(indent=0).splitlines()
-    >>> lines[lines.index("n_samples : int, default=200") + 1]
-    '    Items per suite (seeded selection), at least 2.'
-    """
-    hints, pad = typing.get_type_hints(cls), " " * indent
-    lines = []
-    for f, s in declared(cls):
-        default = ", optional" if f.default is None else \
-            f", default={json.dumps(f.default) if isinstance(f.default, str) else repr(f.default)}"
-        lines.append(f"{pad}{f.name} : {_kind(f, s, hints[f.name])}{default}")
-        lines += textwrap.wrap(s.doc, 116 - indent, initial_indent=pad + "    ", subsequent_indent=pad + "    ",
-                               break_on_hyphens=False)
-    return "\n".join(lines) + "\n"
-
-
 def with_settings_doc(doc: str | None, cls: type = ScanConfig) -> str | None:
-    """``doc`` with its line ``{settings}`` replaced by :func:`settings_doc` of ``cls`` (at that line's indent)."""
-    if not doc:
-        return doc
-    lines = doc.split("\n")
-    i = next(i for i, line in enumerate(lines) if line.strip() == "{settings}")
-    indent = len(lines[i]) - len(lines[i].lstrip())
-    return "\n".join(lines[:i]) + "\n" + settings_doc(cls, indent=indent) + "\n".join(lines[i + 1:])
+    """``doc`` with its line ``{settings}`` replaced by the numpydoc entries of the settings of ``cls``
+    (:func:`ckptgeo._settings.settings_doc`)."""
+    return _settings.with_settings_doc(doc, cls)
 
 
 def validate_scan_config(config: ScanConfig) -> None:

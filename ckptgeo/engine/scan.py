@@ -38,12 +38,13 @@ import pandas as pd
 
 from ckptgeo import __version__
 from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS
-from ckptgeo.engine.config import ScanConfig, merge_options, parse_size, settings_from, with_settings_doc
+from ckptgeo.engine.config import (ScanConfig, behavior_settings, merge_options, parse_size, settings_from,
+                                   with_settings_doc)
 from ckptgeo.engine.measure import measure_revision
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype, make_plan, plan_scan, rank_device,
                                  resolve, row_settings, shard, source_identity, weights_digest)
-from ckptgeo.errors import CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning, \
-    OutputLockedError, UnsafeFileError
+from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
+                            OutputLockedError, UnsafeFileError)
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.revisions import Revision
 from ckptgeo.store.dataset import Dataset, part_name
@@ -556,8 +557,6 @@ def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, cha
         log.debug("recording the failure of %s", base["revision"], exc_info=True)
 
 
-#: the settings that change behaviour rows (the rest only change geometry or probes)
-_BEHAVIOR_SETTINGS = ("suites", "n_samples", "dtype", "seed", "source")
 
 
 def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:
@@ -573,7 +572,7 @@ def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:
             other = json.loads(path.read_text())
         except ValueError:
             continue
-        if "behavior" in other.get("metrics", {}) and all(other.get(k) == mine.get(k) for k in _BEHAVIOR_SETTINGS):
+        if "behavior" in other.get("metrics", {}) and all(other.get(k) == mine.get(k) for k in behavior_settings()):
             out.append(path.stem)
     return out
 

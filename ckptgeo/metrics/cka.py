@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ckptgeo._params import NonEmptyStr
+from ckptgeo._settings import NonEmptyStr, setting
 from ckptgeo.errors import NonFiniteActivationsError
 from ckptgeo.metrics.registry import CompareValue, register_metric
 
@@ -31,9 +31,7 @@ class CKAConfig:
     """Settings of CKA. ``reference``: the revision every other is also compared with, ``"last"`` (the
     last revision of the scan's selection that has an artifact) or a revision name (``step1000``)."""
 
-    reference: str = "last"
-
-    _parameter_constraints = {"reference": [NonEmptyStr]}
+    reference: str = setting("last", admits=(NonEmptyStr,))
 
 
 def _centred(x) -> np.ndarray:

@@ -24,12 +24,15 @@ from collections import OrderedDict
 
 import pandas as pd
 
-__all__ = ["combine", "pair_partners"]
+__all__ = ["combine", "pair_partners", "CARRIED_COLUMNS"]
 
 log = logging.getLogger(__name__)
 
-_IDENTITY = ("model", "revision", "step", "stage", "commit", "tokens", "run_seed")
-_CARRIED = ("n_samples", "position", "dtype", "seed", "config_hash", "ckptgeo_version")
+#: the columns a ``compare`` row copies from its revision's artifact: the revision's identity and the scan's settings
+#: columns (:data:`ckptgeo.store.schemas.REVISION` + :data:`~ckptgeo.store.schemas.SETTINGS_COLUMNS`; metrics cannot
+#: import the store, a sibling, so ``tests/test_settings.py`` holds the two lists together)
+CARRIED_COLUMNS = ("model", "revision", "step", "stage", "commit", "tokens", "run_seed",
+                   "n_samples", "position", "dtype", "seed", "config_hash", "ckptgeo_version")
 
 
 def _order(meta: dict) -> tuple:
@@ -137,7 +140,7 @@ def _group_rows(spec, records: list, cache: _Cache, reference: str | None) -> li
     rows = []
     for rev, against, partner in pair_partners(order, spec.partners, ref):
         meta, path = by_name[rev]
-        base = {**{k: meta.get(k) for k in _IDENTITY + _CARRIED}, "metric": spec.name, "against": against,
+        base = {**{k: meta.get(k) for k in CARRIED_COLUMNS}, "metric": spec.name, "against": against,
                 "partner": partner}
         if partner not in by_name:
             rows.append({**base, "value": math.nan, "settings": json.dumps({**settings, "reference": ref}),

@@ -25,7 +25,7 @@ from ckptgeo.constants import RANKME_EPS
 from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError
 from ckptgeo.metrics._autodiff import (TASK_LOSS, check_host_memory, eager_attention, eval_mode, location, progress,
                                        select_parameters, where)
-from ckptgeo._params import Interval, NonEmptyStr, Options, validate_params
+from ckptgeo._settings import Interval, NonEmptyStr, Options, setting, validate_params
 from ckptgeo.metrics.rankme import effective_rank, entropy_rank_from_spectrum
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
@@ -63,19 +63,11 @@ class GradientRankConfig:
         Added to each normalised spectrum value, as RankMe.
     """
 
-    params: str = "all"
-    sketch_dim: int | None = 4096
-    method: str = "auto"
-    chunk_size: int | None = None
-    eps: float = RANKME_EPS
-
-    _parameter_constraints = {
-        "params": [NonEmptyStr],
-        "sketch_dim": [Interval(int, 1, None), None],
-        "method": [Options("auto", "vmap", "loop")],
-        "chunk_size": [Interval(int, 1, None), None],
-        "eps": [Interval(float, 0.0, 1.0)],
-    }
+    params: str = setting("all", admits=(NonEmptyStr,))
+    sketch_dim: int | None = setting(4096, admits=(Interval(int, 1, None), None))
+    method: str = setting("auto", admits=(Options("auto", "vmap", "loop"),))
+    chunk_size: int | None = setting(None, admits=(Interval(int, 1, None), None))
+    eps: float = setting(RANKME_EPS, admits=(Interval(float, 0.0, 1.0),))
 
 
 # ----------------------------------------------------------------------------------------- core

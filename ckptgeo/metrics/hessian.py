@@ -36,7 +36,7 @@ import torch
 from ckptgeo.errors import InvalidParameterError, NegativeCurvatureWarning, NonFiniteActivationsError
 from ckptgeo.metrics._autodiff import (TASK_LOSS, available_host_bytes, check_host_memory, eager_attention, eval_mode,
                                        gradients_on, location, progress, select_parameters, where)
-from ckptgeo._params import Boolean, Interval, NonEmptyStr, Options, validate_params
+from ckptgeo._settings import Boolean, Interval, NonEmptyStr, Options, setting, validate_params
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
 __all__ = ["HessianConfig", "HessianSpectrum", "HessianVectorProduct", "hessian_eigenvalues", "hutchinson_trace",
@@ -80,29 +80,16 @@ class HessianConfig:
         eigenvalues, and the scan's peak RSS fell from 3.08 to 1.97 GiB.
     """
 
-    k: int = 5
-    which: str = "LA"
-    params: str = "all"
-    tol: float = 1e-3
-    max_iter: int = 100
-    ncv: int | None = None
-    max_hvp: int | None = 40
-    max_seconds: float | None = 90.0
-    hutchinson_samples: int = 0
-    retain_graph: bool = False
-
-    _parameter_constraints = {
-        "k": [Interval(int, 1, None)],
-        "which": [Options("LA", "LM")],
-        "params": [NonEmptyStr],
-        "tol": [Interval(float, 0.0, 1.0)],
-        "max_iter": [Interval(int, 1, None)],
-        "ncv": [Interval(int, 2, None), None],
-        "max_hvp": [Interval(int, 1, None), None],
-        "max_seconds": [Interval(float, 0.0, None), None],
-        "hutchinson_samples": [Interval(int, 0, None)],
-        "retain_graph": [Boolean],
-    }
+    k: int = setting(5, admits=(Interval(int, 1, None),))
+    which: str = setting("LA", admits=(Options("LA", "LM"),))
+    params: str = setting("all", admits=(NonEmptyStr,))
+    tol: float = setting(1e-3, admits=(Interval(float, 0.0, 1.0),))
+    max_iter: int = setting(100, admits=(Interval(int, 1, None),))
+    ncv: int | None = setting(None, admits=(Interval(int, 2, None), None))
+    max_hvp: int | None = setting(40, admits=(Interval(int, 1, None), None))
+    max_seconds: float | None = setting(90.0, admits=(Interval(float, 0.0, None), None))
+    hutchinson_samples: int = setting(0, admits=(Interval(int, 0, None),))
+    retain_graph: bool = setting(False, admits=(Boolean,))
 
 
 @dataclass(frozen=True)

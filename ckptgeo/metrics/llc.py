@@ -44,7 +44,7 @@ import torch
 from ckptgeo import constants
 from ckptgeo.errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
 from ckptgeo.metrics._autodiff import TASK_LOSS, check_host_memory, location, select_parameters, where
-from ckptgeo._params import Interval, NonEmptyStr, validate_params
+from ckptgeo._settings import Interval, NonEmptyStr, setting, validate_params
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
 __all__ = ["LLCConfig", "LLCEstimate", "estimate_llc", "llc"]
@@ -86,29 +86,16 @@ class LLCConfig:
         records ``converged=False``.
     """
 
-    lr: float = 1e-4
-    nbeta: float | None = None
-    localization: float = 100.0
-    num_chains: int = 2
-    num_draws: int = 50
-    num_burnin_steps: int = 0
-    num_steps_bw_draws: int = 1
-    batch_size: int = 32
-    params: str = "all"
-    max_seconds: float | None = 90.0
-
-    _parameter_constraints = {
-        "lr": [Interval(float, 0.0, None, closed="neither")],
-        "nbeta": [Interval(float, 0.0, None, closed="neither"), None],
-        "localization": [Interval(float, 0.0, None)],
-        "num_chains": [Interval(int, 1, None)],
-        "num_draws": [Interval(int, 1, None)],
-        "num_burnin_steps": [Interval(int, 0, None)],
-        "num_steps_bw_draws": [Interval(int, 1, None)],
-        "batch_size": [Interval(int, 1, None)],
-        "params": [NonEmptyStr],
-        "max_seconds": [Interval(float, 0.0, None), None],
-    }
+    lr: float = setting(1e-4, admits=(Interval(float, 0.0, None, closed="neither"),))
+    nbeta: float | None = setting(None, admits=(Interval(float, 0.0, None, closed="neither"), None))
+    localization: float = setting(100.0, admits=(Interval(float, 0.0, None),))
+    num_chains: int = setting(2, admits=(Interval(int, 1, None),))
+    num_draws: int = setting(50, admits=(Interval(int, 1, None),))
+    num_burnin_steps: int = setting(0, admits=(Interval(int, 0, None),))
+    num_steps_bw_draws: int = setting(1, admits=(Interval(int, 1, None),))
+    batch_size: int = setting(32, admits=(Interval(int, 1, None),))
+    params: str = setting("all", admits=(NonEmptyStr,))
+    max_seconds: float | None = setting(90.0, admits=(Interval(float, 0.0, None), None))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ckptgeo._params import Interval, validate_params
+from ckptgeo._settings import Interval, setting, validate_params
 from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError, ProbeConvergenceWarning
 from ckptgeo.metrics.registry import register_metric
 
@@ -41,19 +41,11 @@ class ProbeConfig:
     made a revision of the 0.4M model several times slower; see ``scripts/bench_probe.py``).
     """
 
-    k: int = 5
-    C: float = 1.0
-    max_iter: int = 1000
-    seed: int = 0
-    blas_threads: int = 1
-
-    _parameter_constraints = {
-        "k": [Interval(int, 2, None)],
-        "C": [Interval(float, 0.0, None, closed="neither")],
-        "max_iter": [Interval(int, 1, None)],
-        "seed": [Interval(int, 0, None)],
-        "blas_threads": [Interval(int, 1, None)],
-    }
+    k: int = setting(5, admits=(Interval(int, 2, None),))
+    C: float = setting(1.0, admits=(Interval(float, 0.0, None, closed="neither"),))
+    max_iter: int = setting(1000, admits=(Interval(int, 1, None),))
+    seed: int = setting(0, admits=(Interval(int, 0, None),))
+    blas_threads: int = setting(1, admits=(Interval(int, 1, None),))
 
 
 @dataclass(frozen=True)

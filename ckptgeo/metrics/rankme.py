@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ckptgeo._params import Boolean, Interval
+from ckptgeo._settings import Boolean, Interval, setting
 from ckptgeo.constants import RANKME_EPS
 from ckptgeo.errors import InvalidParameterError, NonFiniteActivationsError
 from ckptgeo.metrics.registry import register_metric
@@ -20,10 +20,8 @@ class RankMeConfig:
     """Settings of RankMe. ``centered``: subtract the column mean first (not Garrido et al.'s
     definition; recorded in every row). ``eps``: added to each normalised singular value."""
 
-    centered: bool = False
-    eps: float = RANKME_EPS
-
-    _parameter_constraints = {"centered": [Boolean], "eps": [Interval(float, 0.0, 1.0)]}
+    centered: bool = setting(False, admits=(Boolean,))
+    eps: float = setting(RANKME_EPS, admits=(Interval(float, 0.0, 1.0),))
 
 
 def entropy_rank_from_spectrum(values: torch.Tensor, *, eps: float = RANKME_EPS) -> float:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ckptgeo._params import Interval, Options
+from ckptgeo._settings import Interval, Options, setting
 from ckptgeo.errors import NonFiniteActivationsError
 from ckptgeo.metrics.registry import CompareValue, register_metric
 
@@ -48,14 +48,10 @@ class WeightDistanceConfig:
     ``exact_max_params`` (the largest model ``auto`` stores exactly), ``sketch_dim`` (buckets per block),
     ``seed`` (the sketch's hash; follows the scan's ``--seed``)."""
 
-    mode: str = "auto"
-    exact_max_params: int = 5_000_000
-    sketch_dim: int = 4096
-    seed: int = 0
-
-    _parameter_constraints = {"mode": [Options("auto", "exact", "sketch")],
-                              "exact_max_params": [Interval(int, 0, None)], "sketch_dim": [Interval(int, 16, None)],
-                              "seed": [Interval(int, 0, None)]}
+    mode: str = setting("auto", admits=(Options("auto", "exact", "sketch"),))
+    exact_max_params: int = setting(5_000_000, admits=(Interval(int, 0, None),))
+    sketch_dim: int = setting(4096, admits=(Interval(int, 16, None),))
+    seed: int = setting(0, admits=(Interval(int, 0, None),))
 
 
 def weight_blocks(names) -> dict[str, tuple[str, int | None]]:

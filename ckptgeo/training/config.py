@@ -1,27 +1,44 @@
 """The settings of one training run (:class:`TrainConfig`), each declared once.
 
-A field's default, its command-line flag and help (``ckptgeo train``) and whether it belongs to the
-optimisation recipe a study shares (:data:`ckptgeo.studies.presets.RECIPE`) live in the field's
-``metadata``; the CLI and the study derive theirs from it (:func:`cli_settings`, :func:`recipe_defaults`).
+Every field is declared with :func:`ckptgeo._settings.setting` (the base of every settings class), as a
+:class:`TrainSetting`: its default, what it admits, its command-line flag and help (``ckptgeo train``) and
+whether it belongs to the optimisation recipe a study shares (:data:`ckptgeo.studies.presets.RECIPE`); the
+checks, the CLI and the study derive theirs from it (:func:`validate_config`, :func:`cli_settings`,
+:func:`recipe_defaults`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ckptgeo._params import Interval, validate_params
+from ckptgeo import _settings
+from ckptgeo._settings import Interval, Setting, validate_params
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.suites.tasks import get_level
 from ckptgeo.training.sizes import SIZES, get_size
 
-__all__ = ["TrainConfig", "validate_config", "settings_record", "cli_settings", "recipe_defaults", "field_defaults"]
+__all__ = ["TrainConfig", "TrainSetting", "validate_config", "settings_record", "cli_settings", "recipe_defaults",
+           "field_defaults"]
 
 
-def _setting(default, flag: str | None = None, help: str | None = None, *, recipe: bool = False, **argparse):
-    """A field with its flag (``None``: no flag), the flag's help (``{default}`` is filled in), whether it
-    is part of the shared recipe, and extra ``argparse`` keywords (``metavar`` ...)."""
-    return field(default=default, metadata={"flag": flag, "help": help, "recipe": recipe, "argparse": argparse})
+@dataclass(frozen=True)
+class TrainSetting(Setting):
+    """A training setting's declaration: the base :class:`~ckptgeo._settings.Setting` and ``recipe``, whether
+    it is part of the optimisation recipe a study shares."""
+
+    recipe: bool = False
+
+
+def _setting(default=dataclasses.MISSING, flag: str | None = None, help: str = "", *, admits: tuple = (),
+             recipe: bool = False, **declaration):
+    """A :class:`TrainConfig` field: its default, flag (``None``: no flag), the flag's help (``%(default)s``
+    reads the default), what it admits and whether it is part of the shared recipe."""
+    return _settings.setting(default, cls=TrainSetting, flag=flag, help=help, admits=admits, recipe=recipe,
+                             **declaration)
+
+
+_POSITIVE = (Interval(int, 1, None),)
 
 
 @dataclass(frozen=True)
@@ -81,28 +98,34 @@ class TrainConfig:
         0.87-0.93 when ``n_steps = horizon / 4``, more the larger the warm-up's share of the horizon.
     """
 
-    tasks: tuple[str, ...]
-    levels: tuple[int, ...] = field(metadata={"flag": "--levels"})
-    out: str
-    size: str = _setting("tiny", "--size", "model size (default {default})", choices=tuple(SIZES))
-    n_steps: int = _setting(1000, "--steps", "optimiser steps (default {default})")
-    seed: int = _setting(0, "--seed", "seed of weights and items (default {default})")
-    batch_size: int = _setting(128, "--batch-size", "items per step (default {default})", recipe=True)
-    lr: float = _setting(1e-3, "--lr", "peak AdamW learning rate (default {default})", recipe=True)
-    weight_decay: float = _setting(0.1, "--weight-decay", "AdamW weight decay (default {default})", recipe=True)
-    warmup_steps: int = _setting(100, "--warmup", "warm-up steps (default {default}; at most --steps)", recipe=True)
-    min_lr_ratio: float = _setting(0.1, recipe=True)
-    grad_clip: float = _setting(1.0, recipe=True)
-    n_checkpoints: int = _setting(100, "--checkpoints", "largest number of checkpoints (default {default})")
-    n_heldout: int = _setting(200, "--heldout", "held-out items per task (default {default})")
-    device: str = _setting("auto", "--device", "{default} (default), cpu, cuda, cuda:N")
+    tasks: tuple[str, ...] = _setting(flag="--tasks")
+    levels: tuple[int, ...] = _setting(flag="--levels")
+    out: str = _setting(flag="--out")
+    size: str = _setting("tiny", "--size", "model size (default %(default)s)", choices=tuple(SIZES))
+    n_steps: int = _setting(1000, "--steps", "optimiser steps (default %(default)s)", admits=_POSITIVE)
+    seed: int = _setting(0, "--seed", "seed of weights and items (default %(default)s)",
+                         admits=(Interval(int, 0, None),))
+    batch_size: int = _setting(128, "--batch-size", "items per step (default %(default)s)", admits=_POSITIVE,
+                               recipe=True)
+    lr: float = _setting(1e-3, "--lr", "peak AdamW learning rate (default %(default)s)",
+                         admits=(Interval(float, 0, None, closed="neither"),), recipe=True)
+    weight_decay: float = _setting(0.1, "--weight-decay", "AdamW weight decay (default %(default)s)",
+                                   admits=(Interval(float, 0, None),), recipe=True)
+    warmup_steps: int = _setting(100, "--warmup", "warm-up steps (default %(default)s; at most --steps)",
+                                 admits=(Interval(int, 0, None),), recipe=True)
+    min_lr_ratio: float = _setting(0.1, admits=(Interval(float, 0, 1),), recipe=True)
+    grad_clip: float = _setting(1.0, admits=(Interval(float, 0, None),), recipe=True)
+    n_checkpoints: int = _setting(100, "--checkpoints", "largest number of checkpoints (default %(default)s)",
+                                  admits=(Interval(int, 2, None),))
+    n_heldout: int = _setting(200, "--heldout", "held-out items per task (default %(default)s)", admits=_POSITIVE)
+    device: str = _setting("auto", "--device", "%(default)s (default), cpu, cuda, cuda:N")
     monitor: int = _setting(0, "--monitor", "measure the live model every N steps (and at 0 and the powers of two "
                             "below N): per-layer RankMe and accuracy into OUT/monitor (analyze it like a scan), live "
                             "collapse / recovery / acquisition lines and a status in the progress bar; "
-                            "{default} = off (default)", metavar="N")
+                            "%(default)s = off (default)", admits=(Interval(int, 0, None),), metavar="N")
     threads: int | None = _setting(None, "--threads", "torch intra-op CPU threads (default: 1 for models under 10M "
                                    "parameters, else the physical cores, shared among the processes torchrun "
-                                   "started on the node)")
+                                   "started on the node)", admits=(Interval(int, 1, None), None))
     schedule_steps: int | None = _setting(None, "--horizon", "step at which the cosine reaches its floor (default: "
                                           "--steps); e.g. 2 x --steps, the recipe of `ckptgeo reproduce`, ends the run "
                                           "at 0.55-0.7 x --lr, more the larger the warm-up's share (4 x: 0.87-0.93 x)")
@@ -112,49 +135,23 @@ class TrainConfig:
         """The step at which the cosine reaches its floor (``schedule_steps``, or ``n_steps``)."""
         return self.n_steps if self.schedule_steps is None else self.schedule_steps
 
-    _parameter_constraints = {
-        "n_steps": [Interval(int, 1, None)],
-        "seed": [Interval(int, 0, None)],
-        "batch_size": [Interval(int, 1, None)],
-        "lr": [Interval(float, 0, None, closed="neither")],
-        "weight_decay": [Interval(float, 0, None)],
-        "warmup_steps": [Interval(int, 0, None)],
-        "min_lr_ratio": [Interval(float, 0, 1)],
-        "grad_clip": [Interval(float, 0, None)],
-        "n_checkpoints": [Interval(int, 2, None)],
-        "n_heldout": [Interval(int, 1, None)],
-        "monitor": [Interval(int, 0, None)],
-        "threads": [Interval(int, 1, None), None],
-    }
-
-
-#: a field's annotation -> the argparse type of its flag
-_FLAG_TYPES = {"int": int, "float": float, "str": str, "int | None": int}
-
 
 def field_defaults() -> dict:
     """``{field: default}`` of the fields of :class:`TrainConfig` that have one."""
-    return {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    return _settings.defaults(TrainConfig)
 
 
 def recipe_defaults() -> dict:
-    """The optimisation settings a study shares (fields marked ``recipe``), at their defaults:
+    """The optimisation settings a study shares (fields declared ``recipe``), at their defaults:
     ``{"batch_size": 128, "lr": 0.001, ...}``."""
-    return {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.metadata.get("recipe")}
+    return {f.name: f.default for f, s in _settings.declared(TrainConfig) if s.recipe}
 
 
 def cli_settings() -> list[tuple[str, str, dict]]:
-    """The flags of the fields that have a default and a flag: ``(field, flag, argparse keywords)``, the
-    keywords holding ``type``, ``default`` and ``help`` (with the default filled in), in field order."""
-    out = []
-    for f in dataclasses.fields(TrainConfig):
-        flag, text = f.metadata.get("flag"), f.metadata.get("help")
-        if flag is None or text is None:
-            continue
-        shown = f"{f.default:g}" if isinstance(f.default, float) else f.default
-        out.append((f.name, flag, {"type": _FLAG_TYPES[f.type], "default": f.default,
-                                   "help": text.format(default=shown), **f.metadata["argparse"]}))
-    return out
+    """The flags of the fields that have a default and a flag: ``(field, flag, argparse keywords)``
+    (:func:`ckptgeo._settings.flag_keywords`: ``type``, ``default``, ``help``, ``choices`` ...), in field order."""
+    return [(f.name, s.flag, _settings.flag_keywords(TrainConfig, f, s)) for f, s in _settings.declared(TrainConfig)
+            if s.flag is not None and f.default is not dataclasses.MISSING]
 
 
 def settings_record(config: TrainConfig) -> dict:
