@@ -278,7 +278,7 @@ def test_thresholds_recorded(dataset, tmp_path):
 
 
 def test_report_and_figures(tmp_path):
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
 
     curves = [("toy-4x32", "modular-L3", 0.01, _acc(70), _hard(4, 2.0, recover_at=50), {}),
               ("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})]
@@ -357,7 +357,7 @@ def test_cli_parser(result, dataset, capsys):
 
 
 def test_geometry_without_behavior_and_behavior_without_geometry(tmp_path):
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
 
     root = _write_dataset(tmp_path / "ds", [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
     import shutil

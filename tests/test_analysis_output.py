@@ -106,7 +106,7 @@ def test_across_sizes_pairs_only_one_task_at_two_sizes(tmp_path):
 
 
 def test_across_sizes_says_so_when_nothing_compares(small):
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
 
     res = analyze(small)        # copy-L1 and sort-L2 on one model: two tasks, one size
     assert res.across_sizes.empty
@@ -115,7 +115,8 @@ def test_across_sizes_says_so_when_nothing_compares(small):
 
 
 def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_path):
-    from ckptgeo.analysis.figures import _figure, _log_x, constant_layers, gap_marks, plot_all
+    from ckptgeo.analysis.figures import constant_layers, gap_marks, plot_all
+    from ckptgeo.analysis.plotting import figure, log_x
     from ckptgeo.analysis.summary import _summary_rows
     from tests.test_analysis import _probe_rows
 
@@ -136,9 +137,9 @@ def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_
     # layer 0 of these curves is 1.0 at every step: found constant, drawn as such
     rk = res.curves[(res.curves.metric == "rankme") & (res.curves.suite == "sort-L2")]
     assert constant_layers(rk) == {0}
-    ax = _figure().add_subplot(1, 1, 1)
+    ax = figure().add_subplot(1, 1, 1)
     ax.plot([0, 1, 10, 1000], [1, 2, 3, 4])
-    _log_x(ax, [0, 1, 10, 1000])
+    log_x(ax, [0, 1, 10, 1000])
     fmt = ax.xaxis.get_major_formatter()
     assert ax.get_xscale() == "symlog" and [fmt(v, 0) for v in (1, 10, 1000, 100000)] == ["1", "10", "1,000",
                                                                                            "100,000"]
@@ -147,7 +148,7 @@ def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_
 def test_report_acquisitions_name_the_settings_of_each_run(tmp_path):
     import json
 
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
     from tests.test_analysis import _COMMON, STEPS
 
     acc = _acc(70)

@@ -12,6 +12,7 @@ import pytest
 
 from ckptgeo.analysis import analyze
 from ckptgeo.analysis import figures as fig_mod
+from ckptgeo.analysis import plotting
 from ckptgeo.analysis.runs_table import RUNS_COLUMNS, params_text
 from tests.test_analysis import _acc, _hard, _probe_rows, _write_dataset
 
@@ -21,13 +22,13 @@ LONG = "an-organisation-with-a-long-name/pythia-2.8b-deduped-with-a-very-long-su
 @pytest.fixture
 def drawn(monkeypatch):
     figs = []
-    real = fig_mod._figure
+    real = plotting.figure
 
     def keep(*args, **kwargs):
         figs.append(real(*args, **kwargs))
         return figs[-1]
 
-    monkeypatch.setattr(fig_mod, "_figure", keep)
+    monkeypatch.setattr(plotting, "figure", keep)
     return figs
 
 

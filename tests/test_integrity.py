@@ -97,7 +97,7 @@ def _scan(repo_id, out):
 
 
 def test_scan_keeps_groups_in_revisions_and_the_analysis_leaves_them_out(hub205, tmp_path):
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
     from ckptgeo.analysis.summary import analyze
 
     out = tmp_path / "ds"

@@ -66,7 +66,7 @@ def test_result_files_are_created_0644_under_umask_022(tmp_path, umask_022):
     figures and report.md of a real train -> scan -> report."""
     import torch
 
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
     from ckptgeo.engine.scan import scan
     from ckptgeo.training.runfolder import save_state
     from ckptgeo.training.trainer import TrainConfig, train

@@ -141,7 +141,8 @@ def test_an_installed_step_and_claim_row_run_through_entry_points(dataset, tmp_p
 
 def test_a_registered_figure_is_drawn_and_linked_and_one_reading_an_unwritten_table_is_refused(dataset, tmp_path,
                                                                                               monkeypatch):
-    from ckptgeo.analysis.figures import FIGURES, register_figure, write_report
+    from ckptgeo.analysis.figures import FIGURES, register_figure
+    from ckptgeo.analysis.report import write_report
 
     FIGURES.load_all()
     monkeypatch.setattr(FIGURES, "_items", dict(FIGURES._items))
@@ -171,7 +172,7 @@ def test_a_registered_figure_is_drawn_and_linked_and_one_reading_an_unwritten_ta
 
 
 def test_a_registered_steps_table_has_its_section_in_the_report(dataset, tmp_path, fresh):
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
 
     @register_step(name="gap_by_suite", reads=("events",), writes=("gap_by_suite",))
     def gap_by_suite(ctx):

@@ -490,7 +490,7 @@ def test_a_plain_revision_name_selects_it_in_every_member_of_a_family(local_hub,
 def test_a_suite_name_with_control_characters_is_refused_and_names_are_inert_in_report_md(tmp_path):
     """A shared suite file whose header names it with an escape sequence would clear a terminal and land in
     report.md, runs.csv and runs.tex; a name carrying markdown or HTML would add a link, image or tag to report.md."""
-    from ckptgeo.analysis.figures import _md_text
+    from ckptgeo.analysis.report import markdown_text
     from ckptgeo.errors import SuiteFormatError
     from ckptgeo.suites.items import load_suite
 
@@ -498,7 +498,7 @@ def test_a_suite_name_with_control_characters_is_refused_and_names_are_inert_in_
     with pytest.raises(SuiteFormatError, match=r"control characters"):
         load_suite(bad)
     assert load_suite(_suite_file(tmp_path / "ok.jsonl", "my-suite")).name == "my-suite"
-    assert _md_text("x|y ![t](http://a.example/p.png) <img src=x onerror=1>\x07") == \
+    assert markdown_text("x|y ![t](http://a.example/p.png) <img src=x onerror=1>\x07") == \
         "x\\|y ![t\\](http://a.example/p.png) &lt;img src=x onerror=1>\\x07"
 
 

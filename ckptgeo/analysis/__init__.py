@@ -1,7 +1,8 @@
 """Precursor-gap analysis: when each capability arrived, and whether the geometry moved first.
 
 * :mod:`ckptgeo.analysis.events`: pure functions over one curve (acquisition, collapse, recovery,
-  onsets, precursor gap).
+  onsets, precursor gap); the records they return and the rules' defaults are in
+  :mod:`~ckptgeo.analysis.event_types`, the onsets in :mod:`~ckptgeo.analysis.onsets` (both re-exported by events).
 * :mod:`ckptgeo.analysis.summary`: :func:`analyze` over a whole dataset: it runs the registered steps
   (:mod:`ckptgeo.analysis.steps`, ``STEPS``; the built-ins in :mod:`ckptgeo.analysis.builtin_steps`) in
   dependency order, writing ``events/``, ``summary/`` and ``compare/`` tables. The steps call
@@ -9,7 +10,8 @@
   (rates and their nulls, top-down, probe lead, sizes, seeds); :mod:`~ckptgeo.analysis.config` holds
   :class:`AnalysisConfig` and :class:`Analysis`, :mod:`~ckptgeo.analysis.view` the console view.
 * :mod:`ckptgeo.analysis.stats`: binomial intervals, permutation and circular-shift tests, the
-  detector's false-positive rate on noise, hierarchical bootstrap, Kendall's tau.
+  detector's false-positive rate on noise, hierarchical bootstrap, Kendall's tau (their result records and
+  parameter checks in :mod:`~ckptgeo.analysis.stat_types`, re-exported).
 * :mod:`ckptgeo.analysis.runs_table`: ``runs_table.runs_table(events)`` (one row per run: model, task, level, size, seed,
   acquisition, collapse, floor, onset, gap, spacing, status) and :func:`write_runs_table` (CSV and LaTeX).
 * :mod:`ckptgeo.analysis.figures`: the PNGs ``ckptgeo analyze`` writes, each a function of an
@@ -22,7 +24,9 @@
     and acquisition marked;
   - :func:`plot_seeds` (base, models, suite, path): runs that differ only by seed, mean and band;
   - :func:`plot_gaps` (path): precursor gap by task and model size;
-  - :func:`plot_all` (figures folder) and :func:`write_report` (``report.md``) do all of them.
+  - :func:`plot_all` (figures folder) does all of them; :mod:`ckptgeo.analysis.plotting` holds the drawing
+    pieces they share.
+* :mod:`ckptgeo.analysis.report`: :func:`write_report` (``report.md``: the tables, and the figures linked).
 
   >>> from ckptgeo.analysis import analyze, plot_suite            # doctest: +SKIP
   >>> a = analyze("results/demo/dataset")                          # doctest: +SKIP
@@ -44,8 +48,9 @@ _LAZY = {"analyze": "summary", "Analysis": "config", "AnalysisConfig": "config",
          "events": None, "summary": None, "stats": None, "figures": None, "steps": None,
          "STEPS": "steps", "register_step": "steps",
          "runs_table": None, "write_runs_table": "runs_table",
+         "write_report": "report",
          **{name: "figures" for name in ("plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps",
-                                         "plot_all", "write_report")}}
+                                         "plot_all")}}
 
 
 def __getattr__(name: str):

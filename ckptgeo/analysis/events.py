@@ -38,11 +38,16 @@ The rules' defaults, and why (all recorded in the events table by :func:`ckptgeo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from ckptgeo.analysis.event_types import (DEFAULT_ACC_THRESHOLD, DEFAULT_COLLAPSE_FRACTION, DEFAULT_MIN_DROP,
+                                          DEFAULT_RECOVERY, DEFAULT_RESOLUTION_CHECKPOINTS, DEFAULT_WINDOW,
+                                          FLAT_TOLERANCE, Acquisition, Collapse, Gap, Onset, check_fraction,
+                                          clean_curve, found_onset, spacing_after, spacing_before)
+from ckptgeo.analysis.onsets import accuracy_onset, collapse_onset, onset_of_change, probe_onset
 from ckptgeo.errors import InvalidParameterError
 
 __all__ = [
@@ -51,214 +56,6 @@ __all__ = [
     "acquisition_threshold", "acquisition_step", "acquisition_at", "collapse_point", "recovery_onset",
     "onset_of_change", "accuracy_onset", "collapse_onset", "probe_onset", "precursor_gap", "curve_events",
 ]
-
-#: accuracy an acquired capability must exceed (SPEC.md); see :func:`acquisition_threshold` for chance.
-DEFAULT_ACC_THRESHOLD = 0.5
-#: consecutive checkpoints accuracy must stay above the threshold.
-DEFAULT_WINDOW = 3
-#: fraction of the drop (or departure) a curve must regain (or move) for an onset.
-DEFAULT_RECOVERY = 0.1
-#: fraction of its first value a layer's RankMe must fall to for its collapse onset.
-DEFAULT_COLLAPSE_FRACTION = 0.5
-#: fall, as a fraction of its first value, that RankMe must exceed for a collapse (module docstring: why 0.25).
-DEFAULT_MIN_DROP = 0.25
-#: a gap of at most this many checkpoints (and at most one spacing in steps) is not a precursor.
-DEFAULT_RESOLUTION_CHECKPOINTS = 1
-#: relative change below which a curve counts as flat: float noise (e.g. layer 0 read at a token that is
-#: the same for every item has RankMe 1.0 +- 1e-13 at every step), not a collapse or an onset.
-FLAT_TOLERANCE = 1e-6
-
-
-@dataclass(frozen=True)
-class Acquisition:
-    """When accuracy crossed its threshold for good.
-
-    Attributes
-    ----------
-    step : int or None
-        The acquisition step (training steps); None when not acquired.
-    index : int or None
-        Position of that checkpoint in the cleaned (sorted, NaN-free) curve.
-    threshold : float
-        The accuracy threshold actually used (after the chance rule).
-    window : int
-        Consecutive checkpoints required above the threshold.
-    chance : float or None
-        The chance level given, if any.
-    status : {"acquired", "censored", "never_acquired", "no_data"}
-        "censored": accuracy is above the threshold at the last checkpoints, fewer than ``window`` of them,
-        so the confirmation window is cut off by the end of the run (right-censored).
-    reason : str or None
-        Why there is no step, or a note (acquisition at the first checkpoint).
-    resolution_steps : int or None
-        Spacing between the acquisition checkpoint and the measured checkpoint before it: the
-        capability arrived somewhere in that interval. None at the first checkpoint.
-    at_first_checkpoint : bool
-        Acquired already at the first measured checkpoint (nothing before it can precede it).
-    spacing_after : int or None
-        Spacing to the next measured checkpoint (None at the last one).
-    censored_step : int or None
-        Status "censored" only: the first checkpoint of the run above threshold cut off by the end.
-    grid : tuple of int
-        The measured (cleaned, sorted) steps of the accuracy curve; gaps are counted in checkpoints on it.
-    """
-
-    step: int | None
-    index: int | None
-    threshold: float
-    window: int
-    chance: float | None
-    status: str
-    reason: str | None = None
-    resolution_steps: int | None = None
-    at_first_checkpoint: bool = False
-    spacing_after: int | None = None
-    censored_step: int | None = None
-    grid: tuple[int, ...] = field(default=(), repr=False, compare=False)
-
-    @property
-    def acquired(self) -> bool:
-        """True when an acquisition step was found."""
-        return self.step is not None
-
-
-@dataclass(frozen=True)
-class Collapse:
-    """The minimum of a RankMe curve before acquisition.
-
-    Attributes
-    ----------
-    step, index : int or None
-        Where the minimum (first occurrence) lies; None when there is no collapse.
-    floor : float
-        RankMe at the minimum (the collapse floor); NaN when there is no collapse.
-    first_value : float
-        RankMe at the first measured checkpoint; NaN for an empty curve.
-    drop : float
-        ``first_value - floor`` (>= 0); NaN when there is no collapse.
-    status : {"collapsed", "no_collapse", "no_data"}
-    reason : str or None
-    """
-
-    step: int | None
-    index: int | None
-    floor: float
-    first_value: float
-    drop: float
-    status: str
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Onset:
-    """A first checkpoint at which a curve crossed a level (recovery, change, collapse, probe).
-
-    Attributes
-    ----------
-    step, index : int or None
-        The checkpoint; None when the level is never crossed.
-    level : float
-        The value that had to be reached (NaN when undefined).
-    status : {"found", "not_found", "no_data"}
-    reason : str or None
-    resolution_steps : int or None
-        Spacing to the measured checkpoint before the onset (None at the first checkpoint).
-    spacing_after : int or None
-        Spacing to the measured checkpoint after the onset (None at the last checkpoint).
-    """
-
-    step: int | None
-    index: int | None
-    level: float
-    status: str
-    reason: str | None = None
-    resolution_steps: int | None = None
-    spacing_after: int | None = None
-
-
-@dataclass(frozen=True)
-class Gap:
-    """Whether an onset precedes acquisition by more than the checkpoint grid can blur, and by how much.
-
-    Attributes
-    ----------
-    precursor : bool
-        Status "precursor": the onset lies before acquisition by more than the resolution.
-    gap_steps : int or None
-        ``acquisition step - onset step`` (negative when the onset lags); None unless both exist and
-        acquisition is not at the first checkpoint.
-    resolution_steps : int or None
-        The larger of the spacings before acquisition and before the onset: each event lies somewhere in
-        the interval ending at its checkpoint, so a gap no larger than this could be zero.
-    status : str
-        "precursor" (``gap_steps > resolution_steps`` and ``gap_checkpoints > resolution_checkpoints``),
-        "unresolved" (non-zero, but within the resolution), "synchronous" (gap 0), "lagging" (the onset
-        follows acquisition by more than the resolution), "no_onset", "acquired_at_start", "censored"
-        (acquisition right-censored), "never_acquired", "no_data".
-    reason : str or None
-    gap_checkpoints : int or None
-        Checkpoints of the accuracy grid in ``(onset, acquisition]`` (negated when the onset lags).
-    gap_low_steps, gap_high_steps : int or None
-        Interval on the gap from the grid: acquisition in ``(a_prev, a]`` and onset in ``(o_prev, o]`` give
-        a gap in ``(a_prev - o, a - o_prev)``. A missing spacing (an event at a first checkpoint) leaves
-        that side None.
-    resolution_checkpoints : int
-        The rule's setting (:data:`DEFAULT_RESOLUTION_CHECKPOINTS`).
-    """
-
-    precursor: bool
-    gap_steps: int | None
-    resolution_steps: int | None
-    status: str
-    reason: str | None = None
-    gap_checkpoints: int | None = None
-    gap_low_steps: int | None = None
-    gap_high_steps: int | None = None
-    resolution_checkpoints: int = DEFAULT_RESOLUTION_CHECKPOINTS
-
-
-def _clean(steps: Sequence[float], values: Sequence[float], name: str = "values") -> tuple[np.ndarray, np.ndarray]:
-    """Sorted steps (int64) and finite values (float64), NaN/inf points dropped."""
-    s = np.asarray(steps, dtype=np.float64).reshape(-1)
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
-    if s.shape != v.shape:
-        raise InvalidParameterError(
-            f"'steps' and '{name}' must have the same length. Got {s.size} steps and {v.size} {name}.",
-            name="steps", value=(s.size, v.size))
-    keep = np.isfinite(s) & np.isfinite(v)
-    s, v = s[keep], v[keep]
-    order = np.argsort(s, kind="stable")
-    s, v = s[order], v[order]
-    if s.size > 1 and np.any(np.diff(s) == 0):
-        dup = s[1:][np.diff(s) == 0]
-        raise InvalidParameterError(
-            f"'steps' must be unique; step {int(dup[0])} appears more than once. Aggregate duplicate "
-            "checkpoints (e.g. their mean) before computing events.", name="steps", value=int(dup[0]))
-    return s.astype(np.int64), v
-
-
-def _spacing(s: np.ndarray, i: int | None) -> int | None:
-    if i is None or i <= 0:
-        return None
-    return int(s[i] - s[i - 1])
-
-
-def _spacing_after(s: np.ndarray, i: int | None) -> int | None:
-    if i is None or i >= s.size - 1:
-        return None
-    return int(s[i + 1] - s[i])
-
-
-def _found(s: np.ndarray, i: int, level: float, reason: str | None = None) -> "Onset":
-    return Onset(int(s[i]), i, level, "found", reason, _spacing(s, i), _spacing_after(s, i))
-
-
-def _check_fraction(value: float, name: str) -> float:
-    value = float(value)
-    if not (0.0 < value <= 1.0):
-        raise InvalidParameterError(f"The {name!r} parameter must be a float in (0, 1]. Got {value!r}.",
-                                    name=name, value=value)
-    return value
 
 
 def acquisition_threshold(threshold: float | None = None, chance: float | None = None) -> float:
@@ -348,7 +145,7 @@ def acquisition_step(steps: Sequence[float], acc: Sequence[float], threshold: fl
     window = int(window)
     thr = acquisition_threshold(threshold, chance)
     chance_f = None if chance is None or not math.isfinite(float(chance)) else float(chance)
-    s, a = _clean(steps, acc, "acc")
+    s, a = clean_curve(steps, acc, "acc")
     grid = tuple(int(x) for x in s)
     if s.size == 0:
         return Acquisition(None, None, thr, window, chance_f, "no_data", "no measured checkpoint", grid=grid)
@@ -357,8 +154,8 @@ def acquisition_step(steps: Sequence[float], acc: Sequence[float], threshold: fl
     for i in range(n - window + 1):
         if above[i:i + window].all():
             note = "acquired at the first measured checkpoint" if i == 0 else None
-            return Acquisition(int(s[i]), i, thr, window, chance_f, "acquired", note, _spacing(s, i), i == 0,
-                               _spacing_after(s, i), grid=grid)
+            return Acquisition(int(s[i]), i, thr, window, chance_f, "acquired", note, spacing_before(s, i), i == 0,
+                               spacing_after(s, i), grid=grid)
     tail = 0
     while tail < n and above[n - 1 - tail]:
         tail += 1
@@ -396,14 +193,14 @@ def acquisition_at(steps: Sequence[float], step: int, *, threshold: float = DEFA
     >>> a.step, a.index, a.resolution_steps, a.spacing_after
     (20, 2, 10, 10)
     """
-    s, _ = _clean(steps, np.zeros(np.asarray(steps).size))
+    s, _ = clean_curve(steps, np.zeros(np.asarray(steps).size))
     grid = tuple(int(x) for x in s)
     i = int(np.searchsorted(s, step, side="left"))
     if i >= s.size:
         return Acquisition(None, None, float(threshold), int(window), chance, "censored",
                            f"step {step} after the last checkpoint", censored_step=int(step), grid=grid)
-    return Acquisition(int(s[i]), i, float(threshold), int(window), chance, "acquired", None, _spacing(s, i), i == 0,
-                       _spacing_after(s, i), grid=grid)
+    return Acquisition(int(s[i]), i, float(threshold), int(window), chance, "acquired", None, spacing_before(s, i), i == 0,
+                       spacing_after(s, i), grid=grid)
 
 
 def _before(s: np.ndarray, acquisition: int | None) -> int:
@@ -440,7 +237,7 @@ def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition:
     >>> c.step, c.floor, c.drop
     (20, 3.0, 37.0)
     """
-    s, v = _clean(steps, values)
+    s, v = clean_curve(steps, values)
     if s.size == 0:
         return Collapse(None, None, math.nan, math.nan, math.nan, "no_data", "no measured checkpoint")
     first = float(v[0])
@@ -485,210 +282,16 @@ def recovery_onset(steps: Sequence[float], values: Sequence[float], collapse: Co
     >>> o.step, round(o.level, 2)
     (40, 6.7)
     """
-    recovery = _check_fraction(recovery, "recovery")
+    recovery = check_fraction(recovery, "recovery")
     if collapse.index is None:
         return Onset(None, None, math.nan, "no_data", f"no collapse: {collapse.reason}")
-    s, v = _clean(steps, values)
+    s, v = clean_curve(steps, values)
     level = collapse.floor + recovery * collapse.drop
     later = np.nonzero(v[collapse.index + 1:] >= level)[0]
     if later.size == 0:
         return Onset(None, None, level, "not_found",
                      f"RankMe never regains {recovery:g} of its drop (level {level:.3g}) after step {collapse.step}")
-    return _found(s, collapse.index + 1 + int(later[0]), level)
-
-
-def onset_of_change(steps: Sequence[float], values: Sequence[float], *,
-                    fraction: float = DEFAULT_RECOVERY, baseline: float | None = None) -> Onset:
-    """The first checkpoint at which a measure moved a fraction of the way to its largest departure.
-
-    For measures that may rise or fall (gradient ranks, Hessian, LLC, ...): the largest departure is
-    the checkpoint of the whole curve farthest from the first value (first occurrence on ties), and the
-    onset is the first checkpoint that moved ``fraction`` of that distance in the same direction. The
-    scale is the whole run's, not only the part before acquisition: with few checkpoints before
-    acquisition (whole-model measures are costly, so measured sparsely) a scale taken there alone makes
-    any wobble at the one checkpoint before acquisition an onset, and every run a "precursor".
-
-    Parameters
-    ----------
-    steps, values : array-like of shape (n_checkpoints,)
-    fraction : float in (0, 1], default=0.1
-    baseline : float or None, default=None
-        Where departures are measured from; None: the first value. Accuracy uses its chance level
-        (:func:`accuracy_onset`), so a binary task starts from 0.5, not 0. The onset is searched from the
-        second checkpoint on either way.
-
-    Returns
-    -------
-    Onset
-        status "no_data" with fewer than two measured checkpoints, "not_found" when the measure never
-        departs from its baseline.
-
-    Examples
-    --------
-    >>> o = onset_of_change([0, 1, 2, 3, 4], [1.0, 1.05, 2.0, 5.0, 9.0])
-    >>> o.step, o.level
-    (2, 1.8)
-    """
-    fraction = _check_fraction(fraction, "recovery")
-    s, v = _clean(steps, values)
-    if s.size < 2:
-        return Onset(None, None, math.nan, "no_data", "fewer than two measured checkpoints")
-    base = float(v[0]) if baseline is None or not math.isfinite(float(baseline)) else float(baseline)
-    dev = v - base
-    k = int(np.argmax(np.abs(dev)))
-    if abs(dev[k]) <= FLAT_TOLERANCE * max(abs(base), 1e-12):
-        what = "its first value" if baseline is None else f"its baseline {base:g}"
-        return Onset(None, None, math.nan, "not_found", f"the measure never moves from {what}")
-    sign = 1.0 if dev[k] > 0 else -1.0
-    need = fraction * abs(dev[k])
-    level = float(base + sign * need)
-    hit = np.nonzero(sign * dev[1:] >= need)[0]
-    if hit.size == 0:  # only the first checkpoint departs (possible with a baseline)
-        return Onset(None, None, level, "not_found", "only the first checkpoint departs from the baseline")
-    return _found(s, 1 + int(hit[0]), level)
-
-
-def accuracy_onset(steps: Sequence[float], acc: Sequence[float], chance: float | None = None, *,
-                   fraction: float = DEFAULT_RECOVERY) -> Onset:
-    """Accuracy's own onset of change, under the rule the geometry's onsets follow, measured from chance.
-
-    The first checkpoint (after the first) at which accuracy has risen ``fraction`` of the way from chance
-    to its maximum over the run: ``acc - chance >= fraction * (max(acc) - chance)``. Comparing a geometric
-    onset with this one compares like with like; comparing it with acquisition (a threshold crossing,
-    :func:`acquisition_step`) compares an onset with a midpoint.
-
-    Parameters
-    ----------
-    steps, acc : array-like of shape (n_checkpoints,)
-    chance : float or None, default=None
-        Chance accuracy (0.5 for a binary task); None or NaN: the first measured accuracy.
-    fraction : float in (0, 1], default=0.1
-
-    Returns
-    -------
-    Onset
-        status "not_found" when accuracy never rises above chance (a fall counts as no onset).
-
-    Examples
-    --------
-    >>> o = accuracy_onset([0, 10, 20, 30, 40], [0.5, 0.52, 0.6, 0.9, 1.0], chance=0.5)
-    >>> o.step, o.level
-    (20, 0.55)
-    """
-    fraction = _check_fraction(fraction, "recovery")
-    s, a = _clean(steps, acc, "acc")
-    if s.size < 2:
-        return Onset(None, None, math.nan, "no_data", "fewer than two measured checkpoints")
-    base = float(a[0]) if chance is None or not math.isfinite(float(chance)) else float(chance)
-    rise = float(a[1:].max()) - base
-    if rise <= FLAT_TOLERANCE:
-        return Onset(None, None, math.nan, "not_found", f"accuracy never rises above {base:g}")
-    level = base + fraction * rise
-    return _found(s, 1 + int(np.nonzero(a[1:] >= level - 1e-12)[0][0]), level)
-
-
-def collapse_onset(steps: Sequence[float], values: Sequence[float], *,
-                   fraction: float = DEFAULT_COLLAPSE_FRACTION) -> Onset:
-    """The first checkpoint at which a layer's RankMe falls to ``fraction`` of its first value.
-
-    Used to order layers for top-down propagation (minima are broad troughs; this onset is sharp).
-
-    Parameters
-    ----------
-    steps, values : array-like of shape (n_checkpoints,)
-    fraction : float in (0, 1], default=0.5
-
-    Returns
-    -------
-    Onset
-        status "not_found" when the curve never falls that far, "no_data" when empty or the first
-        value is not positive.
-
-    Examples
-    --------
-    >>> collapse_onset([0, 5, 10, 15], [40.0, 30.0, 20.0, 5.0]).step
-    10
-    """
-    fraction = _check_fraction(fraction, "collapse_fraction")
-    s, v = _clean(steps, values)
-    if s.size == 0 or not v[0] > 0:
-        return Onset(None, None, math.nan, "no_data", "empty curve or non-positive first value")
-    level = fraction * float(v[0])
-    hit = np.nonzero(v[1:] <= level)[0]
-    if hit.size == 0:
-        return Onset(None, None, level, "not_found", f"never falls to {fraction:g} of its first value")
-    return _found(s, 1 + int(hit[0]), level)
-
-
-def probe_onset(steps: Sequence[float], accuracy: Sequence[float], control_accuracy: Sequence[float], *,
-                chance: Sequence[float] | float | None = None, p_value: Sequence[float] | None = None,
-                margin: float = 0.1, alpha: float = 0.05) -> Onset:
-    """The first checkpoint at which a probe beats the better of chance and its control, significantly.
-
-    A checkpoint counts when ``accuracy - max(chance, control_accuracy) >= margin`` and its
-    ``p_value < alpha`` (the probe's own test, see :func:`ckptgeo.metrics.probe.fold_test`). Beating
-    the control alone is not enough: a probe fitted to shuffled labels can score below the majority
-    class, and a probe at chance would then "beat" it.
-
-    Parameters
-    ----------
-    steps : array-like of shape (n_checkpoints,)
-    accuracy, control_accuracy : array-like of shape (n_checkpoints,)
-        Probe and control cross-validated accuracy; a NaN in either drops the checkpoint (not measured).
-    chance : float or array-like of shape (n_checkpoints,), optional
-        Majority-class rate; None or NaN: the control alone is the baseline.
-    p_value : array-like of shape (n_checkpoints,), optional
-        One-sided p-value per checkpoint; a NaN there is not significant. None (datasets written before
-        probes recorded one): the margin alone decides, and the onset's ``reason`` says so.
-    margin : float, default=0.1
-        Required lead over the baseline (a 1e-12 tolerance absorbs rounding).
-    alpha : float, default=0.05
-        Significance level.
-
-    Returns
-    -------
-    Onset
-        ``level`` is the margin. status "no_data" when no checkpoint was measured (every accuracy NaN):
-        "not measured", which is not "no onset".
-
-    Examples
-    --------
-    >>> probe_onset([0, 10, 20], [0.5, 0.55, 0.7], [0.5, 0.5, 0.5], p_value=[0.5, 0.2, 0.01]).step
-    20
-    >>> probe_onset([0, 10], [0.3, 0.3], [0.17, 0.17], chance=0.28, p_value=[0.6, 0.6]).status
-    'not_found'
-    """
-    acc = np.asarray(accuracy, dtype=np.float64).reshape(-1)
-    ctl = np.asarray(control_accuracy, dtype=np.float64).reshape(-1)
-    if acc.shape != ctl.shape:
-        raise InvalidParameterError(
-            f"'accuracy' and 'control_accuracy' must have the same length. Got {acc.size} and {ctl.size}.",
-            name="control_accuracy", value=(acc.size, ctl.size))
-    ch = np.broadcast_to(np.asarray(np.nan if chance is None else chance, dtype=np.float64), acc.shape)
-    baseline = np.where(np.isfinite(ch), np.fmax(ctl, ch), ctl)
-    measured = np.isfinite(acc) & np.isfinite(ctl)
-    tested = p_value is not None
-    if tested:
-        p = np.asarray(p_value, dtype=np.float64).reshape(-1)
-        if p.shape != acc.shape:
-            raise InvalidParameterError(f"'p_value' must have one value per checkpoint. Got {p.size} for "
-                                        f"{acc.size}.", name="p_value", value=p.size)
-        significant = np.where(np.isfinite(p), p, 1.0) < float(alpha)
-    else:
-        significant = np.ones(acc.shape, dtype=bool)
-    lead = acc - baseline
-    # the measured checkpoints, sorted by step: _clean on their positions in the input
-    s, pos = _clean(steps, np.where(measured, np.arange(acc.size, dtype=np.float64), np.nan), "accuracy")
-    if s.size == 0:
-        return Onset(None, None, float(margin), "no_data", "no checkpoint with a measured probe")
-    pos = pos.astype(np.int64)
-    hit = np.nonzero((lead[pos] >= float(margin) - 1e-12) & significant[pos])[0]
-    if hit.size == 0:
-        why = f"probe never beats max(chance, control) by {margin:g}"
-        why += f" with p < {alpha:g}" if tested else ""
-        return Onset(None, None, float(margin), "not_found", f"{why} (best lead {lead[pos].max():+.3g})")
-    note = None if tested else "no p-values recorded: onset by the margin alone"
-    return _found(s, int(hit[0]), float(margin), note)
+    return found_onset(s, collapse.index + 1 + int(later[0]), level)
 
 
 def _count_between(grid: tuple[int, ...], lo: int, hi: int) -> int:

@@ -1,4 +1,4 @@
-"""Figures and the markdown report of an analysis.
+"""The figures of an analysis (``report.md``, which links them, is :mod:`ckptgeo.analysis.report`).
 
 Writes, under the analysis output folder (``DIR`` unless ``out`` was given)::
 
@@ -12,7 +12,7 @@ Writes, under the analysis output folder (``DIR`` unless ``out`` was given)::
     │   │                                    layer's probe onset and the acquisition marked
     │   ├── <base>__<suite>__seeds.png      runs differing only by seed: mean and min-max band
     │   └── gaps.png                        precursor gap by task and model size (sizes as 160M, 2.8B)
-    └── report.md                           tables and figures together
+    └── report.md                           tables and figures together (ckptgeo.analysis.report)
 
 matplotlib is imported inside the functions (Agg canvas, no pyplot state), so importing this module
 is cheap and works without a display.
@@ -30,107 +30,14 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ckptgeo._io import atomic_path, atomic_write_text, safe_name
 from ckptgeo._registry import Registry
+from ckptgeo.analysis import plotting as pl
+from ckptgeo.analysis.plotting import constant_layers, with_gaps
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
-           "gap_marks", "seed_groups", "constant_layers", "write_report", "Figure", "FIGURES", "register_figure"]
+           "gap_marks", "seed_groups", "constant_layers", "with_gaps", "Figure", "FIGURES", "register_figure"]
 
 logger = logging.getLogger(__name__)
-
-
-def _slug(text: str) -> str:
-    """A model or suite name read from a table, as one safe part of a figure's file name."""
-    return safe_name(str(text) or "x", what="model or suite name")
-
-
-def _figure(width: float = 8.0, height: float = 4.5):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig, path: Path) -> Path:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", bbox_inches="tight")
-    return path
-
-
-def _plain(axis) -> None:
-    """Tick labels of a log axis as plain numbers (``1000``, ``0.5``), not powers of ten."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def _log_ticks(axis, values) -> None:
-    """Major ticks of a log axis at 1, 2, 5 x 10^k (every integer multiple when the data span less than a
-    factor 3), labelled as plain numbers: a RankMe axis from 1 to 15 reads 1, 2, 5, 10, not only 1."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v) & (v > 0)]
-    narrow = v.size and v.max() / v.min() < 3
-    subs = tuple(float(k) for k in range(1, 10)) if narrow else (1.0, 2.0, 5.0)
-    axis.set_major_locator(LogLocator(base=10.0, subs=subs))
-    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def _title(ax, text: str, *, width: int = 80, fontsize: float = 9.5) -> None:
-    """A title wrapped to ``width`` characters, so a long model or suite name does not run over the axes."""
-    import textwrap
-
-    ax.set_title("\n".join(textwrap.wrap(text, width)) or text, fontsize=fontsize)
-
-
-def _layer_colours(layers) -> dict:
-    """One viridis colour per layer (the same in every panel, and for that layer's event lines)."""
-    import matplotlib
-
-    cmap = matplotlib.colormaps["viridis"]
-    layers = list(layers)
-    return {layer: cmap(0.9 * i / max(1, len(layers) - 1)) for i, layer in enumerate(layers)}
-
-
-def _log_x(ax, steps) -> None:
-    """symlog x axis when the positive steps span at least two decades (step 0 stays visible)."""
-    pos = np.asarray([s for s in steps if s > 0], dtype=float)
-    if pos.size and pos.max() / pos.min() >= 100:
-        ax.set_xscale("symlog", linthresh=float(pos.min()))
-        _plain(ax.xaxis)
-
-
-def constant_layers(sub) -> set:
-    """Layers whose curve does not move at all (relative range below
-    :data:`ckptgeo.analysis.events.FLAT_TOLERANCE`): e.g. layer 0 read at a token every item ends with
-    is one embedding row repeated, RankMe 1 by construction at every step."""
-    from ckptgeo.analysis.events import FLAT_TOLERANCE
-
-    out = set()
-    for layer, g in sub.groupby("layer"):
-        v = g["value"].to_numpy(dtype=float)
-        v = v[np.isfinite(v)]
-        if len(v) >= 2 and (v.max() - v.min()) <= FLAT_TOLERANCE * max(abs(v).max(), 1e-12):
-            out.add(layer)
-    return out
-
-
-def _axis_label(metric: str) -> str:
-    """``"rankme (effective dimensions)"``: the name and the unit the measure declares (name alone for a
-    measure this installation does not know)."""
-    from ckptgeo.errors import InvalidParameterError
-    from ckptgeo.metrics.registry import get_metric
-
-    try:
-        unit = get_metric(metric).unit
-    except InvalidParameterError:
-        unit = ""
-    return f"{metric} ({unit})" if unit else metric
 
 
 def _pick_curves(analysis, model: str, suite: str, metric: str):
@@ -149,77 +56,6 @@ def _summary_event(analysis, model, suite, chash, metric):
     e = analysis.events
     e = e[(e["model"] == model) & (e["suite"] == suite) & (e["config_hash"] == chash) & (e["metric"] == metric)]
     return None if e.empty else e.loc[e["layer"].astype(int).idxmax()]
-
-
-def _isna(x) -> bool:
-    import pandas as pd
-
-    try:
-        return x is None or bool(pd.isna(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def _int_or_none(x) -> int | None:
-    return None if _isna(x) else int(x)
-
-
-def _left_out_steps(analysis, model: str, xcol: str = "step") -> np.ndarray:
-    """Steps (or tokens) of ``model``'s revisions the analysis left out (``model`` as the curves name it,
-    ``name@stage`` where the run has stages)."""
-    lo = getattr(analysis, "left_out", None)
-    if lo is None or lo.empty:
-        return np.array([], dtype=float)
-    names = [m if _isna(st) else f"{m}@{st}" for m, st in zip(lo["model"], lo["stage"])]
-    values = pd.to_numeric(lo[xcol], errors="coerce").to_numpy(dtype=float)
-    return np.sort(values[[n == model for n in names]])
-
-
-def with_gaps(x, y, gaps) -> tuple[np.ndarray, np.ndarray]:
-    """``x``, ``y`` (sorted by x) with a NaN inserted between two points that have a left-out point (one of
-    ``gaps``) between them, so the line breaks there instead of bridging revisions not analysed.
-
-    >>> with_gaps([0, 1, 3], [5, 6, 7], [2])
-    (array([0., 1., 2., 3.]), array([ 5.,  6., nan,  7.]))
-    """
-    x, y, gaps = (np.asarray(v, dtype=float) for v in (x, y, gaps))
-    if x.size < 2 or gaps.size == 0:
-        return x, y
-    inside = [i for i in range(1, x.size) if ((gaps > x[i - 1]) & (gaps < x[i])).any()]
-    brk = [float(gaps[(gaps > x[i - 1]) & (gaps < x[i])][0]) for i in inside]
-    return np.insert(x, inside, brk), np.insert(y, inside, np.nan)
-
-
-def _events_of(ev, unit: str = "step") -> dict:
-    """The steps (``unit="step"``) or tokens (``"tokens"``) of a summary event row: collapse, recovery onset,
-    acquisition, gap (None when absent)."""
-    if ev is None:
-        return {}
-    return {"collapse": _int_or_none(ev[f"collapse_{unit}"]), "onset": _int_or_none(ev[f"onset_{unit}"]),
-            "acquisition": _int_or_none(ev[f"acquisition_{unit}"]),
-            "gap": _int_or_none(ev["gap_tokens" if unit == "tokens" else "gap_steps"]),
-            "unit": "tokens" if unit == "tokens" else "steps", "layer": int(ev["layer"]), "status": ev["status"]}
-
-
-def _mark_events(ax, marks: dict, colour, *, labels: bool = True) -> None:
-    """Collapse (dotted) and recovery onset (dashed) in the colour of the layer they belong to, acquisition
-    (solid red), and the precursor gap (onset -> acquisition) shaded green, a lag (acquisition -> onset) grey."""
-    if not marks:
-        return
-    layer, col, rec, acq, gap = (marks["layer"], marks["collapse"], marks["onset"], marks["acquisition"],
-                                 marks["gap"])
-    if rec is not None and acq is not None and rec != acq:
-        lo, hi = sorted((rec, acq))
-        lead = rec < acq
-        ax.axvspan(lo, hi, color="tab:green" if lead else "0.5", alpha=0.15, lw=0,
-                   label=(f"precursor gap {acq - rec:,} {marks['unit']}" if lead
-                          else f"recovery lags by {rec - acq:,} {marks['unit']}") if labels else None)
-    if col is not None:
-        ax.axvline(col, color=colour, ls=":", lw=1.6, label=f"L{layer} collapse {col}" if labels else None)
-    if rec is not None:
-        ax.axvline(rec, color=colour, ls="--", lw=1.6, label=f"L{layer} recovery onset {rec}" if labels else None)
-    if acq is not None:
-        ax.axvline(acq, color="tab:red", ls="-", lw=1.6, label=f"acquisition {acq}" if labels else None)
 
 
 def _accuracy_of(analysis, model, suite, chash):
@@ -256,13 +92,13 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     if sub.empty:
         return None
     layers = sorted(sub["layer"].unique())
-    colours = _layer_colours(layers)
-    flat = constant_layers(sub)
+    colours = pl.layer_colours(layers)
+    flat = pl.constant_layers(sub)
     xcol = "tokens" if getattr(analysis, "x", "steps") == "tokens" else "step"
-    gaps = _left_out_steps(analysis, model, xcol)   # revisions left out: the line breaks there
-    marks = _events_of(_summary_event(analysis, model, suite, chash, metric), "tokens" if xcol == "tokens" else "step")
+    gaps = pl.left_out_steps(analysis, model, xcol)   # revisions left out: the line breaks there
+    marks = pl.events_of(_summary_event(analysis, model, suite, chash, metric), "tokens" if xcol == "tokens" else "step")
     window = marks and marks["collapse"] is not None and marks["acquisition"] is not None
-    fig = _figure(8.0, 7.0 if window else 4.8)
+    fig = pl.figure(8.0, 7.0 if window else 4.8)
     if window:
         grid = fig.add_gridspec(2, 1, height_ratios=(3, 2), hspace=0.55)
         ax, zoom = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
@@ -271,31 +107,31 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     for layer in layers:
         g = sub[sub["layer"] == layer].sort_values("step")
         if layer in flat:   # constant by construction: drawn thin and grey, and said so
-            ax.plot(*with_gaps(g[xcol], g["value"], gaps), color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
+            ax.plot(*pl.with_gaps(g[xcol], g["value"], gaps), color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
             continue
-        ax.plot(*with_gaps(g[xcol], g["value"], gaps), color=colours[layer], lw=1.4, label=f"L{layer}",
+        ax.plot(*pl.with_gaps(g[xcol], g["value"], gaps), color=colours[layer], lw=1.4, label=f"L{layer}",
                 marker="." if len(g) < 40 else None)
     ax.set_xlabel("training tokens" if xcol == "tokens" else "training step")
-    ax.set_ylabel(_axis_label(metric))
+    ax.set_ylabel(pl.axis_label(metric))
     ax.set_yscale("log")
-    _log_ticks(ax.yaxis, sub["value"])
-    _log_x(ax, sub[xcol])
+    pl.log_ticks(ax.yaxis, sub["value"])
+    pl.log_x(ax, sub[xcol])
     acc = _accuracy_of(analysis, model, suite, chash)
     acc_line = None
     if not acc.empty:
         ax2 = ax.twinx()
-        (acc_line,) = ax2.plot(*with_gaps(acc[xcol], acc["accuracy"], gaps), color="black", lw=2.0, ls="-",
+        (acc_line,) = ax2.plot(*pl.with_gaps(acc[xcol], acc["accuracy"], gaps), color="black", lw=2.0, ls="-",
                                label="accuracy")
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("accuracy")
-    _mark_events(ax, marks, colours.get(marks.get("layer"), "tab:blue") if marks else None)
+    pl.mark_events(ax, marks, colours.get(marks.get("layer"), "tab:blue") if marks else None)
     title = f"{model} · {suite}"
     if marks:
         title += f" — {marks['status']}" + (f", gap {marks['gap']:,} {marks['unit']}" if marks["gap"] is not None
                                             else "")
     if gaps.size:
         title += f" ({gaps.size} revisions left out: line breaks)"
-    _title(ax, title)
+    pl.title(ax, title)
     handles, labels = ax.get_legend_handles_labels()
     if acc_line is not None:
         handles, labels = handles + [acc_line], labels + ["accuracy (right axis)"]
@@ -303,7 +139,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
               ncol=min(4, len(labels)), frameon=False)
     if zoom is not None:
         _plot_window(zoom, sub, acc, marks, colours, metric, xcol)
-    return _save(fig, Path(path))
+    return pl.save(fig, Path(path))
 
 
 def _plot_window(ax, sub, acc, marks: dict, colours: dict, metric: str, xcol: str = "step") -> None:
@@ -327,8 +163,8 @@ def _plot_window(ax, sub, acc, marks: dict, colours: dict, metric: str, xcol: st
         ax2.plot(a[xcol], a["accuracy"], color="black", lw=1.6, marker=".")
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("accuracy")
-    _mark_events(ax, marks, colours.get(layer, "tab:blue"), labels=False)
-    _title(ax, f"collapse → acquisition, {marks['unit']} {lo:,.0f}–{hi:,.0f} at linear scale", fontsize=9)
+    pl.mark_events(ax, marks, colours.get(layer, "tab:blue"), labels=False)
+    pl.title(ax, f"collapse → acquisition, {marks['unit']} {lo:,.0f}–{hi:,.0f} at linear scale", fontsize=9)
 
 
 def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
@@ -344,7 +180,7 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
     if sub.empty:
         return None
     grid = sub.pivot_table(index="layer", columns="step", values="value", aggfunc="mean").sort_index()
-    fig = _figure(9.0, 0.4 * len(grid) + 2.5)
+    fig = pl.figure(9.0, 0.4 * len(grid) + 2.5)
     ax = fig.add_subplot(1, 1, 1)
     from matplotlib.colors import LogNorm
 
@@ -360,11 +196,11 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
     ax.set_yticklabels([f"L{layer}" for layer in grid.index], fontsize=7)
     ax.set_xlabel("checkpoint (training step)")
     ax.set_ylabel("layer")
-    _title(ax, f"{metric}: {model} · {suite}", width=90)
+    pl.title(ax, f"{metric}: {model} · {suite}", width=90)
     bar = fig.colorbar(im, ax=ax, label=f"{metric} (log scale)" if norm is not None else metric)
     if norm is not None:
-        _log_ticks(bar.ax.yaxis, finite)
-    marks = _events_of(_summary_event(analysis, model, suite, chash, metric))
+        pl.log_ticks(bar.ax.yaxis, finite)
+    marks = pl.events_of(_summary_event(analysis, model, suite, chash, metric))
     styles = {"collapse": ("#00d5ff", ":"), "onset": ("#00d5ff", "--"), "acquisition": ("#ff2d2d", "-")}  # on magma
     names = {"collapse": f"L{marks.get('layer')} collapse", "onset": f"L{marks.get('layer')} recovery onset",
              "acquisition": "acquisition"}
@@ -378,7 +214,7 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
             ax.plot([x], [list(grid.index).index(marks["layer"])], marker="o", ms=5, mfc="none", mec=colour)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=7, ncol=3, frameon=False)
-    return _save(fig, Path(path))
+    return pl.save(fig, Path(path))
 
 
 def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> Path | None:
@@ -406,7 +242,7 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     models = sorted(e["model"].unique(), key=lambda m: (math.isnan(model_size(m)), model_size(m)
                                                          if not math.isnan(model_size(m)) else 0.0, m))
     suites = sorted(e["suite"].unique())
-    fig = _figure(max(6.0, 1.0 + 0.9 * len(suites) * max(1, len(models)) ** 0.5), 4.5)
+    fig = pl.figure(max(6.0, 1.0 + 0.9 * len(suites) * max(1, len(models)) ** 0.5), 4.5)
     ax = fig.add_subplot(1, 1, 1)
     width = 0.8 / len(models)
     import matplotlib
@@ -440,10 +276,10 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     ax.set_xticks(range(len(suites)))
     ax.set_xticklabels(suites, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("precursor gap (steps): acquisition − recovery onset")
-    _title(ax, f"{metric} precursor gap by task and model; whiskers: the gap's interval from the checkpoint grid "
+    pl.title(ax, f"{metric} precursor gap by task and model; whiskers: the gap's interval from the checkpoint grid "
                f"(○ synchronous, ▼ never acquired: no gap, × no onset or acquired at start)", width=70, fontsize=9)
     ax.legend(fontsize=7)
-    return _save(fig, Path(path))
+    return pl.save(fig, Path(path))
 
 
 def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Path | None:
@@ -463,10 +299,10 @@ def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Pa
     import matplotlib
 
     p = p.groupby(["layer", "step"], sort=True)[["accuracy", "control_accuracy"]].mean().reset_index()
-    fig = _figure(8.0, 5.0)
+    fig = pl.figure(8.0, 5.0)
     ax = fig.add_subplot(1, 1, 1)
     layers = sorted(p["layer"].unique())
-    colours = _layer_colours(layers)
+    colours = pl.layer_colours(layers)
     lead = analysis.probe_lead if analysis.probe_lead is not None else None
     lead = lead[(lead["model"] == model) & (lead["suite"] == suite)] if lead is not None and len(lead) else None
     for layer in layers:
@@ -482,14 +318,14 @@ def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Pa
     acq = lead["acquisition_step"].dropna() if lead is not None else ()
     if len(acq):
         ax.axvline(int(acq.iloc[0]), color="tab:red", lw=1.6, label=f"acquisition {int(acq.iloc[0])}")
-    _log_x(ax, p["step"])
+    pl.log_x(ax, p["step"])
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training step")
     ax.set_ylabel("probe accuracy (held-out folds)")
-    _title(ax, f"probe vs shuffled-label control: {model} · {suite}")
+    pl.title(ax, f"probe vs shuffled-label control: {model} · {suite}")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=min(4, 3 * len(layers)),
               frameon=False)
-    return _save(fig, Path(path))
+    return pl.save(fig, Path(path))
 
 
 def seed_groups(curves) -> dict[str, list[str]]:
@@ -530,17 +366,17 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
     values = pd_concat_aligned([v for v, _, _ in per_model.values()])
     if values.empty:
         return None
-    fig = _figure(8.0, 4.8)
+    fig = pl.figure(8.0, 4.8)
     ax = fig.add_subplot(1, 1, 1)
     layer = next(iter(per_model.values()))[2]
     mean, lo, hi = values.mean(axis=1), values.min(axis=1), values.max(axis=1)
     ax.fill_between(values.index, lo, hi, color="tab:blue", alpha=0.2, lw=0, label="min–max over seeds")
     ax.plot(values.index, mean, color="tab:blue", lw=1.6, label=f"L{layer} {metric}, mean of {len(per_model)} seeds")
     ax.set_yscale("log")
-    _log_ticks(ax.yaxis, values.to_numpy().ravel())
-    _log_x(ax, values.index)
+    pl.log_ticks(ax.yaxis, values.to_numpy().ravel())
+    pl.log_x(ax, values.index)
     ax.set_xlabel("training step")
-    ax.set_ylabel(_axis_label(metric))
+    ax.set_ylabel(pl.axis_label(metric))
     accs = [a.groupby("step")["accuracy"].mean() for _, a, _ in per_model.values() if not a.empty]
     handles, labels = ax.get_legend_handles_labels()
     if len(accs) >= 2:
@@ -551,9 +387,9 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("accuracy")
         handles, labels = handles + [line], labels + ["accuracy, mean (band: min–max; right axis)"]
-    _title(ax, f"{base} · {suite}: seeds {', '.join(per_model)}")
+    pl.title(ax, f"{base} · {suite}: seeds {', '.join(per_model)}")
     ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=2, frameon=False)
-    return _save(fig, Path(path))
+    return pl.save(fig, Path(path))
 
 
 def pd_concat_aligned(series):
@@ -629,7 +465,7 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
     sizes = (runs.drop_duplicates("size").sort_values(["n_parameters", "size"])["size"].tolist())
     short = {"synchronous": "sync", "never_acquired": "never", "acquired_at_start": "start", "no_onset": "none",
              "no_data": "-", "unresolved": "unres", "censored": "cens"}
-    fig = _figure(1.6 + 1.3 * len(sizes), 0.8 + 0.32 * len(rows))
+    fig = pl.figure(1.6 + 1.3 * len(sizes), 0.8 + 0.32 * len(rows))
     ax = fig.add_subplot(1, 1, 1)
     from matplotlib.patches import Patch, Rectangle
 
@@ -640,7 +476,7 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
                 continue
             status = cell["status"].mode().iloc[0]
             ax.add_patch(Rectangle((j, i), 1, 1, facecolor=STATUS_COLOURS.get(status, "#ffffff"), edgecolor="white"))
-            gaps = [("-" if _isna(g) else str(int(g))) for g in cell["gap_steps"]]
+            gaps = [("-" if pl.isna(g) else str(int(g))) for g in cell["gap_steps"]]
             text = "/".join(gaps) if status in ("precursor", "lagging") else short.get(status, status)
             ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7,
                     color="white" if status == "never_acquired" else "black")
@@ -654,7 +490,7 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
     ax.set_title("RankMe status per run (summary layer); number: precursor gap in steps", fontsize=9)
     ax.legend(handles=[Patch(facecolor=c, edgecolor="grey", label=k) for k, c in STATUS_COLOURS.items()],
               fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, Path(path))
+    return pl.save(fig, Path(path))
 
 
 @dataclass(frozen=True)
@@ -704,7 +540,7 @@ def _suite_figures(analysis, figures_dir: Path, metric: str) -> list[Path]:
     if analysis.probes is not None and not analysis.probes.empty:   # a `ckptgeo probe` dataset has no curves
         pairs |= set(analysis.probes[["model", "suite"]].astype(str).itertuples(index=False, name=None))
     for model, suite in sorted(pairs):
-        stem = f"{_slug(model)}__{_slug(suite)}"
+        stem = f"{pl.slug(model)}__{pl.slug(suite)}"
         for fn, tag in ((plot_suite, metric), (plot_heatmap, "heatmap")):
             written.append(fn(analysis, model, suite, figures_dir / f"{stem}__{tag}.png", metric=metric))
         written.append(plot_probes(analysis, model, suite, figures_dir / f"{stem}__probe.png"))
@@ -715,7 +551,7 @@ def _suite_figures(analysis, figures_dir: Path, metric: str) -> list[Path]:
 def _seed_figures(analysis, figures_dir: Path, metric: str) -> list[Path]:
     """Runs that differ only by seed, per suite: mean and band."""
     c = analysis.curves
-    written = [plot_seeds(analysis, base, models, suite, figures_dir / f"{_slug(base)}__{_slug(suite)}__seeds.png",
+    written = [plot_seeds(analysis, base, models, suite, figures_dir / f"{pl.slug(base)}__{pl.slug(suite)}__seeds.png",
                           metric=metric)
                for base, models in sorted(seed_groups(c[c["metric"] == metric]).items())
                for suite in sorted(c.loc[c["model"].isin(models), "suite"].unique())]
@@ -754,155 +590,3 @@ def plot_all(analysis, figures_dir: str | os.PathLike | None = None, *, metric: 
     written = [p for fig in figures for p in fig.fn(analysis, figures_dir, metric)]
     logger.info("wrote %d figures to %s", len(written), figures_dir)
     return written
-
-
-def _added_tables_md(analysis) -> list[str]:
-    """A section per table that a step outside the built-ins wrote (an installed or registered step)."""
-    from ckptgeo.analysis.steps import BUILTIN_STEPS, STEPS
-
-    parts = []
-    for name in (n for n in analysis.steps if n not in BUILTIN_STEPS):
-        for table in STEPS.get(name).writes:
-            if isinstance(analysis.tables.get(table), pd.DataFrame):
-                parts += [f"## {_md_text(table)}\n", f"From the analysis step `{_md_text(name)}`.\n\n",
-                          _md(analysis.tables[table])]
-    return parts
-
-
-def _md_text(text: str) -> str:
-    """``text`` (a name read from an input) as inert markdown: control characters as ``\\xNN``; table pipes,
-    the ``](`` of a link or image and the HTML tag opener ``<`` escaped, so a suite or model name cannot add a
-    link, image or tag (intervals such as ``[30%, 90%]`` and ``->`` in a claim's text stay as they are)."""
-    text = "".join(c if ord(c) >= 32 and not 127 <= ord(c) < 160 else f"\\x{ord(c):02x}" for c in text)
-    # no table cell ends at "|", no link or image opens without "](", no tag or autolink without "<"
-    for ch, esc in (("|", "\\|"), ("](", "\\]("), ("<", "&lt;")):
-        text = text.replace(ch, esc)
-    return text
-
-
-def _md(df, max_rows: int = 60, floatfmt: str = "{:.3g}") -> str:
-    """A pandas DataFrame as a GitHub markdown table (no tabulate dependency)."""
-    if df is None or len(df) == 0:
-        return "_(none)_\n"
-    view = df.head(max_rows)
-
-    def cell(v) -> str:
-        if v is None or (not isinstance(v, str) and _isna(v)):
-            return "–"
-        if isinstance(v, (float, np.floating)):
-            return floatfmt.format(float(v))
-        return _md_text(str(v))
-
-    lines = ["| " + " | ".join(map(str, view.columns)) + " |", "|" + "---|" * len(view.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in view.itertuples(index=False)]
-    if len(df) > max_rows:
-        lines.append(f"\n_{len(df) - max_rows} more rows in the Parquet table._")
-    return "\n".join(lines) + "\n"
-
-
-def _with_run(table, runs):
-    """``table`` with its config_hash column replaced by a ``run`` label (:func:`run_labels`) where one model
-    and suite has rows of several settings, and dropped otherwise."""
-    from ckptgeo.analysis.summary import run_labels
-
-    if "config_hash" not in table.columns or table.empty:
-        return table.drop(columns=["config_hash"], errors="ignore")
-    if table.groupby(["model", "suite"])["config_hash"].nunique().max() <= 1:
-        return table.drop(columns=["config_hash"])
-    labels = run_labels(table["config_hash"], runs)
-    out = table.drop(columns=["config_hash"])
-    out.insert(2, "run", [labels[h] for h in table["config_hash"]])
-    return out
-
-
-def _left_out_md(analysis) -> str:
-    """The report's "N revisions left out and why" and the table of them."""
-    from ckptgeo.analysis.tables import left_out_text
-
-    lo = getattr(analysis, "left_out", None)
-    text = left_out_text(lo).replace("\n  ", "\n- ") + "\n"
-    return text + ("\n" + _md(lo.drop(columns=["reason"]), max_rows=200) if lo is not None and len(lo) else "")
-
-
-def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, **analyze_kwargs) -> Path:
-    """Write ``report.md`` (and, with ``plots``, ``figures/``) for a dataset.
-
-    Parameters
-    ----------
-    dir : path
-        The dataset folder.
-    analysis : Analysis or None, default=None
-        A finished analysis; None runs :func:`ckptgeo.analysis.analyze` on ``dir`` with ``analyze_kwargs``.
-    plots : bool, default=True
-        Draw the figures and link them.
-
-    Returns
-    -------
-    Path
-        The report, in the analysis output folder.
-    """
-    from ckptgeo.analysis.summary import analyze, events_legend, events_view, read_runs
-
-    if analysis is None:
-        analysis = analyze(dir, **analyze_kwargs)
-    out = analysis.out
-    figures = plot_all(analysis, out / "figures") if plots else []
-    cfg = analysis.config
-    e = analysis.events
-    runs = read_runs(analysis.root)
-    thr = ("0.5 (halfway between chance and 1 where chance ≥ 0.5)" if cfg.acc_threshold is None
-           else str(cfg.acc_threshold))
-    parts = [f"# ckptgeo analysis of `{analysis.root}`\n",
-             "Definitions: the docstrings of `ckptgeo.analysis.events` (after Billa, arXiv:2602.15997). "
-             "Tables: `events/events.parquet` and "
-             "`summary/*.parquet` (read with `pandas.read_parquet`).\n",
-             "## Settings\n",
-             f"- accuracy threshold: {thr}; "
-             f"window {cfg.window} checkpoints\n- recovery / onset fraction: {cfg.recovery}; collapse onset at "
-             f"{cfg.collapse_fraction} of the first value; min drop {cfg.min_drop}; a gap within "
-             f"{cfg.resolution_checkpoints} checkpoint is unresolved\n- nulls: {cfg.n_permutations} permutations, "
-             f"{cfg.n_noise_curves} {cfg.noise_kind} noise curves per curve, seed {cfg.seed}; intervals "
-             f"{cfg.confidence:g}; verdicts at alpha {cfg.alpha:g}\n- probe margin over control: "
-             f"{cfg.probe_margin}\n- models: {', '.join(sorted(e['model'].unique())) if len(e) else '–'}; "
-             f"{len(e)} event rows\n",
-             "## Revisions left out\n", _left_out_md(analysis),
-             "## Acquisition\n", _md(_with_run(analysis.acquisitions, runs).drop(columns=["reason"], errors="ignore")),
-             "## Events (summary layer: deepest layer, or -1 for whole-model measures)\n",
-             "The table `ckptgeo analyze` prints, with the same headers:\n\n",
-             "".join(f"- {line}\n" for line in events_legend(cfg).splitlines()) + "\n",
-             _md(events_view(e, runs=runs), max_rows=200) if len(e) else _md(e),
-             "## Precursor rate by metric and difficulty\n",
-             "Each rate with its Wilson interval; null_rate/p_value: acquisition steps permuted across the counted "
-             "runs (one-sided); noise_rate: the rule on noise curves at each run's own schedule and noise level; "
-             "verdict from the permutation test.\n\n", _md(analysis.precursor_rates),
-             "### By model\n", _md(analysis.precursor_rates_by_model),
-             "## Top-down propagation\n",
-             "Collapse onset per layer (first checkpoint at half the first RankMe; layer 0 excluded). direction: "
-             "Kendall's tau of block depth with onset over layers 1..L-1 (the post-final-norm layer L apart) with a "
-             "permutation p-value; negative = deeper layers collapse first.\n\n",
-             _md(analysis.top_down.drop(columns=["config_hash"], errors="ignore")),
-             "## Probe lead\n",
-             f"First checkpoint where a layer's probe beats the better of majority-class chance and its "
-             f"shuffled-label control by {cfg.probe_margin} with p < {cfg.probe_alpha}, against acquisition "
-             "(lead = acquisition − probe onset). *not_measured*: the probe was undefined at every checkpoint; "
-             "*no_probe_onset*: measured, never beat its baseline; *readable_at_start*: beats it already at the first "
-             "measured checkpoint (no rise to see, not a lead).\n\n",
-             _md(analysis.probe_lead.drop(columns=["config_hash", "reason"], errors="ignore")),
-             "## Across model sizes\n",
-             "Runs of the same task (suite) at different model sizes (parameters from the model name, else depth): "
-             "collapse floors and acquisition steps of the smaller and larger model, averaged over the suites they "
-             "share, and their Spearman correlation across those suites where there are three or more "
-             "(never-acquired suites rank last).\n\n",
-             _md(analysis.across_sizes) if len(analysis.across_sizes) else
-             "_No two runs of the same task at different model sizes in this dataset: nothing to compare._\n",
-             "## Difficulty as continuous\n",
-             "Slope of the gap (checkpoints) on the acquisition step, per 1000 steps, beside the slope of the "
-             "permutation null (later acquisition leaves room for longer gaps by construction).\n\n",
-             _md(analysis.difficulty_slope),
-             "## Seeds\n", _md(analysis.seed_spread), _md(analysis.seed_events), *_added_tables_md(analysis)]
-    if figures:
-        parts.append("## Figures\n")
-        for p in figures:
-            rel = p.relative_to(out).as_posix()
-            parts.append(f"### {p.stem}\n\n![{p.stem}]({rel})\n")
-    return atomic_write_text(out / "report.md", "\n".join(parts))

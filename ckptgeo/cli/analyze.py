@@ -98,7 +98,7 @@ def _refuse_checkpoint_folder(folder: str) -> None:
 
 
 def _run_analyze(args: argparse.Namespace) -> int:
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
     from ckptgeo.analysis.summary import analyze, events_text, read_runs
     import pandas as pd
 

@@ -63,7 +63,7 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
         (one thread for the tiny model).
     """
     from ckptgeo.analysis.summary import analyze
-    from ckptgeo.analysis.figures import write_report
+    from ckptgeo.analysis.report import write_report
     from ckptgeo.engine.scan import scan
     from ckptgeo.training.trainer import TrainConfig, train
 

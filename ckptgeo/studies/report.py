@@ -35,7 +35,8 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
     import pandas as pd
 
     from ckptgeo.analysis import analyze
-    from ckptgeo.analysis.figures import plot_grid, write_report
+    from ckptgeo.analysis.figures import plot_grid
+    from ckptgeo.analysis.report import write_report
     from ckptgeo.studies.claims import claim_table, rules, runs_table, spacing_table
 
     analysis = analyze(dataset)
@@ -127,7 +128,7 @@ def _cannot_say(preset: Preset) -> str:
 
 def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests: dict, grid_png,
                     seconds: dict, scan_s: float = math.nan) -> Path:
-    from ckptgeo.analysis.figures import _md
+    from ckptgeo.analysis.report import markdown_table
     from ckptgeo.studies import claims as claims_mod
 
     train_s = sum(m.get("seconds") or 0.0 for m in manifests.values())
@@ -146,11 +147,11 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
              "Each row: the paper's statement and where it comes from, the value measured here with its 95% "
              "interval, the value the same rule gives by chance (null), the test's p-value, and the verdict that "
              "test gives. Machine-readable: `dataset/summary/claims.parquet`.\n",
-             _md(_claims_view(claims), max_rows=100),
+             markdown_table(_claims_view(claims), max_rows=100),
              "## Checkpoint spacing as a factor\n",
              "The RankMe precursor rates again, with acquisition found again, when only every k-th checkpoint of "
              "each run is kept (the first and last always). A verdict that moves with k depends on the spacing.\n",
-             _md(_spacing_view(spacing), max_rows=20),
+             markdown_table(_spacing_view(spacing), max_rows=20),
              "## What this study cannot say\n", _cannot_say(preset),
              "## How the verdicts are reached\n", claims_mod.DEFINITIONS,
              "Every rule and threshold: `study.json` (`rules`) and `dataset/summary/claims_rules.json`.\n",
@@ -166,7 +167,7 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
         parts += ["## The grid at a glance\n", f"![grid]({Path(grid_png).relative_to(out).as_posix()})\n",
                   "Each cell is one run (task x level, per size): colour = RankMe status at the summary layer; the "
                   "number is the precursor gap in steps (acquisition - recovery onset), or the status.\n"]
-    parts += ["## Runs\n", _md(runs.drop(columns=["n_parameters", "suite", "config_hash"], errors="ignore"),
+    parts += ["## Runs\n", markdown_table(runs.drop(columns=["n_parameters", "suite", "config_hash"], errors="ignore"),
                                 max_rows=400),
               "Per-run RankMe/accuracy figures and every table: `dataset/report.md`, `dataset/figures/`.\n"]
     path = out / "reproduction.md"

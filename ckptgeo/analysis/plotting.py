@@ -1,0 +1,183 @@
+"""Drawing pieces every figure of :mod:`ckptgeo.analysis.figures` shares: an Agg figure with no pyplot state, an
+atomic PNG save, plain-number log ticks, wrapped titles, one colour per layer, a line broken at left-out revisions,
+and the event marks (collapse, recovery onset, acquisition, the precursor gap shaded).
+
+matplotlib is imported inside the functions, so importing this module is cheap and works without a display.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ckptgeo._io import atomic_path, safe_name
+
+__all__ = ["slug", "figure", "save", "plain", "log_ticks", "title", "layer_colours", "log_x", "constant_layers",
+           "axis_label", "isna", "int_or_none", "left_out_steps", "with_gaps", "events_of", "mark_events"]
+
+
+def slug(text: str) -> str:
+    """A model or suite name read from a table, as one safe part of a figure's file name."""
+    return safe_name(str(text) or "x", what="model or suite name")
+
+
+def figure(width: float = 8.0, height: float = 4.5):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save(fig, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+    return path
+
+
+def plain(axis) -> None:
+    """Tick labels of a log axis as plain numbers (``1000``, ``0.5``), not powers of ten."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def log_ticks(axis, values) -> None:
+    """Major ticks of a log axis at 1, 2, 5 x 10^k (every integer multiple when the data span less than a
+    factor 3), labelled as plain numbers: a RankMe axis from 1 to 15 reads 1, 2, 5, 10, not only 1."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    narrow = v.size and v.max() / v.min() < 3
+    subs = tuple(float(k) for k in range(1, 10)) if narrow else (1.0, 2.0, 5.0)
+    axis.set_major_locator(LogLocator(base=10.0, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def title(ax, text: str, *, width: int = 80, fontsize: float = 9.5) -> None:
+    """A title wrapped to ``width`` characters, so a long model or suite name does not run over the axes."""
+    import textwrap
+
+    ax.set_title("\n".join(textwrap.wrap(text, width)) or text, fontsize=fontsize)
+
+
+def layer_colours(layers) -> dict:
+    """One viridis colour per layer (the same in every panel, and for that layer's event lines)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    layers = list(layers)
+    return {layer: cmap(0.9 * i / max(1, len(layers) - 1)) for i, layer in enumerate(layers)}
+
+
+def log_x(ax, steps) -> None:
+    """symlog x axis when the positive steps span at least two decades (step 0 stays visible)."""
+    pos = np.asarray([s for s in steps if s > 0], dtype=float)
+    if pos.size and pos.max() / pos.min() >= 100:
+        ax.set_xscale("symlog", linthresh=float(pos.min()))
+        plain(ax.xaxis)
+
+
+def constant_layers(sub) -> set:
+    """Layers whose curve does not move at all (relative range below
+    :data:`ckptgeo.analysis.events.FLAT_TOLERANCE`): e.g. layer 0 read at a token every item ends with
+    is one embedding row repeated, RankMe 1 by construction at every step."""
+    from ckptgeo.analysis.events import FLAT_TOLERANCE
+
+    out = set()
+    for layer, g in sub.groupby("layer"):
+        v = g["value"].to_numpy(dtype=float)
+        v = v[np.isfinite(v)]
+        if len(v) >= 2 and (v.max() - v.min()) <= FLAT_TOLERANCE * max(abs(v).max(), 1e-12):
+            out.add(layer)
+    return out
+
+
+def axis_label(metric: str) -> str:
+    """``"rankme (effective dimensions)"``: the name and the unit the measure declares (name alone for a
+    measure this installation does not know)."""
+    from ckptgeo.errors import InvalidParameterError
+    from ckptgeo.metrics.registry import get_metric
+
+    try:
+        unit = get_metric(metric).unit
+    except InvalidParameterError:
+        unit = ""
+    return f"{metric} ({unit})" if unit else metric
+
+
+def isna(x) -> bool:
+    import pandas as pd
+
+    try:
+        return x is None or bool(pd.isna(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def int_or_none(x) -> int | None:
+    return None if isna(x) else int(x)
+
+
+def left_out_steps(analysis, model: str, xcol: str = "step") -> np.ndarray:
+    """Steps (or tokens) of ``model``'s revisions the analysis left out (``model`` as the curves name it,
+    ``name@stage`` where the run has stages)."""
+    lo = getattr(analysis, "left_out", None)
+    if lo is None or lo.empty:
+        return np.array([], dtype=float)
+    names = [m if isna(st) else f"{m}@{st}" for m, st in zip(lo["model"], lo["stage"])]
+    values = pd.to_numeric(lo[xcol], errors="coerce").to_numpy(dtype=float)
+    return np.sort(values[[n == model for n in names]])
+
+
+def with_gaps(x, y, gaps) -> tuple[np.ndarray, np.ndarray]:
+    """``x``, ``y`` (sorted by x) with a NaN inserted between two points that have a left-out point (one of
+    ``gaps``) between them, so the line breaks there instead of bridging revisions not analysed.
+
+    >>> with_gaps([0, 1, 3], [5, 6, 7], [2])
+    (array([0., 1., 2., 3.]), array([ 5.,  6., nan,  7.]))
+    """
+    x, y, gaps = (np.asarray(v, dtype=float) for v in (x, y, gaps))
+    if x.size < 2 or gaps.size == 0:
+        return x, y
+    inside = [i for i in range(1, x.size) if ((gaps > x[i - 1]) & (gaps < x[i])).any()]
+    brk = [float(gaps[(gaps > x[i - 1]) & (gaps < x[i])][0]) for i in inside]
+    return np.insert(x, inside, brk), np.insert(y, inside, np.nan)
+
+
+def events_of(ev, unit: str = "step") -> dict:
+    """The steps (``unit="step"``) or tokens (``"tokens"``) of a summary event row: collapse, recovery onset,
+    acquisition, gap (None when absent)."""
+    if ev is None:
+        return {}
+    return {"collapse": int_or_none(ev[f"collapse_{unit}"]), "onset": int_or_none(ev[f"onset_{unit}"]),
+            "acquisition": int_or_none(ev[f"acquisition_{unit}"]),
+            "gap": int_or_none(ev["gap_tokens" if unit == "tokens" else "gap_steps"]),
+            "unit": "tokens" if unit == "tokens" else "steps", "layer": int(ev["layer"]), "status": ev["status"]}
+
+
+def mark_events(ax, marks: dict, colour, *, labels: bool = True) -> None:
+    """Collapse (dotted) and recovery onset (dashed) in the colour of the layer they belong to, acquisition
+    (solid red), and the precursor gap (onset -> acquisition) shaded green, a lag (acquisition -> onset) grey."""
+    if not marks:
+        return
+    layer, col, rec, acq, gap = (marks["layer"], marks["collapse"], marks["onset"], marks["acquisition"],
+                                 marks["gap"])
+    if rec is not None and acq is not None and rec != acq:
+        lo, hi = sorted((rec, acq))
+        lead = rec < acq
+        ax.axvspan(lo, hi, color="tab:green" if lead else "0.5", alpha=0.15, lw=0,
+                   label=(f"precursor gap {acq - rec:,} {marks['unit']}" if lead
+                          else f"recovery lags by {rec - acq:,} {marks['unit']}") if labels else None)
+    if col is not None:
+        ax.axvline(col, color=colour, ls=":", lw=1.6, label=f"L{layer} collapse {col}" if labels else None)
+    if rec is not None:
+        ax.axvline(rec, color=colour, ls="--", lw=1.6, label=f"L{layer} recovery onset {rec}" if labels else None)
+    if acq is not None:
+        ax.axvline(acq, color="tab:red", ls="-", lw=1.6, label=f"acquisition {acq}" if labels else None)
