@@ -259,3 +259,35 @@ def test_integrity_of_a_folder_without_hashes_does_not_claim_it_checked_anything
     text = check_source(open_source(str(ck)), label="tiny").text()
     assert "no revision could be checked" in text and "no two" not in text, text
     assert "(the 3 not checked count as genuine)" in text, text
+
+
+
+def test_cross_checkpoint_partners_are_genuine_revisions_and_say_so(hub205, tmp_path):
+    """pythia#205 in small: step0 … step2000 serve main's weights, step8000 … step10000 the last step's.
+    Weight distance against ``first`` / ``previous`` and CKA against ``previous`` / ``reference`` take partners
+    among the genuine revisions only (step3000 first, step7000 last), in the scan's table and in the one
+    ``analyze`` rebuilds; each row records the choice and its own group."""
+    import warnings
+
+    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.engine.scan import scan
+
+    out = tmp_path / "ds"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scan(hub205.repo_id, out=out, revisions="all", suites=(SUITE,), n_samples=8,
+             metrics=("rankme", "cka", "weight_distance"))
+    analyze(out, window=2, out=tmp_path / "an")
+    for c in (pd.read_parquet(out / "compare" / "compare.parquet"),
+              pd.read_parquet(tmp_path / "an" / "compare" / "compare.parquet")):
+        assert set(c.partners_from) == {"genuine"}
+        assert set(c.partner) <= set(GENUINE), sorted(set(c.partner))
+        wd = c[c.metric == "weight_distance"]
+        assert set(wd[wd.against == "first"].partner) == {"step3000"}
+        prev = wd[wd.against == "previous"].drop_duplicates("revision").set_index("revision")["partner"]
+        assert "step3000" not in prev.index and prev["step4000"] == "step3000" and prev["step8000"] == "step7000"
+        assert set(c[(c.metric == "cka") & (c.against == "reference")].partner) == {"step7000"}
+        own = c.drop_duplicates("revision").set_index("revision")["weight_group"]
+        assert own["step0"] == "step0" and pd.isna(own["step3000"])
+    kept = analyze(out, window=2, write=False, keep_grouped=["step8000"]).tables["compare"]
+    assert set(kept[(kept.metric == "cka") & (kept.against == "reference")].partner) == {"step8000"}   # kept on purpose

@@ -14,7 +14,7 @@ across_sizes               events, acquisitions, curves      across_sizes (summa
 seed_spread                events                            seed_spread (summary)
 difficulty_slope           events, null_curves               difficulty_slope (summary)
 seed_events                events                            seed_events (summary)
-compare                    (the dataset's artifacts/)        compare (compare; no rules metadata)
+compare                    left_out, the dataset's artifacts compare (compare; no rules metadata)
 runs                       events                            runs (summary/runs.csv and runs.tex)
 =========================  ================================  ===============================================
 """
@@ -97,16 +97,19 @@ def _seed_events(ctx):
     return {"seed_events": sm.seed_events(ctx["events"])}
 
 
-@register_step(name="compare", writes=("compare",), folder="compare", rules=False)
+@register_step(name="compare", reads=("left_out",), writes=("compare",), folder="compare", rules=False)
 def _compare(ctx):
     """The cross-checkpoint step (:func:`ckptgeo.metrics.cross.combine`) where the dataset holds artifacts: every
-    stored artifact against its partners; None (nothing written) without artifacts."""
+    stored artifact against its partners, chosen among the revisions the analysis keeps (not ``left_out``);
+    None (nothing written) without artifacts."""
     if not (ctx.root / "artifacts").is_dir():
         return {"compare": None}
     from ckptgeo.metrics.cross import combine
     from ckptgeo.store.dataset import Dataset
 
-    rows = combine(Dataset(ctx.root, create=False), write=False)
+    lo = ctx["left_out"]
+    left_out = [] if lo is None or lo.empty else list(zip(lo["model"].astype(str), lo["revision"].astype(str)))
+    rows = combine(Dataset(ctx.root, create=False), write=False, left_out=left_out)
     return {"compare": rows.reindex(columns=SCHEMAS["compare"].names)}
 
 

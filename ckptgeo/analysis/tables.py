@@ -24,7 +24,7 @@ import pandas as pd
 from ckptgeo._io import safe_name
 from ckptgeo.errors import DatasetLayoutError
 
-__all__ = ["model_size", "split_seed", "leave_out_grouped", "left_out_text", "LEFT_OUT_COLUMNS", "events_in_tokens",
+__all__ = ["model_size", "split_seed", "leave_out_grouped", "grouped_revisions", "left_out_text", "LEFT_OUT_COLUMNS", "events_in_tokens",
            "in_tokens", "X_AXES"]
 
 #: what a curve's x axis can be: training steps (within a stage) or training tokens seen
@@ -89,6 +89,18 @@ def _groups_of(revs: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
             for r in grp.revisions:
                 out.setdefault((str(model), r), (grp.name, grp.describe()))
     return out
+
+
+def grouped_revisions(revisions: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
+    """(model, revision) -> (group, why) for every revision of the ``revisions`` table that belongs to a group of
+    revisions serving the same weights (or sharing a weight file): the revisions :func:`leave_out_grouped` leaves
+    out by default. Empty for an empty table or one without ``model``, ``revision``, ``step`` and ``status``."""
+    if revisions.empty or not {"model", "revision", "step", "status"} <= set(revisions.columns):
+        return {}
+    revs = revisions.assign(model=revisions["model"].astype(str), revision=revisions["revision"].astype(str))
+    revs = revs[revs["status"].astype(str).isin(["ok", "duplicate"])].drop_duplicates(["model", "revision"],
+                                                                                       keep="last")
+    return _groups_of(revs)
 
 
 def leave_out_grouped(tables: Mapping[str, pd.DataFrame], revisions: pd.DataFrame, *,

@@ -6,9 +6,18 @@ been measured by several processes (``RANK``/``WORLD_SIZE``) or runs (resume). :
 every artifact, puts the revisions of each (measure, model, config_hash) in training order (stage,
 step, name) and compares each with its partners:
 
-``previous``   the revision before it in that order that has an artifact (none for the first);
-``first``      the first revision with an artifact (itself for the first: distance 0);
-``reference``  the measure's ``reference`` setting: ``"last"`` or a revision name (itself: CKA 1).
+``previous``   the genuine revision before it in that order that has an artifact (none for the first);
+``first``      the first genuine revision with an artifact (itself for the first: distance 0);
+``reference``  the measure's ``reference`` setting: ``"last"`` (the last genuine revision) or a revision name
+               (itself: CKA 1).
+
+**Genuine** revisions are those in no group of revisions serving the same weights (EleutherAI/pythia#205:
+``step0`` ... ``step53000`` of pythia-2.8b serve ``main``'s; :mod:`ckptgeo.sources.integrity`), as the dataset's
+``revisions`` table records them; the analysis leaves the groups out (``analyze --keep-grouped`` keeps a member,
+and then it may be a partner too). A grouped revision still gets its own rows (against genuine partners) and
+its ``weight_group``; it is never another revision's partner, so "distance from the first checkpoint" is never
+distance from a branch that serves the end of training. Each row records the choice in ``partners_from``:
+``"genuine"``, or ``"all"`` when no revision of the model is genuine (nothing to choose from).
 
 Rows depend only on the artifacts present, so the table is rebuilt whole each time: the scan does it at
 its end (under the dataset's lock, so the last process to finish sees every artifact) and
@@ -39,21 +48,28 @@ def _order(meta: dict) -> tuple:
     return (meta.get("stage") or "", int(meta.get("step") or 0), str(meta.get("revision")))
 
 
-def pair_partners(revisions: list[str], partners, reference: str = "last") -> list[tuple[str, str, str]]:
-    """(revision, against, partner) pairs for ``revisions`` in training order.
+def pair_partners(revisions: list[str], partners, reference: str = "last", *,
+                  eligible=None) -> list[tuple[str, str, str]]:
+    """(revision, against, partner) pairs for ``revisions`` in training order; partners are taken from
+    ``eligible`` only (default: every revision; an empty ``eligible`` also means every revision).
 
     >>> pair_partners(["a", "b", "c"], ("previous", "reference"))
     [('a', 'reference', 'c'), ('b', 'previous', 'a'), ('b', 'reference', 'c'), ('c', 'previous', 'b'), \
 ('c', 'reference', 'c')]
+    >>> pair_partners(["a", "b", "c", "d"], ("previous", "first"), eligible={"b", "d"})
+    [('a', 'first', 'b'), ('b', 'first', 'b'), ('c', 'previous', 'b'), ('c', 'first', 'b'), ('d', 'previous', 'b'), \
+('d', 'first', 'b')]
     """
-    ref = revisions[-1] if reference == "last" else reference
+    ok = [r for r in revisions if eligible is None or r in eligible] or list(revisions)
+    ref = ok[-1] if reference == "last" else reference
     out = []
     for i, r in enumerate(revisions):
+        before = [o for o in ok if revisions.index(o) < i]
         for kind in partners:
-            if kind == "previous" and i > 0:
-                out.append((r, kind, revisions[i - 1]))
+            if kind == "previous" and before:
+                out.append((r, kind, before[-1]))
             elif kind == "first":
-                out.append((r, kind, revisions[0]))
+                out.append((r, kind, ok[0]))
             elif kind == "reference":
                 out.append((r, kind, ref))
     return out
@@ -75,7 +91,8 @@ class _Cache:
         return self.items[path]
 
 
-def combine(dataset, *, metrics=None, reference: str | None = None, write: bool = True) -> pd.DataFrame:
+def combine(dataset, *, metrics=None, reference: str | None = None, write: bool = True,
+            left_out=None) -> pd.DataFrame:
     """Compare every stored artifact with its partners; the ``compare`` table.
 
     Parameters
@@ -89,6 +106,10 @@ def combine(dataset, *, metrics=None, reference: str | None = None, write: bool 
         Overrides each measure's ``reference`` setting (``"last"`` or a revision name) for this table.
     write : bool, default=True
         Write ``compare/compare.parquet`` (whole, atomically) when there is any artifact.
+    left_out : iterable of (model, revision), optional
+        The revisions never chosen as partners (default: every grouped revision of the dataset's ``revisions``
+        table, :func:`ckptgeo.analysis.tables.grouped_revisions`; ``analyze`` passes its ``left_out`` table,
+        which honours ``--keep-grouped``).
 
     Returns
     -------
@@ -105,6 +126,10 @@ def combine(dataset, *, metrics=None, reference: str | None = None, write: bool 
     from ckptgeo.errors import CkptgeoError
     from ckptgeo.metrics.registry import get_metric
 
+    from ckptgeo.analysis.tables import grouped_revisions
+
+    grouped = grouped_revisions(dataset.read("revisions"))
+    excluded = set(grouped) if left_out is None else {(str(m), str(r)) for m, r in left_out}
     root = dataset.root / "artifacts"
     names = sorted(metrics) if metrics is not None else sorted(p.name for p in root.iterdir() if p.is_dir()) \
         if root.is_dir() else []
@@ -124,24 +149,32 @@ def combine(dataset, *, metrics=None, reference: str | None = None, write: bool 
         for meta, path in dataset.artifacts(name):
             groups.setdefault((meta.get("model"), meta.get("config_hash")), []).append((meta, path))
         for (_model, _chash), records in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
-            rows += _group_rows(spec, sorted(records, key=lambda mp: _order(mp[0])), cache, reference)
+            rows += _group_rows(spec, sorted(records, key=lambda mp: _order(mp[0])), cache, reference,
+                                excluded, grouped)
     if write and names:
         dataset.write_whole("compare", rows)
     return pd.DataFrame(rows)
 
 
-def _group_rows(spec, records: list, cache: _Cache, reference: str | None) -> list[dict]:
+def _group_rows(spec, records: list, cache: _Cache, reference: str | None, excluded: set, grouped: dict
+                ) -> list[dict]:
     by_name = {m["revision"]: (m, p) for m, p in records}
     order = [m["revision"] for m, _ in records]
+    eligible = {r for r in order if (str(by_name[r][0].get("model")), str(r)) not in excluded}
+    chosen_from = "genuine" if eligible else "all"
+    if len(eligible) < len(order):
+        log.info("%s: %d grouped revision(s) not used as partners (%s)", spec.name, len(order) - len(eligible),
+                 ", ".join(r for r in order if r not in eligible))
     settings = dict(records[-1][0].get("settings") or {})
     options = {k: v for k, v in settings.items() if k != "revisions"}
     config = spec.configure(options)
     ref = reference or getattr(config, "reference", "last")
     rows = []
-    for rev, against, partner in pair_partners(order, spec.partners, ref):
+    for rev, against, partner in pair_partners(order, spec.partners, ref, eligible=eligible or None):
         meta, path = by_name[rev]
+        group = grouped.get((str(meta.get("model")), str(rev)))
         base = {**{k: meta.get(k) for k in CARRIED_COLUMNS}, "metric": spec.name, "against": against,
-                "partner": partner}
+                "partner": partner, "partners_from": chosen_from, "weight_group": group[0] if group else None}
         if partner not in by_name:
             rows.append({**base, "value": math.nan, "settings": json.dumps({**settings, "reference": ref}),
                          "reason": f"reference revision {partner!r} has no {spec.name} artifact here (not selected, "

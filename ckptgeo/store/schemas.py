@@ -12,7 +12,9 @@ The analysis writes ``events`` (one row per curve, :func:`ckptgeo.analysis.summa
 Cross-checkpoint measures (CKA, weight distance) store an artifact per revision under ``artifacts/``
 and, after the scan, ``compare`` (one row per revision, partner, suite, metric and layer or block;
 :func:`ckptgeo.metrics.cross.combine`): ``against`` says which partner (``previous``, ``first``,
-``reference``), ``partner``/``partner_step`` which revision that was.
+``reference``), ``partner``/``partner_step`` which revision that was, ``partners_from`` among which revisions
+partners were chosen (``genuine``: none of a group serving the same weights) and ``weight_group`` the revision's
+own group (null for a genuine one).
 
 Each measurement row carries the revision's identity (:data:`IDENTITY`) and the scan settings
 (:data:`SETTINGS_COLUMNS`: the :class:`~ckptgeo.engine.scan.ScanConfig` fields named there, then
@@ -101,7 +103,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("ckptgeo_version", _s)] + EVENT_TOKENS),
     "compare": pa.schema(IDENTITY + [("layer", _i), ("block", _s), ("metric", _s), ("against", _s), ("partner", _s),
                                      ("partner_step", _i), ("value", _f), ("distance", _f), ("partner_norm", _f),
-                                     ("n_rows", _i), ("reason", _s), ("settings", _s)] + SETTINGS_COLUMNS),
+                                     ("n_rows", _i), ("reason", _s), ("settings", _s), ("partners_from", _s),
+                                     ("weight_group", _s)] + SETTINGS_COLUMNS),
 }
 #: the tables :func:`ckptgeo.engine.scan.scan` writes, one part per revision.
 SCAN_TABLES = ("geometry", "behavior", "probes", "revisions")
