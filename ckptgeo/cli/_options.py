@@ -138,7 +138,7 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
         print(plan.summary())
         print("next: the same command without --dry-run")
         return 0
-    res = scan(args.source, out=args.out, **kwargs)
+    res = _with_progress_lines(lambda: scan(args.source, out=args.out, **kwargs))
     print(f"measured {len(res.measured)}, already done {len(res.skipped)}, failed {len(res.failed)}, "
           f"locked by another run {len(res.locked)}; tables in {res.out}")
     for name, err in res.failed.items():
@@ -170,6 +170,20 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
     else:
         print("next: no revision was measured; fix the errors above and rerun the same command", file=sys.stderr)
     return 1 if res.failed else 0
+
+
+def _with_progress_lines(work):
+    """``work()`` with a log line per revision at the default verbosity, with or without a terminal (a batch
+    job's log shows progress; on a terminal the lines go above the bar)."""
+    import logging
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from ckptgeo.engine.progress import LOGGER
+
+    LOGGER.setLevel(min(logging.INFO, logging.getLogger().level or logging.INFO))
+    with logging_redirect_tqdm():
+        return work()
 
 
 def undefined_probe_warnings(out, config_hash: str, revisions) -> list[str]:

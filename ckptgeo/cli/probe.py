@@ -18,6 +18,8 @@ examples:
   ckptgeo probe --suite hf:blimp/anaphor_gender_agreement --out runs/blimp
   ckptgeo probe --suite logic --metric-option probe.k=3 --metric-option probe.C=0.1
   HF_ENDPOINT=https://my-mirror.example ckptgeo probe --suite logic --out runs/probe-logic
+
+progress: a start line with the cost, then one line per revision with an ETA, also in a batch log; -v for more
 """
 
 

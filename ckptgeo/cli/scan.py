@@ -22,7 +22,9 @@ _EPILOG = """examples:
   torchrun --nproc_per_node 2 -m ckptgeo scan runs/addition-L1      # several CPU processes
 
 selectors: all | every-N | log | A:B | A:B:N | step1000,step2000 | 1000,2000 | main | final | STAGE:SEL
-sources: a Hub repo, a folder, or a family of repos: 'org/pythia-160m-seed{1..3}' or 'org/a,org/b'"""
+sources: a Hub repo, a folder, or a family of repos: 'org/pythia-160m-seed{1..3}' or 'org/a,org/b'
+progress: a start line with the cost, then one line per revision with an ETA, also in a batch log
+(`ckptgeo scan ... > log 2>&1`); --dry-run prints the cost first; -v for more"""
 
 
 def _cmd_scan(args) -> int:

@@ -59,6 +59,16 @@ class ScanPlan:
     #: a rough wall time for this process's share, in seconds (:func:`estimate_seconds`); None if unknown
     estimate: float | None = None
 
+    def cost_note(self) -> str:
+        """``"8 suites x 200 items (1600 prompts per revision), measures rankme, behavior; rough estimate 3 h"``."""
+        items = sum(k for _, k in self.suites)
+        n = len(self.suites)
+        sizes = sorted({k for _, k in self.suites})
+        per = f"{sizes[0]} items" if len(sizes) == 1 else f"{items} items in all"
+        took = "unknown" if self.estimate is None else _duration(self.estimate)
+        return (f"{n} suite{'s' if n != 1 else ''} x {per} ({items} prompts per revision), measures "
+                f"{', '.join(self.metrics) or '-'}; rough estimate {took}")
+
     def summary(self) -> str:
         def fmt(n):
             return "unknown" if n is None else f"{n / 1e6:,.1f} MB"
@@ -83,6 +93,9 @@ class ScanPlan:
         if self.todo:
             took = "unknown" if self.estimate is None else _duration(self.estimate)
             lines.append(f"estimated time: {took} (rough: {_ESTIMATE_BASIS})")
+            per = None if self.estimate is None else self.estimate / len(self.todo)
+            lines.append(f"cost: {self.cost_note()}" + ("" if per is None else f", about {_duration(per)} per revision")
+                         + "; fewer with --suite NAME (one suite) or --n-samples N")
         return "\n".join(lines)
 
 

@@ -281,7 +281,7 @@ class _Run:
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
                   tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
-                  bar=_progress(len(plan.todo), f"scan {source.name}"), threads=contextlib.ExitStack())
+                  bar=_progress(plan, f"scan {source.name}"), threads=contextlib.ExitStack())
         expect = getattr(source, "expect", None)
         if expect is not None:  # blobs a later revision shares survive eviction (downloaded once)
             expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])
@@ -505,10 +505,10 @@ def _load_tokenizer(source, override: str | None = None):
                                      f"nothing was measured.", path=str(path)) from err
 
 
-def _progress(total: int, desc: str):
-    from tqdm.auto import tqdm
+def _progress(plan: ScanPlan, desc: str):
+    from ckptgeo.engine.progress import RevisionProgress
 
-    return tqdm(total=total, desc=desc, unit="rev", disable=NO_PROGRESS or None, dynamic_ncols=True)
+    return RevisionProgress(len(plan.todo), desc, disable=NO_PROGRESS or None, start_note=plan.cost_note())
 
 
 def verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[WeightFile]:

@@ -1,0 +1,83 @@
+"""Progress of a scan for a batch log: one line when it starts and one per revision, with an ETA.
+
+The lines go to the ``ckptgeo.progress`` logger at INFO; ``ckptgeo scan`` and ``ckptgeo probe`` show that
+logger at their default verbosity, with or without a terminal (a batch job's log gets them; a terminal gets
+them above the progress bar). In Python they show once logging is configured at INFO for that logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+__all__ = ["LOGGER", "RevisionProgress", "progress_line", "duration"]
+
+#: the logger of the progress lines
+LOGGER = logging.getLogger("ckptgeo.progress")
+
+
+def duration(seconds: float) -> str:
+    """``"42 s"``, ``"3 min 05 s"``, ``"2 h 07 min"``; ``"?"`` when unknown.
+
+    >>> duration(42.4), duration(185), duration(7620), duration(math.inf)
+    ('42 s', '3 min 05 s', '2 h 07 min', '?')
+    """
+    if not math.isfinite(seconds):
+        return "?"
+    s = round(seconds)
+    if s < 120:
+        return f"{s} s"
+    return f"{s // 60} min {s % 60:02d} s" if s < 7200 else f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def progress_line(desc: str, name: str, done: int, total: int, took: float, elapsed: float,
+                  measuring: float | None = None) -> str:
+    """One revision's line: which, how many of how many, its own wall time, the elapsed time and the ETA (the
+    mean time per revision so far, over ``measuring`` seconds since the first revision began, default
+    ``elapsed``, times the revisions left).
+
+    >>> progress_line("scan EleutherAI/pythia-160m", "step3000", 3, 12, 41.0, 120.0)
+    'scan EleutherAI/pythia-160m: step3000 finished (3/12, 25%) in 41 s; 2 min 00 s elapsed, ETA 6 min 00 s'
+    """
+    measuring = elapsed if measuring is None else measuring
+    left = measuring / done * (total - done) if done else math.inf
+    return (f"{desc}: {name} finished ({done}/{total}, {100 * done / max(total, 1):.0f}%) in {duration(took)}; "
+            f"{duration(elapsed)} elapsed, ETA {duration(left)}")
+
+
+class RevisionProgress:
+    """A tqdm bar (hidden without a terminal) that also logs a line per finished revision.
+
+    ``set_postfix_str(name)`` names the revision in progress, ``update(1)`` finishes it; ``clock`` is the
+    time source (seconds), for tests.
+    """
+
+    def __init__(self, total: int, desc: str, *, disable=None, clock=time.perf_counter, start_note: str = ""):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="rev", disable=disable, dynamic_ncols=True)
+        self.total, self.desc, self.clock = total, desc, clock
+        self.done, self.current = 0, ""
+        self.t0 = self.t_rev = clock()
+        self.t_first: float | None = None   # when the first revision began (setting up is not in the ETA)
+        if total:
+            LOGGER.info("%s: %d revision%s to measure%s", desc, total, "" if total == 1 else "s",
+                        f"; {start_note}" if start_note else "")
+
+    def set_postfix_str(self, name: str) -> None:
+        self.current, self.t_rev = name, self.clock()
+        if self.t_first is None:
+            self.t_first = self.t_rev
+        self.bar.set_postfix_str(name)
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+        self.done += n
+        now = self.clock()
+        LOGGER.info("%s", progress_line(self.desc, self.current or "revision", self.done, self.total,
+                                        now - self.t_rev, now - self.t0,
+                                        now - (self.t0 if self.t_first is None else self.t_first)))
+
+    def close(self) -> None:
+        self.bar.close()

@@ -1,0 +1,67 @@
+"""A scan's progress in a batch log: ``ckptgeo scan`` / ``ckptgeo probe`` with stdout and stderr in a file (no
+terminal, default verbosity) log a start line with the cost and one line per revision with an ETA."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests._checkpoints import SUITE, make_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+LINE = re.compile(r"scan tiny: (step\d+) finished \((\d)/3, \d+%\) in [\d.]+ (s|min).*; .* elapsed, ETA ")
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+    return make_checkpoints(tmp_path_factory.mktemp("pg") / "tiny", steps=(0, 1, 2))
+
+
+@pytest.mark.parametrize("command", ["scan", "probe"])
+def test_a_batch_log_gets_a_line_per_revision_with_an_eta(ckpts, tmp_path, command):
+    log = tmp_path / "log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CKPTGEO_NO_PROGRESS", None)
+    with log.open("w") as f:   # like `ckptgeo scan ... > log 2>&1`: no terminal
+        code = subprocess.run([sys.executable, "-m", "ckptgeo", command, str(ckpts), "--out", str(tmp_path / "ds"),
+                               "--suite", SUITE, "--n-samples", "8"], stdout=f, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env=env, cwd=tmp_path, timeout=600).returncode
+    text = log.read_text()
+    assert code == 0, text
+    found = [m.groups()[:2] for m in map(LINE.search, text.splitlines()) if m]
+    assert found == [("step0", "1"), ("step1", "2"), ("step2", "3")], text
+    assert re.search(r"scan tiny: 3 revisions to measure; 1 suite x 8 items \(8 prompts per revision\), measures "
+                     r".*rough estimate", text), text
+
+
+def test_the_eta_is_the_mean_time_per_revision_times_those_left():
+    from ckptgeo.engine.progress import progress_line
+
+    assert progress_line("scan m", "step9", 1, 4, 30.0, 30.0).endswith("30 s elapsed, ETA 90 s")
+    assert progress_line("scan m", "step9", 4, 4, 1.0, 130.0).endswith("ETA 0 s")
+
+
+def test_setting_up_is_not_in_the_eta():
+    """A fake clock: 100 s of setting up (tokenizer, architecture), then 10 s per revision: ETA 20 s, not 73 s."""
+    from ckptgeo.engine.progress import LOGGER, RevisionProgress
+
+    now = [0.0]
+    lines = []
+
+    bar = RevisionProgress(3, "scan m", disable=True, clock=lambda: now[0])
+    LOGGER.addHandler(handler := __import__("logging").Handler())
+    handler.emit = lambda record: lines.append(record.getMessage())
+    old = LOGGER.level
+    LOGGER.setLevel("INFO")
+    try:
+        now[0] = 100.0
+        bar.set_postfix_str("step0")
+        now[0] = 110.0
+        bar.update(1)
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.setLevel(old)
+    assert lines == ["scan m: step0 finished (1/3, 33%) in 10 s; 110 s elapsed, ETA 20 s"]
