@@ -50,3 +50,24 @@ def test_readme_and_contributing_import_only_the_facade():
         text = (ROOT / doc).read_text()
         deep = [line.strip() for line in text.splitlines() if line.lstrip().startswith(("from ckptgeo.", "import ckptgeo."))]
         assert not deep, (doc, deep)
+
+
+def test_read_table_refuses_a_missing_folder_and_a_misspelled_table(tmp_path):
+    """Like the command line: a typo is an error naming the closest table, not an empty frame."""
+    import pandas as pd
+    import pytest
+
+    import ckptgeo
+    from ckptgeo.errors import DatasetLayoutError, InvalidParameterError
+    from ckptgeo.store.dataset import Dataset
+
+    Dataset(tmp_path / "ds")   # a dataset a scan has not written to yet
+    empty = ckptgeo.read_table(tmp_path / "ds", "geometry")
+    assert empty.empty and "value" in empty.columns
+    with pytest.raises(InvalidParameterError, match="no table 'geometri' .*did you mean 'geometry'"):
+        ckptgeo.read_table(tmp_path / "ds", "geometri")
+    with pytest.raises(DatasetLayoutError, match="does not exist"):
+        ckptgeo.read_table(tmp_path / "no-such-folder", "geometry")
+    (tmp_path / "ds" / "events").mkdir()   # an analysis's own table folder is read by its name
+    pd.DataFrame({"model": ["m"], "step": [0]}).to_parquet(tmp_path / "ds" / "events" / "events.parquet")
+    assert len(ckptgeo.read_table(tmp_path / "ds", "events")) == 1

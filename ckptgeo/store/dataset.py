@@ -119,9 +119,33 @@ def read_table(root: str | Path, table: str, *, model: str | None = None) -> pd.
     Raises
     ------
     DatasetLayoutError
-        A ``*.parquet`` in the table folder is not a Parquet file, or lacks the table's model or step
-        column (another tool's table; the message names it; it is left as it is).
+        ``root`` does not exist or is not a folder; a ``*.parquet`` in the table folder is not a Parquet file,
+        or lacks the table's model or step column (another tool's table; the message names it; it is left as
+        it is).
+    InvalidParameterError
+        ``table`` is neither one of ckptgeo's tables (:data:`ckptgeo.store.schemas.SCHEMAS`) nor a folder
+        under ``root`` (a typo; the message names the closest table).
     """
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetLayoutError(f"Dataset folder {root} does not exist{'' if not root.exists() else ' (a file)'}"
+                                 f"; run `ckptgeo scan` first, or check the path.", path=str(root))
+    present = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    if table not in SCHEMAS and table not in present:
+        import difflib
+
+        from ckptgeo.errors import InvalidParameterError
+
+        known = sorted(set(SCHEMAS) | set(present))
+        close = difflib.get_close_matches(str(table), known, n=1, cutoff=0.6)
+        raise InvalidParameterError(f"no table {table!r} in {root}" + (f"; did you mean {close[0]!r}?" if close else "")
+                                    + f" (tables: {', '.join(known)})", name="table", value=table)
+    return _read(root, table, model)
+
+
+def _read(root: Path, table: str, model: str | None) -> pd.DataFrame:
+    """The parts of ``table`` under ``root`` as one frame (no check of the names: :class:`Dataset` reads its
+    own tables, which may not exist yet)."""
     parts = _parts(Path(root) / table, model)
     frames = [df for df in (_foreign_check(p, _read_part(p, pd.read_parquet), table) for p in parts) if len(df)]
     if not frames:
@@ -329,7 +353,7 @@ class Dataset:
 
     def read(self, table: str, *, model: str | None = None) -> pd.DataFrame:
         """:func:`read_table` of this dataset."""
-        return read_table(self.root, table, model=model)
+        return _read(self.root, table, model)
 
     def lock(self, name: str, **claim_options) -> Claim:
         """Claim ``.locks/<name>.claim`` for this process; returns the :class:`~ckptgeo._io.Claim` (close it to
