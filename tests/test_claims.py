@@ -151,8 +151,40 @@ def test_status_of_a_scan_folder_without_a_submission(ckpts, tmp_path, capsys):
     assert lines[1].split()[:2] == ["step0", "done"] and lines[2].split()[:2] == ["step1", "done"]
     assert lines[3].startswith("step2") and "in progress" in lines[3] and f"pid {os.getpid()}" in lines[3]
     assert "3 revisions: 2 done, 0 failed, 1 in progress, 0 not started" in text
+    # beside a live process (its heartbeat), no advice to rerun the same scan next to it
+    assert "next: 1 revision in progress" in text and "wait for it" in text and "rerun the same scan" not in text
     assert main(["status", str(out)]) == 0
     assert "2 revisions: 2 done" in capsys.readouterr().out
+
+
+def test_status_of_a_reproduce_folder_and_of_a_dataset_of_several_models(ckpts, tmp_path, capsys):
+    """A reproduce --out (runs/ and dataset/, not submitted): one row per run; its dataset/ (several models):
+    one row per model, each with its revisions' counts."""
+    import shutil
+
+    out = tmp_path / "study"
+    for run in ("copy-L1-tiny-s0", "copy-L1-tiny-s1"):
+        folder = out / "runs" / run
+        shutil.copytree(ckpts, folder)
+        (folder / "manifest.json").write_text(json.dumps({"complete": True}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scan(out / "runs" / "copy-L1-tiny-s0", out=out / "dataset", revisions="step0,step1", **KW)
+        scan(out / "runs" / "copy-L1-tiny-s1", out=out / "dataset", revisions="step0", **KW)
+    assert main(["status", str(out)]) == 1
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0].split() == ["run", "status", "detail"]
+    assert lines[1].split()[:2] == ["copy-L1-tiny-s0", "done"] and "2 revisions scanned" in lines[1]
+    assert lines[2].split()[:2] == ["copy-L1-tiny-s1", "done"]
+    assert "3 runs: 2 done, 0 failed, 0 in progress, 1 not started" in text and "(analysis)" in text and "rerun the same reproduce command" in text
+
+    assert main(["status", str(out / "dataset")]) == 0
+    text = capsys.readouterr().out
+    assert "3 revisions of 2 models; one row per model" in text
+    rows = [line.split()[:2] for line in text.splitlines() if line.startswith("copy-L1")]
+    assert rows == [["copy-L1-tiny-s0", "done"], ["copy-L1-tiny-s1", "done"]]
+    assert "2 models: 2 done" in text
 
 
 def test_submit_dry_run_prints_an_sbatch_script_and_status_reads_the_record(ckpts, tmp_path, capsys):

@@ -21,9 +21,12 @@ _EPILOG = """\
 examples:
   ckptgeo status /scratch/p1b             # after ckptgeo submit scan ... --out /scratch/p1b
   ckptgeo status results/pythia-160m      # any scan folder: what its revisions table and claims say
+  ckptgeo status results/reproduce        # a reproduce --out: one row per run
+  ckptgeo status results/reproduce/dataset   # several models: one row per model
 
 exit code: 0 when everything is done, 1 when something is left (failed, in progress or not started).
-next: ckptgeo submit --resubmit DIR sends only what is not done.
+next: ckptgeo submit --resubmit DIR sends only what is not done; while something is in progress (a live
+process's heartbeat) status says to wait, not to rerun beside it.
 """
 
 
@@ -82,6 +85,7 @@ def _scan_rows(out: Path, rec: dict | None) -> list[dict]:
             by_part[part_name(m, r, h)[: -len(".parquet")]] = (s, e)
     for name, part in names:
         status, detail = "not started", ""
+        model = part.split("--")[0] if part.count("--") == 2 else ""
         claim = _claim_status(claims[part], now) if part in claims else None
         if claim is not None and claim[0] == "in progress":
             status, detail = claim
@@ -90,24 +94,65 @@ def _scan_rows(out: Path, rec: dict | None) -> list[dict]:
             status, detail = ("done", "" if s == "ok" else s) if s in ("ok", "duplicate") else ("failed", e or "")
         elif claim is not None:
             status, detail = claim
-        rows.append({"name": name, "status": status, "detail": detail})
+        rows.append({"name": name, "status": status, "detail": detail, "model": model})
     return rows
 
 
-def _reproduce_rows(out: Path, rec: dict) -> list[dict]:
-    import json
+def by_model(rows: list[dict]) -> list[dict]:
+    """One row per model of per-revision ``rows`` (a dataset of several models, e.g. a study's ``dataset/``):
+    done when all its revisions are; else the first not done, with how many of each status."""
+    models: dict[str, list[dict]] = {}
+    for r in rows:
+        models.setdefault(r.get("model") or "?", []).append(r)
+    out = []
+    for model, rs in models.items():
+        counts = {s: sum(r["status"] == s for r in rs) for s in STATUSES}
+        worst = next((s for s in ("in progress", "failed", "not started") if counts[s]), "done")
+        first = next((r for r in rs if r["status"] == worst), None)
+        detail = ", ".join(f"{n} {s}" for s, n in counts.items() if n) + (
+            f"; {first['name']}: {first['detail']}" if worst != "done" and first and first["detail"] else "")
+        out.append({"name": model, "status": worst, "detail": f"{len(rs)} revisions: {detail}"})
+    return out
+
+
+def reproduce_runs(out: Path) -> list[tuple[str, Path]] | None:
+    """(run name, folder) of a ``ckptgeo reproduce`` folder not submitted with ``ckptgeo submit``: the runs
+    ``study.json`` lists, else the run folders training has made so far; None when ``out`` is not one."""
+    if not (out / "runs").is_dir() or not ((out / "dataset").is_dir() or (out / "study.json").is_file()):
+        return None
+    names = None
+    try:
+        names = json.loads((out / "study.json").read_text(encoding="utf-8")).get("runs")
+    except (OSError, ValueError, AttributeError):
+        pass
+    if not isinstance(names, list):
+        names = sorted(p.parent.name for p in (out / "runs").glob("*/manifest.json"))
+    return [(str(n), out / "runs" / str(n)) for n in names]
+
+
+def _reproduce_rows(out: Path, rec: dict | None) -> list[dict]:
+    from collections import namedtuple
+
+    import pandas as pd
+
+    _Run = namedtuple("_Run", "name folder")
 
     from ckptgeo.store.dataset import Dataset, read_table
-    from ckptgeo.cli.reproduce import load_preset
-    from ckptgeo.studies.reproduce import plan_study
 
-    runs = plan_study(load_preset(rec["preset"]), out)
+    if rec is not None:
+        from ckptgeo.cli.reproduce import load_preset
+        from ckptgeo.studies.reproduce import plan_study
+
+        runs = [(r.name, r.folder) for r in plan_study(load_preset(rec["preset"]), out)]
+    else:
+        runs = reproduce_runs(out) or []
     dataset = out / "dataset"
-    revisions = read_table(dataset, "revisions")
+    revisions = read_table(dataset, "revisions") if dataset.is_dir() else pd.DataFrame()
     claims = Dataset(dataset, create=False).claims() if (dataset / "ckptgeo.json").exists() else {}
     now = time.time()
     rows = []
-    for run in runs:
+    for name, folder in runs:
+        run = _Run(name, folder)
         manifest = run.folder / "manifest.json"
         trained = manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("complete")
         mine = revisions[revisions.model == run.name] if not revisions.empty else revisions
@@ -164,6 +209,8 @@ def collect(out: str | Path, rec: dict | None = None) -> list[dict]:
         rec = read_record(out)
     if rec is not None and rec["command"] == "reproduce":
         return _reproduce_rows(out, rec)
+    if rec is None and not (out / "ckptgeo.json").exists() and reproduce_runs(out) is not None:
+        return _reproduce_rows(out, None)
     return _scan_rows(out, rec)
 
 
@@ -173,21 +220,35 @@ def _cmd_status(args: argparse.Namespace) -> int:
     out = Path(args.dir)
     if not out.is_dir():
         raise InvalidParameterError(f"{out} is not a folder", name="dir", value=str(out))
-    if not (out / "ckptgeo.json").exists() and not (out / RECORD).exists():
-        raise InvalidParameterError(f"{out} is neither a ckptgeo dataset (no ckptgeo.json) nor a submitted folder "
-                                    f"(no {RECORD})", name="dir", value=str(out))
+    submitted = (out / RECORD).is_file()
+    study = not submitted and not (out / "ckptgeo.json").exists() and reproduce_runs(out) is not None
+    if not (out / "ckptgeo.json").exists() and not submitted and not study:
+        raise InvalidParameterError(f"{out} is neither a ckptgeo dataset (no ckptgeo.json), a reproduce folder (no "
+                                    f"runs/ and dataset/) nor a submitted folder (no {RECORD})", name="dir",
+                                    value=str(out))
     rows = collect(out)
-    unit = "run" if (out / RECORD).is_file() and '"reproduce"' in (out / RECORD).read_text() else "revision"
+    unit = "run" if study or submitted and '"reproduce"' in (out / RECORD).read_text() else "revision"
+    live = [r for r in rows if r["status"] == "in progress"]
+    if unit == "revision" and len({r.get("model") for r in rows}) > 1:
+        per_revision, rows, unit = rows, by_model(rows), "model"
+        print(f"{len(per_revision)} revisions of {len(rows)} models; one row per model")
     width = max([len(unit)] + [len(r["name"]) for r in rows])
     print(f"{unit:<{width}}  {'status':<11}  detail")
     for r in rows:
         print(f"{r['name']:<{width}}  {r['status']:<11}  {r['detail']}".rstrip())
     counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
     print(f"{len(rows)} {unit}s: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    if not (out / RECORD).is_file():
+    if study:
+        print("(a reproduce folder: one row per run of study.json, or per run folder training has made so far)")
+    elif not submitted:
         print(f"(no {RECORD}: revisions no worker has started are not listed)")
     left = len(rows) - counts["done"]
-    if left:
-        print(f"next: ckptgeo submit --resubmit {out}" if (out / RECORD).is_file() else
+    if live:
+        print(f"next: {len(live)} {unit}{'s' if len(live) != 1 else ''} in progress (a live process sends a "
+              f"heartbeat); wait for it and run `ckptgeo status {out}` again; rerun or resubmit only once none "
+              f"is in progress")
+    elif left:
+        print(f"next: ckptgeo submit --resubmit {out}" if submitted else
+              "next: rerun the same reproduce command to finish it" if study else
               "next: rerun the same scan command to finish it")
     return 1 if left else 0
