@@ -1,4 +1,4 @@
-"""Events on single curves with known answers (SPEC.md, "Precursor-gap analysis")."""
+"""Events on single curves with known answers (docs/definitions.md#events)."""
 
 from __future__ import annotations
 

@@ -111,12 +111,57 @@ def test_sources_are_picked_through_the_registry(tmp_path, monkeypatch):
             return spec.startswith("zoo/")
 
         @classmethod
-        def from_spec(cls, spec, **options):
-            return cls(ckpts, step_pattern=options["step_pattern"])
+        def from_spec(cls, spec, options=None):
+            return cls(ckpts, step_pattern=options.step_pattern)
 
     monkeypatch.setitem(SOURCES._items, "zoo", Zoo)
     assert type(open_source("zoo/anything")) is Zoo and type(open_source(f"zoo:{ckpts}")) is Zoo
     assert [r.name for r in open_source("zoo/x").revisions()][:2] == ["step0", "step1"]
+    assert open_source("zoo/x", step_pattern=r"^step(\d+)$").step_pattern == r"^step(\d+)$"
+
+
+def test_source_options_are_declared_per_source_and_checked(tmp_path, capsys):
+    """A source's options are its ``options`` dataclass: the scan's shared settings reach the sources that
+    declare them, an option a source does not declare is a one-line error naming the ones it has."""
+    from ckptgeo.cli import main
+    from ckptgeo.sources.hub import HubSource
+    from ckptgeo.sources.local import LocalSource
+    from ckptgeo.sources.protocol import DownloadOptions, SourceOptions
+    from ckptgeo.sources.registry import open_source, source_options
+
+    assert LocalSource.options is SourceOptions and HubSource.options is DownloadOptions
+    assert source_options(HubSource, {"cache_dir": tmp_path, "keep_cache": "true"}, step_pattern="^s(\\d+)$") == \
+        DownloadOptions(step_pattern="^s(\\d+)$", keep_cache=True, cache_dir=str(tmp_path))
+    assert source_options(LocalSource, keep_cache=True) == SourceOptions()  # not a folder's business
+    ckpts = make_checkpoints(tmp_path / "ck")
+    capsys.readouterr()
+    with pytest.raises(InvalidParameterError, match="Unknown option 'cache_dir' of source LocalSource. Valid "
+                                                    "options: step_pattern"):
+        open_source(ckpts, options={"cache_dir": "/x"})
+    assert main(["revisions", str(ckpts), "--source-option", "cache_dir=/x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == "ckptgeo: error: Unknown option 'cache_dir' of source LocalSource. Valid options: step_pattern."
+    assert main(["revisions", str(ckpts), "--source-option", "step_pattern=^step(\\d+)$"]) == 0
+
+
+def test_a_source_that_is_no_checkpoint_source_subclass_is_refused_by_name(monkeypatch):
+    from ckptgeo.sources.registry import SOURCES
+
+    monkeypatch.setitem(SOURCES._builtins, "bare", "ckptgeo.sources.naming:parse_names")
+    with pytest.raises(PluginLoadError, match="source 'bare' .* not usable: a checkpoint source is a subclass of "
+                                              "ckptgeo.sources.protocol.CheckpointSource"):
+        SOURCES.get("bare")
+
+
+def test_nothing_probes_a_source_for_undeclared_attributes():
+    """The engine and commands read only what CheckpointSource declares: no ``getattr(source, ...)``."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "ckptgeo"
+    probes = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py")
+              for i, line in enumerate(p.read_text().splitlines(), 1)
+              if re.search(r"getattr\((source|src|self\.source)\b|\._snapshot\b", line)]
+    assert probes == []
 
 
 @pytest.mark.public_data("bigbench")

@@ -45,7 +45,7 @@ OTHER = {"revisions": "all", "suites": ("logic",), "metrics": ("rankme",), "metr
          "n_samples": 50, "position": "mean", "centered": True, "dtype": "float64", "epsilon": 1e-6, "seed": 3,
          "batch_size": 3, "device": "meta", "prefetch": 0, "max_disk": 10, "keep_cache": True, "overwrite": True,
          "save_states": True, "on_error": "raise", "step_pattern": r"^s(\d+)$", "model_items": 8, "threads": 2,
-         "share_prefix": False, "tokenizer": "runs/x"}
+         "share_prefix": False, "tokenizer": "runs/x", "source_options": {"cache_dir": "/x"}}
 #: flags of ``scan`` / ``probe`` that are not settings
 NOT_SETTINGS = {"-h", "--help", "--out", "--dry-run"}
 
@@ -175,7 +175,7 @@ def test_flags_give_the_declared_defaults_and_every_value_reaches_the_config():
             "--n-samples", "50", "--position", "mean", "--centered", "--dtype", "float64", "--epsilon", "1e-6",
             "--seed", "3", "--batch-size", "3", "--device", "meta", "--prefetch", "0", "--max-disk", "10B",
             "--keep-cache", "--overwrite", "--save-states", "--on-error", "raise", "--step-pattern", r"^s(\d+)$",
-            "--threads", "2", "--tokenizer", "runs/x"]
+            "--threads", "2", "--tokenizer", "runs/x", "--source-option", "cache_dir=/x"]
     config = ScanConfig(**settings_from(_scan_kwargs(parser.parse_args(argv))))
     flagged = [f.name for f, s in declared() if s.flag]
     assert {n: getattr(config, n) for n in flagged} == {n: OTHER[n] for n in flagged}

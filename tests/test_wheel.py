@@ -31,7 +31,7 @@ def wheel_venv(tmp_path_factory):
     """A fresh venv with ckptgeo installed from its wheel; yields its ``bin`` folder."""
     root = tmp_path_factory.mktemp("wheel")
     src = root / "src"      # a copy, so the build's egg-info and build/ stay out of the checkout
-    for name in ("ckptgeo", "diagnostics"):
+    for name in ("ckptgeo", "diagnostics", "docs"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
@@ -68,6 +68,9 @@ def test_wheel_finds_bundled_suites_and_scans_from_another_folder(wheel_venv, lo
     module_file, suites = where.stdout.rstrip("\n").split("\n")
     assert Path(module_file).is_relative_to(wheel_venv.parent), "the wheel's copy is imported, not the clone"
     assert suites.split(",") == sorted(p.stem for p in (ROOT / "diagnostics").glob("*.jsonl"))
+    docs = _run([str(wheel_venv / "python"), "-c", "import importlib.resources as r; "
+                 "print(r.files('ckptgeo.docs').joinpath('definitions.md').read_text())"], cwd=elsewhere, env=_env())
+    assert docs.returncode == 0 and docs.stdout.strip() == (ROOT / "docs" / "definitions.md").read_text().strip()
 
     dry = _run([str(wheel_venv / "ckptgeo"), "scan", local_hub.repo_id, "--suite", "logic", "--revisions",
                 "step0,step1", "--dry-run"], cwd=elsewhere, env=_env())

@@ -20,7 +20,8 @@ __all__ = [
     "spacing_before", "spacing_after", "found_onset", "check_fraction",
 ]
 
-#: accuracy an acquired capability must exceed (SPEC.md); see :func:`acquisition_threshold` for chance.
+#: accuracy an acquired capability must exceed (docs/definitions.md#acquisition); :func:`acquisition_threshold`
+#: for chance.
 DEFAULT_ACC_THRESHOLD = 0.5
 #: consecutive checkpoints accuracy must stay above the threshold.
 DEFAULT_WINDOW = 3

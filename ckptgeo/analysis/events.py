@@ -4,7 +4,7 @@ Pure functions over a curve given as ``steps`` (training steps, one per checkpoi
 ``values`` (the measure at each step). No I/O and no tables: :mod:`ckptgeo.analysis.summary`
 applies them to every (model, suite, metric, layer) of a dataset.
 
-Conventions shared by every function here (SPEC.md, "Precursor-gap analysis"):
+Conventions shared by every function here (docs/definitions.md#events):
 
 * A **missing checkpoint** is a NaN (or inf) value, or a step absent from ``steps``. NaN points are
   dropped before anything is computed, so "the next checkpoint" means the next one *measured*; a
@@ -24,7 +24,7 @@ Conventions shared by every function here (SPEC.md, "Precursor-gap analysis"):
 The rules' defaults, and why (all recorded in the events table by :func:`ckptgeo.analysis.analyze`):
 
 * :data:`DEFAULT_MIN_DROP` = 0.25: a collapse must take RankMe at least 25% below its first value. The
-  collapses the precursor claim is about are deep (the CPU pilot of SPEC.md: 43 -> 2.8, 9 -> 3.4, 9 -> 4.5,
+  collapses the precursor claim is about are deep (docs/definitions.md#rankme's pilot: 43 -> 2.8, 9 -> 3.4, 9 -> 4.5,
   i.e. 50-93% drops), while the checkpoint-to-checkpoint jitter of RankMe over a few hundred items is a few
   percent of its value; 0.25 is half the shallowest collapse seen and many times the jitter, so a 0.1% dip
   (which counted with the old ``min_drop=0``) is no longer a collapse, and a real one is never missed.
@@ -59,7 +59,7 @@ __all__ = [
 
 
 def acquisition_threshold(threshold: float | None = None, chance: float | None = None) -> float:
-    """The accuracy threshold SPEC.md prescribes.
+    """The accuracy threshold of docs/definitions.md#acquisition.
 
     Parameters
     ----------

@@ -31,7 +31,7 @@ seeds), :mod:`~ckptgeo.analysis.view` (the console view); this module reads the 
 Each file is written to a hidden temporary name in its folder and moved into place with
 ``os.replace`` (:func:`ckptgeo._io.atomic_path`); readers of the folder skip names starting with ``.``.
 
-Choices made where SPEC.md leaves room (all recorded or documented; reading and labelling live in
+Choices made where docs/definitions.md leaves room (all recorded or documented; reading and labelling live in
 :mod:`ckptgeo.analysis.tables`):
 
 * Revisions whose weights another revision at another training point also serves, or that share a weight
@@ -43,7 +43,7 @@ Choices made where SPEC.md leaves room (all recorded or documented; reading and 
   same ``config_hash``; failing that, the only behaviour config; failing that, the one with most
   checkpoints. Behaviour metric ``accuracy`` is used, ``accuracy_norm`` where it is absent.
 * RankMe curves (``collapse_metrics``) get collapse, recovery onset and collapse onset; every other
-  metric gets an onset of change (SPEC.md).
+  metric gets an onset of change (docs/definitions.md#onset-of-change).
 * Rates are taken at the **summary layer** of each curve family: the deepest layer (the output
   side, after the final layer norm) for per-layer measures, ``-1`` for whole-model ones. Curves
   never acquired, without data, or acquired at the first checkpoint (censored) are counted apart,

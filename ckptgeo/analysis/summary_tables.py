@@ -335,7 +335,7 @@ def across_sizes(events: pd.DataFrame, acq: pd.DataFrame, curves: pd.DataFrame,
     rk = rows_[rows_["metric"] == cfg.collapse_metrics[0]] if len(rows_) else rows_
     uncentred = rk["centered"].eq(False).fillna(False).astype(bool) if len(rk) else None
     if uncentred is not None and uncentred.any():
-        rk = rk[uncentred]  # the uncentred RankMe of SPEC.md
+        rk = rk[uncentred]  # the uncentred RankMe (docs/definitions.md#rankme)
     if len(rk):
         per["collapse_floor"] = rk.groupby(["model", "suite"])["collapse_floor"].mean().unstack("suite")
     if len(acq):

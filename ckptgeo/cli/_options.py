@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["add_source_options", "add_scan_options", "add_setting_flags", "run_scan_command",
+__all__ = ["add_source_options", "add_scan_options", "add_setting_flags", "run_scan_command", "parse_source_options",
            "undefined_probe_warnings"]
 
 
@@ -81,7 +81,29 @@ def _metric_list(values: list[str] | None) -> tuple[str, ...]:
 
 
 #: how a repeatable flag's values become the setting (default: a tuple of them)
-_FROM_FLAG = {"metric_options": lambda v: parse_metric_options(v) or None, "metrics": _metric_list}
+def parse_source_options(values: list[str] | None) -> dict[str, str] | None:
+    """``["cache_dir=/x", ...]`` (repeated ``--source-option``) -> ``{"cache_dir": "/x"}``; each value is
+    parsed to the option's type when the source is opened (:func:`~ckptgeo.sources.registry.source_options`).
+
+    Raises
+    ------
+    InvalidParameterError
+        An entry that does not read OPTION=VALUE.
+    """
+    from ckptgeo.errors import InvalidParameterError
+
+    out = {}
+    for text in values or []:
+        key, sep, raw = text.partition("=")
+        if not (sep and key.strip()):
+            raise InvalidParameterError(f"--source-option {text!r} must read OPTION=VALUE, e.g. cache_dir=/scratch/hf",
+                                        name="source_options", value=text)
+        out[key.strip()] = raw
+    return out or None
+
+
+_FROM_FLAG = {"metric_options": lambda v: parse_metric_options(v) or None, "metrics": _metric_list,
+              "source_options": parse_source_options}
 
 
 def _scan_kwargs(args) -> dict:

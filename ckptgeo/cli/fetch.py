@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ckptgeo.cli._options import add_source_options
+from ckptgeo.cli._options import add_source_options, parse_source_options
 
 __all__ = ["add_parser", "fetch_revisions"]
 
@@ -47,21 +47,21 @@ def fetch_revisions(source, selector: str | None = None, *, max_disk: int | None
     if isinstance(source, str):
         label, source = source, open_source(source, keep_cache=True)
     else:
-        label = getattr(source, "repo_id", source.name)
+        label = source.label
     selector = source.default_selector if selector is None else selector
     revs = select_revisions(source.revisions(), selector, source=label,
-                            note=getattr(source, "missing_note", None))
+                            note=source.missing_note)
     need = sum(_missing_bytes(source, r) for r in revs)
     if max_disk is not None and need > max_disk:
         raise DiskSpaceError(f"the {len(revs)} selected revisions of {label} need {need / 1e6:,.1f} MB, above "
                              f"--max-disk {max_disk / 1e6:,.1f} MB; select fewer (e.g. every-N) or raise it",
                              needed=need, available=max_disk)
-    if need and getattr(source, "downloads", False):
+    if need and source.downloads:
         import shutil
 
         from huggingface_hub import constants
 
-        root = Path(getattr(source, "cache_dir", None) or constants.HF_HUB_CACHE)
+        root = Path(source.cache_dir or constants.HF_HUB_CACHE)
         root = next((p for p in [root, *root.parents] if p.exists()), Path("/"))
         free = shutil.disk_usage(root).free
         if need > free:
@@ -74,8 +74,7 @@ def fetch_revisions(source, selector: str | None = None, *, max_disk: int | None
 
 def _missing_bytes(source, revision) -> int:
     """Bytes of ``revision``'s weight files not yet in the cache."""
-    snapshot = getattr(source, "_snapshot", None)
-    folder = snapshot(revision) if snapshot is not None else None
+    folder = source.cached_folder(revision)
     return sum(f.size or 0 for f in source.weight_files(revision) if folder is None or not (folder / f.name).exists())
 
 
@@ -83,7 +82,8 @@ def _cmd_fetch(args) -> int:
     from ckptgeo.engine.scan import parse_size
     from ckptgeo.sources.registry import open_source
 
-    source = open_source(args.source, step_pattern=args.step_pattern, keep_cache=True)
+    source = open_source(args.source, step_pattern=args.step_pattern, keep_cache=True,
+                         options=parse_source_options(args.source_options))
     got = fetch_revisions(source, args.revisions, max_disk=parse_size(args.max_disk))
     total = 0
     for rev, path in got:

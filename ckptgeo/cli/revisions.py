@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ckptgeo.cli._options import add_source_options
+from ckptgeo.cli._options import add_source_options, parse_source_options
 
 __all__ = ["add_parser"]
 
@@ -48,17 +48,16 @@ def _cmd_revisions(args) -> int:
     from ckptgeo.sources.revisions import select_revisions
     from ckptgeo.sources.registry import open_source
 
-    source = open_source(args.source, step_pattern=args.step_pattern, keep_cache=True)
+    source = open_source(args.source, step_pattern=args.step_pattern, keep_cache=True,
+                         options=parse_source_options(args.source_options))
     revs = source.revisions()
     report = None
     if args.integrity or (args.revisions and "genuine" in args.revisions):
         report = check_source(source, label=args.source)
     if args.revisions is not None:
-        revs = select_revisions(revs, args.revisions, source=args.source, note=getattr(source, "missing_note", None),
+        revs = select_revisions(revs, args.revisions, source=args.source, note=source.missing_note,
                                 genuine=None if report is None else {r.name for r in report.genuine})
-    from ckptgeo.sources.hub import offline_note
-
-    offline = offline_note(source, revs, args.revisions)
+    offline = source.listing_note(revs, args.revisions)
     if offline:  # above the table, so that its last line stays the count
         print(offline)
     if args.integrity:

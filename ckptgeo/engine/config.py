@@ -211,6 +211,14 @@ class ScanConfig:
         flag="--tokenizer", metavar="PATH|REPO",
         help="tokenizer folder or Hub repo id, for checkpoint folders without one (a Trainer's checkpoint-N "
              "folders); default: the source's own")
+    source_options: Mapping[str, Any] | None = setting(
+        None, "Options of the checkpoint source by name, e.g. ``{\"cache_dir\": \"/scratch/hf\"}`` for a Hub repo: "
+              "the fields of its ``options`` class (:class:`~ckptgeo.sources.protocol.DownloadOptions` for the Hub), "
+              "checked when the source is opened; a name it does not take is refused.",
+        kind="mapping of str to value", flag="--source-option", group="source", action="append",
+        metavar="OPTION=VALUE",
+        help="an option of the checkpoint source, e.g. cache_dir=/scratch/hf for a Hub repo (a folder takes "
+             "step_pattern; the Hub and a family also keep_cache and cache_dir); repeat for several")
 
     def options_of(self, metric: str) -> dict[str, Any]:
         """The options given for ``metric``: ``metric_options[metric]`` plus the alias fields set
@@ -320,8 +328,9 @@ def validate_scan_config(config: ScanConfig) -> None:
     ------
     InvalidParameterError
         A value outside what its declaration admits (*The 'n_samples' parameter of scan must be an int in
-        [2, inf). Got 1.*), a ``step_pattern`` that does not compile or captures no step, or
-        ``metric_options`` that is not a mapping of metric names to mappings.
+        [2, inf). Got 1.*), a ``step_pattern`` that does not compile or captures no step,
+        ``metric_options`` that is not a mapping of metric names to mappings, or ``source_options`` that is not
+        a mapping of names.
     """
     validate_params(config, owner="scan")
     if config.step_pattern is not None:
@@ -333,6 +342,11 @@ def validate_scan_config(config: ScanConfig) -> None:
         if groups < 1:
             raise InvalidParameterError(f"--step-pattern {config.step_pattern!r} needs a group capturing the step, "
                                         r"e.g. '^ckpt-(\d+)$'", name="step_pattern", value=config.step_pattern)
+    given = config.source_options
+    if given is not None and (not isinstance(given, Mapping) or not all(isinstance(k, str) for k in given)):
+        raise InvalidParameterError(f"The 'source_options' parameter of scan must be a mapping of option names to "
+                                    f"values, e.g. {{'cache_dir': '/scratch/hf'}}. Got {given!r}.",
+                                    name="source_options", value=given)
     options = config.metric_options
     if options is not None and (not isinstance(options, Mapping)
                                 or not all(isinstance(v, Mapping) for v in options.values())):

@@ -271,22 +271,22 @@ def resolve(source, config: ScanConfig) -> Resolved:
     RevisionNotFoundError, EmptySelectionError
         The selector names a missing revision or matches none.
     """
-    from ckptgeo.sources.hub import offline_note
     from ckptgeo.suites.tasks import load_suite_or_task
 
     validate_scan_config(config)
-    label = str(source) if isinstance(source, (str, Path)) else getattr(source, "repo_id", source.name)
+    label = str(source) if isinstance(source, (str, Path)) else source.label
     if isinstance(source, (str, Path)):
-        source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache)
+        source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache,
+                             options=config.source_options)
     measures = configure_metrics(config)  # option errors come before any listing of revisions
     selector = source.default_selector if config.revisions is None else config.revisions
     genuine = None
     if "genuine" in selector:   # metadata only: which revisions belong to no group of identical weights
         genuine = {r.name for r in check_source(source, label=label).genuine}
     selected = select_revisions(source.revisions(), selector, source=label,
-                                note=getattr(source, "missing_note", None), genuine=genuine)
+                                note=source.missing_note, genuine=genuine)
     measures = restrict_to_revisions(measures, selected)
-    offline = offline_note(source, selected, selector)
+    offline = source.listing_note(selected, selector)
     if offline:
         log.warning("%s", offline)
     specs = list(config.suites) or source.default_suites()
@@ -300,11 +300,9 @@ def resolve(source, config: ScanConfig) -> Resolved:
 
 def source_identity(source) -> str:
     """What a source is, beyond its short name: ``hub:<repo id>`` or ``folder:<absolute path>``."""
-    repo_id = getattr(source, "repo_id", None)
-    if repo_id:
-        return f"hub:{repo_id}"
-    root = getattr(source, "root", None)
-    return f"folder:{Path(root).resolve()}" if root is not None else f"source:{source.name}"
+    if source.repo_id:
+        return f"hub:{source.repo_id}"
+    return f"folder:{Path(source.root).resolve()}" if source.root is not None else f"source:{source.name}"
 
 
 def dataset_model(source, known: dict[str, str] | None = None) -> str:
@@ -317,17 +315,16 @@ def dataset_model(source, known: dict[str, str] | None = None) -> str:
     Examples
     --------
     >>> from types import SimpleNamespace as S
-    >>> dataset_model(S(repo_id="EleutherAI/pythia-160m", name="pythia-160m"))
+    >>> dataset_model(S(repo_id="EleutherAI/pythia-160m", root=None, name="pythia-160m"))
     'EleutherAI/pythia-160m'
-    >>> dataset_model(S(root=Path("/x/c/run"), name="run"), {"run": "folder:/x/a/run"})
+    >>> dataset_model(S(repo_id=None, root=Path("/x/c/run"), name="run"), {"run": "folder:/x/a/run"})
     'c/run'
     """
-    repo_id = getattr(source, "repo_id", None)
-    if repo_id:
-        return repo_id
-    root = getattr(source, "root", None)
-    if root is None:
+    if source.repo_id:
+        return source.repo_id
+    if source.root is None:
         return source.name
+    root = source.root
     identity, known = source_identity(source), known or {}
     parts = Path(root).resolve().parts
     for k in range(1, len(parts)):
@@ -397,7 +394,7 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
         got = dict(zip([r.name for r in selected], pool.map(metadata, selected)))
     errors = {n: v for n, v in got.items() if isinstance(v, Exception)}
     integrity = check_weights(selected, got, main=main_weight_files(source),
-                              source=getattr(source, "repo_id", source.name))
+                              source=source.label)
     files = {n: [] if n in errors else v for n, v in got.items()}
     sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
              for fs in (files[r.name] for r in todo)]
@@ -410,7 +407,7 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
         fetch, peak = 0, 0
     n = config.n_samples
     suite_items = [(st.name, len(st.items) if n is None else min(n, len(st.items))) for st in resolved.suites]
-    return ScanPlan(source=getattr(source, "repo_id", source.name), selected=selected, todo=todo,
+    return ScanPlan(source=source.label, selected=selected, todo=todo,
                     done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak,
                     config_hash=resolved.config_hash, errors=errors, integrity=integrity, model=model, moved=moved,
                     metrics=list(resolved.measures), suites=suite_items, rank=(rank, world), total_todo=total_todo,

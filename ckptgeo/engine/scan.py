@@ -86,14 +86,14 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
          max_disk: int | str | None = None, keep_cache: bool = False, overwrite: bool = False,
          save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None, model_items: int = 32,
          threads: int | None = None, share_prefix: bool = True, tokenizer: str | Path | None = None,
-         config: ScanConfig | None = None) -> ScanResult:
+         source_options: Mapping[str, Any] | None = None, config: ScanConfig | None = None) -> ScanResult:
     """Measure every selected revision of ``source`` and write the tables under ``out``.
 
     Parameters
     ----------
     source : str, Path or CheckpointSource
-        A Hub repo id (``"EleutherAI/pythia-160m"``), a folder of ``step{N}`` checkpoints, or any object
-        satisfying the :class:`~ckptgeo.sources.protocol.CheckpointSource` protocol.
+        A Hub repo id (``"EleutherAI/pythia-160m"``), a folder of ``step{N}`` checkpoints, or an opened
+        :class:`~ckptgeo.sources.protocol.CheckpointSource`.
     out : str or Path, optional
         The dataset folder (default ``results/<source name>``).
     {settings}
@@ -282,9 +282,8 @@ class _Run:
                   tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
                   bar=_progress(plan, f"scan {source.name}"), threads=contextlib.ExitStack())
-        expect = getattr(source, "expect", None)
-        if expect is not None:  # blobs a later revision shares survive eviction (downloaded once)
-            expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])
+        # blobs a later revision shares survive eviction (downloaded once)
+        source.expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])
         run._read_architecture()
         run._set_threads()
         return run

@@ -15,13 +15,14 @@ The seed is read from the member name (``seed3``, ``seed_3``, ``seed-3``) and wr
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import re
 from pathlib import Path
 
 from ckptgeo.errors import SourceNotFoundError
-from ckptgeo.sources.protocol import WeightFile
+from ckptgeo.sources.protocol import CheckpointSource, DownloadOptions, WeightFile
 from ckptgeo.sources.revisions import Revision
 
 __all__ = ["FamilySource", "expand_family", "is_family_spec"]
@@ -93,7 +94,7 @@ def step_of(name: str) -> tuple[int, str] | None:
     return step, (name[: m.start()] + name[m.end():]).strip("-_")
 
 
-class FamilySource:
+class FamilySource(CheckpointSource):
     """Several Hub repos, one training run (seed) or one checkpoint each, walked as one source.
 
     Parameters
@@ -109,6 +110,7 @@ class FamilySource:
         A member repo does not exist, or a member has neither checkpoint branches nor a step in its name.
     """
 
+    options = DownloadOptions
     downloads = True
     #: asked by :func:`~ckptgeo.sources.registry.open_source` after local folders, before other sources.
     claim_order = 10
@@ -119,9 +121,9 @@ class FamilySource:
         return is_family_spec(spec)
 
     @classmethod
-    def from_spec(cls, spec: str, *, step_pattern: str | None = None, keep_cache: bool = False,
-                  cache_dir: str | Path | None = None) -> "FamilySource":
-        """The family ``spec``, every member checked to be a repo id first.
+    def from_spec(cls, spec: str, options: DownloadOptions | None = None) -> "FamilySource":
+        """The family ``spec`` with ``options`` (applied to every member), every member checked to be a repo
+        id first.
 
         Raises
         ------
@@ -137,7 +139,7 @@ class FamilySource:
             except HFValidationError as err:
                 raise SourceNotFoundError(f"{member!r} (in the family {spec}) is not a Hub repo id ('org/name')",
                                           path=spec) from err
-        return cls(spec, step_pattern=step_pattern, keep_cache=keep_cache, cache_dir=cache_dir)
+        return cls(spec, **dataclasses.asdict(options or DownloadOptions()))
 
     def __init__(self, spec: str, *, step_pattern: str | None = None, keep_cache: bool = False,
                  cache_dir: str | Path | None = None):
@@ -152,6 +154,7 @@ class FamilySource:
         self.offline = any(m.offline for m in self.members.values())
         self.downloads = not self.offline
         self.missing_note = next(iter(self.members.values())).missing_note
+        self.cache_dir = next(iter(self.members.values())).cache_dir
         tps = {m.tokens_per_step for m in self.members.values()}
         self.tokens_per_step = tps.pop() if len(tps) == 1 else None
         self._inner: dict[str, tuple[object, Revision]] = {}
@@ -215,9 +218,14 @@ class FamilySource:
         src, inner = self._member(revision)
         return src.config_folder(inner)
 
-    def _snapshot(self, revision: Revision) -> Path | None:
+    def cached_folder(self, revision: Revision) -> Path | None:
         src, inner = self._member(revision)
-        return src._snapshot(inner)
+        return src.cached_folder(inner)
+
+    def listing_note(self, selected, selector: str | None = None) -> str | None:
+        from ckptgeo.sources.hub import offline_note
+
+        return offline_note(list(self.members.values()), self.repo_id, selected, selector) if self.offline else None
 
     def tokenizer_path(self) -> Path:
         """The tokenizer of the last member (the members of a family share one)."""

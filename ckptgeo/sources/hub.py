@@ -44,7 +44,7 @@ from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, Revisio
                       SourceNotFoundError)
 from ckptgeo.sources.naming import parse_names
 from ckptgeo.sources.revisions import Revision, revision_from_name
-from ckptgeo.sources.protocol import WeightFile
+from ckptgeo.sources.protocol import CheckpointSource, DownloadOptions, WeightFile
 from ckptgeo.sources.weights import pick_weight_files
 
 __all__ = ["HubSource", "offline_note", "transfer_backend"]
@@ -58,7 +58,7 @@ _RETRIES = 3
 MAX_RATE_LIMIT_WAIT = 300.0
 
 
-class HubSource:
+class HubSource(CheckpointSource):
     """A Hub model repository whose branches are checkpoints.
 
     Parameters
@@ -81,6 +81,7 @@ class HubSource:
         ``HF_ENDPOINT`` cannot be reached after retries.
     """
 
+    options = DownloadOptions
     downloads = True
     default_selector = "every-1000"
     #: asked last by :func:`~ckptgeo.sources.registry.open_source`: whatever no other source claims.
@@ -92,9 +93,8 @@ class HubSource:
         return True
 
     @classmethod
-    def from_spec(cls, spec: str, *, step_pattern: str | None = None, keep_cache: bool = False,
-                  cache_dir: str | Path | None = None) -> "HubSource":
-        """The source of repo id ``spec``.
+    def from_spec(cls, spec: str, options: DownloadOptions | None = None) -> "HubSource":
+        """The source of repo id ``spec`` with ``options``.
 
         Raises
         ------
@@ -115,7 +115,7 @@ class HubSource:
         except HFValidationError as err:
             raise SourceNotFoundError(f"{spec} is not an existing checkpoint folder, nor a Hub repo id "
                                       f"('org/name')", path=str(spec)) from err
-        return cls(str(spec), step_pattern=step_pattern, keep_cache=keep_cache, cache_dir=cache_dir)
+        return cls(str(spec), **dataclasses.asdict(options or DownloadOptions()))
 
     def __init__(self, repo_id: str, *, step_pattern: str | None = None, keep_cache: bool = False,
                  cache_dir: str | Path | None = None):
@@ -295,7 +295,7 @@ class HubSource:
         return out
 
     def _cached_weight_files(self, revision: Revision) -> list[WeightFile]:
-        folder = self._snapshot(revision)
+        folder = self.cached_folder(revision)
         picked = pick_weight_files(_files_in(folder)) if folder is not None else []
         if not picked:
             raise RevisionNotFoundError(
@@ -312,10 +312,10 @@ class HubSource:
     def fetch(self, revision: Revision) -> Path:
         names = [w.name for w in self.weight_files(revision)]
         if self.offline:
-            return self._snapshot(revision)
+            return self.cached_folder(revision)
         sub = revision.subfolder
         if sub is not None:
-            folder = self._snapshot(revision)
+            folder = self.cached_folder(revision)
             if folder is not None and all((folder / n).exists() for n in names):
                 self._had_files.add(revision.name)  # in the cache before: never evicted
         allow = [f"{sub}/{n}" if sub else n for n in ["config.json", *names]]
@@ -326,7 +326,7 @@ class HubSource:
         """A cache folder holding ``revision``'s ``config.json`` (only that file is downloaded)."""
         sub = revision.subfolder
         if self.offline:
-            folder = self._snapshot(revision)
+            folder = self.cached_folder(revision)
             if folder is None or not (folder / "config.json").exists():
                 raise RevisionNotFoundError(f"config.json of {self.repo_id}@{revision.name} is not in the local cache "
                                             f"(HF_HUB_OFFLINE=1)", repo_id=self.repo_id, revision=revision.name)
@@ -389,7 +389,7 @@ class HubSource:
 
     def _evict_folder(self, revision: Revision) -> None:
         """Delete one ``checkpoint-N/`` folder of a snapshot and the blobs no other snapshot file links to."""
-        folder = self._snapshot(revision)
+        folder = self.cached_folder(revision)
         if folder is None or not folder.is_dir():
             return
         root = folder.parents[2] if revision.subfolder else folder.parents[1]
@@ -409,7 +409,7 @@ class HubSource:
         sub = last.subfolder
         if self.offline:  # the last cached revision's tokenizer, else any cached snapshot's
             repo = self._cache_repo()
-            folders = [f for r in reversed(revs) if (f := self._snapshot(r)) is not None]
+            folders = [f for r in reversed(revs) if (f := self.cached_folder(r)) is not None]
             folders = [c for f in folders for c in ([f.parent, f] if sub else [f])]
             folders += [r.snapshot_path for r in sorted(repo.revisions, key=lambda r: -r.last_modified)] if repo else []
             for candidate in folders:
@@ -444,7 +444,7 @@ class HubSource:
             return None
         return next((r for r in info.repos if r.repo_id == self.repo_id and r.repo_type == "model"), None)
 
-    def _snapshot(self, revision: Revision) -> Path | None:
+    def cached_folder(self, revision: Revision) -> Path | None:
         """The cache folder of ``revision`` (its subfolder included), or None when its commit is not cached."""
         commit = revision.commit
         root = self._cache_root() / ("models--" + self.repo_id.replace("/", "--"))
@@ -456,13 +456,23 @@ class HubSource:
         folder = root / "snapshots" / commit
         return folder / revision.subfolder if revision.subfolder else folder
 
+    def main_revision(self) -> Revision | None:
+        """``main`` at the commit the listing gave it, None where the repository has none."""
+        commit = self.branches.get("main")
+        return None if commit is None else Revision(step=-1, name="main", commit=commit)
+
+    def listing_note(self, selected, selector: str | None = None) -> str | None:
+        """Offline: :func:`offline_note` of this repository; online None."""
+        return offline_note([self], self.repo_id, selected, selector) if self.offline else None
+
     def _cached_commits(self) -> set[str]:
         repo = self._cache_repo()
         return {r.commit_hash for r in repo.revisions} if repo is not None else set()
 
 
-def offline_note(source, selected, selector: str | None = None) -> str | None:
-    """What an offline listing (``HF_HUB_OFFLINE=1``) could and could not know, in one line; None online.
+def offline_note(hubs: list[HubSource], repo: str, selected, selector: str | None = None) -> str:
+    """What an offline listing (``HF_HUB_OFFLINE=1``) of the Hub sources ``hubs`` (one repo, or a family's
+    members, named ``repo``) could and could not know, in one line.
 
     Offline, a Hub source (or family) lists only the revisions whose weights are in the local cache: the
     repository's other revisions are not known, so a range or ``all`` may select fewer than on the Hub.
@@ -470,8 +480,10 @@ def offline_note(source, selected, selector: str | None = None) -> str | None:
 
     Parameters
     ----------
-    source : CheckpointSource
-        The opened source (anything without ``offline`` set gives None).
+    hubs : list of HubSource
+        The repositories listed.
+    repo : str
+        How the hint names them (a repo id or a family's spec).
     selected : list of Revision
         What was listed or selected.
     selector : str, optional
@@ -479,17 +491,12 @@ def offline_note(source, selected, selector: str | None = None) -> str | None:
 
     Returns
     -------
-    str or None
+    str
         ``"offline: 2 revisions from the local cache (HF_HUB_OFFLINE=1); ..."``.
     """
-    if not getattr(source, "offline", False):
-        return None
-    members = getattr(source, "members", None)
-    hubs = list(members.values()) if members else [source]
     listed = {(h.repo_id, r.name) for h in hubs for r in h.revisions()}
     weightless = sorted({n for h in hubs for n in h.branches if n != "main" and (h.repo_id, n) not in listed})
     n = len(selected)
-    repo = getattr(source, "repo_id", source.name)
     note = (f"offline: {n} revision{'s' if n != 1 else ''} from the local cache (HF_HUB_OFFLINE=1); revisions of "
             f"{repo} not in the cache could not be known")
     if weightless:

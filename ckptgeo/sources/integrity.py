@@ -266,11 +266,11 @@ def check_weights(revisions: list[Revision], files: dict[str, "list[WeightFile] 
 def main_weight_files(source) -> list[WeightFile] | None:
     """The weight files of a Hub source's ``main`` branch (None where there is none, or it has none);
     no request when ``main``'s commit is one of the listed revisions' (the listing is reused)."""
-    commit = getattr(source, "branches", {}).get(MAIN)
-    if commit is None:
+    main = source.main_revision()
+    if main is None:
         return None
     try:
-        return source.weight_files(Revision(step=-1, name=MAIN, commit=commit))
+        return source.weight_files(main)
     except (CorruptCheckpointError, RevisionNotFoundError):
         return None
 
@@ -298,4 +298,4 @@ def check_source(source, revisions: list[Revision] | None = None, *, label: str 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         files = dict(zip([r.name for r in revs], pool.map(listing, revs)))
     return check_weights(revs, files, main=main_weight_files(source),
-                         source=label or getattr(source, "repo_id", source.name))
+                         source=label or source.label)

@@ -18,7 +18,7 @@ from pathlib import Path
 from ckptgeo.errors import SourceNotFoundError
 from ckptgeo.sources.naming import parse_names
 from ckptgeo.sources.revisions import Revision, revision_from_name
-from ckptgeo.sources.protocol import WeightFile
+from ckptgeo.sources.protocol import CheckpointSource, SourceOptions, WeightFile
 from ckptgeo.sources.weights import weight_files_in
 
 __all__ = ["LocalSource"]
@@ -37,7 +37,7 @@ def _manifest_tokens_per_step(root: Path) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-class LocalSource:
+class LocalSource(CheckpointSource):
     """A folder of ``step{N}`` checkpoint folders (see module docstring).
 
     Raises
@@ -46,7 +46,7 @@ class LocalSource:
         ``root`` is not a folder.
     """
 
-    tokens_per_step = None
+    options = SourceOptions
     downloads = False
     default_selector = "all"
     #: asked first by :func:`~ckptgeo.sources.registry.open_source`: an existing folder is always local.
@@ -66,9 +66,9 @@ class LocalSource:
         return Path(spec).expanduser().is_dir()
 
     @classmethod
-    def from_spec(cls, spec: str, *, step_pattern: str | None = None, **_options) -> "LocalSource":
-        """The source of folder ``spec`` (download options such as ``keep_cache`` do not apply)."""
-        return cls(Path(spec).expanduser(), step_pattern=step_pattern)
+    def from_spec(cls, spec: str, options: SourceOptions | None = None) -> "LocalSource":
+        """The source of folder ``spec``."""
+        return cls(Path(spec).expanduser(), step_pattern=(options or SourceOptions()).step_pattern)
 
     def revisions(self) -> list[Revision]:
         names = [p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]

@@ -58,21 +58,29 @@ PILOT_HARD = frozenset({("parity", 1), ("addition", 1), ("modular", 1), ("multip
 PROBE_GATE_ACCURACY = 0.95
 VERDICTS = ("reproduced", "not reproduced", "inconclusive")
 
-#: Where each claim comes from (SPEC.md; the figures of the paper were not checked here).
+#: Where each claim comes from (docs/definitions.md#claims: the paper's version and section, in our words; the
+#: figures of the paper were not checked here).
 SOURCES = {
-    "order": "arXiv:2602.15997 v4, abstract (collapse, recovery, then accuracy), as restated in SPEC.md",
-    "precursor_hard": "v4 abstract as restated in SPEC.md: 100% precursor rate for hard algorithmic tasks",
-    "precursor_easy": "v4 abstract as restated in SPEC.md: on easy tasks collapse and acquisition coincide",
-    "top_down": "v1-v2: 32/32 task x model pairs; v3: 28/32 (SPEC.md)",
-    "llc": "v4 abstract as restated in SPEC.md: LLC synchronous, 0/24 precursors",
-    "hessian": "v4 abstract as restated in SPEC.md: Hessian lags",
-    "floor_modular": "v4 abstract as restated in SPEC.md: modular collapse floor near RankMe 2.0 at every size",
-    "floor_multiplication": "from a summary of the paper; not found in its abstracts (SPEC.md)",
+    "order": "arXiv:2602.15997 v4, abstract: collapse, recovery, then accuracy (docs/definitions.md#claim-order)",
+    "precursor_hard": "v4 abstract: 100% precursor rate for hard algorithmic tasks "
+                      "(docs/definitions.md#claim-precursor-hard)",
+    "precursor_easy": "v4 abstract: on easy tasks collapse and acquisition coincide "
+                      "(docs/definitions.md#claim-precursor-easy)",
+    "top_down": "v1-v2: 32/32 task x model pairs; v3: 28/32 (docs/definitions.md#claim-top-down)",
+    "llc": "v4 abstract: LLC synchronous, 0/24 precursors (docs/definitions.md#claim-llc)",
+    "hessian": "v4 abstract: Hessian lags (docs/definitions.md#claim-hessian)",
+    "floor_modular": "v4 abstract: modular collapse floor near RankMe 2.0 at every size "
+                     "(docs/definitions.md#claim-floor-modular)",
+    "floor_multiplication": "from a summary of the paper; not found in its abstracts "
+                            "(docs/definitions.md#claim-floor-multiplication)",
     "across_sizes_collapse_floor": "from a summary of the paper (Spearman > 0.92 for Pythia-2.8B); not found in "
-                                   "its abstracts (SPEC.md)",
-    "across_sizes_acquisition_step": "from a summary of the paper; not found in its abstracts (SPEC.md)",
-    "probe_lead": "v4 abstract as restated in SPEC.md: probes read the answer before the model produces it",
-    "pythia_deduction": "v4 abstract as restated in SPEC.md: Pythia-2.8B logical deduction, gap about 49K steps",
+                                   "its abstracts (docs/definitions.md#claim-across-sizes)",
+    "across_sizes_acquisition_step": "from a summary of the paper; not found in its abstracts "
+                                     "(docs/definitions.md#claim-across-sizes)",
+    "probe_lead": "v4 abstract: probes read the answer before the model produces it "
+                  "(docs/definitions.md#claim-probe-lead)",
+    "pythia_deduction": "v4 abstract: Pythia-2.8B logical deduction, gap about 49K steps "
+                        "(docs/definitions.md#claim-pythia-deduction)",
 }
 
 #: How runs are classed and claims judged (markdown; also in reproduction.md).

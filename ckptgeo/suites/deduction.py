@@ -236,7 +236,7 @@ def _listing(scene: Scene, objects) -> str:
 
 
 def puzzle_to_item(puzzle: Puzzle, *, suite: str = "logical_deduction", item_id: str | None = None) -> dict:
-    """A multiple-choice item (SPEC's schema) for ``puzzle``.
+    """A multiple-choice item (the item schema, docs/definitions.md#items) for ``puzzle``.
 
     The prompt is :data:`DEDUCTION_PREFIX`, the paragraph and the question, ending in ``"Answer:"``;
     the choices are the objects in listing order, each a continuation with a leading space; ``label``

@@ -1,7 +1,8 @@
 """Generators of the seven bundled diagnostic suites, from the project's own templates and word lists.
 
-Every generator takes a :class:`random.Random` and returns item dicts in SPEC's schema; the same seed
-gives the same file (``scripts/make_diagnostics.py`` writes them to ``diagnostics/``).
+Every generator takes a :class:`random.Random` and returns item dicts in the item schema
+(docs/definitions.md#items); the same seed gives the same file (``scripts/make_diagnostics.py`` writes them
+to ``diagnostics/``).
 
 ========== ============= ================================================== ==========================
 suite      kind          what an item asks                                   ``label`` (probe target)

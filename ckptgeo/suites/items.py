@@ -1,6 +1,6 @@
 """The item schema shared by every suite, and the loaders that read suites into it.
 
-An item is one JSON object per line (SPEC.md, "Item schema"). Three kinds exist:
+An item is one JSON object per line (docs/definitions.md#items). Three kinds exist:
 
 * multiple choice: ``id``, ``suite``, ``prompt``, ``choices`` (list of str), ``answer`` (index), optional ``label``
 * minimal pair:    ``id``, ``suite``, ``good``, ``bad``
@@ -44,7 +44,8 @@ _CORE = {"id", "suite", "prompt", "choices", "answer", "label", "good", "bad", "
 
 @dataclass(frozen=True)
 class Item:
-    """One evaluation item in SPEC.md's schema. ``kind`` is derived from the fields present."""
+    """One evaluation item in the item schema (docs/definitions.md#items). ``kind`` is derived from the fields
+    present."""
 
     id: str
     suite: str
