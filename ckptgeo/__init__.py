@@ -28,7 +28,8 @@ The public API is this module's names; internal modules may move without breakin
 ``generate``
 ========================  ========================================================================
 
-Each name is imported on first use, so ``import ckptgeo`` and ``ckptgeo --help`` stay cheap.
+Each name is imported on first use, so ``import ckptgeo`` and ``ckptgeo --help`` stay cheap; IDEs and type
+checkers see the real objects through the ``TYPE_CHECKING`` imports.
 """
 
 __version__ = "0.1.0"
@@ -51,6 +52,29 @@ _FACADE = {
 
 __all__ = ["__version__", *_FACADE]
 
+#: True only for static readers (mypy, pyright, IDEs treat a name ``TYPE_CHECKING`` as ``typing.TYPE_CHECKING``):
+#: they see the real objects and their types below, while ``import ckptgeo`` imports neither ``typing`` nor
+#: any submodule (``tests/test_facade.py`` holds this block and :data:`_FACADE` together)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ckptgeo.analysis.figures import FIGURES, register_figure
+    from ckptgeo.analysis.steps import STEPS, register_step
+    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.engine.config import ScanConfig
+    from ckptgeo.engine.plan import plan_scan
+    from ckptgeo.engine.scan import scan
+    from ckptgeo.metrics.cross import combine
+    from ckptgeo.metrics.registry import METRICS, CompareValue, MetricValue, register_metric
+    from ckptgeo.monitor.callback import MonitorCallback
+    from ckptgeo.monitor.core import Monitor, task_suite
+    from ckptgeo.sources.registry import SOURCES, open_source
+    from ckptgeo.store.dataset import read_table
+    from ckptgeo.studies.claims import CLAIMS, register_claim
+    from ckptgeo.suites.items import LOADERS
+    from ckptgeo.suites.tasks import generate
+    from ckptgeo.suites.vocab import build_tokenizer
+    from ckptgeo.training.sizes import build_config
+
 
 def __getattr__(name: str):
     if name in _FACADE:
@@ -62,5 +86,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'ckptgeo' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_FACADE))

@@ -71,3 +71,34 @@ def test_read_table_refuses_a_missing_folder_and_a_misspelled_table(tmp_path):
     (tmp_path / "ds" / "events").mkdir()   # an analysis's own table folder is read by its name
     pd.DataFrame({"model": ["m"], "step": [0]}).to_parquet(tmp_path / "ds" / "events" / "events.parquet")
     assert len(ckptgeo.read_table(tmp_path / "ds", "events")) == 1
+
+
+def _typed_imports() -> dict[str, str]:
+    """name -> module of the ``if TYPE_CHECKING:`` imports of ``ckptgeo/__init__.py``."""
+    import ast
+
+    tree = ast.parse((ROOT / "ckptgeo" / "__init__.py").read_text())
+    blocks = [n for n in tree.body if isinstance(n, ast.If) and isinstance(n.test, ast.Name)
+              and n.test.id == "TYPE_CHECKING"]
+    assert len(blocks) == 1, "one `if TYPE_CHECKING:` block of typed imports"
+    return {a.asname or a.name: node.module for node in blocks[0].body if isinstance(node, ast.ImportFrom)
+            for a in node.names}
+
+
+def test_static_readers_see_every_public_name_with_its_real_object():
+    """IDEs and type checkers read the ``TYPE_CHECKING`` imports: they name every public object, from the module
+    the lazy loader takes it from, and executing them gives the very objects ``ckptgeo.<name>`` returns."""
+    typed = _typed_imports()
+    assert typed == PUBLIC
+    namespace: dict = {}
+    for name, module in typed.items():
+        exec(f"from {module} import {name}", namespace)  # what a type checker resolves
+        assert namespace[name] is getattr(ckptgeo, name), name
+    assert ckptgeo.TYPE_CHECKING is False
+
+
+def test_the_typed_block_costs_nothing_at_import():
+    code = ("import sys, ckptgeo; "
+            "print('typing' in sys.modules, sorted(m for m in sys.modules if m.startswith('ckptgeo.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False []"
