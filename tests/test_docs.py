@@ -59,3 +59,12 @@ def test_every_claim_row_cites_its_definition():
     for claim, source in SOURCES.items():
         found = re.findall(r"docs/definitions\.md#([\w\-]+)", source)
         assert found and found[0] in anchors, (claim, source)
+
+
+def test_every_built_in_measure_and_claim_row_is_defined():
+    from ckptgeo.metrics.registry import metric_names
+    from ckptgeo.studies.claims import SOURCES
+
+    text = DEFINITIONS.read_text(encoding="utf-8")
+    assert [m for m in metric_names() if f"`{m}`" not in text] == []
+    assert [c for c in SOURCES if f"**{c}**" not in text] == []
