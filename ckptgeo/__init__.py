@@ -11,6 +11,7 @@ The public API is this module's names; internal modules may move without breakin
 ========================  ========================================================================
 ``scan``, ``plan_scan``   measure the revisions of a source into Parquet tables / say what it would do
 ``analyze``               events (acquisition, collapse, precursor gap) and summaries of a dataset
+``forecast``              forecast acquisition per run and checkpoint; does geometry beat behaviour?
 ``combine``               the cross-checkpoint step: artifacts -> the ``compare`` table (CKA, distances)
 ``read_table``            one table of a dataset as a DataFrame
 ``open_source``           a checkpoint source from a Hub repo id, a folder or a family spec
@@ -38,6 +39,7 @@ __version__ = "0.1.0"
 _FACADE = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
     "analyze": "ckptgeo.analysis.summary", "combine": "ckptgeo.metrics.cross",
+    "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
     "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
     "task_suite": "ckptgeo.monitor.core",

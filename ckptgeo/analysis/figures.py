@@ -511,9 +511,9 @@ def _check_figure(name: str, obj) -> None:
 
 #: Every figure :func:`plot_all` draws, in order: the built-ins below, then those installed packages declare in the
 #: ``ckptgeo.figures`` entry-point group, then those registered in this process (:func:`register_figure`).
-FIGURES = Registry("figure", "ckptgeo.figures", {name: "ckptgeo.analysis.figures" for name in ("suites", "seeds",
-                                                                                                "gaps")},
-                   check=_check_figure)
+FIGURES = Registry("figure", "ckptgeo.figures", {**{name: "ckptgeo.analysis.figures" for name in ("suites", "seeds",
+                                                                                                   "gaps")},
+                                                  "forecast": "ckptgeo.forecasting.figures"}, check=_check_figure)
 
 
 def register_figure(*, name: str, reads: tuple[str, ...] = ()):

@@ -119,8 +119,11 @@ def _check_step(name: str, obj) -> None:
 #: ones installed packages declare in the ``ckptgeo.analysis_steps`` entry-point group, then those registered here.
 BUILTIN_STEPS = ("acquisitions", "events", "null_curves", "precursor_rates", "precursor_rates_by_model", "top_down",
                  "probe_lead", "across_sizes", "seed_spread", "difficulty_slope", "seed_events", "compare", "runs")
+#: Steps of ckptgeo's own packages outside ``analysis/`` (each reports its tables as an added section of report.md).
+PACKAGE_STEPS = {"forecast": "ckptgeo.forecasting.tables"}
 STEPS = Registry("analysis step", "ckptgeo.analysis_steps",
-                 {name: "ckptgeo.analysis.builtin_steps" for name in BUILTIN_STEPS}, check=_check_step)
+                 {**{name: "ckptgeo.analysis.builtin_steps" for name in BUILTIN_STEPS}, **PACKAGE_STEPS},
+                 check=_check_step)
 
 
 def register_step(*, name: str, writes: tuple[str, ...], reads: tuple[str, ...] = (), folder: str | None = "summary",

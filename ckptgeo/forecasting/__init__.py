@@ -1,0 +1,20 @@
+"""Forecast a capability's acquisition before it happens, and measure whether the geometry helps.
+
+=====================  ===============================================================================
+module                 what it holds
+=====================  ===============================================================================
+``data``               the runs a forecast reads (:class:`RunCurves`): accuracy, RankMe per layer, identity
+``features``           what is known at each checkpoint: the behaviour and behaviour + geometry feature sets
+``model``              the discrete-time hazard model (scikit-learn logistic regression) and its forecasts
+``evaluate``           held-out splits, scores, the skill test, its null copy, concordance, across sizes
+``tables``             the ``forecast/`` tables and the analysis step that writes them
+``figures``            a forecast figure per run
+``api``                :func:`forecast` (``ckptgeo.forecast``) and its console summary
+``live``               the monitor's per-checkpoint forecast (``Monitor(forecast_from=...)``)
+=====================  ===============================================================================
+"""
+
+from ckptgeo.forecasting.api import ForecastResult, forecast, forecast_text
+from ckptgeo.forecasting.evaluate import ForecastConfig
+
+__all__ = ["forecast", "ForecastResult", "ForecastConfig", "forecast_text"]

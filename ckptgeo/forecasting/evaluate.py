@@ -1,0 +1,388 @@
+"""Honest evaluation of the acquisition forecast: every score is on runs the model was not fitted to.
+
+Splits (each where the data has at least two groups): ``task`` (leave one task out), ``seed`` (leave one seed
+out), ``size`` (leave one model size out). For each split and feature set, every held-out run is forecast at each
+of its checkpoints before its acquisition is known, and scored:
+
+* **log score** and **Brier** of the h-step event "acquired at or before checkpoint i + h", averaged over the
+  run's scorable checkpoints (the outcome known: the acquisition seen, or the run long enough after ``i``);
+  lower is better;
+* **absolute error** of the forecast's median acquisition step at the checkpoints 25%, 50% and 75% of the way
+  (in steps) to the acquisition, acquired runs only (a median beyond the horizon counts as the horizon's step);
+* **coverage** of the 80% interval at those checkpoints (an interval open above where its upper end lies beyond
+  the horizon).
+
+**Skill** of geometry over behaviour: per held-out run, the behaviour set's log score minus the geometry set's
+(positive: geometry better); a one-sided Wilcoxon signed-rank test across runs (``scipy.stats.wilcoxon``). The same
+on a **null copy** (every RankMe curve replaced by noise at its own mean and variance,
+:func:`ckptgeo.forecasting.features.null_copy`), which must show no skill.
+
+**Concordance** within a difficulty class: for two acquired runs of one class, their forecasts made at the same
+training step (half the earlier acquisition, before either acquired) put them in the true order; ties count a
+half. Its p-value permutes acquisition steps among the class's runs (the forecasts at each run's checkpoints
+kept), one-sided. The paper's figures for geometry alone: 52% (easy) and 69% (hard).
+
+**Across sizes**: each size forecast by a model fitted to the strictly smaller sizes only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ckptgeo.analysis import stats
+from ckptgeo.forecasting.data import RunCurves
+from ckptgeo.forecasting.features import FEATURE_SETS, null_copy, run_features
+from ckptgeo.forecasting.model import (DEFAULT_COVERAGE, DEFAULT_HORIZON, DEFAULT_MAX_HORIZON, HazardModel,
+                                    future_steps)
+
+__all__ = ["ForecastConfig", "SPLITS", "PAPER_CONCORDANCE", "split_groups", "out_of_fold", "run_scores",
+           "evaluation_table", "skill_table", "concordance", "concordance_table", "sizes_table", "primary_split"]
+
+#: the held-out splits, in the order tables show them
+SPLITS = ("task", "seed", "size")
+#: within-class concordance of geometry with acquisition order, arXiv:2602.15997 v3 abstract
+PAPER_CONCORDANCE = {"easy": 0.52, "hard": 0.69}
+#: where a held-out run is scored: 25%, 50%, 75% of the way to its acquisition (in steps)
+FRACTIONS = (0.25, 0.5, 0.75)
+
+
+@dataclass(frozen=True)
+class ForecastConfig:
+    """Settings of a forecast (written into its tables' metadata).
+
+    Attributes
+    ----------
+    horizon : int, default=5
+        h of P(acquired within the next h checkpoints).
+    max_horizon : int, default=48
+        Checkpoints ahead the hazard models; a later acquisition is "beyond the horizon".
+    max_landmarks : int, default=32
+        Checkpoints per run the model is fitted at (evenly spaced).
+    coverage : float, default=0.8
+        The forecast interval's coverage.
+    C : float, default=1.0
+        Inverse L2 strength of the logistic regression.
+    n_permutations : int, default=999
+        Relabellings of each concordance test.
+    alpha : float, default=0.05
+    seed : int, default=0
+        Seed of the null copy and of the permutations.
+    min_drop, recovery : float
+        The collapse and recovery-onset rules of the geometry features (the analysis's).
+    """
+
+    horizon: int = DEFAULT_HORIZON
+    max_horizon: int = DEFAULT_MAX_HORIZON
+    max_landmarks: int = 32
+    coverage: float = DEFAULT_COVERAGE
+    C: float = 1.0
+    n_permutations: int = stats.DEFAULT_N_PERMUTATIONS
+    alpha: float = 0.05
+    seed: int = 0
+    min_drop: float = 0.25
+    recovery: float = 0.1
+
+    def model(self) -> HazardModel:
+        return HazardModel(max_horizon=self.max_horizon, max_landmarks=self.max_landmarks, C=self.C, seed=self.seed)
+
+    def features(self, run: RunCurves, feature_set: str, with_tokens: bool = False) -> np.ndarray:
+        return run_features(run, feature_set, min_drop=self.min_drop, recovery=self.recovery, with_tokens=with_tokens)
+
+
+def split_groups(runs: list[RunCurves], split: str) -> list | None:
+    """Each run's group under ``split``; None when the runs do not form at least two groups."""
+    labels = [getattr(r, split) for r in runs]
+    if any(v is None or v == "" for v in labels) or len(set(labels)) < 2:
+        return None
+    return labels
+
+
+def primary_split(runs: list[RunCurves]) -> str | None:
+    """The split whose out-of-fold forecasts fill the forecast table: task, else seed, else size, else None."""
+    return next((s for s in SPLITS if split_groups(runs, s) is not None), None)
+
+
+def out_of_fold(runs: list[RunCurves], groups: list, cfg: ForecastConfig, sets=FEATURE_SETS,
+                null_runs: list[RunCurves] | None = None) -> dict[str, list[pd.DataFrame]]:
+    """Per feature set (and ``"geometry_null"`` with ``null_runs``), each run's forecast from a model fitted to
+    the other groups' runs; None for a run whose training set is empty."""
+    jobs = [(s, runs, s) for s in sets]
+    if null_runs is not None:
+        jobs.append(("geometry_null", null_runs, "geometry"))
+    out: dict[str, list] = {}
+    for name, rs, fset in jobs:
+        feats = [cfg.features(r, fset) for r in rs]
+        res: list = [None] * len(rs)
+        for g in sorted(set(groups), key=str):
+            train = [i for i, v in enumerate(groups) if v != g]
+            test = [i for i, v in enumerate(groups) if v == g]
+            if not train:
+                continue
+            model = cfg.model().fit([rs[i] for i in train], [feats[i] for i in train])
+            for i in test:
+                res[i] = model.forecast_run(rs[i], feats[i], horizon=cfg.horizon, coverage=cfg.coverage)
+        out[name] = res
+    return out
+
+
+def _landmark_before(steps: np.ndarray, s: float) -> int:
+    return max(0, int(np.searchsorted(steps, s, side="right")) - 1)
+
+
+def _cap_step(run: RunCurves, i: int, cfg: ForecastConfig) -> float:
+    grid = future_steps(run.steps, i, cfg.max_horizon)
+    return float(grid[max(0, len(grid) - run.window)])
+
+
+def run_scores(run: RunCurves, fc: pd.DataFrame | None, cfg: ForecastConfig) -> dict:
+    """One held-out run's scores (module docstring); NaN where undefined."""
+    out = {"log_score": math.nan, "brier": math.nan, "n_scored": 0}
+    for f in FRACTIONS:
+        out[f"abs_error_{int(f * 100)}"] = math.nan
+        out[f"rel_error_{int(f * 100)}"] = math.nan
+    out.update(covered=0, n_covered=0)
+    if fc is None or not len(fc):
+        return out
+    n, w, h, c = len(run.steps), run.window, cfg.horizon, run.confirmed_index
+    i = fc["checkpoint"].to_numpy()
+    if c is not None:   # the acquisition seen: every forecast's outcome is known
+        y, known = (i + h + w - 1 >= c).astype(float), np.ones(len(i), bool)
+    else:               # not acquired in the run: known where the run lasts h + window - 1 checkpoints more
+        y, known = np.zeros(len(i)), i + h + w - 1 <= n - 1
+    p = np.clip(fc["p_next"].to_numpy(float), 1e-6, 1 - 1e-6)
+    if known.any():
+        yk, pk = y[known], p[known]
+        out["log_score"] = float(-np.mean(yk * np.log(pk) + (1 - yk) * np.log(1 - pk)))
+        out["brier"] = float(np.mean((pk - yk) ** 2))
+        out["n_scored"] = int(known.sum())
+    acq = run.acquisition_step
+    if acq is None or acq <= 0:
+        return out
+    for f in FRACTIONS:
+        li = _landmark_before(run.steps, f * acq)
+        row = fc[fc["checkpoint"] == li]
+        if not len(row):
+            continue
+        r = row.iloc[0]
+        cap = _cap_step(run, li, cfg)
+        med = r["median_step"] if math.isfinite(r["median_step"]) else cap
+        out[f"abs_error_{int(f * 100)}"] = abs(med - acq)
+        out[f"rel_error_{int(f * 100)}"] = abs(med - acq) / acq
+        lo = r["low_step"] if math.isfinite(r["low_step"]) else cap
+        hi = r["high_step"] if math.isfinite(r["high_step"]) else math.inf
+        out["covered"] += int(lo <= acq <= hi)
+        out["n_covered"] += 1
+    return out
+
+
+def _scores_frame(runs, fcs: dict[str, list], cfg: ForecastConfig, split: str) -> pd.DataFrame:
+    rows = []
+    for name, per_run in fcs.items():
+        for run, fc in zip(runs, per_run):
+            if fc is None:
+                continue
+            rows.append({"split": split, "feature_set": name, "run": run.name, "task": run.task,
+                         "difficulty": run.difficulty, **run_scores(run, fc, cfg)})
+    return pd.DataFrame(rows)
+
+
+def evaluation_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
+    """One row per (split, feature set): held-out runs, mean log score and Brier, median absolute and relative
+    errors at 25/50/75% of the way, and the 80% intervals' coverage with its Wilson interval."""
+    rows = []
+    for (split, fset), g in scores.groupby(["split", "feature_set"], sort=False):
+        k, n = int(g["covered"].sum()), int(g["n_covered"].sum())
+        cov = stats.binomial_interval(k, n) if n else None
+        row = {"split": split, "feature_set": fset, "n_runs": len(g), "n_acquired": int((g["n_covered"] > 0).sum()),
+               "log_score": g["log_score"].mean(), "brier": g["brier"].mean()}
+        for f in FRACTIONS:
+            row[f"abs_error_{int(f * 100)}"] = g[f"abs_error_{int(f * 100)}"].median()
+        for f in FRACTIONS:
+            row[f"rel_error_{int(f * 100)}"] = g[f"rel_error_{int(f * 100)}"].median()
+        row.update(coverage=cov.rate if cov else math.nan, coverage_low=cov.low if cov else math.nan,
+                   coverage_high=cov.high if cov else math.nan, n_intervals=n, nominal_coverage=cfg.coverage)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _wilcoxon(d: np.ndarray) -> float:
+    from scipy.stats import wilcoxon
+
+    d = d[np.isfinite(d)]
+    if not len(d) or not np.any(d != 0):
+        return math.nan if not len(d) else 1.0
+    return float(wilcoxon(d, alternative="greater").pvalue)
+
+
+def skill_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
+    """Per split: geometry's skill over behaviour (mean per-run log-score difference, positive = geometry better,
+    relative skill 1 - LS_geometry / LS_behaviour) with its one-sided Wilcoxon p-value across held-out runs, and
+    the same for the null copy; ``verdict`` reads both."""
+    rows = []
+    for split, g in scores.groupby("split", sort=False):
+        piv = g.pivot_table(index="run", columns="feature_set", values="log_score")
+        if "behaviour" not in piv or "geometry" not in piv:
+            continue
+        row = {"split": split}
+        for name, label in (("geometry", ""), ("geometry_null", "null_")):
+            if name not in piv:
+                row.update({f"{label}n_runs": 0, f"{label}delta_log_score": math.nan, f"{label}skill": math.nan,
+                            f"{label}p_value": math.nan})
+                continue
+            both = piv[["behaviour", name]].dropna()
+            d = (both["behaviour"] - both[name]).to_numpy(float)
+            row.update({f"{label}n_runs": len(d), f"{label}delta_log_score": float(np.mean(d)) if len(d) else math.nan,
+                        f"{label}skill": float(1 - both[name].mean() / both["behaviour"].mean())
+                        if len(d) and both["behaviour"].mean() > 0 else math.nan,
+                        f"{label}p_value": _wilcoxon(d)})
+        row["verdict"] = skill_verdict(row, cfg.alpha)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def skill_verdict(row: dict, alpha: float, min_runs: int = 5) -> str:
+    """``geometry helps`` / ``no skill shown`` / ``inconclusive`` (fewer than ``min_runs`` held-out runs: 5 is
+    the fewest at which a one-sided Wilcoxon test can reach p < 0.05, or the null copy showing
+    skill too, so the test cannot be trusted on these data)."""
+    n, p, p0 = row.get("n_runs", 0), row.get("p_value", math.nan), row.get("null_p_value", math.nan)
+    if n < min_runs or not math.isfinite(p):
+        return "inconclusive"
+    if math.isfinite(p0) and p0 < alpha:
+        return "inconclusive"
+    return "geometry helps" if p < alpha else "no skill shown"
+
+
+def _pairs_concordance(steps_by_run, med_by_run, acq: np.ndarray, order: np.ndarray) -> float:
+    """Share of pairs in the true order of (permuted) acquisition steps ``acq[order]``, each pair judged by the
+    two forecasts made at half the earlier acquisition."""
+    a = acq[order]
+    n = len(a)
+    num = den = 0.0
+    for x in range(n):
+        for y in range(x + 1, n):
+            if a[x] == a[y]:
+                continue
+            s = 0.5 * min(a[x], a[y])
+            px = _pred_at(steps_by_run[x], med_by_run[x], s, acq[x])
+            py = _pred_at(steps_by_run[y], med_by_run[y], s, acq[y])
+            den += 1
+            num += 0.5 if px == py else float((px < py) == (a[x] < a[y]))
+    return num / den if den else math.nan
+
+
+def _pred_at(steps: np.ndarray, med: np.ndarray, s: float, own_acq: float) -> float:
+    """The median forecast made at the last checkpoint at or before step ``s`` (the run's own acquisition where
+    it was known by then)."""
+    li = int(np.searchsorted(steps, s, side="right")) - 1
+    return float(med[max(li, 0)]) if li < len(med) else float(own_acq)
+
+
+def concordance(forecasts: list[tuple[np.ndarray, np.ndarray, float]], cfg: ForecastConfig) -> tuple[int, float, float]:
+    """(n_pairs, concordance, one-sided permutation p) of acquired runs' forecasts.
+
+    Parameters
+    ----------
+    forecasts : list of (steps, median_step, acquisition_step)
+        Per acquired run: the steps of its forecast checkpoints (increasing), the median forecast at each (NaN:
+        beyond the horizon, ordered after any finite step), and its acquisition step.
+    """
+    if len(forecasts) < 2:
+        return 0, math.nan, math.nan
+    steps = [np.asarray(s, float) for s, _, _ in forecasts]
+    meds = [np.where(np.isfinite(m), m, np.inf) for _, m, _ in forecasts]
+    acq = np.array([float(a) for _, _, a in forecasts])
+    n_pairs = int(sum(1 for x in range(len(acq)) for y in range(x + 1, len(acq)) if acq[x] != acq[y]))
+    if not n_pairs:
+        return 0, math.nan, math.nan
+    res = stats.permutation_test(lambda o: _pairs_concordance(steps, meds, acq, np.asarray(o)), len(acq),
+                                 n_permutations=cfg.n_permutations, seed=cfg.seed)
+    return n_pairs, res.statistic, res.p_value
+
+
+def _concordance(runs: list[RunCurves], fcs: list, cfg: ForecastConfig) -> tuple[int, float, float]:
+    keep = [(r, fc) for r, fc in zip(runs, fcs) if fc is not None and r.acquisition_step is not None and len(fc)]
+    return concordance([(fc["step"].to_numpy(float), fc["median_step"].to_numpy(float), r.acquisition_step)
+                        for r, fc in keep], cfg)
+
+
+def concordance_table(runs: list[RunCurves], fcs: dict[str, list], split: str, cfg: ForecastConfig) -> pd.DataFrame:
+    """Per feature set and difficulty class: pairs, concordance, its permutation p, the paper's figure."""
+    rows = []
+    classes = sorted({r.difficulty for r in runs})
+    for name, per_run in fcs.items():
+        for cls in classes:
+            idx = [i for i, r in enumerate(runs) if r.difficulty == cls]
+            n, conc, p = _concordance([runs[i] for i in idx], [per_run[i] for i in idx], cfg)
+            rows.append({"split": split, "feature_set": name, "difficulty": cls, "n_runs": len(idx), "n_pairs": n,
+                         "concordance": conc, "p_value": p, "paper": PAPER_CONCORDANCE.get(cls, math.nan)})
+    return pd.DataFrame(rows)
+
+
+def sizes_table(runs: list[RunCurves], cfg: ForecastConfig, sets=FEATURE_SETS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each size (but the smallest) forecast from the strictly smaller sizes: (table, per-run scores).
+
+    Table columns: size, fitted_on (the smaller sizes), feature_set, n_runs, n_acquired, rel_error_25/50/75
+    (medians), coverage, n_pairs, concordance (order of acquisition), p_value (permutation), kendall_tau
+    (2 x concordance - 1).
+    """
+    sizes: dict[str, list[float]] = {}
+    for r in runs:
+        if r.size:
+            sizes.setdefault(r.size, []).append(r.size_order)
+    order = sorted(sizes, key=lambda s: (np.nanmedian(sizes[s]) if np.isfinite(sizes[s]).any() else math.inf, s))
+    rows, score_rows = [], []
+    for j, size in enumerate(order[1:], start=1):
+        train = [r for r in runs if r.size in order[:j]]
+        test = [r for r in runs if r.size == size]
+        for fset in sets:
+            model = cfg.model().fit(train, [cfg.features(r, fset) for r in train])
+            fcs = [model.forecast_run(r, cfg.features(r, fset), horizon=cfg.horizon, coverage=cfg.coverage)
+                   for r in test]
+            sc = pd.DataFrame([{"run": r.name, "size": size, "feature_set": fset, **run_scores(r, fc, cfg)}
+                               for r, fc in zip(test, fcs)])
+            score_rows.append(sc)
+            n_pairs, conc, p = _concordance(test, fcs, cfg)
+            k, n = int(sc["covered"].sum()), int(sc["n_covered"].sum())
+            rows.append({"size": size, "fitted_on": ",".join(order[:j]), "feature_set": fset, "n_runs": len(test),
+                         "n_acquired": int(sum(r.acquisition_step is not None for r in test)),
+                         **{f"rel_error_{int(f * 100)}": sc[f"rel_error_{int(f * 100)}"].median() for f in FRACTIONS},
+                         "coverage": k / n if n else math.nan, "n_pairs": n_pairs, "concordance": conc,
+                         "p_value": p, "kendall_tau": 2 * conc - 1 if math.isfinite(conc) else math.nan})
+    return pd.DataFrame(rows), (pd.concat(score_rows, ignore_index=True) if score_rows else pd.DataFrame())
+
+
+def evaluate(runs: list[RunCurves], cfg: ForecastConfig) -> dict:
+    """Every split's out-of-fold forecasts and scores, and the tables built on them.
+
+    Returns
+    -------
+    dict
+        ``forecasts`` (split -> feature set -> per-run forecast or None), ``scores`` (per held-out run),
+        ``evaluation``, ``skill``, ``concordance`` (on the primary split), ``sizes``, ``primary`` (split name).
+    """
+    nulls = null_copy(runs, seed=cfg.seed)
+    forecasts, frames = {}, []
+    for split in SPLITS:
+        groups = split_groups(runs, split)
+        if groups is None:
+            continue
+        forecasts[split] = out_of_fold(runs, groups, cfg, null_runs=nulls)
+        frames.append(_scores_frame(runs, forecasts[split], cfg, split))
+    primary = primary_split(runs)
+    if primary is None and len(runs) >= 2:   # one group only: leave one run out
+        primary = "run"
+        forecasts["run"] = out_of_fold(runs, list(range(len(runs))), cfg, null_runs=nulls)
+        frames.append(_scores_frame(runs, forecasts["run"], cfg, "run"))
+    scores = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["split", "feature_set", "run", "log_score", "covered", "n_covered"])
+    conc = (concordance_table(runs, {k: v for k, v in forecasts[primary].items() if k in FEATURE_SETS}, primary, cfg)
+            if primary else pd.DataFrame())
+    sizes, size_scores = sizes_table(runs, cfg) if split_groups(runs, "size") is not None else (pd.DataFrame(),
+                                                                                              pd.DataFrame())
+    return {"forecasts": forecasts, "scores": scores, "evaluation": evaluation_table(scores, cfg) if len(scores)
+            else pd.DataFrame(), "skill": skill_table(scores, cfg) if len(scores) else pd.DataFrame(),
+            "concordance": conc, "sizes": sizes, "size_scores": size_scores, "primary": primary}

@@ -1,0 +1,169 @@
+"""What is known about a run at each checkpoint: the two feature sets of the forecast.
+
+Every feature at checkpoint ``i`` is computed from checkpoints ``0..i`` only (a forecast made at ``i`` could
+have been made live). Two sets, always side by side:
+
+``behaviour``
+    accuracy's progress from chance to the acquisition threshold, ``(acc - chance) / (threshold - chance)``,
+    with its 95% Wilson interval's ends (where the item count is known), its running maximum, its slope per
+    unit of log step over the last two checkpoints, the number of consecutive checkpoints above the threshold
+    (a window being filled), ``log1p(step)`` and, where recorded, ``log1p(tokens)``.
+``geometry``
+    the behaviour set plus, for three layers at fixed relative depth (the first block, the middle block, the
+    deepest layer: the same three for every model size), RankMe's log ratio to its first value, the fall to its
+    running minimum as a fraction of the first value, the fraction of that fall regained since (recovery), its
+    log slope over the last two checkpoints, and ``log1p`` of the checkpoints since the collapse (running minimum,
+    counted once RankMe fell by ``min_drop``) and since the recovery onset (``recovery`` of the fall regained).
+
+:func:`null_copy` replaces every RankMe curve by noise at its own mean and variance: geometry that carries no
+timing, on which the geometry set must show no skill.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ckptgeo.forecasting.data import RunCurves
+
+__all__ = ["FEATURE_SETS", "behaviour_names", "geometry_names", "feature_names", "run_features", "null_copy"]
+
+#: the two feature sets, in the order every table shows them
+FEATURE_SETS = ("behaviour", "geometry")
+#: layers read, by relative depth (first block, middle block, deepest layer)
+_DEPTHS = ("first", "middle", "last")
+_PER_LAYER = ("log_ratio", "drop", "recovered", "slope", "since_collapse", "since_onset")
+_Z = 1.959963984540054  # 95% two-sided normal quantile
+
+
+def behaviour_names(with_tokens: bool = False) -> list[str]:
+    names = ["progress", "progress_low", "progress_high", "progress_max", "progress_slope", "above_run", "log_step"]
+    return names + (["log_tokens"] if with_tokens else [])
+
+
+def geometry_names() -> list[str]:
+    return [f"rankme_{d}_{f}" for d in _DEPTHS for f in _PER_LAYER]
+
+
+def feature_names(feature_set: str, with_tokens: bool = False) -> list[str]:
+    """The columns of ``feature_set`` ("behaviour" or "geometry")."""
+    return behaviour_names(with_tokens) + (geometry_names() if feature_set == "geometry" else [])
+
+
+def _wilson(acc: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = np.where(np.isfinite(n) & (n > 0), n, np.nan)
+    denom = 1 + _Z ** 2 / n
+    centre = (acc + _Z ** 2 / (2 * n)) / denom
+    half = _Z * np.sqrt(acc * (1 - acc) / n + _Z ** 2 / (4 * n ** 2)) / denom
+    lo, hi = centre - half, centre + half
+    return np.where(np.isfinite(lo), lo, acc), np.where(np.isfinite(hi), hi, acc)
+
+
+def _slope(y: np.ndarray, x: np.ndarray, lag: int = 2) -> np.ndarray:
+    out = np.zeros_like(y)
+    for i in range(1, len(y)):
+        j = max(0, i - lag)
+        dx = x[i] - x[j]
+        out[i] = (y[i] - y[j]) / dx if dx > 0 and np.isfinite(y[i]) and np.isfinite(y[j]) else 0.0
+    return out
+
+
+def _fill(v: np.ndarray) -> np.ndarray:
+    """Carry the last measured value forward over unmeasured checkpoints (causal)."""
+    v = np.asarray(v, float).copy()
+    last = math.nan
+    for i in range(len(v)):
+        if np.isfinite(v[i]):
+            last = v[i]
+        else:
+            v[i] = last
+    return v
+
+
+def _layer_features(v: np.ndarray, x: np.ndarray, min_drop: float, recovery: float) -> np.ndarray:
+    """(n_checkpoints, 6) causal features of one RankMe curve (zeros before its first measured value)."""
+    n = len(v)
+    out = np.zeros((n, len(_PER_LAYER)))
+    v = _fill(v)
+    ok = np.isfinite(v) & (v > 0)
+    if not ok.any():
+        return out
+    first_i = int(np.argmax(ok))
+    v0 = v[first_i]
+    run_min, min_i, onset_i = v0, first_i, None
+    for i in range(first_i, n):
+        if v[i] < run_min:
+            run_min, min_i, onset_i = v[i], i, None
+        fall = v0 - run_min
+        regained = (v[i] - run_min) / fall if fall > 0 else 0.0
+        collapsed = fall > min_drop * v0
+        if collapsed and onset_i is None and i > min_i and regained >= recovery:
+            onset_i = i
+        out[i, 0] = math.log(v[i] / v0)
+        out[i, 1] = fall / v0
+        out[i, 2] = min(regained, 2.0)
+        out[i, 4] = math.log1p(i - min_i) if collapsed else 0.0
+        out[i, 5] = math.log1p(i - onset_i + 1) if onset_i is not None else 0.0
+    logv = np.log(np.where(np.isfinite(v) & (v > 0), v, v0))
+    out[:, 3] = _slope(logv, x)
+    out[:first_i] = 0.0
+    return out
+
+
+def _pick_layers(layers: dict) -> list[int | None]:
+    if not layers:
+        return [None, None, None]
+    ks = sorted(layers)
+    return [ks[0], ks[(len(ks) - 1) // 2], ks[-1]]
+
+
+def run_features(run: RunCurves, feature_set: str, *, min_drop: float = 0.25, recovery: float = 0.1,
+                 with_tokens: bool = False) -> np.ndarray:
+    """The features of ``run`` at each of its checkpoints.
+
+    Returns
+    -------
+    ndarray of shape (n_checkpoints, len(feature_names(feature_set, with_tokens)))
+        Row ``i`` uses checkpoints ``0..i`` only; finite everywhere (a missing layer gives zeros).
+    """
+    acc = np.clip(np.asarray(run.accuracy, float), 0.0, 1.0)
+    chance = run.chance if math.isfinite(run.chance) else 0.0
+    span = max(run.threshold - chance, 1e-6)
+    lo, hi = _wilson(acc, np.asarray(run.n_items, float))
+    x = np.log1p(np.asarray(run.steps, float))
+    prog = np.clip((acc - chance) / span, -1.0, 2.0)
+    above = np.zeros(len(acc))
+    for i in range(len(acc)):
+        above[i] = (above[i - 1] + 1 if i else 1) if acc[i] > run.threshold else 0
+    cols = [prog, np.clip((lo - chance) / span, -1, 2), np.clip((hi - chance) / span, -1, 2),
+            np.maximum.accumulate(prog), _slope(prog, x), np.minimum(above, run.window), x]
+    if with_tokens:
+        t = run.tokens if run.tokens is not None else np.full(len(acc), np.nan)
+        cols.append(np.log1p(np.where(np.isfinite(t), t, 0.0)))
+    feats = np.column_stack(cols)
+    if feature_set == "geometry":
+        per = [(_layer_features(run.rankme[k], x, min_drop, recovery) if k is not None
+                else np.zeros((len(acc), len(_PER_LAYER)))) for k in _pick_layers(run.rankme)]
+        feats = np.column_stack([feats, *per])
+    elif feature_set != "behaviour":
+        raise ValueError(f"feature_set must be one of {FEATURE_SETS}; got {feature_set!r}")
+    return np.nan_to_num(feats, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def null_copy(runs: list[RunCurves], *, seed: int = 0) -> list[RunCurves]:
+    """``runs`` with every RankMe curve replaced by Gaussian noise at that curve's own mean and standard deviation
+    (independent across checkpoints, floored at 1e-3): the same scale, no timing."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for run in runs:
+        layers = {}
+        for k, v in run.rankme.items():
+            ok = np.isfinite(v)
+            mu, sd = (float(np.mean(v[ok])), float(np.std(v[ok]))) if ok.any() else (1.0, 0.0)
+            noise = np.maximum(rng.normal(mu, sd, size=len(v)), 1e-3)
+            layers[k] = np.where(ok, noise, np.nan)
+        out.append(dataclasses.replace(run, rankme=layers))
+    return out
