@@ -258,27 +258,23 @@ def skill_verdict(row: dict, alpha: float, min_runs: int = 5) -> str:
 
 def _pairs_concordance(steps_by_run, med_by_run, acq: np.ndarray, order: np.ndarray) -> float:
     """Share of pairs in the true order of (permuted) acquisition steps ``acq[order]``, each pair judged by the
-    two forecasts made at half the earlier acquisition."""
-    a = acq[order]
+    two forecasts made at half the earlier acquisition (the run's own acquisition where it was known by then)."""
+    a = acq[np.asarray(order)]
     n = len(a)
-    num = den = 0.0
+    half = 0.5 * np.minimum.outer(a, a)
+    pred = np.empty((n, n))
     for x in range(n):
-        for y in range(x + 1, n):
-            if a[x] == a[y]:
-                continue
-            s = 0.5 * min(a[x], a[y])
-            px = _pred_at(steps_by_run[x], med_by_run[x], s, acq[x])
-            py = _pred_at(steps_by_run[y], med_by_run[y], s, acq[y])
-            den += 1
-            num += 0.5 if px == py else float((px < py) == (a[x] < a[y]))
-    return num / den if den else math.nan
-
-
-def _pred_at(steps: np.ndarray, med: np.ndarray, s: float, own_acq: float) -> float:
-    """The median forecast made at the last checkpoint at or before step ``s`` (the run's own acquisition where
-    it was known by then)."""
-    li = int(np.searchsorted(steps, s, side="right")) - 1
-    return float(med[max(li, 0)]) if li < len(med) else float(own_acq)
+        li = np.searchsorted(steps_by_run[x], half[x], side="right") - 1
+        known = li >= len(med_by_run[x])
+        pred[x] = np.where(known, acq[x], med_by_run[x][np.clip(li, 0, len(med_by_run[x]) - 1)])
+    iu = np.triu_indices(n, 1)
+    px, py = pred[iu], pred.T[iu]    # pred[x, y]: run x's forecast at the pair's landmark; pred.T[x, y] = pred[y, x]
+    ax, ay = a[iu[0]], a[iu[1]]
+    use = ax != ay
+    if not use.any():
+        return math.nan
+    hit = np.where(px == py, 0.5, ((px < py) == (ax < ay)).astype(float))
+    return float(hit[use].mean())
 
 
 def concordance(forecasts: list[tuple[np.ndarray, np.ndarray, float]], cfg: ForecastConfig) -> tuple[int, float, float]:

@@ -10,8 +10,9 @@ max_horizon``, from the hazards
 one row per (run, landmark, k) while the run is at risk and observed; a run that never acquires contributes rows
 with no event up to its last checkpoint (right-censored), as does a run whose window is cut off by its end. The
 hazard is a logistic regression (``sklearn.linear_model.LogisticRegression``, L2, after ``StandardScaler``) on the
-landmark's features ``x_i`` (:mod:`ckptgeo.forecasting.features`), ``log k``, ``(log k)^2``, the log ratio of the
-target checkpoint's step to the landmark's, and ``log k`` times each feature. From the hazards,
+landmark's features ``x_i`` (:mod:`ckptgeo.forecasting.features`), ``log k`` times each feature, and cubic spline
+bases (``SplineTransformer``, 6 knots at quantiles) of ``log k`` and of the target checkpoint's ``log1p(step)``: the
+flexible baseline hazard of a discrete-time model, in steps ahead and in training time. From the hazards,
 ``S(k) = prod_{j<=k} (1 - h(j))`` and ``F = 1 - S``; the forecast's median and 80% interval are the steps of the
 first ``k`` where ``F`` reaches 0.5, 0.1 and 0.9 (None: beyond the horizon, "not within max_horizon
 checkpoints"), mapped back to the acquisition checkpoint ``i + k - window + 1``; ``P(next h)`` is
@@ -60,10 +61,24 @@ def future_steps(steps: np.ndarray, i: int, n_ahead: int) -> np.ndarray:
 
 
 def _design(x: np.ndarray, log_step_i: np.ndarray, k: np.ndarray, target_steps: np.ndarray) -> np.ndarray:
-    """Rows of (landmark features, horizon terms, interactions): ``x`` (n, d), the rest (n,)."""
+    """Rows of (log k, log1p(target step), landmark features, their interactions with log k): ``x`` (n, d), the
+    rest (n,). The first two columns get a spline basis in the pipeline (:func:`_estimator`)."""
     lk = np.log(k.astype(float))
-    ratio = np.log1p(target_steps.astype(float)) - log_step_i
-    return np.column_stack([x, lk, lk ** 2, ratio, x * lk[:, None]])
+    return np.column_stack([lk, np.log1p(target_steps.astype(float)), x, x * lk[:, None]])
+
+
+def _estimator(n_columns: int, C: float):
+    """Splines of log k and of the target checkpoint's log step (a flexible baseline hazard in both, as the
+    time dummies of a discrete-time model), the other columns as they are; standardised; L2 logistic regression."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import SplineTransformer, StandardScaler
+
+    basis = ColumnTransformer([("time", SplineTransformer(n_knots=6, degree=3, knots="quantile",
+                                                          extrapolation="constant"), [0, 1])],
+                              remainder="passthrough")
+    return make_pipeline(basis, StandardScaler(), LogisticRegression(C=C, solver="newton-cholesky", max_iter=200))
 
 
 @dataclass
@@ -123,9 +138,6 @@ class HazardModel:
 
     def fit(self, runs: list[RunCurves], features: list[np.ndarray]) -> "HazardModel":
         """Fit on ``runs`` (their features from :func:`ckptgeo.forecasting.features.run_features`, same order)."""
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
         from threadpoolctl import threadpool_limits
 
         Xs, ys = [], []
@@ -139,7 +151,7 @@ class HazardModel:
         X, y = np.vstack(Xs), np.concatenate(ys)
         self.n_rows_, self.n_events_ = len(y), int(y.sum())
         if 0 < self.n_events_ < len(y):
-            est = make_pipeline(StandardScaler(), LogisticRegression(C=self.C, solver="newton-cholesky", max_iter=200))
+            est = _estimator(X.shape[1], self.C)
             with threadpool_limits(limits=1):   # a BLAS thread per core is 10x slower on a busy machine (note)
                 self.estimator_ = est.fit(X, y)
         else:

@@ -1,0 +1,131 @@
+"""The acquisition forecast (ckptgeo.forecasting) on synthetic runs with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ckptgeo.forecasting.data import RunCurves
+from ckptgeo.forecasting.evaluate import ForecastConfig, evaluate, split_groups
+from ckptgeo.forecasting.features import feature_names, null_copy, run_features
+from ckptgeo.forecasting.model import HazardModel
+
+STEPS = np.arange(0, 800, 20)   # 40 checkpoints
+CFG = ForecastConfig(n_permutations=19, max_horizon=32)
+
+
+def _runs(*, lead: int | None = 6, never=(), n_tasks: int = 4, seeds=(1, 2), seed: int = 0, sizes=("tiny",)):
+    """Runs whose accuracy jumps from chance to 0.95 at a random checkpoint (10..33), with no warning in the
+    accuracy; RankMe (layers 1, 2) collapses at checkpoint 3 and recovers ``lead`` checkpoints before the jump
+    (``lead=None``: at a random checkpoint, unrelated to it). A (task, seed) in ``never`` never acquires and its
+    RankMe never recovers."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    n = len(STEPS)
+    for si, size in enumerate(sizes):
+        for t in range(n_tasks):
+            for s in seeds:
+                a = int(rng.integers(10, 34))
+                acc = np.clip(0.02 + rng.normal(0, 0.01, n), 0, 1)
+                no = (t, s) in never
+                if not no:
+                    acc[a:] = 0.95
+                onset = n + 5 if no else (a - lead if lead is not None else int(rng.integers(6, 34)))
+                layers = {}
+                for k in (1, 2):
+                    v = np.full(n, 20.0)
+                    v[3:] = 3.0
+                    if onset < n:
+                        v[onset:] = 3.0 + np.minimum(1.0, np.arange(n - onset) / 3.0) * 15.0
+                    layers[k] = v * np.exp(rng.normal(0, 0.03, n))
+                runs.append(RunCurves(
+                    key=(f"t{t}-L1-{size}-s{s}", f"t{t}-L1", "h"), steps=STEPS.copy(), accuracy=acc,
+                    n_items=np.full(n, 200.0), chance=0.01, threshold=0.5, rankme=layers,
+                    acquisition_index=None if no else a, window=3, task=f"t{t}", level=1, size=size, seed=s,
+                    difficulty="hard" if t % 2 else "easy", size_order=float(si + 1)))
+    return runs
+
+
+def test_features_are_causal_and_finite():
+    run = _runs()[0]
+    full = run_features(run, "geometry")
+    assert full.shape == (len(STEPS), len(feature_names("geometry")))
+    assert np.isfinite(full).all()
+    cut = 20
+    short = RunCurves(**{**run.__dict__, "steps": run.steps[:cut], "accuracy": run.accuracy[:cut],
+                         "n_items": run.n_items[:cut], "rankme": {k: v[:cut] for k, v in run.rankme.items()}})
+    # the features at checkpoint i do not change when later checkpoints are cut off
+    np.testing.assert_allclose(run_features(short, "geometry"), full[:cut])
+
+
+def test_the_hazard_model_learns_a_fixed_acquisition_step():
+    runs = _runs(lead=6)
+    for r in runs:   # every run acquires at checkpoint 20 (step 400)
+        r.acquisition_index = 20
+        r.accuracy[:20], r.accuracy[20:] = 0.02, 0.95
+    feats = [run_features(r, "behaviour") for r in runs]
+    model = HazardModel(max_horizon=32).fit(runs[1:], feats[1:])
+    fc = model.forecast_run(runs[0], feats[0])
+    at0 = fc.iloc[0]
+    assert abs(at0["median_step"] - 400) <= 40, at0.to_dict()
+    assert at0["low_step"] <= 400 <= at0["high_step"], at0.to_dict()
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return evaluate(_runs(lead=6), CFG)
+
+
+def test_a_planted_geometric_lead_makes_the_geometry_model_win(planted):
+    sk = planted["skill"].set_index("split")
+    task = sk.loc["task"]
+    assert task["n_runs"] == 8
+    assert task["delta_log_score"] > 0 and task["p_value"] < 0.05, task.to_dict()
+    assert task["verdict"] == "geometry helps"
+    # the null copy (RankMe replaced by noise at its own variance) shows no skill
+    assert task["null_p_value"] >= 0.05, task.to_dict()
+    ev = planted["evaluation"].set_index(["split", "feature_set"])
+    assert ev.loc[("task", "geometry"), "log_score"] < ev.loc[("task", "behaviour"), "log_score"]
+
+
+def test_noise_geometry_ties(tmp_path):
+    res = evaluate(_runs(lead=None, seed=1), CFG)
+    for _, row in res["skill"].iterrows():
+        assert not (row["p_value"] < 0.05), row.to_dict()
+        assert row["verdict"] != "geometry helps"
+
+
+def test_a_run_that_never_acquires_is_not_forecast_to_acquire_with_confidence():
+    runs = _runs(lead=6, never={(0, 1), (1, 2), (2, 1)})
+    held = next(i for i, r in enumerate(runs) if r.task == "t0" and r.seed == 1)
+    train = [r for i, r in enumerate(runs) if i != held]
+    model = HazardModel(max_horizon=32).fit(train, [run_features(r, "geometry") for r in train])
+    fc = model.forecast_run(runs[held], run_features(runs[held], "geometry"))
+    assert len(fc) == len(STEPS)          # forecast at every checkpoint: never confirmed
+    assert fc["p_next"].max() < 0.3, fc["p_next"].max()
+    late = fc.iloc[len(fc) // 2:]
+    # no confident acquisition: the interval's upper end lies beyond the horizon, or the median does
+    assert (late["high_step"].isna() | late["median_step"].isna()).all(), late
+
+
+def test_splits_need_two_groups_and_null_copy_keeps_scale():
+    runs = _runs(lead=6, seeds=(1,))
+    assert split_groups(runs, "seed") is None
+    assert split_groups(runs, "task") == [r.task for r in runs]
+    nulls = null_copy(runs, seed=0)
+    for r, z in zip(runs, nulls):
+        for k in r.rankme:
+            assert abs(np.mean(z.rankme[k]) - np.mean(r.rankme[k])) < 0.5 * np.std(r.rankme[k]) + 1
+            assert not np.allclose(z.rankme[k], r.rankme[k])
+
+
+def test_across_sizes_uses_only_smaller_sizes():
+    runs = _runs(lead=6, sizes=("tiny", "mini"), n_tasks=3, seeds=(1,))
+    res = evaluate(runs, CFG)
+    sz = res["sizes"]
+    assert set(sz["size"]) == {"mini"} and set(sz["fitted_on"]) == {"tiny"}
+    assert set(sz["feature_set"]) == {"behaviour", "geometry"}
+    assert (sz["n_runs"] == 3).all()
