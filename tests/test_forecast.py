@@ -129,3 +129,78 @@ def test_across_sizes_uses_only_smaller_sizes():
     assert set(sz["size"]) == {"mini"} and set(sz["fitted_on"]) == {"tiny"}
     assert set(sz["feature_set"]) == {"behaviour", "geometry"}
     assert (sz["n_runs"] == 3).all()
+
+
+# ------------------------------------------------------------------------------------ datasets and live
+
+_COMMON = dict(commit="0" * 40, tokens=None, ckptgeo_version="0.1.0", n_samples=200, position="last",
+               centered=False, dtype="float64", epsilon=1e-7, seed=0)
+
+
+def _write_dataset(root, runs):
+    """The runs as a ckptgeo dataset (behaviour and geometry parts written with pandas)."""
+    beh, geo = [], []
+    for r in runs:
+        model, suite, _ = r.key
+        for i, step in enumerate(r.steps):
+            row = dict(model=model, revision=f"step{step}", step=int(step), suite=suite, **_COMMON)
+            beh.append(row | dict(config_hash="c1", metric="accuracy", value=float(r.accuracy[i]), n_items=200,
+                                  chance=r.chance, kind="generation"))
+            for layer, vals in {0: np.ones(len(r.steps)), **r.rankme}.items():
+                geo.append(row | dict(config_hash="c1", layer=layer, metric="rankme", index=None,
+                                      value=float(vals[i]), reason=None, settings="{}", seconds=0.01))
+    (root / "geometry").mkdir(parents=True)
+    (root / "behavior").mkdir()
+    pd.DataFrame(geo).to_parquet(root / "geometry" / "part.parquet")
+    pd.DataFrame(beh).to_parquet(root / "behavior" / "part.parquet")
+    return root
+
+
+def test_analyze_writes_the_forecast_tables_figures_and_report(tmp_path):
+    import ckptgeo
+
+    ds = _write_dataset(tmp_path / "ds", _runs(lead=6, n_tasks=3, seeds=(1, 2)))
+    res = ckptgeo.forecast(ds, n_noise_curves=0, n_permutations=19)
+    for name in ("forecast", "forecast_evaluation", "forecast_skill", "forecast_concordance"):
+        assert (ds / "forecast" / f"{name}.parquet").is_file(), name
+    fc = pd.read_parquet(ds / "forecast" / "forecast.parquet")
+    assert set(fc["feature_set"]) == {"behaviour", "geometry"} and set(fc["fitted_without"]) == {"task"}
+    assert len(fc.groupby(["model", "suite"])) == 6
+    assert {"median_step", "low_step", "high_step", "p_next"} <= set(fc.columns)
+    ev = res.forecast_evaluation
+    assert set(ev["split"]) == {"task", "seed"} and set(ev["feature_set"]) == {"behaviour", "geometry",
+                                                                                "geometry_null"}
+    assert len(res.figures) == 6 and all(p.stat().st_size > 10_000 for p in res.figures)
+    report = (ds / "report.md").read_text()
+    assert "## forecast_skill" in report and "figures/forecast/" in report
+
+
+def test_the_live_forecaster_reads_a_dataset_and_forecasts_from_the_curves_so_far(tmp_path):
+    from ckptgeo.forecasting.live import LiveForecaster, forecast_line
+
+    runs = _runs(lead=6, n_tasks=3, seeds=(1, 2))
+    live = LiveForecaster.from_dataset(_write_dataset(tmp_path / "ds", runs))
+    assert live.n_runs == 6
+    r = _runs(lead=6, n_tasks=1, seeds=(9,), seed=5)[0]
+    a = r.acquisition_index
+    early = live.forecast("t", r.steps[:4], r.accuracy[:4], chance=0.01, rankme={k: v[:4] for k, v in r.rankme.items()})
+    near = live.forecast("t", r.steps[:a - 2], r.accuracy[:a - 2], chance=0.01,
+                         rankme={k: v[:a - 2] for k, v in r.rankme.items()})
+    assert near.p_next > early.p_next, (early, near)
+    assert near.low_step <= r.steps[a] <= near.high_step, (near, r.steps[a])
+    line = forecast_line(near)
+    assert line.startswith("acquisition forecast: step ") and "P(next 5 checkpoints)" in line
+    done = live.forecast("t", r.steps, r.accuracy, chance=0.01, rankme=r.rankme)
+    assert done.acquired and done.median_step == r.steps[a]
+
+
+def test_forecast_from_a_folder_without_runs_is_a_one_line_error(tmp_path):
+    from ckptgeo.errors import DatasetLayoutError
+    from ckptgeo.forecasting.live import LiveForecaster
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetLayoutError, match="behavior"):
+        LiveForecaster.from_dataset(tmp_path / "empty")
+    one = _write_dataset(tmp_path / "one", _runs(lead=6, n_tasks=1, seeds=(1,)))
+    with pytest.raises(DatasetLayoutError, match="1 run"):
+        LiveForecaster.from_dataset(one)

@@ -28,6 +28,7 @@ _EPILOG = """examples:
   ckptgeo scan runs/addition-L1 --out results/addition   # a folder of step{N} checkpoints
   ckptgeo probe --suite logic
   ckptgeo analyze results/addition
+  ckptgeo forecast results/reproduce/dataset
   ckptgeo demo
   ckptgeo reproduce --preset cpu
   ckptgeo submit scan EleutherAI/pythia-1b --out /scratch/p1b --workers 8 --partition gpu --gpus-per-task 1 --stage
@@ -39,8 +40,8 @@ CKPTGEO_NO_PROGRESS=1 hides progress bars."""
 
 #: The built-in subcommands, in the order ``--help`` lists them; ``ckptgeo.commands`` entry points add more.
 COMMANDS = Registry("command", "ckptgeo.commands", {
-    name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "fetch", "train", "analyze", "demo",
-                                                          "reproduce", "submit", "status")})
+    name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "fetch", "train", "analyze",
+                                                          "forecast", "demo", "reproduce", "submit", "status")})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -97,6 +97,8 @@ class Reading:
         Events this step revealed.
     seconds : float
         Wall time of the measurement (forward passes, metrics, writing).
+    forecasts : tuple of LiveForecast
+        With ``forecast_from``: the acquisition forecast of each suite at this step.
     """
 
     step: int
@@ -104,6 +106,7 @@ class Reading:
     accuracy: dict
     events: tuple[LiveEvent, ...] = ()
     seconds: float = 0.0
+    forecasts: tuple = ()
 
     def log_values(self) -> dict[str, float]:
         """Flat values for a training logger: ``rankme/L{k}`` and ``accuracy`` for one suite;
@@ -184,13 +187,19 @@ class Monitor:
     main_process : bool, optional
         Whether this process writes (default: rank 0 of ``RANK``/``WORLD_SIZE``, as set by ``accelerate
         launch`` and ``torchrun``; always True in one process).
+    forecast_from : path, optional
+        A dataset of finished runs: a forecast of each suite's acquisition, fitted to them
+        (:class:`ckptgeo.forecasting.live.LiveForecaster`), is logged at every measuring step
+        (``acquisition forecast: step 1200 [900, 1600], P(next 5 checkpoints) 0.31``), kept on
+        :attr:`Reading.forecasts` and written to the ``live_forecast`` table.
 
     Raises
     ------
     InvalidParameterError
         A setting is out of range, or an unknown suite or metric.
     DatasetLayoutError
-        ``out`` is a folder that is not a ckptgeo dataset.
+        ``out`` is a folder that is not a ckptgeo dataset; ``forecast_from`` holds fewer than two runs or no
+        acquisition.
     RunMismatchError
         (at the first measurement) ``out`` holds another run id under this model name (unless ``overwrite``).
 
@@ -205,7 +214,8 @@ class Monitor:
     def __init__(self, tokenizer, suites: Sequence, out, *, schedule: Schedule | int | Iterable[int] | None = None,
                  config: MonitorConfig | None = None, model_name: str | None = None,
                  tokens_per_step: int | None = None, on_event: Callable[[LiveEvent], None] | None = None,
-                 overwrite: bool = False, main_process: bool | None = None, run_id: str | None = None):
+                 overwrite: bool = False, main_process: bool | None = None, run_id: str | None = None,
+                 forecast_from: str | Path | None = None):
         from ckptgeo.engine.config import validate_scan_config
         from ckptgeo.engine.measure import configure_metrics
         from ckptgeo.store.dataset import Dataset
@@ -239,6 +249,12 @@ class Monitor:
                                    layers=cfg.event_layers)
         self.dataset = Dataset(self.out) if main_process else None
         self.readings: list[Reading] = []
+        self.forecast_from = None if forecast_from is None else str(forecast_from)
+        self.forecaster = None
+        if forecast_from is not None and main_process:
+            from ckptgeo.forecasting.live import LiveForecaster
+
+            self.forecaster = LiveForecaster.from_dataset(forecast_from)
         self.seconds = 0.0
         self._prepared = None
         self._scan_config = None
@@ -372,7 +388,8 @@ class Monitor:
                 self.on_event(e)
         seconds = time.perf_counter() - t0
         self.seconds += seconds
-        reading = Reading(step, rankme, accuracy, tuple(found), seconds)
+        forecasts = self._forecast(step)
+        reading = Reading(step, rankme, accuracy, tuple(found), seconds, forecasts)
         self.readings.append(reading)
         return reading
 
@@ -395,6 +412,33 @@ class Monitor:
                 self.dataset.write_part(table, name, trows)
         self.dataset.write_part("revisions", name, [revision_row(base, "ok", self.config_hash, t0)])
         return rows
+
+    def _forecast(self, step: int) -> tuple:
+        """Each suite's acquisition forecast at ``step`` (with ``forecast_from``): logged, and written to the
+        ``live_forecast`` table."""
+        if self.forecaster is None:
+            return ()
+        from ckptgeo import __version__
+        from ckptgeo.store.dataset import part_name
+
+        out, rows = [], []
+        future = [s for s in self.schedule.up_to(step + 4096) if s > step][:self.forecaster.config.max_horizon]
+        for suite, t in self.tracker.tracks.items():
+            if not t.steps or t.steps[-1] != step:
+                continue
+            f = self.forecaster.forecast(suite, t.steps, t.acc, chance=t.chance, rankme=t.rankme,
+                                         n_items=float(self.config.n_samples), threshold=self.config.acc_threshold,
+                                         window=self.config.window, future=future or None)
+            log.info("%s %s", suite, f.message)
+            out.append(f)
+            rows.append({"model": self.model_name, "revision": f"step{step}", "step": step, "commit": self.run_id,
+                         "suite": suite, "feature_set": f.feature_set, "median_step": f.median_step,
+                         "low_step": f.low_step, "high_step": f.high_step, "p_next": f.p_next, "horizon": f.horizon,
+                         "acquired": f.acquired, "forecast_from": self.forecast_from, "n_runs": self.forecaster.n_runs,
+                         "config_hash": self.config_hash, "ckptgeo_version": __version__})
+        if rows:
+            self.dataset.write_part("live_forecast", part_name(self.model_name, f"step{step}", self.config_hash), rows)
+        return tuple(out)
 
     # ----------------------------------------------------------------------------------------- reading
     @property

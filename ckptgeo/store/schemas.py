@@ -105,6 +105,12 @@ SCHEMAS: dict[str, pa.Schema] = {
                                      ("partner_step", _i), ("value", _f), ("distance", _f), ("partner_norm", _f),
                                      ("n_rows", _i), ("reason", _s), ("settings", _s), ("partners_from", _s),
                                      ("weight_group", _s)] + SETTINGS_COLUMNS),
+    # one row per (monitored step, suite): the live acquisition forecast of Monitor(forecast_from=...)
+    # (ckptgeo.forecasting.live); NaN steps: beyond the forecast's horizon
+    "live_forecast": pa.schema(IDENTITY + [("feature_set", _s), ("median_step", _f), ("low_step", _f),
+                                           ("high_step", _f), ("p_next", _f), ("horizon", _i), ("acquired", _b),
+                                           ("forecast_from", _s), ("n_runs", _i), ("config_hash", _s),
+                                           ("ckptgeo_version", _s)]),
 }
 #: the tables :func:`ckptgeo.engine.scan.scan` writes, one part per revision.
 SCAN_TABLES = ("geometry", "behavior", "probes", "revisions")

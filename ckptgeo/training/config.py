@@ -86,6 +86,10 @@ class TrainConfig:
         :class:`ckptgeo.monitor.Monitor`: per-layer RankMe and accuracy on the held-out items into
         ``OUT/monitor/`` (the rows ``ckptgeo scan OUT`` would write, no checkpoint needed), live events
         in the log and a live status in the progress bar. 0 turns it off. Free to change on resume.
+    forecast_from : str or None, default=None
+        With ``monitor``: a dataset of finished runs; :class:`ckptgeo.monitor.Monitor` forecasts each task's
+        acquisition at every measuring step from a model fitted to them (``ckptgeo.forecasting.live``). Free to
+        change on resume.
     threads : int or None, default=None
         torch CPU threads; None = :func:`ckptgeo._threads.default_threads` of the model's size (1 below
         10M parameters). Results can differ in the last bits between thread counts, so the count and
@@ -123,6 +127,10 @@ class TrainConfig:
                             "below N): per-layer RankMe and accuracy into OUT/monitor (analyze it like a scan), live "
                             "collapse / recovery / acquisition lines and a status in the progress bar; "
                             "%(default)s = off (default)", admits=(Interval(int, 0, None),), metavar="N")
+    forecast_from: str | None = _setting(None, "--forecast-from", "with --monitor: a dataset of finished runs (e.g. a "
+                                         "study's dataset/); a forecast of acquisition fitted to them is printed at "
+                                         "every measuring step and written to OUT/monitor/live_forecast",
+                                         metavar="DATASET")
     threads: int | None = _setting(None, "--threads", "torch intra-op CPU threads (default: 1 for models under 10M "
                                    "parameters, else the physical cores, shared among the processes torchrun "
                                    "started on the node)", admits=(Interval(int, 1, None), None))

@@ -32,7 +32,7 @@ WEIGHTS_NAMES = ("model.safetensors", "model.safetensors.index.json")
 FORMAT = "ckptgeo-train"
 FORMAT_VERSION = 1
 #: settings that may change between a run and its resumption (they do not change the weights).
-RESUME_FREE = frozenset({"out", "device", "monitor", "threads"})
+RESUME_FREE = frozenset({"out", "device", "monitor", "threads", "forecast_from"})
 STATE_ADVICE = "it is not a training state ckptgeo wrote for this run; train into a new --out folder"
 _STEP = re.compile(r"step(\d+)")
 

@@ -303,7 +303,7 @@ def _monitor(config: TrainConfig, out: Path, suites: dict[str, str], tokenizer):
     from ckptgeo.monitor.core import Monitor
 
     return Monitor(tokenizer, [str(out / rel) for rel in suites.values()], out / "monitor", schedule=config.monitor,
-                   model_name=out.name)
+                   model_name=out.name, forecast_from=config.forecast_from)
 
 
 # ---------------------------------------------------------------------------------------------- evaluation

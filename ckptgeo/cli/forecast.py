@@ -1,0 +1,67 @@
+"""``ckptgeo forecast``: forecast acquisition per run and checkpoint, and test whether the geometry helps."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_parser"]
+
+_EPILOG = """\
+examples:
+  ckptgeo forecast results/reproduce/dataset                 # a study: held out by task, seed and size
+  ckptgeo forecast results/smoke/dataset --horizon 3 --out results/smoke-forecast
+  ckptgeo forecast results/pythia-family --no-plots          # a family of runs scanned into one dataset
+  ckptgeo train --task copy --level 1 --steps 300 --monitor 25 --forecast-from results/reproduce/dataset \\
+      --out runs/copy-L1-live                               # the same forecast, live, one line per checkpoint
+
+what it does: for every run of DATASET (one accuracy curve with its RankMe per layer), a discrete-time hazard
+model (scikit-learn logistic regression) forecasts at each checkpoint when the run will acquire, from two feature
+sets side by side: behaviour (accuracy so far with its interval, its slope, step, tokens) and behaviour +
+geometry (RankMe of three layers against its first value and floor, its slope, checkpoints since collapse and
+since recovery onset). Runs that never acquire are censored. Every score is on held-out runs (leave one task,
+seed or size out); geometry's skill over behaviour is tested across held-out runs (Wilcoxon) and on a null copy
+whose RankMe is noise.
+
+outputs (inside DATASET, or --out):
+  forecast/forecast.parquet               per run, checkpoint, feature set: median acquisition step, 80% interval,
+                                          P(acquired within the next h checkpoints)
+  forecast/forecast_evaluation.parquet    per split and feature set: log score, Brier, errors, coverage
+  forecast/forecast_skill.parquet         geometry over behaviour, p-value, the null copy's
+  forecast/forecast_concordance.parquet   order concordance within difficulty class (paper: 52% easy, 69% hard)
+  forecast/forecast_sizes.parquet         each size forecast from the smaller sizes only
+  figures/forecast/<model>__<suite>.png   the forecast's fan over the accuracy curve, acquisition marked
+  report.md                               with a section per forecast table (and the rest of the analysis)
+"""
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``ckptgeo forecast DATASET`` to an argparse ``subparsers`` object and return its parser."""
+    p = subparsers.add_parser(
+        "forecast", help="forecast each run's acquisition from what is known at each checkpoint; does geometry help?",
+        description="Forecast acquisition on a dataset of runs, behaviour and behaviour + geometry side by side, "
+                    "evaluated on held-out runs only.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DATASET", help="a ckptgeo dataset of two runs or more (a study's dataset/)")
+    p.add_argument("--horizon", type=int, default=None,
+                   help="h of P(acquired within the next h checkpoints) (default 5)")
+    p.add_argument("--max-horizon", type=int, default=None,
+                   help="checkpoints ahead the hazard is modelled; later is 'beyond the horizon' (default 48)")
+    p.add_argument("--coverage", type=float, default=None, help="the forecast interval's coverage (default 0.8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the null copy and the permutations (default 0)")
+    p.add_argument("--out", default=None, help="write forecast/, figures/, report.md here (default DATASET), as "
+                                               "`ckptgeo analyze --out`")
+    p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    p.set_defaults(func=_cmd_forecast)
+    return p
+
+
+def _cmd_forecast(args: argparse.Namespace) -> int:
+    from ckptgeo.forecasting import forecast, forecast_text
+
+    res = forecast(args.dir, out=args.out, horizon=args.horizon, max_horizon=args.max_horizon,
+                   coverage=args.coverage, plots=not args.no_plots, seed=args.seed)
+    print(forecast_text(res))
+    print(f"\ntables: {res.out / 'forecast'}; figures: {len(res.figures)} in {res.out / 'figures' / 'forecast'}; "
+          f"report: {res.out / 'report.md'}")
+    print(f"next: ckptgeo train ... --monitor N --forecast-from {args.dir}   (the forecast live, during training)")
+    return 0

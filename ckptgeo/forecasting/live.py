@@ -1,0 +1,190 @@
+"""The forecast during training: a model fitted to a dataset of finished runs, applied to a live run's curves.
+
+:class:`LiveForecaster` is fitted once (:meth:`LiveForecaster.from_dataset`, every run of the dataset, the
+behaviour + geometry set by default) and asked at each measuring step of a :class:`~ckptgeo.monitor.Monitor`
+(``Monitor(forecast_from=DATASET)``; ``ckptgeo train --monitor N --forecast-from DATASET``)::
+
+    acquisition forecast: step 1200 [900, 1600], P(next 5 checkpoints) 0.31
+
+The live run is another run than those it was fitted to, so its forecast is out of sample. Future checkpoints
+are the monitor's schedule (past its end, at its last spacing).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ckptgeo.analysis import events as ev
+from ckptgeo.forecasting.data import RunCurves, runs_from_tables
+from ckptgeo.forecasting.evaluate import ForecastConfig
+from ckptgeo.forecasting.model import HazardModel
+
+__all__ = ["LiveForecaster", "LiveForecast", "read_runs", "forecast_line"]
+
+
+@dataclass(frozen=True)
+class LiveForecast:
+    """One live forecast: at ``step``, the acquisition step's median and interval (NaN: beyond the horizon),
+    P(acquired within the next ``horizon`` checkpoints), or ``acquired`` once the acquisition is known."""
+
+    suite: str
+    step: int
+    median_step: float
+    low_step: float
+    high_step: float
+    p_next: float
+    horizon: int
+    feature_set: str
+    acquired: bool = False
+
+    @property
+    def message(self) -> str:
+        return forecast_line(self)
+
+
+def forecast_line(f: LiveForecast) -> str:
+    """``acquisition forecast: step 1200 [900, 1600], P(next 5 checkpoints) 0.31`` (``>N`` beyond the horizon).
+
+    Examples
+    --------
+    >>> forecast_line(LiveForecast("copy-L1", 100, 1200.0, 900.0, 1600.0, 0.314, 5, "geometry"))
+    'acquisition forecast: step 1200 [900, 1600], P(next 5 checkpoints) 0.31'
+    """
+    if f.acquired:
+        return f"acquisition forecast: acquired at step {f.median_step:.0f}"
+
+    def s(x):
+        return f"{x:.0f}" if math.isfinite(x) else "beyond horizon"
+
+    return (f"acquisition forecast: step {s(f.median_step)} [{s(f.low_step)}, {s(f.high_step)}], "
+            f"P(next {f.horizon} checkpoints) {f.p_next:.2f}")
+
+
+def read_runs(root: str | os.PathLike, *, acc_threshold: float | None = None,
+              window: int = ev.DEFAULT_WINDOW) -> list[RunCurves]:
+    """The runs of a dataset folder, read directly (no analysis run): behaviour ``accuracy`` and RankMe rows,
+    revisions whose weights another revision serves left out, acquisition by the analysis's rule.
+
+    Raises
+    ------
+    DatasetLayoutError
+        ``root`` holds no behaviour table.
+    """
+    from ckptgeo.analysis.tables import leave_out_grouped
+    from ckptgeo.errors import DatasetLayoutError
+    from ckptgeo.store.dataset import read_table
+
+    root = Path(root)
+    beh, geo = read_table(root, "behavior"), read_table(root, "geometry")
+    if beh.empty:
+        raise DatasetLayoutError(f"--forecast-from {root} holds no behavior/ table; give a ckptgeo dataset of finished "
+                                 "runs (a study's dataset/, or the --out of `ckptgeo scan`).", path=str(root))
+    kept, _ = leave_out_grouped({"behavior": beh, "geometry": geo}, read_table(root, "revisions"))
+    beh, geo = kept["behavior"], kept["geometry"]
+    for df in (beh, geo):
+        if len(df):
+            df["config_hash"] = df["config_hash"].astype("object").where(df["config_hash"].notna(), "").astype(str) \
+                if "config_hash" in df else ""
+    beh = beh[beh["metric"].astype(str) == "accuracy"].assign(
+        accuracy=lambda d: pd.to_numeric(d["value"], errors="coerce"),
+        chance=lambda d: pd.to_numeric(d["chance"], errors="coerce") if "chance" in d else np.nan)
+    keys = ["model", "suite", "config_hash"]
+    agg = {"accuracy": ("accuracy", "mean"), "chance": ("chance", "median")}
+    if "n_items" in beh:
+        agg["n_items"] = ("n_items", "min")
+    accuracy = beh.groupby(keys + ["step"], sort=True).agg(**agg).reset_index()
+    rows = []
+    for (model, suite, chash), g in accuracy.groupby(keys, sort=True):
+        chance = g["chance"].median()
+        chance = None if pd.isna(chance) else float(chance)
+        a = ev.acquisition_step(g["step"].to_numpy(), g["accuracy"].to_numpy(), acc_threshold, window, chance)
+        rows.append({"model": model, "suite": suite, "config_hash": chash, "acquisition_step": a.step,
+                     "status": a.status, "acc_threshold": a.threshold, "chance": math.nan if chance is None else chance,
+                     "window": window, "task": "", "difficulty": ""})
+    curves = pd.DataFrame(columns=keys + ["metric", "layer", "step", "value"])
+    if len(geo):
+        geo = geo[geo["metric"].astype(str) == "rankme"].assign(value=lambda d: pd.to_numeric(d["value"], errors="coerce"))
+        cols = keys + ["metric", "layer", "step"] + (["centered"] if "centered" in geo else [])
+        curves = geo.groupby(cols, sort=True, dropna=False)["value"].mean().reset_index()
+    runs = runs_from_tables(accuracy, curves, pd.DataFrame(rows))
+    for r in runs:
+        r.task = r.task or r.key[1]
+    return runs
+
+
+class LiveForecaster:
+    """A hazard model fitted to finished runs, forecasting a live run's acquisition checkpoint by checkpoint.
+
+    Parameters
+    ----------
+    runs : list of RunCurves
+        The finished runs to fit on (two or more; at least one acquired).
+    feature_set : {"geometry", "behaviour"}, default="geometry"
+    config : ForecastConfig, optional
+    """
+
+    def __init__(self, runs: list[RunCurves], *, feature_set: str = "geometry", config: ForecastConfig | None = None):
+        self.config = config or ForecastConfig()
+        self.feature_set = feature_set
+        self.model = HazardModel(max_horizon=self.config.max_horizon, max_landmarks=self.config.max_landmarks,
+                                 C=self.config.C).fit(runs, [self.config.features(r, feature_set) for r in runs])
+        self.n_runs = len(runs)
+
+    @classmethod
+    def from_dataset(cls, root: str | os.PathLike, **kwargs) -> "LiveForecaster":
+        """Fit on every run of the dataset folder ``root`` (:func:`read_runs`).
+
+        Raises
+        ------
+        DatasetLayoutError
+            ``root`` holds fewer than two runs, or none that acquires.
+        """
+        from ckptgeo.errors import DatasetLayoutError
+
+        runs = read_runs(root)
+        if len(runs) < 2 or not any(r.acquisition_index is not None for r in runs):
+            raise DatasetLayoutError(f"--forecast-from {root} holds {len(runs)} run(s), "
+                                     f"{sum(r.acquisition_index is not None for r in runs)} acquired; a forecast needs "
+                                     "two runs or more and at least one acquisition to learn from.", path=str(root))
+        return cls(runs, **kwargs)
+
+    def forecast(self, suite: str, steps, accuracy, *, chance: float | None, rankme: dict, n_items: float = math.nan,
+                 threshold: float | None = None, window: int = ev.DEFAULT_WINDOW, future=None) -> LiveForecast:
+        """The forecast at the last of ``steps`` from the curves so far.
+
+        Parameters
+        ----------
+        steps, accuracy : sequence of shape (n_checkpoints,)
+            The live curve so far (increasing steps).
+        rankme : dict of int to sequence of shape (n_checkpoints,)
+            RankMe per layer on ``steps`` (NaN where not measured).
+        future : sequence of int, optional
+            The next measuring steps (default: the last spacing repeated).
+        """
+        steps = np.asarray(steps, dtype=np.int64)
+        acc = np.asarray(accuracy, float)
+        thr = ev.acquisition_threshold(threshold, chance)
+        a = ev.acquisition_step(steps, acc, thr, window, chance)
+        h = self.config.horizon
+        if a.status == "acquired":
+            return LiveForecast(suite, int(steps[-1]), float(a.step), float(a.step), float(a.step), 1.0, h,
+                                self.feature_set, acquired=True)
+        grid = steps if future is None else np.concatenate([steps, [s for s in future if s > steps[-1]]]).astype(np.int64)
+        n = len(steps)
+        run = RunCurves(key=("live", suite, ""), steps=grid,
+                        accuracy=np.concatenate([acc, np.full(len(grid) - n, np.nan)]),
+                        n_items=np.full(len(grid), n_items), chance=math.nan if chance is None else float(chance),
+                        threshold=thr, window=window,
+                        rankme={k: np.concatenate([np.asarray(v, float), np.full(len(grid) - n, np.nan)])
+                                for k, v in rankme.items() if k > 0})
+        feats = self.config.features(run, self.feature_set)
+        fc = self.model.forecast_run(run, feats, horizon=h, coverage=self.config.coverage, landmarks=[n - 1])
+        r = fc.iloc[0]
+        return LiveForecast(suite, int(steps[-1]), float(r["median_step"]), float(r["low_step"]),
+                            float(r["high_step"]), float(r["p_next"]), h, self.feature_set)
