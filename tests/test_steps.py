@@ -23,6 +23,9 @@ BUILTIN_STEPS = ["acquisitions", "events", "null_curves", "precursor_rates", "pr
 BUILTIN_CLAIMS = ["order", "precursor_hard", "precursor_easy", "top_down", "llc", "hessian", "floor_modular",
                   "floor_multiplication", "across_sizes_collapse_floor", "across_sizes_acquisition_step", "probe_lead",
                   "pythia_deduction"]
+#: ckptgeo's own steps, claim rows and figures outside analysis/ and claim_rows (the acquisition forecast)
+PACKAGE_STEPS = ["forecast"]
+PACKAGE_CLAIMS = ["forecast_geometry", "forecast_across_sizes"]
 FAST = dict(n_permutations=9, n_noise_curves=0)
 
 
@@ -61,7 +64,7 @@ def test_a_registered_step_runs_after_what_it_reads_and_writes_its_table(dataset
         return {"gaps": e[["suite", "gap_steps", "status"]].sort_values("suite", ignore_index=True)}
 
     res = analyze(dataset, out=tmp_path / "an", **FAST)
-    assert res.steps == tuple(BUILTIN_STEPS + ["gaps", "hard_share"])
+    assert res.steps == tuple(BUILTIN_STEPS + PACKAGE_STEPS + ["gaps", "hard_share"])
     assert seen["tables"] == ["events"]   # a step sees only what it declares
     table = pd.read_parquet(tmp_path / "an" / "summary" / "gaps.parquet")
     assert table["suite"].tolist() == ["copy-L1", "modular-L3"]
@@ -115,7 +118,7 @@ def test_a_registered_claim_row_is_in_the_claim_table_after_the_built_ins(fresh)
 
     empty = pd.DataFrame(columns=["model", "metric", "layer", "status"])
     t = claim_table(empty, tables={"extra": pd.DataFrame({"x": [1, 2, 3]})}, n_permutations=9, n_resamples=9)
-    assert t["id"].tolist() == BUILTIN_CLAIMS + ["n_runs"]
+    assert t["id"].tolist() == BUILTIN_CLAIMS + PACKAGE_CLAIMS + ["n_runs"]
     row = t.set_index("id").loc["n_runs"]
     assert row["measured"] == "3 rows" and row["value"] == 0.0 and row["verdict"] == "inconclusive"
     assert sorted(got["tables"]) == ["events", "extra"]   # only what the row declares
@@ -132,7 +135,8 @@ def test_an_installed_step_and_claim_row_run_through_entry_points(dataset, tmp_p
                           timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["steps"] == BUILTIN_STEPS + ["gap_by_suite"] and out["claims"] == BUILTIN_CLAIMS + ["gap_known"]
+    assert out["steps"] == BUILTIN_STEPS + PACKAGE_STEPS + ["gap_by_suite"]
+    assert out["claims"] == BUILTIN_CLAIMS + PACKAGE_CLAIMS + ["gap_known"]
     table = pd.read_parquet(tmp_path / "an" / "summary" / "gap_by_suite.parquet").set_index("suite")
     # rankme at layer 2 and its layer-0 ... every curve family's summary layer: one rankme curve per suite
     assert table.loc["modular-L3", "n_curves"] == 1 and table.loc["modular-L3", "n_precursor"] == 1
@@ -156,7 +160,7 @@ def test_a_registered_figure_is_drawn_and_linked_and_one_reading_an_unwritten_ta
         path.write_bytes(b"\x89PNG\r\n\x1a\n")   # what a real figure would draw
         return [path]
 
-    assert FIGURES.names(sorted_=False) == ["suites", "seeds", "gaps", "gap_hist"]
+    assert FIGURES.names(sorted_=False) == ["suites", "seeds", "gaps", "forecast", "gap_hist"]
     a = analyze(dataset, out=tmp_path / "an", **FAST)
     report = write_report(dataset, analysis=a, plots=True).read_text()
     assert "](figures/gap_hist.png)" in report and 20 in seen["gaps"]   # modular-L3: recovery 50, acquisition 70

@@ -380,7 +380,8 @@ CLAIMS = Registry("claim", "ckptgeo.claims", {
         "order", "precursor_hard", "precursor_easy", "top_down", "llc", "hessian", "floor_modular",
         "floor_multiplication", "across_sizes_collapse_floor", "across_sizes_acquisition_step", "probe_lead",
         "pythia_deduction")
-}, check=_check_row)
+} | {name: "ckptgeo.studies.forecast_claims" for name in ("forecast_geometry", "forecast_across_sizes")},
+    check=_check_row)
 
 
 def register_claim(*, id: str, reads: tuple[str, ...] = ()):
