@@ -204,3 +204,23 @@ def test_forecast_from_a_folder_without_runs_is_a_one_line_error(tmp_path):
     one = _write_dataset(tmp_path / "one", _runs(lead=6, n_tasks=1, seeds=(1,)))
     with pytest.raises(DatasetLayoutError, match="1 run"):
         LiveForecaster.from_dataset(one)
+
+
+def test_ckptgeo_train_monitor_forecast_from_prints_a_line_per_checkpoint_and_records_it(tmp_path, caplog):
+    from ckptgeo.cli import main
+    from tests._models import single_thread  # noqa: F401
+
+    ds = _write_dataset(tmp_path / "ds", _runs(lead=6, n_tasks=3, seeds=(1, 2)))
+    run = tmp_path / "copy-L1"
+    with caplog.at_level("INFO", logger="ckptgeo.monitor"):
+        assert main(["train", "--task", "copy", "--steps", "20", "--batch-size", "16", "--heldout", "40",
+                     "--warmup", "5", "--monitor", "10", "--forecast-from", str(ds), "--threads", "1",
+                     "--out", str(run)]) == 0
+    lines = [r.getMessage() for r in caplog.records if "acquisition forecast:" in r.getMessage()]
+    live = pd.read_parquet(run / "monitor" / "live_forecast")
+    steps = sorted(pd.read_parquet(run / "monitor" / "revisions")["step"])
+    assert sorted(live["step"]) == steps == [0, 1, 2, 4, 8, 10, 20]
+    assert len(lines) == len(steps), lines
+    assert all("P(next 5 checkpoints)" in m or "acquired at step" in m for m in lines), lines
+    assert set(live["feature_set"]) == {"geometry"} and (live["n_runs"] == 6).all()
+    assert live["p_next"].between(0, 1).all()
