@@ -1,5 +1,7 @@
 """Forecast a capability's acquisition before it happens, and measure whether the geometry helps.
 
+Definitions: docs/definitions.md#forecast.
+
 =====================  ===============================================================================
 module                 what it holds
 =====================  ===============================================================================

@@ -24,7 +24,10 @@ from ckptgeo.studies.claims import ALPHA, MIN_CASES, MIN_SETTINGS, Claim, is_har
 
 __all__ = ["forecast_geometry", "forecast_across_sizes", "hard_easy_concordance"]
 
-_PAPER = "arXiv:2602.15997 v3 abstract: geometry encodes coarse difficulty, not fine timing; 'not a prediction tool'"
+_PAPER = ("arXiv:2602.15997 v3 abstract: geometry encodes coarse difficulty, not fine timing; 'not a prediction tool' "
+          "(docs/definitions.md#claim-forecast-geometry)")
+_SIZES = ("a secondary summary of the paper: small proxies map large runs; v3 abstract: fails at 26% where the task "
+          "order reverses across scales (docs/definitions.md#claim-forecast-across-sizes)")
 
 
 def hard_easy_concordance(forecast: pd.DataFrame, feature_set: str, *, n_permutations: int = 999,
@@ -58,7 +61,7 @@ def _pct(x: float) -> str:
 def forecast_geometry(ctx) -> Claim:
     skill, fc = ctx.tables.get("forecast_skill"), ctx.tables.get("forecast")
     claim = "geometry improves the forecast of acquisition over behaviour alone"
-    paper = "52% (easy) / 69% (hard) within-class concordance; " + _PAPER.split(": ", 1)[1]
+    paper = "52% (easy) / 69% (hard) within-class concordance; geometry encodes coarse difficulty, not fine timing"
     evidence = "forecast/forecast_skill.parquet, forecast/forecast_evaluation.parquet, figures/forecast/"
     test = "one-sided Wilcoxon signed-rank test across held-out runs of the log-score difference; null copy beside"
     if skill is None or skill.empty:
@@ -97,7 +100,7 @@ def forecast_across_sizes(ctx) -> Claim:
     test = "concordance of forecast and actual acquisition order at the largest size, acquisition steps permuted"
     if sizes is None or sizes.empty:
         return Claim("forecast_across_sizes", claim, paper, "one size only", "inconclusive",
-                     "a forecast across sizes needs two sizes or more", evidence, _PAPER, test=test)
+                     "a forecast across sizes needs two sizes or more", evidence, _SIZES, test=test)
     largest = sizes[sizes["size"] == sizes["size"].iloc[-1]].set_index("feature_set")
     row = largest.loc["geometry"] if "geometry" in largest.index else largest.iloc[0]
     beh = largest.loc["behaviour"] if "behaviour" in largest.index else None
@@ -116,5 +119,5 @@ def forecast_across_sizes(ctx) -> Claim:
         verdict, why = "inconclusive", f"p = {p:.3g} over {n} acquired runs: too few to tell absence from a weak effect"
     else:
         verdict, why = "not reproduced", f"order concordance p = {p:.3g} >= {ALPHA}"
-    return Claim("forecast_across_sizes", claim, paper, measured, verdict, why, evidence, _PAPER,
+    return Claim("forecast_across_sizes", claim, paper, measured, verdict, why, evidence, _SIZES,
                  float(row["concordance"]), math.nan, math.nan, 0.5, p, test)
