@@ -124,3 +124,22 @@ def test_submit_refuses_an_out_path_with_blanks_before_anything_is_submitted(goo
     ok = tmp_path / "results"
     assert main(["submit", "--dry-run", "scan", str(good), "--suite", str(SUITE), "--out", str(ok)]) == 0
     assert f"#SBATCH --output={tmp_path / 'results'}/slurm/logs/%A_%a.out" in capsys.readouterr().out
+
+
+def test_a_misspelled_suite_is_answered_before_the_hub_and_before_torch(tmp_path):
+    """``scan REPO --suite logik --dry-run``: the did-you-mean comes before any request (HF_ENDPOINT points at a
+    closed port: a request would show as a retry warning) and without importing torch or transformers."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from ckptgeo.cli import main; "
+            "rc = main(['scan', 'EleutherAI/pythia-160m', '--suite', 'logik', '--dry-run']); "
+            "print('heavy:', sorted(m for m in ('torch', 'transformers') if m in sys.modules), 'rc:', rc)")
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("HF_HUB_OFFLINE", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert "heavy: [] rc: 2" in done.stdout, done.stdout + done.stderr
+    assert "Did you mean: logic?" in done.stderr and "listing branches" not in done.stderr, done.stderr

@@ -152,7 +152,7 @@ def _shown(value) -> str:
 
 
 def _run_scan(args, metrics: tuple[str, ...]) -> int:
-    from ckptgeo.engine.scan import plan_scan, scan, shard
+    from ckptgeo.engine.plan import plan_scan, shard
 
     kwargs = {**_scan_kwargs(args), **({} if metrics is None else {"metrics": tuple(metrics)})}
     if args.dry_run:
@@ -160,6 +160,8 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
         print(plan.summary())
         print("next: the same command without --dry-run")
         return 0
+    from ckptgeo.engine.scan import scan
+
     res = _with_progress_lines(lambda: scan(args.source, out=args.out, **kwargs))
     print(f"measured {len(res.measured)}, already done {len(res.skipped)}, failed {len(res.failed)}, "
           f"locked by another run {len(res.locked)}; tables in {res.out}")

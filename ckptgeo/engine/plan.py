@@ -215,13 +215,16 @@ def forward_dtype(config: ScanConfig) -> ScanConfig:
     """``config`` with ``dtype="auto"`` settled: half precision on a GPU when every selected measure reads
     only forward states (RankMe, behaviour, probes: states are upcast to float32 and RankMe's SVD runs in
     float64), bfloat16 where the GPU supports it, else float16; float32 on a CPU, or when a whole-model
-    measure (gradient ranks, Hessian, LLC) is selected. Other dtypes are kept as given."""
-    import torch
-
+    measure (gradient ranks, Hessian, LLC) is selected. Other dtypes are kept as given (torch is imported only
+    for a CUDA device: a dry run's typo is answered without it)."""
     if config.dtype != "auto":
         return config
     dtype = "float32"
-    if config.device.startswith("cuda") and torch.cuda.is_available():
+    if not config.device.startswith("cuda"):
+        return dataclasses.replace(config, dtype=dtype)
+    import torch
+
+    if torch.cuda.is_available():
         from ckptgeo.metrics.registry import get_metric, parse_metrics
 
         names = parse_metrics(list(config.metrics) if config.metrics else None)
@@ -271,9 +274,11 @@ def resolve(source, config: ScanConfig) -> Resolved:
     RevisionNotFoundError, EmptySelectionError
         The selector names a missing revision or matches none.
     """
-    from ckptgeo.suites.tasks import load_suite_or_task
+    from ckptgeo.suites.tasks import check_suite_spec, load_suite_or_task
 
     validate_scan_config(config)
+    for spec in config.suites:   # a misspelled suite is answered before the source is opened
+        check_suite_spec(spec)
     label = str(source) if isinstance(source, (str, Path)) else source.label
     if isinstance(source, (str, Path)):
         source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache,

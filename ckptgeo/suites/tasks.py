@@ -76,7 +76,7 @@ from ckptgeo.suites.vocab import SEPARATOR
 
 __all__ = ["TASKS", "LEVELS", "LevelSpec", "get_level", "suite_name", "chance", "space_size", "sample",
            "generate", "heldout_items", "suite_header", "MODULUS", "parse_task_level", "task_suite",
-           "load_suite_or_task"]
+           "load_suite_or_task", "check_suite_spec"]
 
 TASKS = ("copy", "reverse", "compare", "parity", "addition", "modular", "sort", "multiplication")
 #: the prime of the modular task.
@@ -456,6 +456,27 @@ def task_suite(task: str, level: int, *, n_items: int = 200, seed: int = 0) -> S
     items = heldout_items(task, level, n_items, seed=seed)
     return Suite(suite_name(task, level), items, source=f"ckptgeo.suites.tasks:{task}-L{level}",
                  header=suite_header(task, level, n_items=n_items))
+
+
+def check_suite_spec(spec) -> None:
+    """Refuse a ``--suite`` that names nothing (the error :func:`load_suite_or_task` gives, with its
+    did-you-mean) without reading any suite, so a typo is answered before a source is opened.
+
+    Raises
+    ------
+    InvalidParameterError
+        Neither a file, a bundled suite, a task level nor a registered loader prefix.
+    """
+    from pathlib import Path
+
+    from ckptgeo.suites.items import LOADERS
+
+    text = str(spec)
+    prefix, sep, _ = text.partition(":")
+    if parse_task_level(text) is not None or Path(text).is_file() or text in available_suites() or (
+            sep and prefix in LOADERS.names()):
+        return
+    load_suite(text)   # raises the unknown-suite error
 
 
 def load_suite_or_task(spec) -> Suite:
