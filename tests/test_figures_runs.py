@@ -81,7 +81,9 @@ def test_heatmap_probe_and_gaps_figures_mark_events_and_say_sizes_plainly(ds, tm
     assert {"L2 collapse 10", "acquisition 50"} <= set(_labels(drawn[-1].axes[0]))
     fig_mod.plot_probes(a, "toy-2x16-s0", "sort-L2", tmp_path / "p.png")
     labels = _labels(drawn[-1].axes[0])
-    assert "L2 probe onset 30" in labels and "acquisition 50" in labels, labels
+    assert "acquisition 50" in labels, labels
+    [onset] = [line for line in drawn[-1].axes[0].lines if line.get_label().startswith("probe onset")]
+    assert list(onset.get_xdata()) == [3] and list(onset.get_ydata()) == [0]   # step 30's column, L2's row
     fig_mod.plot_gaps(a, tmp_path / "g.png")
     labels = _labels(drawn[-1].axes[0])
     from matplotlib.container import ErrorbarContainer
@@ -112,3 +114,42 @@ def test_seeds_overlay_and_runs_table(ds, tmp_path, drawn):
     assert runs[runs.model == LONG].iloc[0]["size"] == "2.8B"
     tex = (ds / "summary" / "runs.tex").read_text()
     assert tex.startswith("\\begin{tabular}{llrlrrrrrrrl}") and "\\toprule" in tex and "toy-2x16-s1 & sort & 2" in tex
+
+
+def _deep_dataset(root, n_layers: int):
+    """A model of ``n_layers`` blocks (RankMe of layers 0..n, probes of every layer) whose first and last
+    revisions (step0, step90) serve the same weights: the analysis leaves both out, at the two ends."""
+    from tests.test_analysis import STEPS
+
+    rank = _hard(n_layers, 4.0)
+    probes = [row for layer in range(n_layers + 1)
+              for row in _probe_rows("deep", "sort-L2", layer, [0.5, 0.5, 0.5] + [0.5 + 0.4 * (layer / n_layers)] * 7)]
+    revisions = [dict(model="deep", revision=f"step{s}", step=s, status="ok",
+                      weights_sha256="same" if s in (0, 90) else f"sha{s}") for s in STEPS]
+    return _write_dataset(root, [("deep", "sort-L2", 0.1, _acc(50), rank, {})], probes=probes, revisions=revisions)
+
+
+@pytest.mark.parametrize("n_layers", [12, 32])
+def test_figures_of_a_deep_model_are_readable_and_mark_left_out_revisions_at_the_ends(tmp_path, drawn, n_layers):
+    a = analyze(_deep_dataset(tmp_path / "ds", n_layers), write=False)
+    assert sorted(a.left_out.step) == [0, 90]
+    fig_mod.plot_suite(a, "deep", "sort-L2", tmp_path / "r.png")
+    ax = drawn[-1].axes[0]
+    labels = _labels(ax)
+    assert not any(lab.startswith("L") and lab[1:].isdigit() for lab in labels), labels   # no entry per layer
+    assert len(labels) <= 8, labels
+    bar = [x for x in drawn[-1].axes if x.get_ylabel() == "layer (line colour)"]
+    assert bar, [x.get_ylabel() for x in drawn[-1].axes]
+    marks = sorted(line.get_xdata()[0] for line in ax.lines if line.get_linestyle() != "-"
+                   and line.get_color() == "0.55")
+    assert marks == [0, 90] and "left out (2 revisions)" in labels   # both ends marked, though no line breaks there
+    assert "grey dotted lines" in ax.get_title()
+    assert ax.get_xlim()[0] <= 0 and ax.get_xlim()[1] >= 90
+
+    fig_mod.plot_probes(a, "deep", "sort-L2", tmp_path / "p.png")
+    fig = drawn[-1]
+    images = [x.images[0] for x in fig.axes if x.images]
+    assert [im.get_array().shape for im in images] == [(n_layers + 1, 8)] * 2   # layer x analysed checkpoint, 2 panels
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) <= 2
+    onset = [line for line in fig.axes[0].lines if line.get_label().startswith("probe onset")]
+    assert onset and len(onset[0].get_xdata()) >= n_layers // 2   # one triangle per layer with an onset

@@ -104,13 +104,20 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         ax, zoom = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
     else:
         ax, zoom = fig.add_subplot(1, 1, 1), None
+    many = len(layers) > MAX_LAYER_LEGEND   # deep models: a colour bar of layers instead of a legend entry each
     for layer in layers:
         g = sub[sub["layer"] == layer].sort_values("step")
         if layer in flat:   # constant by construction: drawn thin and grey, and said so
-            ax.plot(*pl.with_gaps(g[xcol], g["value"], gaps), color="0.6", lw=0.8, ls=":", label=f"L{layer} (constant)")
+            ax.plot(*pl.with_gaps(g[xcol], g["value"], gaps), color="0.6", lw=0.8, ls=":",
+                    label=f"L{layer} (constant)" if not many or layer == min(flat) else None)
             continue
-        ax.plot(*pl.with_gaps(g[xcol], g["value"], gaps), color=colours[layer], lw=1.4, label=f"L{layer}",
-                marker="." if len(g) < 40 else None)
+        ax.plot(*pl.with_gaps(g[xcol], g["value"], gaps), color=colours[layer], lw=1.1 if many else 1.4,
+                label=None if many else f"L{layer}", marker="." if len(g) < 40 and not many else None)
+    if many:
+        _layer_bar(fig, ax, layers, colours)
+    for i, step in enumerate(gaps):   # every left-out revision, also before the first or after the last
+        ax.axvline(step, color="0.55", lw=0.7, ls=(0, (1, 2)), zorder=0,
+                   label=f"left out ({gaps.size} revisions)" if i == 0 else None)
     ax.set_xlabel("training tokens" if xcol == "tokens" else "training step")
     ax.set_ylabel(pl.axis_label(metric))
     ax.set_yscale("log")
@@ -130,7 +137,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         title += f" — {marks['status']}" + (f", gap {marks['gap']:,} {marks['unit']}" if marks["gap"] is not None
                                             else "")
     if gaps.size:
-        title += f" ({gaps.size} revisions left out: line breaks)"
+        title += f" ({gaps.size} revisions left out: grey dotted lines)"
     pl.title(ax, title)
     handles, labels = ax.get_legend_handles_labels()
     if acc_line is not None:
@@ -140,6 +147,24 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     if zoom is not None:
         _plot_window(zoom, sub, acc, marks, colours, metric, xcol)
     return pl.save(fig, Path(path))
+
+
+#: above this many layers a figure's lines get a colour bar of layers, not a legend entry each
+MAX_LAYER_LEGEND = 8
+
+
+def _layer_bar(fig, ax, layers, colours) -> None:
+    """A colour bar naming the layers by their line colour (for deep models, instead of a legend entry each)."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    cmap = ListedColormap([colours[layer] for layer in layers])
+    bar = fig.colorbar(ScalarMappable(norm=BoundaryNorm(np.arange(len(layers) + 1) - 0.5, len(layers)), cmap=cmap),
+                       ax=ax, fraction=0.04, pad=0.13)   # room for the accuracy axis on the right
+    every = max(1, int(np.ceil(len(layers) / 12)))
+    bar.set_ticks(range(0, len(layers), every))
+    bar.set_ticklabels([f"L{layers[i]}" for i in range(0, len(layers), every)], fontsize=7)
+    bar.set_label("layer (line colour)")
 
 
 def _plot_window(ax, sub, acc, marks: dict, colours: dict, metric: str, xcol: str = "step") -> None:
@@ -283,7 +308,10 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
 
 
 def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Path | None:
-    """Probe accuracy (solid) against its shuffled-label control (dashed) per layer over training steps.
+    """Probe accuracy per layer and checkpoint as a layer x checkpoint heatmap (left), and its margin over the
+    shuffled-label control (right, accuracy − control: red above, blue below); each layer's probe onset (the first
+    checkpoint beating chance and control by the margin) a black triangle in its row, acquisition a red line.
+    Readable at any depth: one row per layer, no legend entry per layer.
 
     Returns
     -------
@@ -296,35 +324,50 @@ def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Pa
     p = p[(p["model"] == model) & (p["suite"] == suite) & p["step"].notna()]
     if p.empty:
         return None
-    import matplotlib
-
     p = p.groupby(["layer", "step"], sort=True)[["accuracy", "control_accuracy"]].mean().reset_index()
-    fig = pl.figure(8.0, 5.0)
-    ax = fig.add_subplot(1, 1, 1)
-    layers = sorted(p["layer"].unique())
-    colours = pl.layer_colours(layers)
+    acc = p.pivot_table(index="layer", columns="step", values="accuracy", aggfunc="mean", dropna=False).sort_index()
+    ctl = p.pivot_table(index="layer", columns="step", values="control_accuracy", aggfunc="mean",
+                        dropna=False).reindex(index=acc.index, columns=acc.columns)
+    layers, steps = list(acc.index), list(acc.columns)
     lead = analysis.probe_lead if analysis.probe_lead is not None else None
     lead = lead[(lead["model"] == model) & (lead["suite"] == suite)] if lead is not None and len(lead) else None
-    for layer in layers:
-        g = p[p["layer"] == layer]
-        ax.plot(g["step"], g["accuracy"], color=colours[layer], lw=1.4, label=f"L{layer} probe")
-        ax.plot(g["step"], g["control_accuracy"], color=colours[layer], lw=1.0, ls="--", label=f"L{layer} control")
-        onset = lead[lead["layer"] == layer]["probe_step"].dropna() if lead is not None else ()
-        if len(onset):   # the probe onset: first checkpoint beating chance and control by the margin
-            step = int(onset.iloc[0])
-            y = g.loc[g["step"] == step, "accuracy"]
-            ax.plot([step], [float(y.iloc[0]) if len(y) else 1.0], marker="^", ms=8, color=colours[layer],
-                    mec="black", ls="none", label=f"L{layer} probe onset {step}")
+    fig = pl.figure(11.0, min(0.22 * len(layers), 9.0) + 2.8)
+    grid = fig.add_gridspec(1, 2, wspace=0.3)
+    margin = acc.to_numpy(dtype=float) - ctl.to_numpy(dtype=float)
+    panels = [("probe accuracy (held-out folds)", acc.to_numpy(dtype=float), "viridis", 0.0, 1.0),
+              ("probe − shuffled-label control", margin, "RdBu_r", -0.5, 0.5)]
+    onsets = []
+    if lead is not None:
+        for layer, step in zip(lead["layer"], lead["probe_step"]):
+            if not pl.isna(step) and int(step) in steps and layer in layers:
+                onsets.append((steps.index(int(step)), layers.index(layer)))
     acq = lead["acquisition_step"].dropna() if lead is not None else ()
-    if len(acq):
-        ax.axvline(int(acq.iloc[0]), color="tab:red", lw=1.6, label=f"acquisition {int(acq.iloc[0])}")
-    pl.log_x(ax, p["step"])
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("probe accuracy (held-out folds)")
-    pl.title(ax, f"probe vs shuffled-label control: {model} · {suite}")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=min(4, 3 * len(layers)),
-              frameon=False)
+    ticks = np.unique(np.linspace(0, len(steps) - 1, num=min(len(steps), 8)).round().astype(int))
+    ystep = max(1, int(np.ceil(len(layers) / 16)))
+    for i, (label, values, cmap, lo, hi) in enumerate(panels):
+        ax = fig.add_subplot(grid[i])
+        im = ax.imshow(values, aspect="auto", origin="lower", cmap=cmap, vmin=lo, vmax=hi, interpolation="nearest")
+        fig.colorbar(im, ax=ax, label=label, fraction=0.05)
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{int(steps[t]):,}" for t in ticks], rotation=45, fontsize=7)
+        ax.set_yticks(range(0, len(layers), ystep))
+        ax.set_yticklabels([f"L{layers[j]}" for j in range(0, len(layers), ystep)], fontsize=7)
+        ax.set_xlabel("checkpoint (training step)")
+        ax.set_ylabel("layer")
+        if onsets:
+            ax.plot([x for x, _ in onsets], [y for _, y in onsets], marker="^", ms=6, color="black", mec="white",
+                    ls="none", label="probe onset (beats chance and control)")
+        if len(acq) and int(acq.iloc[0]) in steps:
+            ax.axvline(steps.index(int(acq.iloc[0])), color="tab:red", lw=1.6, label=f"acquisition {int(acq.iloc[0])}")
+        elif len(acq):
+            ax.set_xlabel(f"checkpoint (training step); acquisition at {int(acq.iloc[0]):,}, not a probed checkpoint")
+        pl.title(ax, label, width=60)
+    left = pl.left_out_steps(analysis, model)
+    fig.suptitle(f"probes per layer: {model} · {suite}" + (f" ({left.size} revisions left out: no column)"
+                                                           if left.size else ""), fontsize=10)
+    handles, labels = fig.axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     return pl.save(fig, Path(path))
 
 
