@@ -65,6 +65,8 @@ if TYPE_CHECKING:
     from ckptgeo.engine.config import ScanConfig
     from ckptgeo.engine.plan import plan_scan
     from ckptgeo.engine.scan import scan
+    from ckptgeo.forecasting.api import forecast
+    from ckptgeo.forecasting.evaluate import ForecastConfig
     from ckptgeo.metrics.cross import combine
     from ckptgeo.metrics.registry import METRICS, CompareValue, MetricValue, register_metric
     from ckptgeo.monitor.callback import MonitorCallback
