@@ -166,6 +166,10 @@ class RunStats:
     loads: dict[str, "LoadRow"] = field(default_factory=dict)            # revision -> read rates (A)
     accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)   # revision -> (correct, n)
     rankme: dict[str, list[float]] = field(default_factory=dict)          # revision -> per layer
+    stages: object = None          # scripts.roofline.Stages of A: load / verify / forward, whole process clocks
+    cpu: tuple[float, float] = (0.0, 0.0)   # (user, system) seconds of the whole run
+    sweep_flops: int = 0           # FLOPs of one revision's forward sweep (FlopCounterMode)
+    threads: int = 0               # torch intra-op threads during the forward
 
 
 # --------------------------------------------------------------------------------------------------
@@ -175,18 +179,10 @@ class RunStats:
 # run A: ckptgeo.engine.scan
 # --------------------------------------------------------------------------------------------------
 def _read_seconds(path: Path, *, cold: bool) -> float:
-    """Seconds to read ``path`` whole with plain 8 MiB reads: from the page cache (``cold=False``, as the
-    scan's load finds a file it just downloaded), or after asking the kernel to drop it from the cache
-    (``posix_fadvise(DONTNEED)``, best effort: pages still mapped elsewhere stay)."""
-    with open(path, "rb", buffering=0) as f:
-        if cold and hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-        buf = bytearray(8 << 20)
-        view = memoryview(buf)
-        t0 = time.perf_counter()
-        while f.readinto(view):
-            pass
-        return time.perf_counter() - t0
+    """Seconds to read ``path`` whole with plain 8 MiB reads (:func:`scripts.roofline.read_rate`)."""
+    from scripts.roofline import read_rate
+
+    return path.stat().st_size / read_rate([path], cold=cold)
 
 
 def _whole_copy_seconds(paths: list[Path], dtype) -> float:
@@ -252,14 +248,38 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _
             stats.rss_after.append(_rss())
             stats.released_at.append(time.perf_counter())
 
+    import ckptgeo.engine.forward as forward_module
+    import ckptgeo.engine.model as model_module
+    from scripts.roofline import Stages, forward_flops
+
+    stats.stages = stages = Stages()
+    originals = [(forward_module, "run_suite", forward_module.run_suite),
+                 (model_module, "sha256_file", model_module.sha256_file),
+                 (model_module.ModelHolder, "load", model_module.ModelHolder.load)]
+    stages.wrap(model_module, "sha256_file", "verify")
+    stages.wrap(model_module.ModelHolder, "load", "load")
+    stages.wrap(forward_module, "run_suite", "forward")
+    timed_sweep = forward_module.run_suite
+
+    def sweep(*a, **kw):   # the first sweep is counted once more, untimed, for its FLOPs
+        if not stats.sweep_flops:
+            stats.sweep_flops, stats.threads = forward_flops(lambda: originals[0][2](*a, **kw)), torch.get_num_threads()
+        return timed_sweep(*a, **kw)
+
+    forward_module.run_suite = sweep
     sampler.watch(cache)
     _reset_hwm()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), os.times()
     source = InstrumentedHub(repo_id)
-    result = scan(source, revisions="all", suites=(str(suite),), metrics=("rankme", "behavior"),
-                  n_samples=args.n_items, prefetch=args.prefetch, batch_size=args.batch_size,
-                  device=args.device, out=out, on_error="raise", share_prefix=share_prefix)
-    stats.wall = time.perf_counter() - t0
+    try:
+        result = scan(source, revisions="all", suites=(str(suite),), metrics=("rankme", "behavior"),
+                      n_samples=args.n_items, prefetch=args.prefetch, batch_size=args.batch_size,
+                      device=args.device, out=out, on_error="raise", share_prefix=share_prefix)
+    finally:
+        for owner, attribute, fn in originals:
+            setattr(owner, attribute, fn)
+    stats.wall, c1 = time.perf_counter() - t0, os.times()
+    stats.cpu = (c1.user - c0.user, c1.system - c0.system)
     stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = _hwm(), sampler.peak_rss, sampler.peak_cache
     stats.n_revisions = len(result.measured)
     stats.seconds = result.seconds
@@ -423,6 +443,28 @@ def _breakdown(a: RunStats) -> str:
     return "\n".join(lines)
 
 
+def _roofline(a: RunStats) -> str:
+    """A's roofline: its forward FLOP/s against the matmul peak at its thread count, its load against the plain
+    read of the same files, and the system time's share of the CPU time per stage (all measured in this run)."""
+    from scripts.roofline import matmul_peak, roofline_lines, uptime
+
+    forward = a.stages.times.get("forward")
+    peak = matmul_peak(a.threads or 1)
+    work = {"forward (all revisions)": (a.sweep_flops * forward.calls, forward.wall)} if forward else {}
+    reads = {}
+    if a.loads:
+        nbytes, warm = sum(r.bytes for r in a.loads.values()), sum(r.warm for r in a.loads.values())
+        reads = {"read rate": (nbytes / warm, 1.0),
+                 "load (revisions read)": (nbytes, sum(r.load for r in a.loads.values()))}
+    user, system = a.cpu
+    lines = [f"{a.name}: roofline ({uptime()}; {a.threads} torch thread(s))",
+             *roofline_lines(peak=peak, threads=a.threads or 1, work=work, reads=reads),
+             "  CPU time per stage (whole process, all threads):", *a.stages.lines("    "),
+             f"  whole run: user {user:.2f} s, system {system:.2f} s: system {system / max(user + system, 1e-9):.1%} "
+             f"of the CPU time"]
+    return "\n".join(lines)
+
+
 def _report(a: RunStats, b: RunStats, *, rev_all: int, prefetch: int) -> bool:
     """Print the ratios against the targets and the agreement of the two runs; True if they agree."""
     per_a, per_b = a.wall / max(a.n_revisions, 1), b.wall / max(b.n_revisions, 1)
@@ -467,7 +509,7 @@ def _parse_args(argv):
                "  python scripts/bench_scan.py --shape tiny --revisions 4 --n-items 40   # quick check\n"
                "  python scripts/bench_scan.py --prefetch 2 --keep  # keep the work folder\n")
     parser.add_argument("--revisions", type=int, default=10, help="step branches served (default: %(default)s)")
-    parser.add_argument("--shape", default=None, choices=["pythia-2.8b", "pythia-160m", "pythia-70m", "tiny"],
+    parser.add_argument("--shape", default=None, choices=["pythia-2.8b", "pythia-160m", "pythia-70m", "pythia-14m", "tiny"],
                         help="model shape of the served repo (default: pythia-2.8b with --device cuda on a GPU "
                              "machine, else pythia-70m)")
     parser.add_argument("--n-items", type=int, default=200, help="items of the suite (default: %(default)s)")
@@ -531,7 +573,11 @@ def main(argv=None) -> int:
     os.environ.update({"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": str(work / "hf_a"),
                        "HF_HUB_DISABLE_TELEMETRY": "1", "CKPTGEO_NO_PROGRESS": "1",
                        "CKPTGEO_CACHE": str(work / "ckptgeo_cache"), "TOKENIZERS_PARALLELISM": "false"})
-    from scripts.make_test_repo import make_test_repo
+    from scripts.make_test_repo import ModelShape, make_test_repo
+
+    # EleutherAI/pythia-14m's config (14.1M parameters, 6 layers of width 128), float16 files
+    PYTHIA_14M = ModelShape(vocab_size=50304, hidden_size=128, num_hidden_layers=6, num_attention_heads=4,
+                            intermediate_size=512, dtype="float16")
 
     mirrors, log = work / "mirrors", work / "olah.log"
     mirrors.mkdir(exist_ok=True)
@@ -541,7 +587,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         steps = [1000 * i for i in range(args.revisions)]
         shared = {f"step{steps[-1]}": "step0"} if args.compare_downloads else None
-        repo = make_test_repo(mirrors / "models" / ORG / NAME, steps=steps, shape=args.shape,
+        shape = PYTHIA_14M if args.shape == "pythia-14m" else args.shape
+        repo = make_test_repo(mirrors / "models" / ORG / NAME, steps=steps, shape=shape,
                               shards=2 if shared else 1, share_shard=shared)
         wait_ready(f"http://127.0.0.1:{port}/api/models/{repo.repo_id}/refs", proc, log, timeout=120)
         branches = [f"step{s}" for s in steps]
@@ -573,6 +620,7 @@ def main(argv=None) -> int:
         for rev, (whole, fwd, meas) in a.per_revision.items():
             print(f"  {rev:>10}: {whole:7.2f} / {fwd:7.2f} / {meas:6.2f} / {whole - fwd - meas:7.2f}", flush=True)
         print(_breakdown(a), flush=True)
+        print(_roofline(a), flush=True)
         from scripts.olah_local import served_bytes
 
         served_a = sum(served_bytes(work / "olah", repo.repo_id).values())

@@ -1,0 +1,173 @@
+"""The machine's limits beside a speed script's numbers: fp32 matmul peak, weight-file read rate, CPU time split.
+
+Every speed script (``scripts/bench_scan.py``, ``scripts/bench_train.py``) measures these in the same run as
+the work it times, so a number is read against what this machine gave at that moment:
+
+* :func:`matmul_peak`: FLOP/s of ``torch.mm`` on large fp32 squares at a given intra-op thread count (the
+  best of several timings: the machine's limit, not its average under load);
+* :func:`read_rate`: bytes/s of plain 8 MiB reads of files, from the page cache (``cold=False``) or after
+  ``posix_fadvise(DONTNEED)`` (``cold=True``);
+* :class:`Stages`: wall, user and system seconds (``os.times``, the whole process: every thread, torch's
+  pools included), and minor page faults (``getrusage``), summed per named stage;
+* :func:`forward_flops`: the FLOPs of a call, counted by ``torch.utils.flop_counter.FlopCounterMode``
+  (matmuls and attention; element-wise work is not counted, so a share of the matmul peak is a lower bound).
+
+``load`` in :func:`uptime` is the 1-minute load average: print it beside every number (2 shared cores here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["matmul_peak", "read_rate", "Stages", "forward_flops", "uptime", "roofline_lines"]
+
+
+def uptime() -> str:
+    """The 1, 5 and 15-minute load averages as ``uptime`` prints them."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def matmul_peak(threads: int, *, n: int = 1024, repeats: int = 7, min_seconds: float = 0.2) -> float:
+    """Best FLOP/s of ``torch.mm`` of two ``n`` x ``n`` float32 matrices on the CPU at ``threads`` intra-op threads
+    (``2 n^3`` FLOPs a product; each timing repeats the product for at least ``min_seconds``).
+
+    The thread count is restored afterwards. ``n=1024``: large enough to reach the BLAS kernel's rate on
+    the cores, small enough to stay quick on a loaded machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        out = torch.empty(n, n)
+        torch.mm(a, b, out=out)
+        t = time.perf_counter()
+        torch.mm(a, b, out=out)
+        inner = max(1, int(min_seconds / max(time.perf_counter() - t, 1e-6)))
+        best = float("inf")
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for _ in range(inner):
+                torch.mm(a, b, out=out)
+            best = min(best, (time.perf_counter() - t) / inner)
+        return 2 * n ** 3 / best
+    finally:
+        torch.set_num_threads(before)
+
+
+def read_rate(paths: list[Path], *, cold: bool) -> float:
+    """Bytes per second of reading ``paths`` whole with plain 8 MiB reads: from the page cache (``cold=False``)
+    or after asking the kernel to drop them from it (``cold=True``; best effort: mapped pages stay)."""
+    total, seconds = 0, 0.0
+    buf = memoryview(bytearray(8 << 20))
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            if cold and hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            t0 = time.perf_counter()
+            while n := f.readinto(buf):
+                total += n
+            seconds += time.perf_counter() - t0
+    return total / seconds if seconds else float("inf")
+
+
+@dataclass
+class StageTime:
+    """Sums over every entry into one stage: seconds of wall, user and system time, and minor page faults."""
+
+    wall: float = 0.0
+    user: float = 0.0
+    system: float = 0.0
+    faults: int = 0
+    calls: int = 0
+
+    @property
+    def system_share(self) -> float:
+        """System seconds / (user + system) seconds (NaN for no CPU time)."""
+        cpu = self.user + self.system
+        return self.system / cpu if cpu else float("nan")
+
+
+@dataclass
+class Stages:
+    """Named stages of a run, timed with the whole process's CPU clocks (``os.times``: all threads).
+
+    Stages must not nest; work running in other threads at the same time (a prefetch download) is
+    counted in whichever stage is open."""
+
+    times: dict[str, StageTime] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        t0, w0, f0 = os.times(), time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        try:
+            yield
+        finally:
+            t1, w1, f1 = os.times(), time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            s = self.times.setdefault(name, StageTime())
+            s.wall += w1 - w0
+            s.user += t1.user - t0.user
+            s.system += t1.system - t0.system
+            s.faults += f1 - f0
+            s.calls += 1
+
+    def wrap(self, owner, attribute: str, name: str) -> None:
+        """Time every call of ``owner.attribute`` (a function or method) as stage ``name``."""
+        inner = getattr(owner, attribute)
+        stages = self
+
+        def timed(*args, **kwargs):
+            with stages.stage(name):
+                return inner(*args, **kwargs)
+
+        setattr(owner, attribute, timed)
+
+    def lines(self, indent: str = "  ") -> list[str]:
+        """One line per stage: wall, user, system seconds, system share of CPU, page faults."""
+        out = [f"{indent}{'stage':<14} {'calls':>5} {'wall s':>8} {'user s':>8} {'sys s':>7} {'sys/CPU':>8} "
+               f"{'faults':>10}"]
+        for name, s in self.times.items():
+            out.append(f"{indent}{name:<14} {s.calls:5d} {s.wall:8.2f} {s.user:8.2f} {s.system:7.2f} "
+                       f"{s.system_share:8.1%} {s.faults:10d}")
+        tot = StageTime(*(sum(getattr(s, k) for s in self.times.values()) for k in ("wall", "user", "system",
+                                                                                    "faults", "calls")))
+        out.append(f"{indent}{'all stages':<14} {tot.calls:5d} {tot.wall:8.2f} {tot.user:8.2f} {tot.system:7.2f} "
+                   f"{tot.system_share:8.1%} {tot.faults:10d}")
+        return out
+
+
+def forward_flops(fn) -> int:
+    """FLOPs of calling ``fn()`` once (``FlopCounterMode``: matmuls, convolutions, attention)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def roofline_lines(*, peak: float, threads: int, work: dict[str, tuple[float, float]] | None = None,
+                   reads: dict[str, tuple[float, float]] | None = None) -> list[str]:
+    """The roofline table: ``work`` maps a stage to (FLOPs, wall seconds) and is shown as FLOP/s and a share of
+    ``peak``; ``reads`` maps a stage to (bytes, wall seconds) and ``"read rate"`` to (bytes/s, 1) and is shown as
+    bytes/s and a share of that read rate."""
+    out = [f"  fp32 matmul peak at {threads} thread(s): {peak / 1e9:.1f} GFLOP/s (best torch.mm 1024^2, this run)"]
+    for name, (flops, seconds) in (work or {}).items():
+        rate = flops / seconds if seconds else float("nan")
+        out.append(f"  {name:<28} {flops / 1e9:10.2f} GFLOP in {seconds:7.2f} s = {rate / 1e9:7.2f} GFLOP/s "
+                   f"= {rate / peak:6.1%} of the matmul peak")
+    if reads:
+        rate = reads.get("read rate", (float("nan"), 1.0))[0]
+        for name, (nbytes, seconds) in reads.items():
+            if name == "read rate":
+                out.append(f"  {'read rate (page cache)':<28} {rate / 1e9:10.2f} GB/s")
+                continue
+            r = nbytes / seconds if seconds else float("nan")
+            out.append(f"  {name:<28} {nbytes / 1e9:10.3f} GB in {seconds:7.2f} s = {r / 1e9:7.2f} GB/s "
+                       f"= {r / rate:6.1%} of the read rate")
+    return out
