@@ -54,99 +54,16 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scripts.roofline import Sampler, dir_bytes, hwm, reset_hwm, rss  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SUITE = REPO_ROOT / ".." / "shared" / "data" / "bigbench_logical_deduction" / "three_objects.json"
 ORG, NAME = "benchorg", "pythia-bench"
-
-
-# --------------------------------------------------------------------------------------------------
-# measurements of the process: RSS and cache bytes
-# --------------------------------------------------------------------------------------------------
-def _rss() -> int:
-    """Current resident set size of this process, in bytes."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _reset_hwm() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM) of this process; False where not supported."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _hwm() -> int | None:
-    """The kernel's peak RSS (VmHWM) since the last reset, in bytes; None where not available."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _dir_bytes(path: Path) -> int:
-    """Bytes of the regular files under ``path`` (symlinks not followed, partial downloads counted)."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                st = os.lstat(os.path.join(root, name))
-            except OSError:    # deleted while walking (eviction, temp file renamed)
-                continue
-            if not os.path.islink(os.path.join(root, name)):
-                total += st.st_size
-    return total
-
-
-class _Sampler(threading.Thread):
-    """Samples this process's RSS and the bytes under ``cache`` every ``interval`` seconds."""
-
-    def __init__(self, interval: float = 0.2):
-        super().__init__(daemon=True)
-        self.interval = interval
-        self.cache: Path | None = None
-        self.peak_rss = 0
-        self.peak_cache = 0
-        self._halt = threading.Event()
-        self._lock = threading.Lock()
-
-    def watch(self, cache: Path) -> None:
-        with self._lock:
-            self.cache, self.peak_rss, self.peak_cache = cache, _rss(), 0
-
-    def note_cache(self, nbytes: int) -> None:
-        with self._lock:
-            self.peak_cache = max(self.peak_cache, nbytes)
-
-    def run(self) -> None:
-        while not self._halt.wait(self.interval):
-            with self._lock:
-                cache = self.cache
-            rss = _rss()
-            nbytes = _dir_bytes(cache) if cache is not None and cache.exists() else 0
-            with self._lock:
-                self.peak_rss = max(self.peak_rss, rss)
-                self.peak_cache = max(self.peak_cache, nbytes)
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(timeout=5)
 
 
 @dataclass
@@ -215,7 +132,7 @@ class LoadRow:
     cold: float = 0.0          # plain read after DONTNEED
 
 
-def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _Sampler, *,
+def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: Sampler, *,
              share_prefix: bool = True, keep_shared: bool = True, name: str = "") -> RunStats:
     import pandas as pd
     import torch
@@ -243,9 +160,9 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _
                 row.whole_copy = _whole_copy_seconds(files, torch.float32)
                 row.cold = sum(_read_seconds(f, cold=True) for f in files)
                 stats.loads[revision.name] = row
-            sampler.note_cache(_dir_bytes(cache))
+            sampler.note_cache(dir_bytes(cache))
             super().release(revision)
-            stats.rss_after.append(_rss())
+            stats.rss_after.append(rss())
             stats.released_at.append(time.perf_counter())
 
     import ckptgeo.engine.forward as forward_module
@@ -268,7 +185,7 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _
 
     forward_module.run_suite = sweep
     sampler.watch(cache)
-    _reset_hwm()
+    reset_hwm()
     t0, c0 = time.perf_counter(), os.times()
     source = InstrumentedHub(repo_id)
     try:
@@ -280,7 +197,7 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: _
             setattr(owner, attribute, fn)
     stats.wall, c1 = time.perf_counter() - t0, os.times()
     stats.cpu = (c1.user - c0.user, c1.system - c0.system)
-    stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = _hwm(), sampler.peak_rss, sampler.peak_cache
+    stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = hwm(), sampler.peak_rss, sampler.peak_cache
     stats.n_revisions = len(result.measured)
     stats.seconds = result.seconds
     for rev, row in stats.loads.items():
@@ -334,7 +251,7 @@ def _lm_eval_loglik(model, requests, pad_id: int, batch_size: int, device) -> li
     return out
 
 
-def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampler: _Sampler) -> RunStats:
+def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampler: Sampler) -> RunStats:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -344,7 +261,7 @@ def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampl
     batch_size = args.batch_size or 16
     device = torch.device(args.device)
     sampler.watch(cache)
-    _reset_hwm()
+    reset_hwm()
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(repo_id, revision=branches[-1], cache_dir=cache)
     tok.padding_side = "right"
@@ -390,11 +307,11 @@ def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampl
             correct += int(max(range(n), key=s.__getitem__) == it.answer)
             r += n
         stats.accuracy[branch] = (correct, len(items))
-        stats.rss_after.append(_rss())
-        sampler.note_cache(_dir_bytes(cache))
+        stats.rss_after.append(rss())
+        sampler.note_cache(dir_bytes(cache))
     del model
     stats.wall = time.perf_counter() - t0
-    stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = _hwm(), sampler.peak_rss, sampler.peak_cache
+    stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = hwm(), sampler.peak_rss, sampler.peak_cache
     stats.n_revisions = len(branches)
     return stats
 
@@ -450,7 +367,7 @@ def _roofline(a: RunStats) -> str:
 
     forward = a.stages.times.get("forward")
     peak = matmul_peak(a.threads or 1)
-    work = {"forward (all revisions)": (a.sweep_flops * forward.calls, forward.wall)} if forward else {}
+    work = {"forward (all revisions)": (a.sweep_flops * forward.calls, forward)} if forward else {}
     reads = {}
     if a.loads:
         nbytes, warm = sum(r.bytes for r in a.loads.values()), sum(r.warm for r in a.loads.values())
@@ -458,7 +375,7 @@ def _roofline(a: RunStats) -> str:
                  "load (revisions read)": (nbytes, sum(r.load for r in a.loads.values()))}
     user, system = a.cpu
     lines = [f"{a.name}: roofline ({uptime()}; {a.threads} torch thread(s))",
-             *roofline_lines(peak=peak, threads=a.threads or 1, work=work, reads=reads),
+             *roofline_lines(peak=peak, work=work, reads=reads),
              "  CPU time per stage (whole process, all threads):", *a.stages.lines("    "),
              f"  whole run: user {user:.2f} s, system {system:.2f} s: system {system / max(user + system, 1e-9):.1%} "
              f"of the CPU time"]
@@ -582,7 +499,7 @@ def main(argv=None) -> int:
     mirrors, log = work / "mirrors", work / "olah.log"
     mirrors.mkdir(exist_ok=True)
     proc = launch(mirrors, port, work / "olah", log)
-    sampler = _Sampler()
+    sampler = Sampler()
     try:
         t0 = time.perf_counter()
         steps = [1000 * i for i in range(args.revisions)]

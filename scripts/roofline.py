@@ -12,6 +12,9 @@ the work it times, so a number is read against what this machine gave at that mo
 * :func:`forward_flops`: the FLOPs of a call, counted by ``torch.utils.flop_counter.FlopCounterMode``
   (matmuls and attention; element-wise work is not counted, so a share of the matmul peak is a lower bound).
 
+and the memory a speed script watches: :func:`rss`, the kernel's peak (:func:`hwm`, :func:`reset_hwm`), bytes under
+a folder (:func:`dir_bytes`) and a :class:`Sampler` thread of both.
+
 ``load`` in :func:`uptime` is the 1-minute load average: print it beside every number (2 shared cores here).
 """
 
@@ -20,11 +23,96 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["matmul_peak", "read_rate", "Stages", "forward_flops", "uptime", "roofline_lines"]
+__all__ = ["rss", "reset_hwm", "hwm", "dir_bytes", "Sampler", "Peak", "matmul_peak", "read_rate", "Stages",
+           "forward_flops", "uptime", "roofline_lines"]
+
+
+def rss() -> int:
+    """Current resident set size of this process, in bytes."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_hwm() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process; False where not supported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def hwm() -> int | None:
+    """The kernel's peak RSS (VmHWM) since the last reset, in bytes; None where not available."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (symlinks not followed, partial downloads counted)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:    # deleted while walking (eviction, temp file renamed)
+                continue
+            if not os.path.islink(os.path.join(root, name)):
+                total += st.st_size
+    return total
+
+
+class Sampler(threading.Thread):
+    """Samples this process's RSS and the bytes under ``cache`` every ``interval`` seconds."""
+
+    def __init__(self, interval: float = 0.2):
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.cache: Path | None = None
+        self.peak_rss = 0
+        self.peak_cache = 0
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def watch(self, cache: Path) -> None:
+        with self._lock:
+            self.cache, self.peak_rss, self.peak_cache = cache, rss(), 0
+
+    def note_cache(self, nbytes: int) -> None:
+        with self._lock:
+            self.peak_cache = max(self.peak_cache, nbytes)
+
+    def run(self) -> None:
+        while not self._halt.wait(self.interval):
+            with self._lock:
+                cache = self.cache
+            now = rss()
+            nbytes = dir_bytes(cache) if cache is not None and cache.exists() else 0
+            with self._lock:
+                self.peak_rss = max(self.peak_rss, now)
+                self.peak_cache = max(self.peak_cache, nbytes)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+
 
 
 def uptime() -> str:
@@ -33,12 +121,21 @@ def uptime() -> str:
     return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
 
 
-def matmul_peak(threads: int, *, n: int = 1024, repeats: int = 7, min_seconds: float = 0.2) -> float:
-    """Best FLOP/s of ``torch.mm`` of two ``n`` x ``n`` float32 matrices on the CPU at ``threads`` intra-op threads
-    (``2 n^3`` FLOPs a product; each timing repeats the product for at least ``min_seconds``).
+@dataclass(frozen=True)
+class Peak:
+    """The fp32 matmul peak: ``wall`` FLOP/s (best timing, all threads together) and ``cpu`` FLOPs per CPU second
+    (the same timings over this process's CPU time: what a busy core does, whatever else the machine runs)."""
 
-    The thread count is restored afterwards. ``n=1024``: large enough to reach the BLAS kernel's rate on
-    the cores, small enough to stay quick on a loaded machine."""
+    wall: float
+    cpu: float
+    threads: int
+
+
+def matmul_peak(threads: int, *, n: int = 1024, repeats: int = 7, min_seconds: float = 0.2) -> Peak:
+    """The best rate of ``torch.mm`` of two ``n`` x ``n`` float32 matrices on the CPU at ``threads`` intra-op
+    threads (``2 n^3`` FLOPs a product; each timing repeats the product for at least ``min_seconds``), per wall
+    second and per CPU second. The thread count is restored afterwards. ``n=1024``: large enough for the BLAS
+    kernel's rate, small enough to stay quick on a loaded machine."""
     import torch
 
     before = torch.get_num_threads()
@@ -50,13 +147,14 @@ def matmul_peak(threads: int, *, n: int = 1024, repeats: int = 7, min_seconds: f
         t = time.perf_counter()
         torch.mm(a, b, out=out)
         inner = max(1, int(min_seconds / max(time.perf_counter() - t, 1e-6)))
-        best = float("inf")
+        wall = cpu = float("inf")
         for _ in range(repeats):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             for _ in range(inner):
                 torch.mm(a, b, out=out)
-            best = min(best, (time.perf_counter() - t) / inner)
-        return 2 * n ** 3 / best
+            wall = min(wall, (time.perf_counter() - t) / inner)
+            cpu = min(cpu, (time.process_time() - c) / inner)
+        return Peak(wall=2 * n ** 3 / wall, cpu=2 * n ** 3 / max(cpu, 1e-9), threads=threads)
     finally:
         torch.set_num_threads(before)
 
@@ -151,23 +249,27 @@ def forward_flops(fn) -> int:
     return int(counter.get_total_flops())
 
 
-def roofline_lines(*, peak: float, threads: int, work: dict[str, tuple[float, float]] | None = None,
+def roofline_lines(*, peak: Peak, work: dict[str, tuple[float, StageTime]] | None = None,
                    reads: dict[str, tuple[float, float]] | None = None) -> list[str]:
-    """The roofline table: ``work`` maps a stage to (FLOPs, wall seconds) and is shown as FLOP/s and a share of
-    ``peak``; ``reads`` maps a stage to (bytes, wall seconds) and ``"read rate"`` to (bytes/s, 1) and is shown as
-    bytes/s and a share of that read rate."""
-    out = [f"  fp32 matmul peak at {threads} thread(s): {peak / 1e9:.1f} GFLOP/s (best torch.mm 1024^2, this run)"]
-    for name, (flops, seconds) in (work or {}).items():
-        rate = flops / seconds if seconds else float("nan")
-        out.append(f"  {name:<28} {flops / 1e9:10.2f} GFLOP in {seconds:7.2f} s = {rate / 1e9:7.2f} GFLOP/s "
-                   f"= {rate / peak:6.1%} of the matmul peak")
+    """The roofline table. ``work`` maps a stage to (FLOPs, its :class:`StageTime`), shown as FLOP/s of wall
+    time against ``peak.wall`` and as FLOPs per CPU second against ``peak.cpu`` (robust to a busy machine:
+    time spent waiting for a core is not CPU time; spinning threads are). ``reads`` maps a stage to (bytes, wall
+    seconds) and ``"read rate"`` to (bytes/s, 1), shown as bytes/s and a share of that read rate."""
+    out = [f"  fp32 matmul peak at {peak.threads} thread(s): {peak.wall / 1e9:.1f} GFLOP/s wall, "
+           f"{peak.cpu / 1e9:.1f} GFLOP per CPU second (best torch.mm 1024^2, this run)"]
+    for name, (flops, t) in (work or {}).items():
+        rate = flops / t.wall if t.wall else float("nan")
+        cpu = flops / (t.user + t.system) if t.user + t.system else float("nan")
+        out.append(f"  {name:<24} {flops / 1e9:9.2f} GFLOP in {t.wall:7.2f} s = {rate / 1e9:6.2f} GFLOP/s "
+                   f"= {rate / peak.wall:6.1%} of the peak; per CPU second {cpu / 1e9:6.2f} = "
+                   f"{cpu / peak.cpu:6.1%} of the peak's")
     if reads:
         rate = reads.get("read rate", (float("nan"), 1.0))[0]
         for name, (nbytes, seconds) in reads.items():
             if name == "read rate":
-                out.append(f"  {'read rate (page cache)':<28} {rate / 1e9:10.2f} GB/s")
+                out.append(f"  {'read rate (page cache)':<24} {rate / 1e9:9.2f} GB/s")
                 continue
             r = nbytes / seconds if seconds else float("nan")
-            out.append(f"  {name:<28} {nbytes / 1e9:10.3f} GB in {seconds:7.2f} s = {r / 1e9:7.2f} GB/s "
+            out.append(f"  {name:<24} {nbytes / 1e9:9.3f} GB in {seconds:7.2f} s = {r / 1e9:6.2f} GB/s "
                        f"= {r / rate:6.1%} of the read rate")
     return out

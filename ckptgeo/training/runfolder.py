@@ -9,9 +9,11 @@ folder and renamed, so a folder ckptgeo made always has them, and one without th
 from __future__ import annotations
 
 import json
+import queue
 import re
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 from ckptgeo._io import atomic_dir, atomic_path, atomic_write_text, load_torch_safely, temp_target
@@ -21,7 +23,8 @@ from ckptgeo.training.config import TrainConfig, field_defaults, settings_record
 __all__ = ["MANIFEST_NAME", "RUN_MARKER", "STATE_NAME", "WEIGHTS_NAMES", "FORMAT", "FORMAT_VERSION", "RESUME_FREE",
            "STATE_ADVICE", "run_name", "is_run_folder", "read_manifest", "write_manifest", "write_marker",
            "remove_stale", "check_out", "check_disk", "has_weights", "checkpoint_folders", "check_step_folders",
-           "save_checkpoint", "load_state", "save_state", "versions", "own_file", "training_history"]
+           "save_checkpoint", "load_state", "save_state", "versions", "own_file", "training_history",
+           "BackgroundWriter"]
 
 MANIFEST_NAME = "manifest.json"
 #: written first into the folder a run creates; only a folder holding it is resumed or cleaned up
@@ -187,6 +190,59 @@ def save_checkpoint(model, tokenizer, out: Path, step: int) -> Path:
     return final
 
 
+class BackgroundWriter:
+    """Runs a training run's writes (checkpoints, evaluation of a copy of the model, training state, manifest)
+    in one background thread, strictly in the order they were submitted, so the steps go on meanwhile.
+
+    The order keeps a killed run resumable as before: a checkpoint's folder is renamed into place before the
+    training state that names it and before the manifest that records it. Each job gets its own snapshot of
+    what it writes (the caller copies the weights and optimiser state first), so a later step never changes a
+    file being written. The first error stops the jobs after it and is raised by the next :meth:`submit`,
+    :meth:`wait` or :meth:`close`.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="ckptgeo-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                if self._error is None:
+                    job[0](*job[1])
+            except BaseException as err:  # raised in the training thread, not lost in this one
+                self._error = err
+            finally:
+                self._jobs.task_done()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def submit(self, fn, *args) -> None:
+        """Queue ``fn(*args)`` after every job submitted before it."""
+        self._raise()
+        self._jobs.put((fn, args))
+
+    def wait(self) -> None:
+        """Block until every submitted job has run; raise the first error of one."""
+        self._jobs.join()
+        self._raise()
+
+    def close(self) -> None:
+        """Run what is queued, stop the thread, and raise the first error of a job."""
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+        self._raise()
+
+
 def load_state(path: Path) -> dict:
     """The training state of ``path`` (``step``, AdamW's and LambdaLR's state dicts), read without running
     any pickle code (:func:`ckptgeo._io.load_torch_safely`).
@@ -215,9 +271,12 @@ def load_state(path: Path) -> dict:
 
 
 def save_state(path: Path, step: int, optimizer, scheduler, torch) -> None:
-    """Write the training state (``step``, optimiser, scheduler) atomically to ``path``."""
+    """Write the training state (``step``, optimiser, scheduler) atomically to ``path``. ``optimizer`` and
+    ``scheduler``: the objects, or snapshots of their ``state_dict()``."""
+    state = {k: v.state_dict() if hasattr(v, "state_dict") else v
+             for k, v in (("optimizer", optimizer), ("scheduler", scheduler))}
     with atomic_path(path) as tmp:
-        torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp)
+        torch.save({"step": step, **state}, tmp)
 
 
 def versions() -> dict:

@@ -47,6 +47,7 @@ start (:class:`~ckptgeo.errors.RunMismatchError`) rather than count it as a chec
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import os
@@ -61,7 +62,7 @@ from ckptgeo.suites.tasks import heldout_items, suite_header, suite_name
 from ckptgeo.training.batches import Batcher, answer_loss
 from ckptgeo.training.config import TrainConfig, settings_record, validate_config
 from ckptgeo.training.runfolder import (FORMAT, FORMAT_VERSION, MANIFEST_NAME, RUN_MARKER, STATE_ADVICE, STATE_NAME,
-                                        check_disk, check_out, check_step_folders, has_weights, is_run_folder,
+                                        BackgroundWriter, check_disk, check_out, check_step_folders, has_weights, is_run_folder,
                                         load_state, remove_stale, run_name, save_checkpoint, save_state,
                                         training_history, versions, write_manifest, write_marker)
 from ckptgeo.training.schedule import (build_optimizer, checkpoint_steps, lr_factor, recipe_record,
@@ -201,16 +202,29 @@ def _train(config: TrainConfig) -> Path:
     n_since = 0
     last_line = [clock, start]   # time and step of the last INFO progress line
 
-    def checkpoint(step: int) -> None:
-        nonlocal loss_sum, n_since
-        save_checkpoint(model, tokenizer, out, step)
-        acc = {n: evaluate(model, tokenizer, items) for n, items in heldout.items()}
-        mean_loss = float(loss_sum) / n_since if n_since else None
-        history.append({"step": step, "loss": mean_loss, "lr": scheduler.get_last_lr()[0], "accuracy": acc,
-                        "seconds": round(time.perf_counter() - clock, 3), "tokens": step * record["tokens_per_step"]})
-        loss_sum, n_since = torch.zeros((), device=device), 0
-        if step < config.n_steps:
-            save_state(state_path, step, optimizer, scheduler, torch)
+    # checkpoint writes and the held-out evaluation run off the steps' path: on a copy of the model, in one
+    # background thread (runfolder.BackgroundWriter), in the order checkpoint -> evaluation -> state -> manifest
+    writer, frozen, threads = BackgroundWriter(), [], torch.get_num_threads()
+
+    def snapshot():
+        """The model's weights now, in a second model the writer evaluates and saves (made once, then
+        overwritten once the writer is done with the previous checkpoint)."""
+        writer.wait()
+        if not frozen:
+            frozen.append(copy.deepcopy(model).eval())
+        else:
+            with torch.no_grad():
+                for mine, theirs in zip(frozen[0].state_dict().values(), model.state_dict().values()):
+                    mine.copy_(theirs)
+        return frozen[0]
+
+    def write(step: int, copy_: torch.nn.Module, entry: dict, state) -> None:
+        torch.set_num_threads(threads)  # a new thread starts at OpenMP's default; the evaluation uses the run's
+        save_checkpoint(copy_, tokenizer, out, step)
+        entry["accuracy"] = acc = {n: evaluate(copy_, tokenizer, items) for n, items in heldout.items()}
+        history.append(entry)
+        if state is not None:
+            save_state(state_path, step, *state, torch)
         write_manifest(out, record)
         now = time.perf_counter()
         due = (step in (start, config.n_steps) or now - last_line[0] >= PROGRESS_SECONDS
@@ -218,45 +232,59 @@ def _train(config: TrainConfig) -> Path:
         if due:
             last_line[:] = [now, step]
         logger.log(logging.INFO if due else logging.DEBUG, "%s", progress_line(
-            out.name, step, config.n_steps, mean_loss, acc, now - clock, (step - start) / max(now - clock, 1e-9)))
+            out.name, step, config.n_steps, entry["loss"], acc, now - clock, (step - start) / max(now - clock, 1e-9)))
 
-    if start == 0 and 0 in todo and not any(h["step"] == 0 for h in history):
-        checkpoint(0)
+    def checkpoint(step: int) -> None:
+        nonlocal loss_sum, n_since
+        mean_loss = float(loss_sum) / n_since if n_since else None
+        entry = {"step": step, "loss": mean_loss, "lr": scheduler.get_last_lr()[0], "accuracy": None,
+                 "seconds": round(time.perf_counter() - clock, 3), "tokens": step * record["tokens_per_step"]}
+        state = ((copy.deepcopy(optimizer.state_dict()), copy.deepcopy(scheduler.state_dict()))
+                 if step < config.n_steps else None)
+        writer.submit(write, step, snapshot(), entry, state)
+        loss_sum, n_since = torch.zeros((), device=device), 0
+
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     from ckptgeo.constants import NO_PROGRESS
 
-    monitor = _monitor(config, out, suites, tokenizer)
     bar = tqdm(range(start + 1, config.n_steps + 1), desc=f"train {out.name}", unit="step", initial=start,
                total=config.n_steps, disable=NO_PROGRESS or None, dynamic_ncols=True)
-    # the monitor's event lines go above the bar, not through it
-    with logging_redirect_tqdm() if monitor is not None else contextlib.nullcontext():
-        if monitor is not None and monitor.step(model, start) is not None:
-            bar.set_postfix_str(monitor.status())
-        for step in bar:
-            ids, attn, target = (t.to(device) for t in batcher.batch(step))
-            with autocast:
-                logits = model(input_ids=ids, attention_mask=attn).logits
-            loss = answer_loss(logits, ids, target, torch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            loss_sum += loss.detach()
-            n_since += 1
-            if step in todo:
-                if not math.isfinite(float(loss_sum)):
-                    raise NonFiniteActivationsError(f"Training loss is not finite at step {step} of {out}; lower "
-                                                    f"--lr or raise --warmup.", revision=f"step{step}")
-                checkpoint(step)
-                if monitor is None:
-                    bar.set_postfix_str("accuracy " + ", ".join(f"{v:.2f}" for v in history[-1]["accuracy"].values()))
-            if monitor is not None and monitor.step(model, step) is not None:
+    try:
+        if start == 0 and 0 in todo and not any(h["step"] == 0 for h in history):
+            checkpoint(0)
+        monitor = _monitor(config, out, suites, tokenizer)
+        # the monitor's event lines go above the bar, not through it
+        with logging_redirect_tqdm() if monitor is not None else contextlib.nullcontext():
+            if monitor is not None and monitor.step(model, start) is not None:
                 bar.set_postfix_str(monitor.status())
-    bar.close()
+            for step in bar:
+                ids, attn, target = (t.to(device) for t in batcher.batch(step))
+                with autocast:
+                    logits = model(input_ids=ids, attention_mask=attn).logits
+                loss = answer_loss(logits, ids, target, torch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                optimizer.step()
+                scheduler.step()
+                loss_sum += loss.detach()
+                n_since += 1
+                if step in todo:
+                    if not math.isfinite(float(loss_sum)):
+                        raise NonFiniteActivationsError(f"Training loss is not finite at step {step} of {out}; lower "
+                                                        f"--lr or raise --warmup.", revision=f"step{step}")
+                    checkpoint(step)
+                    if monitor is None and history:  # the newest checkpoint the writer has evaluated
+                        shown = history[-1]["accuracy"].values()
+                        bar.set_postfix_str("accuracy " + ", ".join(f"{v:.2f}" for v in shown))
+                if monitor is not None and monitor.step(model, step) is not None:
+                    bar.set_postfix_str(monitor.status())
+    finally:
+        bar.close()
+        writer.close()  # what was submitted is written, also when a step failed
     record["complete"] = True
     record["seconds"] = round(time.perf_counter() - clock, 3)
     write_manifest(out, record)
