@@ -152,7 +152,7 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: S
                 super().expect(revisions)
 
         def release(self, revision):
-            folder = self._snapshot(revision)
+            folder = self.cached_folder(revision)
             if args.read_rates and folder is not None and revision.name not in stats.loads:
                 files = weight_shards(folder)
                 row = LoadRow(sum(f.stat().st_size for f in files))
