@@ -224,3 +224,37 @@ def test_ckptgeo_train_monitor_forecast_from_prints_a_line_per_checkpoint_and_re
     assert all("P(next 5 checkpoints)" in m or "acquired at step" in m for m in lines), lines
     assert set(live["feature_set"]) == {"geometry"} and (live["n_runs"] == 6).all()
     assert live["p_next"].between(0, 1).all()
+
+
+def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_the_data_cannot_say(planted):
+    from ckptgeo.forecasting.evaluate import sizes_table
+    from ckptgeo.forecasting.tables import forecast_frame
+    from ckptgeo.studies.claims import claim_table
+
+    runs = _runs(lead=6)
+    table = forecast_frame(runs, planted["forecasts"]["task"], "task", CFG)
+    tables = {"forecast_skill": planted["skill"], "forecast": table, "forecast_sizes": pd.DataFrame()}
+    empty = pd.DataFrame(columns=["model", "metric", "layer", "status"])
+    t = claim_table(empty, tables=tables, n_permutations=19, n_resamples=9).set_index("id")
+    geo = t.loc["forecast_geometry"]
+    assert geo["verdict"] == "reproduced", geo.to_dict()
+    assert "held out by task: 8 runs" in geo["measured"] and "null copy" in geo["measured"]
+    assert "easy concordance geometry" in geo["measured"] and "(paper 52%)" in geo["measured"]
+    assert t.loc["forecast_across_sizes", "verdict"] == "inconclusive"
+    assert t.loc["forecast_across_sizes", "measured"] == "one size only"
+    # a null copy that shows skill too makes the test untrustworthy on these runs: inconclusive
+    fooled = planted["skill"].assign(null_p_value=0.001)
+    t = claim_table(empty, tables={**tables, "forecast_skill": fooled}, n_permutations=9, n_resamples=9)
+    assert t.set_index("id").loc["forecast_geometry", "verdict"] == "inconclusive"
+    # too few held-out runs for the test to reach p < 0.05
+    few = planted["skill"].assign(n_runs=4)
+    t = claim_table(empty, tables={**tables, "forecast_skill": few}, n_permutations=9, n_resamples=9)
+    assert t.set_index("id").loc["forecast_geometry", "verdict"] == "inconclusive"
+    # two sizes, the larger forecast from the smaller: the order is judged on forecasts made at half the earlier
+    # acquisition, when a lead of 6 checkpoints has not shown yet in either run: no order to find (8 acquired runs)
+    two = _runs(lead=6, sizes=("tiny", "mini"), n_tasks=4, seeds=(1, 2))
+    sizes, _ = sizes_table(two, CFG)
+    t = claim_table(empty, tables={**tables, "forecast_sizes": sizes}, n_permutations=9, n_resamples=9)
+    row = t.set_index("id").loc["forecast_across_sizes"]
+    assert "size mini from tiny" in row["measured"] and row["p_value"] >= 0.05, row.to_dict()
+    assert row["verdict"] == "not reproduced", row.to_dict()
