@@ -64,7 +64,7 @@ class ForecastConfig:
         Checkpoints per run the model is fitted at (evenly spaced).
     coverage : float, default=0.8
         The forecast interval's coverage.
-    C : float, default=1.0
+    C : float, default=0.1
         Inverse L2 strength of the logistic regression.
     n_permutations : int, default=999
         Relabellings of each concordance test.
@@ -79,7 +79,7 @@ class ForecastConfig:
     max_horizon: int = DEFAULT_MAX_HORIZON
     max_landmarks: int = 32
     coverage: float = DEFAULT_COVERAGE
-    C: float = 1.0
+    C: float = 0.1
     n_permutations: int = stats.DEFAULT_N_PERMUTATIONS
     alpha: float = 0.05
     seed: int = 0

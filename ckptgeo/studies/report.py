@@ -83,7 +83,7 @@ def _claims_view(claims):
 
     return pd.DataFrame({
         "claim": claims["claim"], "source": claims["source"], "measured [95% interval]": claims["measured"],
-        "null": [num(v, pct=i not in ("top_down",) and not str(i).startswith(("across", "floor")))
+        "null": [num(v, pct=i not in ("top_down",) and not str(i).startswith(("across", "floor", "forecast_geometry")))
                  for i, v in zip(claims["id"], claims["null"])],
         "p": [num(v, pct=False) for v in claims["p_value"]],
         "verdict": claims["verdict"], "test": claims["test"], "reason": claims["reason"]})
