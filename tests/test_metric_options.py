@@ -67,7 +67,8 @@ def test_python_metric_options_and_the_centered_alias(ckpts, tmp_path):
          metric_options={"probe": {"k": 2, "C": 0.5}}, centered=True, seed=3)
     g = pd.read_parquet(out / "geometry")
     assert g.centered.all() and (g.epsilon == 1e-7).all()
-    assert all(json.loads(s) == {"centered": True, "eps": 1e-7} for s in g.settings)
+    assert all(json.loads(s) == {"centered": True, "eps": 1e-7, "n_resamples": 50, "confidence": 0.95}
+               for s in g.settings)
     p = pd.read_parquet(out / "probes")
     # the probe's seed follows the scan's seed unless its options set one
     assert all(json.loads(s) == {"k": 2, "C": 0.5, "max_iter": 1000, "seed": 3, "blas_threads": 1} for s in p.settings)

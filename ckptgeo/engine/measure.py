@@ -69,6 +69,16 @@ class Measure:
         return {**out, REVISIONS_OPTION: self.selector} if self.selector is not None else out
 
     @cached_property
+    def hashed(self) -> dict:
+        """:attr:`settings` as they enter the config hash: without the fields the config lists in
+        ``_hashed_when_not_default`` while they hold their defaults (settings added after datasets existed
+        that change no value, RankMe's interval: at their defaults those datasets keep their config hash)."""
+        quiet = getattr(self.config, "_hashed_when_not_default", ())
+        default = self.spec.default_config()
+        return {k: v for k, v in self.settings.items()
+                if not (k in quiet and default is not None and v == getattr(default, k))}
+
+    @cached_property
     def settings_json(self) -> str:
         return json.dumps(self.settings, sort_keys=True, default=str)
 
@@ -213,10 +223,15 @@ def _hidden_state_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict
     for layer in range(states.shape[0]):
         t0 = time.perf_counter()
         value = float(m.spec.fn(states[layer], m.config))
+        low = high = None
+        if m.spec.interval is not None:
+            low, high = (float(x) for x in m.spec.interval(states[layer], m.config, int(row0.get("seed") or 0) + layer))
+            low, high = (None, None) if math.isnan(low) else (low, high)
         reason = None
         if math.isnan(value):
             reason = "all-zero hidden states" if not bool(states[layer].any()) else "undefined (NaN) on these states"
         rows.append({**row0, **m.columns(), "layer": layer, "metric": m.name, "index": None, "value": value,
+                     "value_low": low, "value_high": high,
                      "reason": reason or m.spec.out_of_range(value), "settings": m.settings_json,
                      "seconds": time.perf_counter() - t0})
     return rows
@@ -249,9 +264,14 @@ def _model_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict]:
     values = m.spec.fn(inputs.context, m.config)
     secs = time.perf_counter() - t0
     return [{**row0, **m.columns(), "layer": -1, "metric": m.name, "index": v.index, "value": float(v.value),
+             "converged": _optional_bool(v.extra.get("converged")), "grad_norm": v.extra.get("grad_norm"),
              "reason": v.reason or m.spec.out_of_range(float(v.value)),
              "settings": json.dumps({**m.settings, **v.extra}, sort_keys=True, default=str), "seconds": secs}
             for v in values]
+
+
+def _optional_bool(x) -> bool | None:
+    return None if x is None else bool(x)
 
 
 def _state_artifacts(m: Measure, inputs: SuiteInputs) -> dict:

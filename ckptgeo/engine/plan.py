@@ -240,12 +240,12 @@ def default_out(source) -> Path:
 
 def scan_settings(config: ScanConfig, suites, measures: dict[str, Measure]) -> dict:
     """The settings that change values, as recorded in ``runs/<hash>.json``: a digest of each suite's
-    items, every measure's full config, and the scan-wide options declared ``hashed`` by value
+    items, every measure's config (:attr:`Measure.hashed`), and the scan-wide options declared ``hashed`` by value
     (:func:`~ckptgeo.engine.config.hashed_settings`)."""
     return {
         "suites": {s.name: hashlib.sha256(json.dumps([it.to_dict() for it in s.items], sort_keys=True)
                                           .encode()).hexdigest()[:16] for s in suites},
-        "metrics": {n: m.settings for n, m in measures.items()},
+        "metrics": {n: m.hashed for n, m in measures.items()},
         **hashed_settings(config),   # the fields declared hashed by value (engine/config.py)
     }
 

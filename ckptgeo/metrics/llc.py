@@ -10,13 +10,29 @@ records, the estimate per chain is
 
 and chains whose loss went NaN/inf are reported and left out of the mean.
 
+Where the estimate can be trusted
+---------------------------------
+λ̂ estimates the LLC at a local minimum w* of the loss. Away from one, SGLD descends the gradient, the
+sampled losses fall below L_n(w*) and λ̂ turns small or negative whatever the geometry (at a randomly
+initialised checkpoint: −4.3, −1.5, −1.9 on the smoke study). Two things guard against it:
+
+* **Burn-in** (``num_burnin_steps``, default 50): the first steps of each chain, while it moves from w*
+  into the localised posterior, are dropped, so the draws are from the posterior, not the transient.
+* **The gradient at w*** is recorded: ``grad_norm`` = ‖∇L_n(w*)‖ over the parameters that move (a
+  geometry column) and ``gradient_bias`` = (nβ)² ‖∇L_n(w*)‖² / γ, how far the gradient alone lowers λ̂ when
+  the localisation γ dominates the curvature (for a quadratic loss the drop is exactly
+  (nβ)² ‖g‖² (nβa + 2γ) / (2 (nβa + γ)²)). A value whose ``gradient_bias`` is not small against λ̂ was
+  not taken near a minimum. A negative λ̂ is flagged in the row's ``reason`` (the declared range is
+  [0, inf)) and the analysis leaves it out of onsets.
+
 Defaults and cost
 -----------------
 Each SGLD step is one forward and backward of the task loss on a minibatch, so the cost is
 ``num_chains × (num_burnin_steps + num_draws × num_steps_bw_draws)`` such passes: on a pythia-14m-shaped
 model with 32 BIG-bench items about 1-3 s each on 2 CPU cores. devinterp's own defaults (4 chains × 200
 draws) are 800 passes, 20-40 minutes there. The defaults here are 2 chains × 50 draws (100 passes;
-two chains still give a spread, ``llc_std``) and a wall-clock budget ``max_seconds=90``, shared out
+two chains still give a spread, ``llc_std``) after 50 burn-in steps per chain (100 more passes), and a
+wall-clock budget ``max_seconds=90``, shared out
 between the chains: a chain that starts with r seconds left and k chains to go runs for r / k seconds
 (its draws so far count when it has at least one; time a chain leaves unused passes on), and
 ``converged`` is recorded False with ``stopped_by="max_seconds"``. Fewer draws make λ̂ noisier, not
@@ -43,7 +59,7 @@ import torch
 
 from ckptgeo import constants
 from ckptgeo.errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
-from ckptgeo.metrics._autodiff import TASK_LOSS, check_host_memory, location, select_parameters, where
+from ckptgeo.metrics._autodiff import TASK_LOSS, check_host_memory, gradients_on, location, select_parameters, where
 from ckptgeo._settings import Interval, NonEmptyStr, setting, validate_params
 from ckptgeo.metrics.registry import MetricValue, ModelContext, register_metric
 
@@ -70,8 +86,9 @@ class LLCConfig:
         docstring for the cost.
     num_draws : int, default=50
         SGLD steps per chain after burn-in that enter the estimate (devinterp's default: 200).
-    num_burnin_steps : int, default=0
-        Steps per chain discarded before the draws.
+    num_burnin_steps : int, default=50
+        Steps per chain discarded before the draws (the chain's move from w* into the posterior; module
+        docstring).
     num_steps_bw_draws : int, default=1
         Steps between draws.
     batch_size : int, default=32
@@ -91,7 +108,7 @@ class LLCConfig:
     localization: float = setting(100.0, admits=(Interval(float, 0.0, None),))
     num_chains: int = setting(2, admits=(Interval(int, 1, None),))
     num_draws: int = setting(50, admits=(Interval(int, 1, None),))
-    num_burnin_steps: int = setting(0, admits=(Interval(int, 0, None),))
+    num_burnin_steps: int = setting(50, admits=(Interval(int, 0, None),))
     num_steps_bw_draws: int = setting(1, admits=(Interval(int, 1, None),))
     batch_size: int = setting(32, admits=(Interval(int, 1, None),))
     params: str = setting("all", admits=(NonEmptyStr,))
@@ -109,6 +126,8 @@ class LLCEstimate:
     ``stopped_by``: "completed" or "max_seconds" (the budget ended the sampling); ``converged`` is
     True when every chain ran its full length. ``n_steps_per_chain``: SGLD steps after burn-in that
     entered each chain's estimate (0 for a chain the budget cut before its first draw). ``seconds``: wall time of SGLD.
+    ``grad_norm``: ‖∇L_n(w*)‖ over the parameters that move; ``gradient_bias``: (nβ)² ‖∇L_n(w*)‖² / γ (inf for
+    γ = 0), the drop of λ̂ the gradient alone causes (module docstring).
     """
 
     llc_mean: float
@@ -122,6 +141,8 @@ class LLCEstimate:
     stopped_by: str = "completed"
     n_steps_per_chain: tuple[int, ...] = ()
     seconds: float = 0.0
+    grad_norm: float = math.nan
+    gradient_bias: float = math.nan
 
     @property
     def converged(self) -> bool:
@@ -210,8 +231,8 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     -----
     SGLD step (devinterp ``SGLD``): ``Δw = −ε/2 · (nβ ∇L_m(w) + γ (w − w*)) + N(0, ε)``, with L_m
     the minibatch loss. Then ``λ̂ = nβ (E_t[L_t] − L_n(w*))``: devinterp 2.0.1's ``compute_llc``
-    averages burn-in steps in too; here burn-in steps are left out (Lau et al.); with the default
-    ``num_burnin_steps=0`` the two agree. The sampler runs the model in ``train()`` mode (dropout
+    averages burn-in steps in too; here burn-in steps are left out (Lau et al.). Before sampling, one
+    forward and backward of all n items gives ``grad_norm`` (how far w* is from a minimum). The sampler runs the model in ``train()`` mode (dropout
     on where the model has any; Pythia has none). Memory: one deep copy of the model per chain,
     sequentially.
 
@@ -243,10 +264,11 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
         model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         check_host_memory(3 * model_bytes, metric="llc", what="a copy of the model and its gradients per SGLD chain")
 
-    with torch.no_grad():
-        init = loss_fn(model, torch.arange(n_samples, device=device))
-    if not torch.isfinite(init).all():
-        raise NonFiniteActivationsError(f"loss at the initial weights is {float(init)}{context}; no LLC", **fields)
+    init, grad_norm = _loss_and_gradient_norm(model, loss_fn, n_samples, [p for _, p in chosen], device)
+    if not math.isfinite(init):
+        raise NonFiniteActivationsError(f"loss at the initial weights is {init}{context}; no LLC", **fields)
+    gradient_bias = (nbeta ** 2 * grad_norm ** 2 / config.localization if config.localization > 0
+                     else (0.0 if grad_norm == 0 else math.inf))
 
     from devinterp.slt.sampler import ChainHealthError
 
@@ -322,7 +344,19 @@ def estimate_llc(model: torch.nn.Module, loss_fn: Callable[[torch.nn.Module, tor
     return LLCEstimate(llc_mean=mean, llc_std=std, llc_per_chain=per_chain, diverged=diverged, init_loss=init_loss,
                        nbeta_used=float(nbeta), batch_size_used=int(batch_size), chain_errors=errors,
                        stopped_by="max_seconds" if cut.any() else "completed",
-                       n_steps_per_chain=tuple(int(v) for v in n_draws), seconds=seconds)
+                       n_steps_per_chain=tuple(int(v) for v in n_draws), seconds=seconds, grad_norm=grad_norm,
+                       gradient_bias=gradient_bias)
+
+
+def _loss_and_gradient_norm(model, loss_fn, n_samples: int, params: list, device) -> tuple[float, float]:
+    """L_n(w*) over all n items and the norm of its gradient in ``params`` (float64 sum of squares)."""
+    with gradients_on(params):
+        loss = loss_fn(model, torch.arange(n_samples, device=device))
+        if not torch.isfinite(loss).all():
+            return float(loss.detach()), math.nan
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+    sq = sum(float(g.detach().to(torch.float64).pow(2).sum()) for g in grads if g is not None)
+    return float(loss.detach()), math.sqrt(sq)
 
 
 _BUDGET = "ckptgeo LLC time budget spent"
@@ -357,7 +391,7 @@ def _chain_bars(*, show: bool):
 
 
 @register_metric(name="llc", needs="model", cost="expensive", unit="nats (dimensionless coefficient)",
-                 range=(float("-inf"), float("inf")), config=LLCConfig)
+                 range=(0.0, float("inf")), config=LLCConfig)
 def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]:
     """Local Learning Coefficient of the model at this checkpoint, on the context's batch.
 
@@ -369,7 +403,7 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
         answer positions only, logits computed only there (never the language-modelling loss).
     config : LLCConfig, optional
         ``lr`` (1e-4), ``nbeta`` (None → m/ln m), ``localization`` (100), ``num_chains`` (2),
-        ``num_draws`` (50), ``num_burnin_steps`` (0), ``num_steps_bw_draws`` (1),
+        ``num_draws`` (50), ``num_burnin_steps`` (50), ``num_steps_bw_draws`` (1),
         ``batch_size`` (32), ``params`` ("all"), ``max_seconds`` (90).
 
     Returns
@@ -382,7 +416,9 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
         ("completed" or "max_seconds"), ``n_steps_per_chain``, ``seconds_sgld``, ``objective`` (the task
         loss), ``llc_std`` (spread over healthy chains), ``llc_per_chain`` (None for a diverged chain or
         one the budget cut before its first draw), ``diverged_chains``, ``n_chains_diverged``, ``init_loss``,
-        ``devinterp_version``. NaN with a reason when every chain diverged.
+        ``devinterp_version``, ``grad_norm`` (also a geometry column) and ``gradient_bias`` (module docstring).
+        NaN with a reason when every chain diverged; a negative value is flagged in the row's ``reason``
+        (outside the declared range [0, inf): not taken near a minimum, or too few draws).
 
     Raises
     ------
@@ -431,7 +467,9 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
              "llc_std": est.llc_std if math.isfinite(est.llc_std) else None,
              "llc_per_chain": [float(v) if math.isfinite(v) else None for v in est.llc_per_chain],
              "diverged_chains": np.flatnonzero(est.diverged).tolist(), "n_chains_diverged": int(est.diverged.sum()),
-             "init_loss": est.init_loss, "devinterp_version": _devinterp_version()}
+             "init_loss": est.init_loss, "devinterp_version": _devinterp_version(),
+             "grad_norm": est.grad_norm if math.isfinite(est.grad_norm) else None,
+             "gradient_bias": est.gradient_bias if math.isfinite(est.gradient_bias) else None}
     reason = None
     if not math.isfinite(est.llc_mean) and est.stopped_by == "max_seconds" and not est.diverged.any():
         reason = f"the {config.max_seconds} s budget ended SGLD before the first draw; raise llc.max_seconds"

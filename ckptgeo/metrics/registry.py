@@ -24,6 +24,10 @@ the ``(n_samples, d_model)`` states), which the scan stores under ``artifacts/``
 Rows go to the metric's ``table`` (``geometry``: one per layer, ``layer = -1`` for whole-model
 metrics; ``behavior``; ``probes``), with the metric's settings as JSON in ``settings`` and, for the
 fields named in ``columns``, as table columns of their own (RankMe's ``centered`` and ``epsilon``).
+A ``hidden_states`` measure may register ``interval(hidden_states, config, seed) -> (low, high)``: its
+measurement error at one checkpoint (RankMe: resampling the items), written as ``value_low`` /
+``value_high``. A whole-model measure's ``extra`` may carry ``converged`` (False where a budget cut the
+estimate short) and ``grad_norm`` (the gradient norm at the checkpoint); both become geometry columns.
 ``unit`` and ``range`` say what a value means; a value outside ``range`` is flagged in the row's
 ``reason``. ``cost`` is ``"cheap"`` (on by default) or ``"expensive"`` (opt-in with ``--metrics``).
 Settings are the ``config`` dataclass: ``metric_options={"hessian": {"k": 10}}`` in Python,
@@ -64,6 +68,7 @@ class MetricSpec:
     columns: tuple[tuple[str, str], ...] = ()  # (config field, table column) pairs written as columns
     compare: Callable | None = None  # cross-checkpoint: compare(artifact, partner_artifact, config)
     partners: tuple[str, ...] = ()   # which revisions each one is compared with (PARTNERS)
+    interval: Callable | None = None  # hidden_states only: interval(states, config, seed) -> (low, high)
 
     @property
     def cross(self) -> bool:
@@ -145,11 +150,11 @@ METRICS = Registry("measure", "ckptgeo.metrics", {
 
 def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "", range=(float("-inf"), float("inf")),
                     config: type | None = None, table: str = "geometry", columns: Mapping[str, str] | None = None,
-                    compare: Callable | None = None, partners: tuple[str, ...] = ()):
+                    compare: Callable | None = None, partners: tuple[str, ...] = (), interval: Callable | None = None):
     """Decorator registering ``fn`` as metric ``name`` in :data:`METRICS` (``fn`` itself is returned).
 
     ``compare`` and ``partners`` make it a cross-checkpoint measure (module docstring); its rows go to
-    the ``compare`` table.
+    the ``compare`` table. ``interval`` gives a hidden-state measure's per-checkpoint error (module docstring).
 
     Raises
     ------
@@ -166,12 +171,14 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
         raise ValueError(f"a cross-checkpoint measure needs partners among {PARTNERS}; got {partners!r}")
     if needs == "weights" and compare is None:
         raise ValueError('needs="weights" is for cross-checkpoint measures (give compare= and partners=)')
+    if interval is not None and (needs != "hidden_states" or compare is not None):
+        raise ValueError("interval= is for hidden_states measures that are not cross-checkpoint")
 
     def deco(fn):
         METRICS.register(name, MetricSpec(name=name, fn=fn, needs=needs, cost=cost, unit=unit, range=tuple(range),
                                           config=config, table="compare" if compare is not None else table,
                                           columns=tuple((columns or {}).items()), compare=compare,
-                                          partners=tuple(partners)))
+                                          partners=tuple(partners), interval=interval))
         return fn
 
     return deco

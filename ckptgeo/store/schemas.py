@@ -27,7 +27,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 __all__ = ["SCHEMAS", "SCAN_TABLES", "COMPARE_COLUMNS", "REVISION", "IDENTITY", "SETTINGS_COLUMNS", "SCAN_SETTINGS",
-           "RANKME_COLUMNS", "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS", "EVENT_TOKENS", "TIMING_COLUMNS"]
+           "RANKME_COLUMNS", "QUALITY_COLUMNS", "EVENTS_COLUMNS", "REVISION_GROUP", "REVISION_SECONDS", "EVENT_TOKENS", "TIMING_COLUMNS"]
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -46,6 +46,13 @@ SETTINGS_COLUMNS = SCAN_SETTINGS + [("config_hash", _s), ("ckptgeo_version", _s)
 #: RankMe's settings (its ``columns``) as geometry columns: filled on RankMe's rows, null on other measures'.
 #: Every measure's full settings are the JSON ``settings`` column.
 RANKME_COLUMNS = [("centered", _b), ("epsilon", _f)]
+#: how far a geometry value can be trusted: ``value_low`` / ``value_high`` its interval from resampling the
+#: items at that checkpoint (RankMe; ``rankme.n_resamples``, ``rankme.confidence``); ``converged`` False where
+#: a budget cut a whole-model estimate short (Hessian: ``max_hvp`` / ``max_seconds``; LLC: ``max_seconds``),
+#: the analysis leaves such values out; ``grad_norm`` the task loss's gradient norm at the checkpoint (LLC:
+#: near zero at a minimum, where its SGLD estimate is meant to be taken). Null where a measure has none, and in
+#: datasets written before they were added.
+QUALITY_COLUMNS = [("value_low", _f), ("value_high", _f), ("converged", _b), ("grad_norm", _f)]
 
 #: the group of revisions (at different training points) serving the same weights, or sharing a weight file,
 #: as the metadata of the scan's selection and ``main`` showed (:mod:`ckptgeo.sources.integrity`):
@@ -69,7 +76,8 @@ EVENT_TOKENS = [(f"{c}_tokens", _i) for c in ("first", "last", "acquisition", "c
 
 SCHEMAS: dict[str, pa.Schema] = {
     "geometry": pa.schema(IDENTITY + [("layer", _i), ("metric", _s), ("index", _i), ("value", _f), ("reason", _s),
-                                      ("settings", _s), ("seconds", _f)] + SETTINGS_COLUMNS + RANKME_COLUMNS),
+                                      ("settings", _s), ("seconds", _f)] + SETTINGS_COLUMNS + RANKME_COLUMNS
+                        + QUALITY_COLUMNS),
     "behavior": pa.schema(IDENTITY + [("metric", _s), ("value", _f), ("n_items", _i), ("chance", _f), ("kind", _s),
                                       ("seconds", _f)] + SETTINGS_COLUMNS),
     "probes": pa.schema(IDENTITY + [("layer", _i), ("accuracy", _f), ("accuracy_std", _f), ("chance", _f),

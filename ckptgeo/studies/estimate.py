@@ -224,7 +224,10 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
     scan_s = sum(scan_cost(bench[r.size]) for r in runs)
     hessian = preset.metric_options.get("hessian", {}).get("max_hvp") or 0
     llc = preset.metric_options.get("llc", {})
-    sgld = (llc.get("num_chains") or 0) * (llc.get("num_draws") or 0)
+    from ckptgeo.metrics.llc import LLCConfig
+
+    burn_in = llc.get("num_burnin_steps", LLCConfig.num_burnin_steps)
+    sgld = (llc.get("num_chains") or 0) * ((llc.get("num_draws") or 0) + burn_in)
     model_s = sum(preset.model_checkpoints * bench[r.size]["step_s"]
                   * (2 * hessian * ("hessian" in r.model_metrics) + sgld / 4 * ("llc" in r.model_metrics))
                   for r in runs if r.model_metrics)
