@@ -95,7 +95,7 @@ def test_llc_metric_records_settings_and_all_diverged_reason():
     assert extra["batch_size_used"] == 4 and extra["nbeta_used"] == pytest.approx(4 / math.log(4))
     assert len(extra["llc_per_chain"]) == 2 and extra["n_chains_diverged"] == 0
     assert extra["llc_std"] >= 0 and extra["devinterp_version"] == "2.0.1"
-    assert extra["n_sgld_steps"] == 2 * 15 and "answer tokens" in extra["objective"]
+    assert extra["n_sgld_steps"] == 2 * (50 + 15) and "answer tokens" in extra["objective"]  # 50 burn-in steps
     assert extra["converged"] is True and extra["stopped_by"] == "completed" and extra["n_steps_per_chain"] == [15, 15]
     json.dumps(extra, allow_nan=False)
     # a step far too large: every chain blows up
@@ -115,7 +115,8 @@ def test_time_budget_is_shared_between_the_chains_and_keeps_their_draws():
         now[0] += 0.25
         return base(m, idx)
 
-    cfg = LLCConfig(lr=1e-3, nbeta=10.0, num_chains=3, num_draws=100, batch_size=64, max_seconds=6.0)
+    cfg = LLCConfig(lr=1e-3, nbeta=10.0, num_chains=3, num_draws=100, batch_size=64, max_seconds=6.0,
+                    num_burnin_steps=0)
     est = estimate_llc(model, slow, 64, cfg, clock=lambda: now[0])
     assert est.stopped_by == "max_seconds" and not est.converged and not est.diverged.any()
     # chain 1 starts with 6 s left for 3 chains: 2 s = 8 steps of 0.25 s; chain 2 with 4 s for 2: 8 steps;
@@ -138,7 +139,7 @@ def test_time_budget_is_shared_between_the_chains_and_keeps_their_draws():
     assert list(est.n_steps_per_chain) == [100, 12, 12] and est.seconds == 6.0 and est.stopped_by == "max_seconds"
     # no budget: every chain runs its full length
     full = estimate_llc(model, base, 64, LLCConfig(lr=1e-3, nbeta=10.0, num_chains=2, num_draws=20, batch_size=64,
-                                                   max_seconds=None))
+                                                   max_seconds=None, num_burnin_steps=0))
     assert full.converged and full.stopped_by == "completed" and list(full.n_steps_per_chain) == [20, 20]
 
 
