@@ -16,12 +16,25 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` except those under ``if TYPE_CHECKING:`` (imports only static readers follow: the
+    facade's typed imports in ``ckptgeo/__init__.py``)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            typed = isinstance(child, ast.If) and isinstance(child.test, ast.Name) and child.test.id == "TYPE_CHECKING"
+            if not typed:
+                stack.append(child)
+
+
 def _imports() -> dict[str, set[str]]:
     modules = {_module(p): p for p in (ROOT / "ckptgeo").rglob("*.py")}
     graph = {}
     for name, path in modules.items():
         found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _runtime_nodes(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ckptgeo"):
                 subs = {f"{node.module}.{a.name}" for a in node.names} & set(modules)
                 found |= subs or {node.module}
