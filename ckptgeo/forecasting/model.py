@@ -7,7 +7,8 @@ max_horizon``, from the hazards
 
     h(k | x_i) = P(C = i + k | C > i + k - 1, x_i),
 
-one row per (run, landmark, k) while the run is at risk and observed; a run that never acquires contributes rows
+one row per (run, landmark, k) while the run is at risk and observed (the hazard is 0 for ``k`` below
+:func:`first_possible`: an acquisition cannot become known before its window fills); a run that never acquires contributes rows
 with no event up to its last checkpoint (right-censored), as does a run whose window is cut off by its end. The
 hazard is a logistic regression (``sklearn.linear_model.LogisticRegression``, L2, after ``StandardScaler``) on the
 landmark's features ``x_i`` (:mod:`ckptgeo.forecasting.features`), ``log k`` times each feature, and cubic spline
@@ -29,7 +30,7 @@ import pandas as pd
 
 from ckptgeo.forecasting.data import RunCurves
 
-__all__ = ["HazardModel", "future_steps", "FORECAST_COLUMNS", "DEFAULT_MAX_HORIZON", "DEFAULT_HORIZON",
+__all__ = ["HazardModel", "future_steps", "first_possible", "FORECAST_COLUMNS", "DEFAULT_MAX_HORIZON", "DEFAULT_HORIZON",
            "DEFAULT_COVERAGE"]
 
 #: checkpoints ahead the hazard is modelled (a later acquisition is "beyond the horizon")
@@ -58,6 +59,27 @@ def future_steps(steps: np.ndarray, i: int, n_ahead: int) -> np.ndarray:
     spacing = int(steps[-1] - steps[-2]) if len(steps) > 1 and steps[-1] > steps[-2] else 1
     extra = last + spacing * np.arange(1, n_ahead - len(known) + 1)
     return np.concatenate([known, extra]).astype(np.int64)
+
+
+def first_possible(run: RunCurves) -> np.ndarray:
+    """Per checkpoint ``i``, the nearest ``k`` at which the acquisition can become known: ``window - a`` where the
+    last ``a`` checkpoints up to ``i`` are above the threshold (``a < window``; a run not above it at ``i`` needs a
+    whole window ahead). The event's definition, not a fitted quantity.
+
+    Examples
+    --------
+    >>> r = RunCurves(("m", "s", ""), np.arange(5), np.array([0.0, 0.9, 0.0, 0.9, 0.9]), np.full(5, 100.0),
+    ...               0.0, 0.5)
+    >>> first_possible(r).tolist()
+    [3, 2, 3, 2, 1]
+    """
+    above = np.asarray(run.accuracy, float) > run.threshold
+    out = np.empty(len(above), dtype=int)
+    a = 0
+    for i, up in enumerate(above):
+        a = a + 1 if up else 0
+        out[i] = max(1, run.window - min(a, run.window - 1))
+    return out
 
 
 def _design(x: np.ndarray, log_step_i: np.ndarray, k: np.ndarray, target_steps: np.ndarray) -> np.ndarray:
@@ -125,10 +147,11 @@ class HazardModel:
         if len(at_risk) > self.max_landmarks:
             at_risk = np.unique(np.round(np.linspace(0, end - 1, self.max_landmarks)).astype(int))
         log_steps = np.log1p(run.steps.astype(float))
+        first_k = first_possible(run)
         X, y = [], []
         for i in at_risk:
             last = min(n - 1, i + self.max_horizon) if c is None else min(c, n - 1, i + self.max_horizon)
-            k = np.arange(1, last - i + 1)
+            k = np.arange(first_k[i], last - i + 1)
             if not len(k):
                 continue
             X.append(_design(np.repeat(feats[i][None, :], len(k), axis=0), np.full(len(k), log_steps[i]), k,
@@ -159,7 +182,8 @@ class HazardModel:
         return self
 
     # ------------------------------------------------------------------------------------------ forecasting
-    def event_cdf(self, feats: np.ndarray, steps: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
+    def event_cdf(self, feats: np.ndarray, steps: np.ndarray, landmarks: np.ndarray,
+                  first_k: np.ndarray | None = None) -> np.ndarray:
         """``F[j, k-1]`` = P(C <= landmarks[j] + k | C > landmarks[j]) for k = 1..max_horizon.
 
         Parameters
@@ -168,6 +192,9 @@ class HazardModel:
         steps : ndarray of shape (n_checkpoints,)
             The run's grid so far (future checkpoints beyond it at its last spacing).
         landmarks : ndarray of int, shape (n_landmarks,)
+        first_k : ndarray of int, shape (n_checkpoints,), optional
+            The nearest ``k`` the acquisition can become known at from each checkpoint (:func:`first_possible`);
+            the hazard before it is 0.
         """
         K = self.max_horizon
         k = np.arange(1, K + 1)
@@ -180,6 +207,8 @@ class HazardModel:
 
         with threadpool_limits(limits=1):
             h = self.estimator_.predict_proba(np.vstack(blocks))[:, 1].reshape(len(landmarks), K)
+        if first_k is not None:
+            h = np.where(k[None, :] < first_k[np.asarray(landmarks)][:, None], 0.0, h)
         return 1.0 - np.cumprod(1.0 - h, axis=1)
 
     def forecast_run(self, run: RunCurves, feats: np.ndarray, *, horizon: int = DEFAULT_HORIZON,
@@ -199,7 +228,7 @@ class HazardModel:
             c = run.confirmed_index
             landmarks = np.arange(0, n if c is None else min(c, n))
         landmarks = np.asarray(landmarks, dtype=int)
-        F = self.event_cdf(feats, run.steps, landmarks)
+        F = self.event_cdf(feats, run.steps, landmarks, first_possible(run))
         w = run.window
         tail = (1.0 - coverage) / 2
         rows = []
