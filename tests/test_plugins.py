@@ -142,6 +142,10 @@ def test_source_options_are_declared_per_source_and_checked(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0] == "ckptgeo: error: Unknown option 'cache_dir' of source LocalSource. Valid options: step_pattern."
     assert main(["revisions", str(ckpts), "--source-option", "step_pattern=^step(\\d+)$"]) == 0
+    from ckptgeo.engine.plan import plan_scan
+
+    with pytest.raises(InvalidParameterError, match="source_options apply to a source ckptgeo opens"):
+        plan_scan(open_source(ckpts), source_options={"step_pattern": "^step(\\d+)$"})
 
 
 def test_a_source_that_is_no_checkpoint_source_subclass_is_refused_by_name(monkeypatch):

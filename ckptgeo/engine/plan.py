@@ -283,6 +283,10 @@ def resolve(source, config: ScanConfig) -> Resolved:
     if isinstance(source, (str, Path)):
         source = open_source(source, step_pattern=config.step_pattern, keep_cache=config.keep_cache,
                              options=config.source_options)
+    elif config.source_options:   # an opened source has its options already: they would be dropped silently
+        raise InvalidParameterError(f"source_options apply to a source ckptgeo opens; {source.label} is open "
+                                    f"already: pass them to open_source(spec, options=...)",
+                                    name="source_options", value=config.source_options)
     measures = configure_metrics(config)  # option errors come before any listing of revisions
     selector = source.default_selector if config.revisions is None else config.revisions
     genuine = None
