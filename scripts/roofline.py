@@ -7,8 +7,8 @@ the work it times, so a number is read against what this machine gave at that mo
   best of several timings: the machine's limit, not its average under load);
 * :func:`read_rate`: bytes/s of plain 8 MiB reads of files, from the page cache (``cold=False``) or after
   ``posix_fadvise(DONTNEED)`` (``cold=True``);
-* :class:`Stages`: wall, user and system seconds (``os.times``, the whole process: every thread, torch's
-  pools included), and minor page faults (``getrusage``), summed per named stage;
+* :class:`Stages`: wall, user and system seconds and minor page faults (``getrusage``: the whole process,
+  every thread and torch's pools included, or one thread), summed per named stage;
 * :func:`forward_flops`: the FLOPs of a call, counted by ``torch.utils.flop_counter.FlopCounterMode``
   (matmuls and attention; element-wise work is not counted, so a share of the matmul peak is a lower bound).
 
@@ -202,26 +202,30 @@ class Stages:
     times: dict[str, StageTime] = field(default_factory=dict)
 
     @contextlib.contextmanager
-    def stage(self, name: str):
-        t0, w0, f0 = os.times(), time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    def stage(self, name: str, *, thread: bool = False):
+        """Time the body as stage ``name``: the whole process's CPU clocks, or with ``thread=True`` the calling
+        thread's alone (``RUSAGE_THREAD``, Linux; for work in a background thread beside other work)."""
+        who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF) if thread else resource.RUSAGE_SELF
+        r0, w0 = resource.getrusage(who), time.perf_counter()
         try:
             yield
         finally:
-            t1, w1, f1 = os.times(), time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            r1, w1 = resource.getrusage(who), time.perf_counter()
             s = self.times.setdefault(name, StageTime())
             s.wall += w1 - w0
-            s.user += t1.user - t0.user
-            s.system += t1.system - t0.system
-            s.faults += f1 - f0
+            s.user += r1.ru_utime - r0.ru_utime
+            s.system += r1.ru_stime - r0.ru_stime
+            s.faults += r1.ru_minflt - r0.ru_minflt
             s.calls += 1
 
-    def wrap(self, owner, attribute: str, name: str) -> None:
-        """Time every call of ``owner.attribute`` (a function or method) as stage ``name``."""
+    def wrap(self, owner, attribute: str, name: str, *, thread: bool = False) -> None:
+        """Time every call of ``owner.attribute`` (a function or method) as stage ``name`` (``thread``: see
+        :meth:`stage`)."""
         inner = getattr(owner, attribute)
         stages = self
 
         def timed(*args, **kwargs):
-            with stages.stage(name):
+            with stages.stage(name, thread=thread):
                 return inner(*args, **kwargs)
 
         setattr(owner, attribute, timed)
