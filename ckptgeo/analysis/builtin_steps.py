@@ -105,11 +105,13 @@ def _compare(ctx):
     if not (ctx.root / "artifacts").is_dir():
         return {"compare": None}
     from ckptgeo.metrics.cross import combine
+    from ckptgeo.sources.groups import grouped_revisions
     from ckptgeo.store.dataset import Dataset
 
     lo = ctx["left_out"]
     left_out = [] if lo is None or lo.empty else list(zip(lo["model"].astype(str), lo["revision"].astype(str)))
-    rows = combine(Dataset(ctx.root, create=False), write=False, left_out=left_out)
+    dataset = Dataset(ctx.root, create=False)
+    rows = combine(dataset, write=False, left_out=left_out, groups=grouped_revisions(dataset.read("revisions")))
     return {"compare": rows.reindex(columns=SCHEMAS["compare"].names)}
 
 

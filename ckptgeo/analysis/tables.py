@@ -23,6 +23,7 @@ import pandas as pd
 
 from ckptgeo._io import safe_name
 from ckptgeo.errors import DatasetLayoutError
+from ckptgeo.sources.groups import grouped_revisions, groups_of
 
 __all__ = ["model_size", "split_seed", "leave_out_grouped", "grouped_revisions", "left_out_text", "LEFT_OUT_COLUMNS", "events_in_tokens",
            "in_tokens", "X_AXES"]
@@ -52,55 +53,6 @@ def _require(df: pd.DataFrame, table: str, cols: tuple[str, ...], root: Path) ->
 
 #: columns of the table of revisions :func:`leave_out_grouped` left out
 LEFT_OUT_COLUMNS = ["model", "revision", "stage", "step", "tokens", "group", "reason"]
-
-
-def _groups_of(revs: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
-    """(model, revision) -> (group id, why) for every revision in a group of one model's ``revisions`` rows:
-    those the scan recorded (``weight_group``, from metadata that also knew ``main``), plus the groups
-    :func:`ckptgeo.sources.integrity.check_weights` finds from the recorded sha256 (older datasets)."""
-    from ckptgeo.sources.integrity import check_weights
-    from ckptgeo.sources.protocol import WeightFile
-    from ckptgeo.sources.revisions import Revision
-
-    out: dict[tuple[str, str], tuple[str, str]] = {}
-    for model, g in revs.groupby("model", sort=False):
-        by_name, files = {}, {}
-        for row in g.itertuples(index=False):
-            tokens = getattr(row, "tokens", None)
-            stage = getattr(row, "stage", None)
-            by_name[row.revision] = Revision(int(row.step), str(row.revision),
-                                             stage=None if stage is None or pd.isna(stage) else str(stage),
-                                             tokens=None if tokens is None or pd.isna(tokens) else int(tokens))
-            names, shas = getattr(row, "files", None), getattr(row, "sha256", None)
-            if names is not None and shas is not None and len(names):
-                files[row.revision] = [WeightFile(str(f), None, None if h is None else str(h))
-                                       for f, h in zip(names, shas)]
-            else:   # an older dataset: the whole-weights digest only
-                whole = getattr(row, "weights_sha256", None)
-                files[row.revision] = [WeightFile("weights", None, None if whole is None or pd.isna(whole)
-                                                  else str(whole))]
-        if "weight_group" in g.columns:
-            notes = g["group_note"] if "group_note" in g.columns else pd.Series(None, index=g.index)
-            for r, grp, note in zip(g["revision"], g["weight_group"], notes):
-                if grp is not None and not pd.isna(grp):
-                    out[(str(model), str(r))] = (str(grp), str(note) if note is not None and not pd.isna(note)
-                                                 else f"serves the weights of {grp}")
-        for grp in check_weights(list(by_name.values()), files, source=str(model)).groups:
-            for r in grp.revisions:
-                out.setdefault((str(model), r), (grp.name, grp.describe()))
-    return out
-
-
-def grouped_revisions(revisions: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
-    """(model, revision) -> (group, why) for every revision of the ``revisions`` table that belongs to a group of
-    revisions serving the same weights (or sharing a weight file): the revisions :func:`leave_out_grouped` leaves
-    out by default. Empty for an empty table or one without ``model``, ``revision``, ``step`` and ``status``."""
-    if revisions.empty or not {"model", "revision", "step", "status"} <= set(revisions.columns):
-        return {}
-    revs = revisions.assign(model=revisions["model"].astype(str), revision=revisions["revision"].astype(str))
-    revs = revs[revs["status"].astype(str).isin(["ok", "duplicate"])].drop_duplicates(["model", "revision"],
-                                                                                       keep="last")
-    return _groups_of(revs)
 
 
 def leave_out_grouped(tables: Mapping[str, pd.DataFrame], revisions: pd.DataFrame, *,
@@ -144,7 +96,7 @@ def leave_out_grouped(tables: Mapping[str, pd.DataFrame], revisions: pd.DataFram
     revs = revisions.assign(model=revisions["model"].astype(str), revision=revisions["revision"].astype(str))
     revs = revs[revs["status"].astype(str).isin(["ok", "duplicate"])].drop_duplicates(["model", "revision"],
                                                                                        keep="last")
-    groups = _groups_of(revs)
+    groups = groups_of(revs)
     info = revs.set_index(["model", "revision"])
     members: dict[tuple[str, str], list[str]] = {}
     for (m, r), (gid, _) in groups.items():

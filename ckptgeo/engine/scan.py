@@ -45,6 +45,7 @@ from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype,
                                  resolve, row_settings, shard, source_identity, weights_digest)
 from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
                             OutputLockedError, UnsafeFileError)
+from ckptgeo.sources.groups import grouped_revisions
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.revisions import Revision
 from ckptgeo.store.dataset import Dataset, part_name
@@ -585,7 +586,7 @@ def _finish(dataset: Dataset, model: str, cross: bool = False) -> pd.DataFrame:
     with dataset.lock_all():
         dups = dataset.resolve_duplicates(model)
         if cross:
-            combine(dataset)
+            combine(dataset, groups=grouped_revisions(dataset.read("revisions")))
     if not dups.empty:
         pairs = ", ".join(f"{r} = {o}" for r, o in zip(dups.revision, dups.duplicate_of))
         warnings.warn(f"revisions with identical weights: {pairs}", DuplicateWeightsWarning, stacklevel=3)

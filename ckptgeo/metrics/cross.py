@@ -92,7 +92,7 @@ class _Cache:
 
 
 def combine(dataset, *, metrics=None, reference: str | None = None, write: bool = True,
-            left_out=None) -> pd.DataFrame:
+            left_out=None, groups=None) -> pd.DataFrame:
     """Compare every stored artifact with its partners; the ``compare`` table.
 
     Parameters
@@ -107,9 +107,13 @@ def combine(dataset, *, metrics=None, reference: str | None = None, write: bool 
     write : bool, default=True
         Write ``compare/compare.parquet`` (whole, atomically) when there is any artifact.
     left_out : iterable of (model, revision), optional
-        The revisions never chosen as partners (default: every grouped revision of the dataset's ``revisions``
-        table, :func:`ckptgeo.analysis.tables.grouped_revisions`; ``analyze`` passes its ``left_out`` table,
-        which honours ``--keep-grouped``).
+        The revisions never chosen as partners. The scan passes every grouped revision of its ``revisions`` table
+        (:func:`ckptgeo.sources.groups.grouped_revisions`); ``analyze`` passes its ``left_out`` table, which
+        honours ``--keep-grouped``. None: every revision in ``groups``.
+    groups : mapping of (model, revision) to (group, why), optional
+        The weight groups of the dataset's revisions (:func:`ckptgeo.sources.groups.grouped_revisions`; the scan
+        and ``analyze`` pass them, since measures may not read the sources' tables), recorded in each row's
+        ``weight_group``. None: no revision is grouped.
 
     Returns
     -------
@@ -126,9 +130,7 @@ def combine(dataset, *, metrics=None, reference: str | None = None, write: bool 
     from ckptgeo.errors import CkptgeoError
     from ckptgeo.metrics.registry import get_metric
 
-    from ckptgeo.analysis.tables import grouped_revisions
-
-    grouped = grouped_revisions(dataset.read("revisions"))
+    grouped = dict(groups or {})
     excluded = set(grouped) if left_out is None else {(str(m), str(r)) for m, r in left_out}
     root = dataset.root / "artifacts"
     names = sorted(metrics) if metrics is not None else sorted(p.name for p in root.iterdir() if p.is_dir()) \
