@@ -429,7 +429,7 @@ class Monitor:
             f = self.forecaster.forecast(suite, t.steps, t.acc, chance=t.chance, rankme=t.rankme,
                                          n_items=float(self.config.n_samples), threshold=self.config.acc_threshold,
                                          window=self.config.window, future=future or None)
-            log.info("%s %s", suite, f.message)
+            log.info("%s at step %d: %s", suite, step, f.message)
             out.append(f)
             rows.append({"model": self.model_name, "revision": f"step{step}", "step": step, "commit": self.run_id,
                          "suite": suite, "feature_set": f.feature_set, "median_step": f.median_step,
