@@ -277,7 +277,15 @@ def test_cross_checkpoint_partners_are_genuine_revisions_and_say_so(hub205, tmp_
         warnings.simplefilter("ignore")
         scan(hub205.repo_id, out=out, revisions="all", suites=(SUITE,), n_samples=8,
              metrics=("rankme", "cka", "weight_distance"))
-    analyze(out, window=2, out=tmp_path / "an")
+    a = analyze(out, window=2, out=tmp_path / "an")
+    from ckptgeo.analysis.report import write_report
+
+    report = write_report(out, analysis=a, plots=False).read_text()
+    section = report.split("## Checkpoint against checkpoint (CKA, weight distance)\n", 1)[1].split("\n## ", 1)[0]
+    assert "genuine revisions only" in section and "step0, step8000" in section, section
+    row = next(line for line in section.splitlines() if line.startswith("| EleutherAI") or "| step4000 |" in line
+               and line.startswith("|"))
+    assert "(vs step3000)" in row, row
     for c in (pd.read_parquet(out / "compare" / "compare.parquet"),
               pd.read_parquet(tmp_path / "an" / "compare" / "compare.parquet")):
         assert set(c.partners_from) == {"genuine"}

@@ -14,7 +14,7 @@ from ckptgeo._io import atomic_write_text
 from ckptgeo.analysis import plotting as pl
 from ckptgeo.analysis.figures import plot_all
 
-__all__ = ["write_report", "markdown_table", "markdown_text"]
+__all__ = ["write_report", "markdown_table", "markdown_text", "compare_view"]
 
 
 def _added_tables_md(analysis) -> list[str]:
@@ -74,6 +74,51 @@ def _with_run(table, runs):
     out = table.drop(columns=["config_hash"])
     out.insert(2, "run", [labels[h] for h in table["config_hash"]])
     return out
+
+
+def compare_view(compare) -> "pd.DataFrame":
+    """The ``compare`` table in short, one row per (model, revision): CKA at the deepest layer and weight
+    distance of the whole model (``block == "model"``), one column per measure and partner (``cka vs
+    previous``, ``weight_distance vs first``, ...), with each partner's step."""
+    if compare is None or compare.empty:
+        return pd.DataFrame()
+    c = compare[compare["value"].notna() | compare["reason"].notna()]
+    rows = []
+    for (model, metric), g in c.groupby(["model", "metric"], sort=True):
+        if metric == "weight_distance":
+            g = g[g["block"] == "model"]
+        elif "layer" in g.columns and g["layer"].notna().any():
+            g = g[g["layer"] == g["layer"].max()]
+        rows.append(g.assign(column=[f"{metric} vs {a} ({'L' + str(int(l)) if metric != 'weight_distance' else 'model'})"
+                                     for a, l in zip(g["against"], g["layer"].fillna(-1))]))
+    if not rows:
+        return pd.DataFrame()
+    long = pd.concat(rows, ignore_index=True)
+    long["shown"] = [f"{v:.3g} (vs {p})" if not pl.isna(v) else "–" for v, p in zip(long["value"], long["partner"])]
+    wide = long.pivot_table(index=["model", "revision", "step"], columns="column", values="shown", aggfunc="first")
+    return wide.reset_index().sort_values(["model", "step"], ignore_index=True).rename_axis(columns=None)
+
+
+def _compare_md(analysis) -> list[str]:
+    """The report's checkpoint-against-checkpoint section (CKA, weight distance), when the dataset has any."""
+    compare = analysis.tables.get("compare") if hasattr(analysis, "tables") else None
+    if not isinstance(compare, pd.DataFrame) or compare.empty:
+        return []
+    grouped = sorted(set(compare["revision"][compare["weight_group"].notna()])) if "weight_group" in compare else []
+    chosen = sorted(set(compare["partners_from"].dropna())) if "partners_from" in compare else []
+    note = ("Partners are chosen among the genuine revisions only: " if chosen == ["genuine"] else
+            "Partners are chosen among every revision (no revision of the model is genuine): " if chosen else "")
+    note += (f"{len(grouped)} revision(s) of groups serving the same weights ({', '.join(map(markdown_text, grouped[:8]))}"
+             f"{', …' if len(grouped) > 8 else ''}) keep their own rows but are no revision's `first`, `previous` or "
+             "`reference`." if grouped else "no revision is in a group serving the same weights.")
+    return ["## Checkpoint against checkpoint (CKA, weight distance)\n",
+            "Linear CKA of each revision's hidden states against its partner's on the same items (1: the same "
+            "representation up to rotation and scale), at the deepest layer; weight distance "
+            "‖W − W_partner‖ / ‖W_partner‖ of the whole model. `previous`: the revision before it; `first`: the first "
+            "revision; `reference`: the measure's reference (default the last). " + note
+            + " Every layer and block: `compare/compare.parquet` (`partners_from`, `weight_group` say how each "
+            "partner was chosen).\n\n",
+            markdown_table(compare_view(compare), max_rows=200)]
 
 
 def _left_out_md(analysis) -> str:
@@ -160,7 +205,8 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              "Slope of the gap (checkpoints) on the acquisition step, per 1000 steps, beside the slope of the "
              "permutation null (later acquisition leaves room for longer gaps by construction).\n\n",
              markdown_table(analysis.difficulty_slope),
-             "## Seeds\n", markdown_table(analysis.seed_spread), markdown_table(analysis.seed_events), *_added_tables_md(analysis)]
+             "## Seeds\n", markdown_table(analysis.seed_spread), markdown_table(analysis.seed_events),
+             *_compare_md(analysis), *_added_tables_md(analysis)]
     if figures:
         parts.append("## Figures\n")
         for p in figures:
