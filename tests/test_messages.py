@@ -143,3 +143,20 @@ def test_a_misspelled_suite_is_answered_before_the_hub_and_before_torch(tmp_path
                           timeout=300)
     assert "heavy: [] rc: 2" in done.stdout, done.stdout + done.stderr
     assert "Did you mean: logic?" in done.stderr and "listing branches" not in done.stderr, done.stderr
+
+
+def test_a_misspelled_repo_is_answered_before_torch(local_hub, tmp_path):
+    """A repo the (loopback) Hub does not have is refused after one listing, before the measures import torch."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from ckptgeo.cli import main; "
+            f"rc = main(['scan', '{local_hub.repo_id}-typo', '--suite', 'logic', '--dry-run']); "
+            "print('heavy:', sorted(m for m in ('torch', 'transformers') if m in sys.modules), 'rc:', rc)")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert "heavy: [] rc: 3" in done.stdout, done.stdout + done.stderr
+    assert f"Repository '{local_hub.repo_id}-typo' not found" in done.stderr, done.stderr

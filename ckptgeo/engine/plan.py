@@ -287,7 +287,8 @@ def resolve(source, config: ScanConfig) -> Resolved:
         raise InvalidParameterError(f"source_options apply to a source ckptgeo opens; {source.label} is open "
                                     f"already: pass them to open_source(spec, options=...)",
                                     name="source_options", value=config.source_options)
-    measures = configure_metrics(config)  # option errors come before any listing of revisions
+    source.revisions()   # one listing: a misspelled repo or folder is answered before the measures load torch
+    measures = configure_metrics(config)  # option errors come before the metadata of every revision
     selector = source.default_selector if config.revisions is None else config.revisions
     genuine = None
     if "genuine" in selector:   # metadata only: which revisions belong to no group of identical weights
