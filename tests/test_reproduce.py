@@ -517,3 +517,37 @@ def test_a_probe_target_with_too_few_items_per_class_is_not_probed(task, probed,
         kept = load_jsonl(path)
         assert len(kept.items) == probed and kept.header["probe_min_class"] == 10
         assert {it.label for it in kept.items} == {it.target.split()[0] for it in kept.items}
+
+
+def test_grid_cells_show_every_seed_and_are_large_enough_to_read(tmp_path, monkeypatch):
+    """A setting where one of three seeds acquired: the cell says so per seed (not 'never' for all three) and is
+    outlined; the figure is several hundred pixels, not 480 x 180."""
+    from ckptgeo.analysis import figures as fig_mod
+    from ckptgeo.analysis import plotting
+
+    drawn = []
+    real = plotting.figure
+    monkeypatch.setattr(plotting, "figure", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    runs = pd.DataFrame({"task": ["copy"] * 3 + ["sort"] * 3 + ["copy"], "level": [1] * 7,
+                         "size": ["tiny"] * 6 + ["mini"], "n_parameters": [1e5] * 6 + [1e6], "seed": [2, 0, 1] * 2 + [0],
+                         "status": ["never_acquired", "never_acquired", "precursor"] + ["precursor"] * 3 + ["no_onset"],
+                         "gap_steps": [np.nan, np.nan, 120, 40, 60, 80, np.nan]})
+    path = fig_mod.plot_grid(runs, tmp_path / "grid.png")
+    ax = drawn[-1].axes[0]
+    texts = sorted(t.get_text() for t in ax.texts)
+    assert texts == ["60/80/40", "never/120/never", "none"], texts   # seed order 0/1/2
+    outlined = [p for p in ax.patches if p.get_edgecolor()[:3] == (0.0, 0.0, 0.0)]
+    assert len(outlined) == 1 and "3 seeds" in ax.get_title()
+    from PIL import Image
+
+    width, height = Image.open(path).size
+    assert width >= 700 and height >= 250, (width, height)
+
+
+def test_reproduction_notes_say_which_rows_ran_on_a_subset_and_how_to_raise_a_budget():
+    from ckptgeo.metrics.hessian import _raise_hint
+    from ckptgeo.studies.report import _subset_note
+
+    note = _subset_note(PRESETS["cpu"])
+    assert note.startswith("The rows of hessian, llc come from a subset") and "counts of those runs only" in note
+    assert "preset's metric_options" in _raise_hint("max_hvp") and "ckptgeo scan" in _raise_hint("max_hvp")

@@ -498,9 +498,10 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
 
     Notes
     -----
-    With several seeds a cell takes the most common status and shows every seed's gap (``a/b``). The text
-    is the precursor gap in steps (acquisition - recovery onset; negative: the recovery lags), or a short
-    status: ``sync``, ``never``, ``start``, ``none``.
+    A cell is one setting (task, level, size) and holds all its seeds: the colour is their most common status
+    (outlined in black when the seeds disagree), the text each seed's result in seed order (``a/b/c``): its
+    precursor gap in steps (acquisition - recovery onset; negative: the recovery lags), or a short status:
+    ``sync``, ``never``, ``start``, ``none``.
     """
     if runs is None or len(runs) == 0:
         return None
@@ -508,7 +509,7 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
     sizes = (runs.drop_duplicates("size").sort_values(["n_parameters", "size"])["size"].tolist())
     short = {"synchronous": "sync", "never_acquired": "never", "acquired_at_start": "start", "no_onset": "none",
              "no_data": "-", "unresolved": "unres", "censored": "cens"}
-    fig = pl.figure(1.6 + 1.3 * len(sizes), 0.8 + 0.32 * len(rows))
+    fig = pl.figure(3.0 + 2.0 * len(sizes), 1.6 + 0.42 * len(rows))
     ax = fig.add_subplot(1, 1, 1)
     from matplotlib.patches import Patch, Rectangle
 
@@ -517,20 +518,26 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
             cell = runs[(runs["task"] == task) & (runs["level"] == level) & (runs["size"] == size)]
             if cell.empty:
                 continue
+            cell = cell.sort_values("seed") if "seed" in cell.columns else cell
             status = cell["status"].mode().iloc[0]
-            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=STATUS_COLOURS.get(status, "#ffffff"), edgecolor="white"))
-            gaps = [("-" if pl.isna(g) else str(int(g))) for g in cell["gap_steps"]]
-            text = "/".join(gaps) if status in ("precursor", "lagging") else short.get(status, status)
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7,
+            mixed = cell["status"].nunique() > 1
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=STATUS_COLOURS.get(status, "#ffffff"),
+                                   edgecolor="black" if mixed else "white", lw=1.5 if mixed else 1.0))
+            text = "/".join(("-" if pl.isna(g) else str(int(g))) if st in ("precursor", "lagging")
+                            else short.get(st, st) for st, g in zip(cell["status"], cell["gap_steps"]))
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8,
                     color="white" if status == "never_acquired" else "black")
     ax.set_xlim(0, len(sizes))
     ax.set_ylim(len(rows), 0)
     ax.set_xticks([j + 0.5 for j in range(len(sizes))])
     ax.set_xticklabels(sizes)
     ax.set_yticks([i + 0.5 for i in range(len(rows))])
-    ax.set_yticklabels([f"{t}-L{lv}" for t, lv in rows], fontsize=7)
+    ax.set_yticklabels([f"{t}-L{lv}" for t, lv in rows], fontsize=8)
     ax.tick_params(length=0)
-    ax.set_title("RankMe status per run (summary layer); number: precursor gap in steps", fontsize=9)
+    n_seeds = int(runs.groupby(["task", "level", "size"]).size().max())
+    ax.set_title("RankMe status per setting (summary layer): colour = most common over its "
+                 f"{n_seeds} seed{'s' if n_seeds != 1 else ''} (black outline: seeds disagree); text = each seed's "
+                 "precursor gap in steps or its status", fontsize=9, wrap=True)
     ax.legend(handles=[Patch(facecolor=c, edgecolor="grey", label=k) for k, c in STATUS_COLOURS.items()],
               fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return pl.save(fig, Path(path))

@@ -375,10 +375,13 @@ _ITEMS_PER_PART = 8
 
 
 def _raise_hint(stopped_by: str) -> str:
-    """``"; raise it: --metric-option hessian.max_hvp=N"`` for a budget that ended the work, else ``""``."""
+    """``"; raise it: ... --metric-option hessian.max_hvp=N ..."`` (scan, Python, a reproduce preset) for a budget
+    that ended the work, else ``""``."""
     if stopped_by not in ("max_hvp", "max_seconds", "max_iter"):
         return ""
-    return f"; raise it: --metric-option hessian.{stopped_by}=N (metric_options={{'hessian': {{'{stopped_by}': N}}}})"
+    return (f"; raise it: `ckptgeo scan ... --metric-option hessian.{stopped_by}=N`, metric_options="
+            f"{{'hessian': {{'{stopped_by}': N}}}} in Python, or in a reproduce study the preset's metric_options "
+            f"(a --preset JSON file)")
 
 
 def _loss_parts(ctx: ModelContext):

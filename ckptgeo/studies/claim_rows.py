@@ -138,8 +138,8 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     n = len(per_run)
     if n == 0:
         return Claim("top_down", "collapse reaches output-side layers first", "28/32 (v3); 32/32 (v1-v2)",
-                     f"no run of >= 4 layers with 3 block onsets ({few} with fewer; {small} run(s) of fewer layers "
-                     f"not tested)",
+                     f"not tested: no run of 4 or more layers has 3 block onsets ({few} run(s) of 4+ layers have "
+                     f"fewer than 3; {small} run(s) have fewer than 4 layers)",
                      "inconclusive", "top-down needs models of >= 4 layers", "summary/top_down.parquet",
                      SOURCES["top_down"], test="Kendall tau-b (depth, onset), permutation within runs")
     arr = np.asarray(items, dtype=float)

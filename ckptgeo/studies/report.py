@@ -101,6 +101,19 @@ def _spacing_view(spacing):
         "easy runs precursor": [rate(*r) for r in spacing[["easy_k", "easy_n", "easy_low", "easy_high"]].to_numpy()]})
 
 
+def _subset_note(preset: Preset) -> str:
+    """Which runs and checkpoints the whole-model rows (LLC, Hessian, gradient ranks) come from: a subset."""
+    if not preset.model_metrics:
+        return ""
+    runs = ("every run" if preset.model_runs_all else
+            ", ".join(f"{t}-L{lv} at {size}" for t, lv, size in preset.model_runs) + f" (each of its {len(preset.seeds)} "
+            f"seed(s))")
+    return (f"The rows of {', '.join(preset.model_metrics)} come from a subset, not the whole grid: {runs}, at "
+            f"{preset.model_checkpoints} checkpoints of each run (up to {preset.whole_model_window:g} x its acquisition "
+            f"step). Their counts (e.g. `1/1`) are counts of those runs only; the RankMe rows use every run and "
+            f"checkpoint.\n")
+
+
 def _cannot_say(preset: Preset) -> str:
     from ckptgeo.training.sizes import get_size
 
@@ -148,9 +161,14 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
              "interval, the value the same rule gives by chance (null), the test's p-value, and the verdict that "
              "test gives. Machine-readable: `dataset/summary/claims.parquet`.\n",
              markdown_table(_claims_view(claims), max_rows=100),
+             _subset_note(preset),
              "## Checkpoint spacing as a factor\n",
              "The RankMe precursor rates again, with acquisition found again, when only every k-th checkpoint of "
-             "each run is kept (the first and last always). A verdict that moves with k depends on the spacing.\n",
+             "each run is kept (the first and last always). A verdict that moves with k depends on the spacing. "
+             "`k/n [interval]`: runs with a precursor out of the runs counted; a run is counted when acquisition, "
+             "found again on the kept checkpoints, comes after the first of them. `0/0` (and `–` checkpoints per "
+             "run): at that spacing no run of that kind is counted: each either never acquires or acquires by its "
+             "first kept checkpoint, so there is no rate to give.\n",
              markdown_table(_spacing_view(spacing), max_rows=20),
              "## What this study cannot say\n", _cannot_say(preset),
              "## How the verdicts are reached\n", claims_mod.DEFINITIONS,
@@ -165,8 +183,11 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
              + ". Every run's `manifest.json` holds its `recipe`.\n"]
     if grid_png is not None:
         parts += ["## The grid at a glance\n", f"![grid]({Path(grid_png).relative_to(out).as_posix()})\n",
-                  "Each cell is one run (task x level, per size): colour = RankMe status at the summary layer; the "
-                  "number is the precursor gap in steps (acquisition - recovery onset), or the status.\n"]
+                  f"Each cell is one setting (task x level, per size) and holds its {len(preset.seeds)} seed(s): the "
+                  "colour is their most common RankMe status at the summary layer (a black outline: the seeds "
+                  "disagree), the text each seed's result in seed order (a/b/c): its precursor gap in steps "
+                  "(acquisition - recovery onset) or its status (`never`: not acquired, `sync`: gap 0, `none`: no "
+                  "recovery onset, `start`: acquired at the first checkpoint).\n"]
     parts += ["## Runs\n", markdown_table(runs.drop(columns=["n_parameters", "suite", "config_hash"], errors="ignore"),
                                 max_rows=400),
               "Per-run RankMe/accuracy figures and every table: `dataset/report.md`, `dataset/figures/`.\n"]
