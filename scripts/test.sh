@@ -17,7 +17,13 @@ if [ "${1:-}" = "--fast" ]; then
   fast_only=1
   shift
 fi
-status() { [ "$1" -eq 0 ] && echo "passed" || echo "FAILED (pytest exit $1)"; }
+status() {
+  case "$1" in
+    0) echo "passed" ;;
+    2|130) echo "INTERRUPTED (pytest exit $1: Ctrl-C, or an error while collecting the tests)" ;;
+    *) echo "FAILED (pytest exit $1)" ;;
+  esac
+}
 fast=0
 python -m pytest -q "$@" || fast=$?
 if [ "$fast_only" -eq 1 ]; then
@@ -25,7 +31,7 @@ if [ "$fast_only" -eq 1 ]; then
   exit "$fast"
 fi
 if [ "$fast" -ne 0 ]; then
-  echo "scripts/test.sh: fast tests and doctests $(status $fast); slow tests NOT RUN (fix the fast ones first)"
+  echo "scripts/test.sh: fast tests and doctests $(status $fast); slow tests NOT RUN ($([ "$fast" -eq 2 ] || [ "$fast" -eq 130 ] && echo "rerun to finish" || echo "fix the fast ones first"))"
   exit "$fast"
 fi
 slow=0

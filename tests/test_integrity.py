@@ -129,6 +129,10 @@ def test_scan_keeps_groups_in_revisions_and_the_analysis_leaves_them_out(hub205,
 
     kept = analyze(out, window=2, write=False, keep_grouped="latest")
     assert sorted(kept.curves.step.unique()) == [2000, 3000, 4000, 5000, 6000, 7000, 10000]
+    from ckptgeo.analysis.tables import left_out_text
+
+    said = left_out_text(kept.left_out).splitlines()[0]   # no hint to do what was done
+    assert "kept on purpose with --keep-grouped: step10000, step2000" in said and "--keep-grouped latest" not in said
     # step2000 was not measured (a duplicate): it takes step0's rows, at its own step
     g = a.curves  # noqa: F841
     raw = pd.read_parquet(out / "geometry")

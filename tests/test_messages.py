@@ -160,3 +160,12 @@ def test_a_misspelled_repo_is_answered_before_torch(local_hub, tmp_path):
                           timeout=300)
     assert "heavy: [] rc: 3" in done.stdout, done.stdout + done.stderr
     assert f"Repository '{local_hub.repo_id}-typo' not found" in done.stderr, done.stderr
+
+
+def test_a_mistyped_run_folder_is_said_not_to_exist(tmp_path, capsys):
+    from ckptgeo.cli import main
+
+    (tmp_path / "runs").mkdir()
+    assert main(["scan", str(tmp_path / "runs" / "addition-L1"), "--dry-run"]) == 3   # SourceNotFoundError
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'runs' / 'addition-L1'} does not exist (a mistyped folder?)" in err, err

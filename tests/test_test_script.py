@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _project(tmp_path: Path, *, fast_ok: bool, slow_ok: bool) -> Path:
+def _project(tmp_path: Path, *, fast_ok, slow_ok: bool) -> Path:
     proj = tmp_path / "proj"
     (proj / "scripts").mkdir(parents=True)
     (proj / "tests").mkdir()
@@ -57,3 +57,14 @@ def test_both_stages_are_reported_and_a_fast_failure_stops_before_the_slow_ones(
     assert res.stdout.strip().splitlines()[-1] == "scripts/test.sh: fast tests and doctests passed; slow tests passed"
     res = _run(_project(tmp_path / "d", fast_ok=True, slow_ok=False), "--fast")
     assert res.returncode == 0 and res.stdout.strip().splitlines()[-1].endswith("slow tests skipped (--fast)")
+
+
+@pytest.mark.skipif(not (Path(sys.prefix) / "bin" / "activate").is_file(), reason="needs a venv with bin/activate")
+def test_an_interrupted_run_is_reported_as_interrupted_not_failed(tmp_path):
+    """Ctrl-C during the fast tests (pytest exits 2): said as such, not as a failure to fix."""
+    ctrl_c = "(_ for _ in ()).throw(KeyboardInterrupt())"   # the fast test raises what Ctrl-C raises
+    res = _run(_project(tmp_path, fast_ok=ctrl_c, slow_ok=True))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stdout.strip().splitlines()[-1] == (
+        "scripts/test.sh: fast tests and doctests INTERRUPTED (pytest exit 2: Ctrl-C, or an error while collecting "
+        "the tests); slow tests NOT RUN (rerun to finish)")

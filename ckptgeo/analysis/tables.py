@@ -136,6 +136,7 @@ def leave_out_grouped(tables: Mapping[str, pd.DataFrame], revisions: pd.DataFram
                  "step": int(info.loc[(m, r), "step"]), "tokens": info.loc[(m, r)].get("tokens"),
                  "group": gid, "reason": why} for (m, r), (gid, why) in groups.items() if (m, r) not in kept]
     left_out = pd.DataFrame(out_rows, columns=LEFT_OUT_COLUMNS).sort_values(["model", "step"], ignore_index=True)
+    left_out.attrs["kept"] = sorted(r for _, r in kept)   # members kept on purpose (left_out_text says so)
     drop = set(groups)
     if "status" in revs.columns:   # duplicates outside any group (e.g. recorded by an older ckptgeo)
         d = revs[revs["status"].astype(str) == "duplicate"]
@@ -162,9 +163,11 @@ def left_out_text(left_out: pd.DataFrame | None) -> str:
     """``"N revisions left out and why"``: one line, then one line per group (for the console and report.md)."""
     if left_out is None or left_out.empty:
         return "0 revisions left out (no two revisions serve the same weights)."
+    kept = left_out.attrs.get("kept") or []
+    hint = (f"kept on purpose with --keep-grouped: {', '.join(kept)}" if kept else
+            "keep one per group on purpose with --keep-grouped latest or --keep-grouped NAME,...")
     lines = [f"{len(left_out)} revision{'s' if len(left_out) != 1 else ''} left out of events, figures and claims "
-             f"(their weights are served by another revision too; keep one per group on purpose with "
-             f"--keep-grouped latest or --keep-grouped NAME,...):"]
+             f"(their weights are served by another revision too; {hint}):"]
     for (model, _), g in left_out.groupby(["model", "group"], sort=False):
         lines.append(f"  {model}: {g['reason'].iloc[0]}")
     return "\n".join(lines)

@@ -18,11 +18,19 @@ _EPILOG = """examples:
 
 
 def _tokens(n: int | None) -> str:
+    """Training tokens in three significant digits (exact counts: the ``tokens`` column of every table).
+
+    >>> _tokens(3000 * 2_097_152), _tokens(4 * 10**9), _tokens(1_500_000), _tokens(None)
+    ('6.29B', '4B', '1.5M', '-')
+    """
     if n is None:
         return "-"
     if n == 0:
         return "0"
-    return f"{n / 1e9:g}B" if n >= 1e8 else f"{n / 1e6:g}M"
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
 
 
 def format_revisions(revs, sizes: dict | None = None) -> str:

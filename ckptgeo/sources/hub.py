@@ -104,9 +104,10 @@ class HubSource(CheckpointSource):
         path = Path(spec).expanduser()
         if path.exists() or path.parent != Path(".") and path.parent.is_dir():
             # "runs/nosuch" next to an existing runs/: a mistyped folder, not a Hub repo id
-            raise SourceNotFoundError(f"{spec} is not a folder of step{{N}} checkpoints (its parent {path.parent} "
-                                      f"exists locally); to use a Hub repo of that name, run from another "
-                                      f"directory or write hub:{spec}", path=str(spec))
+            what = ("is not a folder of step{N} checkpoints" if path.exists() else
+                    "does not exist (a mistyped folder?)")
+            raise SourceNotFoundError(f"{spec} {what}: its parent {path.parent} exists locally; to use a Hub repo "
+                                      f"of that name, run from another directory or write hub:{spec}", path=str(spec))
         from huggingface_hub.errors import HFValidationError
         from huggingface_hub.utils import validate_repo_id
 
