@@ -224,3 +224,21 @@ def test_a_preset_file_is_checked_before_anything_runs(tmp_path, capsys):
     bad.write_text('{"name": "x", "tasks": ["copy"], "colour": 3}')
     assert main(["submit", "--dry-run", "reproduce", "--preset", str(bad), "--out", str(tmp_path / "r")]) != 0
     assert "unknown fields ['colour']" in capsys.readouterr().err
+
+
+def test_the_submitit_folder_is_private_to_the_user(tmp_path):
+    """submitit's folder holds the pickle every worker unpickles: created 0700, an existing 0755 one made 0700."""
+    import stat
+
+    from ckptgeo.cli.submit import private_log_folder
+
+    new = private_log_folder(tmp_path / "a" / "slurm" / "logs")
+    assert stat.S_IMODE(new.stat().st_mode) == 0o700
+    old = tmp_path / "b" / "slurm" / "logs"
+    old.mkdir(parents=True, mode=0o755)
+    old.chmod(0o755)
+    assert stat.S_IMODE(private_log_folder(old).stat().st_mode) == 0o700
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "logs").symlink_to(old)
+    with pytest.raises(InvalidParameterError, match="must be a folder of your own"):
+        private_log_folder(tmp_path / "c" / "logs")

@@ -6,7 +6,8 @@ from being measured twice. What was submitted is recorded in ``OUT/slurm/submit.
 selection, the job ids), which ``ckptgeo status OUT`` and ``ckptgeo submit --resubmit OUT`` read::
 
     OUT/slurm/submit.json         the submission record (written by ckptgeo)
-    OUT/slurm/logs/               submitit's folder: <job>_<task>_log.out / .err per array task
+    OUT/slurm/logs/               submitit's folder (mode 0700: it holds the job's pickle, which the workers
+                                  unpickle): <job>_<task>_log.out / .err per array task
     OUT/slurm/ckptgeo-<cmd>.sbatch  the script --dry-run prints (written only with --dry-run --write)
 """
 
@@ -126,6 +127,27 @@ def _env_lines(stage: bool) -> list[str]:
     if stage:
         lines.append("export HF_HUB_OFFLINE=1")
     return lines
+
+
+def private_log_folder(logs: Path) -> Path:
+    """Create ``logs`` (submitit's folder) private to the user, mode 0700, or make an existing one so: it holds
+    the job's pickle, which every worker unpickles, so nobody else may write there.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``logs`` is a symbolic link or belongs to another user.
+    """
+    from ckptgeo.errors import InvalidParameterError
+
+    logs.parent.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(mode=0o700, exist_ok=True)
+    if logs.is_symlink() or logs.stat().st_uid != os.getuid():
+        raise InvalidParameterError(f"{logs} holds the job's pickle, which the workers unpickle: it must be a folder "
+                                    f"of your own, not a link or another user's; move it away and resubmit",
+                                    name="out", value=str(logs))
+    os.chmod(logs, 0o700)
+    return logs
 
 
 def sbatch_script(command: str, args: list[str], slurm: dict, *, stage: bool, logs: Path, cwd: Path) -> str:
@@ -300,7 +322,7 @@ def _submit(command: str, args: list[str], slurm: dict, *, stage: bool, dry_run:
             got = fetch_revisions(selection["source"], ",".join(selection["revisions"]))
             print(f"staged {len(got)} revisions of {selection['source']} into the Hub cache; workers run with "
                   f"HF_HUB_OFFLINE=1", flush=True)
-    logs.mkdir(parents=True, exist_ok=True)
+    private_log_folder(logs)
     job, tasks = _submitit_submit(command, args, slurm, stage=stage, logs=logs)
     from ckptgeo._io import atomic_write_text
 
