@@ -109,11 +109,13 @@ def test_seeds_overlay_and_runs_table(ds, tmp_path, drawn):
     runs = pd.read_csv(ds / "summary" / "runs.csv")
     assert list(runs.columns) == RUNS_COLUMNS
     row = runs[runs.model == "toy-2x16-s1"].iloc[0]
-    assert (row.task, row.level, row.seed, row.acquisition, row.collapse, row.floor, row.onset, row.spacing) == (
-        "sort", 2, 1, 60, 10, 3.0, 60, 10)
+    assert (row.task, row.level, row.seed, row.measure, row.layer, row.acquisition_step, row.collapse_step, row.floor,
+            row.onset_step, row.spacing_steps) == ("sort", 2, 1, "rankme", 2, 60, 10, 3.0, 60, 10)
     assert runs[runs.model == LONG].iloc[0]["size"] == "2.8B"
     tex = (ds / "summary" / "runs.tex").read_text()
-    assert tex.startswith("\\begin{tabular}{llrlrrrrrrrl}") and "\\toprule" in tex and "toy-2x16-s1 & sort & 2" in tex
+    assert tex.startswith("\\begin{tabular}{llrlrlrrrrrrrl}") and "\\toprule" in tex and "toy-2x16-s1 & sort & 2" in tex
+    units = tex.splitlines()[3]   # the row of units under the header
+    assert "(step)" in units and "(eff. dim.)" in units and "(hidden state)" in units, units
 
 
 def _deep_dataset(root, n_layers: int):

@@ -3,13 +3,16 @@
 ::
 
     OUT/summary/
-      runs.csv     model, task, level, size, seed, acquisition, collapse, floor, onset, gap, spacing, status
-      runs.tex     the same rows as a LaTeX ``tabular`` (booktabs rules), to ``\\input`` into a paper
+      runs.csv     model, task, level, size, seed, measure, layer, acquisition_step, collapse_step, floor,
+                   onset_step, gap_steps, spacing_steps, status
+      runs.tex     the same rows as a LaTeX ``tabular`` (booktabs rules), a row of units under the header,
+                   to ``\\input`` into a paper
 
 Fed from the events table (:func:`ckptgeo.analysis.summary.analyze`): a run is one (model, suite,
-config_hash) curve family of RankMe, read at its summary layer (the deepest). Steps are training steps;
-``floor`` is the collapse floor (RankMe, effective dimensions); ``gap`` is acquisition - recovery onset in
-steps; ``spacing`` is the checkpoint spacing at acquisition (the step's resolution); ``size`` the parameter
+config_hash) curve family of ``measure`` (RankMe), read at its summary layer ``layer`` (the deepest).
+Steps are training steps; ``floor`` is the collapse floor in the measure's unit (RankMe: effective
+dimensions); ``gap_steps`` is acquisition - recovery onset; ``spacing_steps`` is the checkpoint spacing at
+acquisition (the step's resolution); ``size`` the parameter
 count the model name gives (``160M``, ``2.8B``), else the size name of a ``ckptgeo train`` run (``tiny``),
 else empty; ``seed`` the run's seed from
 its name (``-s1``, ``-seed1``).
@@ -24,11 +27,16 @@ import pandas as pd
 
 from ckptgeo._io import atomic_write_text
 
-__all__ = ["RUNS_COLUMNS", "runs_table", "runs_latex", "write_runs_table", "write_runs_files", "params_text"]
+__all__ = ["RUNS_COLUMNS", "RUNS_UNITS", "runs_table", "runs_latex", "write_runs_table", "write_runs_files", "params_text"]
 
 #: the columns of the runs table, in order
-RUNS_COLUMNS = ["model", "task", "level", "size", "seed", "acquisition", "collapse", "floor", "onset", "gap",
-                "spacing", "status"]
+RUNS_COLUMNS = ["model", "task", "level", "size", "seed", "measure", "layer", "acquisition_step", "collapse_step",
+                "floor", "onset_step", "gap_steps", "spacing_steps", "status"]
+#: the unit of each column with one (the row of units under runs.tex's header)
+RUNS_UNITS = {"acquisition_step": "step", "collapse_step": "step", "onset_step": "step", "gap_steps": "steps",
+              "spacing_steps": "steps", "layer": "hidden state"}
+#: a measure's unit, for ``floor``
+MEASURE_UNITS = {"rankme": "eff. dim."}
 
 
 def params_text(n: float) -> str:
@@ -89,11 +97,12 @@ def runs_table(events: pd.DataFrame, *, metric: str = "rankme") -> pd.DataFrame:
         task_level = parse_task_level(r.suite)
         task, level = task_level if task_level else (getattr(r, "task", None) or r.suite, None)
         rows.append({"model": r.model, "task": task, "level": level, "size": _size(r.model, model_size),
-                     "seed": split_seed(r.model)[1], "acquisition": r.acquisition_step, "collapse": r.collapse_step,
-                     "floor": r.collapse_floor, "onset": r.onset_step, "gap": r.gap_steps,
-                     "spacing": r.resolution_steps, "status": r.status})
+                     "seed": split_seed(r.model)[1], "measure": metric, "layer": r.layer,
+                     "acquisition_step": r.acquisition_step, "collapse_step": r.collapse_step,
+                     "floor": r.collapse_floor, "onset_step": r.onset_step, "gap_steps": r.gap_steps,
+                     "spacing_steps": r.resolution_steps, "status": r.status})
     df = pd.DataFrame(rows, columns=RUNS_COLUMNS)
-    for c in ("level", "seed", "acquisition", "collapse", "onset", "gap", "spacing"):
+    for c in ("level", "seed", "layer", "acquisition_step", "collapse_step", "onset_step", "gap_steps", "spacing_steps"):
         df[c] = pd.array([None if pd.isna(v) else int(v) for v in df[c]], dtype="Int64")
     df["floor"] = df["floor"].astype(float)
     return df.sort_values(["model", "task", "level"], kind="stable", ignore_index=True)
@@ -116,6 +125,14 @@ def _cell(v, floatfmt: str) -> str:
     return _tex(v)
 
 
+def _unit(column: str, table: pd.DataFrame) -> str:
+    """The unit of a runs column (``floor``: its measure's, when the table has one measure)."""
+    if column == "floor" and "measure" in table.columns and table["measure"].nunique() == 1:
+        m = str(table["measure"].iloc[0])
+        return MEASURE_UNITS.get(m, m)
+    return RUNS_UNITS.get(column, "")
+
+
 def runs_latex(table: pd.DataFrame, *, floatfmt: str = "{:.2f}") -> str:
     """The runs table as a LaTeX ``tabular`` with booktabs rules (``\\usepackage{booktabs}``); a missing
     value is ``--``.
@@ -135,7 +152,11 @@ def runs_latex(table: pd.DataFrame, *, floatfmt: str = "{:.2f}") -> str:
     """
     numeric = [pd.api.types.is_numeric_dtype(table[c]) for c in table.columns]
     lines = [r"\begin{tabular}{" + "".join("r" if n else "l" for n in numeric) + "}", r"\toprule",
-             " & ".join(_tex(c) for c in table.columns) + r" \\", r"\midrule"]
+             " & ".join(_tex(c) for c in table.columns) + r" \\"]
+    units = [_unit(c, table) for c in table.columns]
+    if any(units):
+        lines.append(" & ".join(_tex(f"({u})") if u else "" for u in units) + r" \\")
+    lines.append(r"\midrule")
     lines += [" & ".join(_cell(v, floatfmt) for v in row) + r" \\" for row in table.itertuples(index=False)]
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
