@@ -239,7 +239,7 @@ def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_
     geo = t.loc["forecast_geometry"]
     assert geo["verdict"] == "reproduced", geo.to_dict()
     assert "held out by task: 8 runs" in geo["measured"] and "null copy" in geo["measured"]
-    assert "easy concordance geometry" in geo["measured"] and "(paper 52%)" in geo["measured"]
+    assert "easy concordance geometry" in geo["measured"] and "pairs (paper 52%)" in geo["measured"]
     assert t.loc["forecast_across_sizes", "verdict"] == "inconclusive"
     assert t.loc["forecast_across_sizes", "measured"] == "one size only"
     # a null copy that shows skill too makes the test untrustworthy on these runs: inconclusive

@@ -72,7 +72,8 @@ def forecast_geometry(ctx) -> Claim:
     conc = {fs: hard_easy_concordance(fc, fs, n_permutations=ctx.n_permutations, seed=ctx.seed)
             for fs in ("behaviour", "geometry")} if fc is not None else {}
     ctext = "; ".join(f"{cls} concordance geometry {_pct(conc['geometry'].get(cls, (0, math.nan))[1])} "
-                      f"behaviour {_pct(conc['behaviour'].get(cls, (0, math.nan))[1])} (paper {PAPER_CONCORDANCE[cls]:.0%})"
+                      f"behaviour {_pct(conc['behaviour'].get(cls, (0, math.nan))[1])} over "
+                      f"{conc['geometry'].get(cls, (0,))[0]} pairs (paper {PAPER_CONCORDANCE[cls]:.0%})"
                       for cls in ("easy", "hard") if cls in conc.get("geometry", {}))
     measured = (f"held out by {order[0]}: {int(row['n_runs'])} runs, log score behaviour - geometry "
                 f"{row['delta_log_score']:+.3f} (skill {_pct(row['skill'])}), p = {row['p_value']:.3g}; null copy "
