@@ -182,7 +182,7 @@ def test_mistyped_local_folder_is_not_sent_to_the_hub(tmp_path, monkeypatch):
 
     (tmp_path / "runs").mkdir()
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SourceNotFoundError, match="runs/nosuch is not a folder"):
+    with pytest.raises(SourceNotFoundError, match="runs/nosuch does not exist \\(a mistyped folder\\?\\)"):
         open_source("runs/nosuch")
 
 
@@ -254,3 +254,18 @@ def test_a_scan_resolves_its_own_trajectory_without_reading_other_models_parts(c
         read_table(out, "revisions")
     rv = read_table(out, "revisions", model=ckpts.name).set_index("revision")
     assert rv.loc["step200", "duplicate_of"] == "step100" and len(rv) == 3
+
+
+def test_a_trained_runs_seed_is_the_rows_run_seed(tmp_path):
+    """A folder ``ckptgeo train`` wrote records its seed in manifest.json: every row's run_seed (was null,
+    also for the demo's ``...-s0`` runs)."""
+    import json
+
+    from tests._checkpoints import make_checkpoints
+
+    run = make_checkpoints(tmp_path / "copy-L1-tiny-s0", steps=(0, 1))
+    (run / "manifest.json").write_text(json.dumps({"seed": 0, "tokens_per_step": 64}))
+    scan(run, out=tmp_path / "ds", suites=(SUITE,), n_samples=8)
+    for table in ("geometry", "behavior", "revisions"):
+        assert read_table(tmp_path / "ds", table).run_seed.tolist() and \
+            set(read_table(tmp_path / "ds", table).run_seed) == {0}, table

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 from ckptgeo.errors import SourceNotFoundError
@@ -26,15 +28,21 @@ __all__ = ["LocalSource"]
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 
 
-def _manifest_tokens_per_step(root: Path) -> int | None:
-    """``tokens_per_step`` of a run ``ckptgeo train`` wrote (its ``manifest.json``), else None."""
+def _manifest_value(root: Path, key: str) -> int | None:
+    """A non-negative integer ``key`` of the ``manifest.json`` of a run ``ckptgeo train`` wrote, else None."""
     import json
 
     try:
-        value = json.loads((root / "manifest.json").read_text(encoding="utf-8")).get("tokens_per_step")
+        value = json.loads((root / "manifest.json").read_text(encoding="utf-8")).get(key)
     except (OSError, ValueError, AttributeError):
         return None
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _manifest_tokens_per_step(root: Path) -> int | None:
+    """``tokens_per_step`` of a run ``ckptgeo train`` wrote (its ``manifest.json``), else None."""
+    value = _manifest_value(root, "tokens_per_step")
+    return value if value else None
 
 
 class LocalSource(CheckpointSource):
@@ -59,6 +67,7 @@ class LocalSource(CheckpointSource):
         self.name = self.root.resolve().name
         self.step_pattern = step_pattern
         self.tokens_per_step = _manifest_tokens_per_step(self.root)
+        self.seed = _manifest_value(self.root, "seed")   # a trained run's seed: the rows' run_seed
 
     @classmethod
     def claims(cls, spec: str) -> bool:
@@ -75,7 +84,8 @@ class LocalSource(CheckpointSource):
         out = []
         for name in parse_names(names, self.step_pattern, where=str(self.root)):
             size = sum(f.stat().st_size for f in weight_files_in(self.root / name))
-            out.append(revision_from_name(name, pattern=self.step_pattern, size=size))
+            rev = revision_from_name(name, pattern=self.step_pattern, size=size)
+            out.append(rev if self.seed is None or rev.seed is not None else dataclasses.replace(rev, seed=self.seed))
         return sorted(out)
 
     def weight_files(self, revision: Revision) -> list[WeightFile]:
