@@ -31,6 +31,7 @@ _EPILOG = """examples:
   ckptgeo forecast results/reproduce/dataset
   ckptgeo demo
   ckptgeo reproduce --preset cpu
+  ckptgeo claims results/reproduce --calibrate 24
   ckptgeo submit scan EleutherAI/pythia-1b --out /scratch/p1b --workers 8 --partition gpu --gpus-per-task 1 --stage
   ckptgeo status /scratch/p1b
 
@@ -41,7 +42,8 @@ CKPTGEO_NO_PROGRESS=1 hides progress bars."""
 #: The built-in subcommands, in the order ``--help`` lists them; ``ckptgeo.commands`` entry points add more.
 COMMANDS = Registry("command", "ckptgeo.commands", {
     name: f"ckptgeo.cli.{name}:add_parser" for name in ("scan", "probe", "revisions", "fetch", "train", "analyze",
-                                                          "forecast", "demo", "reproduce", "submit", "status")})
+                                                          "claims", "forecast", "demo", "reproduce", "submit",
+                                                          "status")})
 
 
 def build_parser() -> argparse.ArgumentParser:

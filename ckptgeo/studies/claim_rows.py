@@ -6,14 +6,15 @@ Each row is a function ``fn(ctx: ClaimContext) -> Claim`` registered with the ta
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 
 from ckptgeo.analysis import stats
-from ckptgeo.studies.claims import (_NOT_COUNTED, ALPHA, MIN_CASES, MIN_SETTINGS, PROBE_GATE_ACCURACY, SOURCES, Claim,
-                                    ClaimContext, _absent, _ci, _examples, _frac, _holds, _num, _rate, _size_params,
+from ckptgeo.studies.claims import (ALPHA, MIN_CASES, MIN_SETTINGS, PROBE_GATE_ACCURACY, SOURCES, Claim,
+                                    ClaimContext, _ci, _examples, _frac, _holds, _num, _rate, _size_params,
                                     parse_run, register_claim)
 
 def _order(ctx: ClaimContext) -> Claim:
@@ -68,44 +69,6 @@ def _floor_p(res) -> float:
     if res is None or not len(res.null):
         return math.nan
     return (1 + int(np.sum(res.null >= 1.0 - 1e-12))) / (1 + len(res.null))
-
-
-def _precursor(ctx: ClaimContext, hard: bool) -> Claim:
-    from ckptgeo.studies.chance import noise_rate, permutation_null
-
-    runs = ctx.runs
-    c = runs[runs["counted"] & (runs["hard"] == hard)]
-    flag = c["status"] == "precursor"
-    k = int(flag.sum())
-    rate, lo, hi, how = _rate(ctx, c, flag)
-    prec = c[flag]
-    gaps = _num(prec["gap_steps"])
-    gap = f"; median gap {gaps.median():.0f} steps" if len(gaps) else ""
-    null = p = math.nan
-    noise, res = "", None
-    if ctx.curves and len(c):
-        res = permutation_null(ctx.curves, list(c["model"]), config=ctx.config, n_permutations=ctx.n_permutations,
-                               seed=ctx.seed)
-        if res is not None:
-            null, p = res.null_mean, res.p_value
-        nr = noise_rate(ctx.curves, list(c["model"]), config=ctx.config, n_curves=ctx.n_noise_curves, seed=ctx.seed)
-        if nr is not None:
-            noise = f"; on noise curves {nr.rate:.0%} {_ci(nr.low, nr.high)}"
-    measured = (f"{_frac(k, len(c))} {'hard' if hard else 'easy'} runs {_ci(lo, hi)}{gap}; permuted "
-                f"acquisition {null:.0%}{noise}" if not math.isnan(null) else
-                f"{_frac(k, len(c))} {'hard' if hard else 'easy'} runs {_ci(lo, hi)}{gap}")
-    test = f"permutation of acquisition steps within a schedule (one-sided); interval: {how}"
-    if hard:
-        verdict, why = _holds(p, len(c), "precursor rate against permuted acquisition", _floor_p(res))
-        return Claim("precursor_hard", "RankMe recovery precedes acquisition on hard settings",
-                     "100% of hard algorithmic settings", measured, verdict, why,
-                     "events/events.parquet (status precursor); runs: " + _examples(c["model"]),
-                     SOURCES["precursor_hard"], rate, lo, hi, null, p, test)
-    verdict, why = _absent(p, len(c), "easy precursor rate", _floor_p(res), rate, null)
-    return Claim("precursor_easy", "on easy settings collapse and acquisition coincide (no precursor)",
-                 "none detectable", measured, verdict, why,
-                 "events/events.parquet (status, gap_steps, resolution_steps); runs: " + _examples(c["model"]),
-                 SOURCES["precursor_easy"], rate, lo, hi, null, p, test)
 
 
 def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
@@ -167,50 +130,6 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
                  "events/events.parquet (collapse_onset_step per layer)", SOURCES["top_down"],
                  float(res.statistic), math.nan, math.nan, res.null_mean, res.p_value,
                  "Kendall tau-b per run, mean tau vs onsets permuted among a run's blocks (one-sided)")
-
-
-def _whole_model(ctx: ClaimContext, events: pd.DataFrame, curves: pd.DataFrame | None, metric: str, label: str,
-                 paper: str) -> Claim:
-    from ckptgeo.studies.chance import Curve, permutation_null
-
-    runs = ctx.runs
-    e = events[(events["metric"] == metric) & events["model"].isin(set(runs["model"]))] if len(events) else events
-    if e is None or e.empty:
-        return Claim(metric, f"{label} is not a precursor", paper, "not measured", "inconclusive",
-                     f"no {metric} rows in this study (not in the preset's metrics)", "events/events.parquet",
-                     SOURCES[metric])
-    e = e[e["layer"] == -1]
-    c = e[~e["status"].isin(_NOT_COUNTED)]
-    flag = c["status"] == "precursor"
-    lag = int((c["status"] == "lagging").sum())
-    meta = c.assign(task=[(parse_run(m) or {"task": m})["task"] for m in c["model"]],
-                    seed=[(parse_run(m) or {"seed": 0})["seed"] for m in c["model"]])
-    rate, lo, hi, how = _rate(ctx, meta, flag.reset_index(drop=True).set_axis(meta.index))
-    n_ckpt = int(_num(c["n_checkpoints"]).median()) if len(c) else 0
-    null = p = math.nan
-    res = None
-    if curves is not None and len(curves) and len(c):
-        sub = curves[(curves["metric"] == metric) & (curves["layer"] == -1)]
-        mc = {}
-        for m, g in sub.groupby("model"):
-            base = ctx.curves.get(m)
-            if base is None:
-                continue
-            g = g.sort_values("step")
-            # one stratum: each run's checkpoints sit around its own acquisition, so no two share a schedule;
-            # another run's acquisition step is placed on this run's grid (the first checkpoint at or after it)
-            mc[m] = Curve(g["step"].to_numpy(float), g["value"].to_numpy(float), base.acquisition_step, "all",
-                          "change")
-        res = permutation_null(mc, list(c["model"]), config=ctx.config, n_permutations=ctx.n_permutations,
-                               seed=ctx.seed)
-        if res is not None:
-            null, p = res.null_mean, res.p_value
-    verdict, why = _absent(p, len(c), f"{metric} precursor rate", _floor_p(res), rate, null)
-    return Claim(metric, f"{label} is not a precursor of acquisition", paper,
-                 f"{_frac(int(flag.sum()), len(c))} acquired runs precursor {_ci(lo, hi)}; {lag} lagging; "
-                 f"median {n_ckpt} checkpoints per run" + ("" if math.isnan(null) else f"; permuted {null:.0%}"),
-                 verdict, why, f"events/events.parquet (metric {metric}, layer -1)", SOURCES[metric],
-                 rate, lo, hi, null, p, f"permutation of acquisition steps within a schedule; interval: {how}")
 
 
 def _floor_rows(runs: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -422,34 +341,12 @@ _RUNS = ("events", "curves", "accuracy")
 
 @register_claim(id="order", reads=_RUNS)
 def order(ctx: ClaimContext) -> Claim:
-    return _order(ctx)
-
-
-@register_claim(id="precursor_hard", reads=_RUNS)
-def precursor_hard(ctx: ClaimContext) -> Claim:
-    return _precursor(ctx, True)
-
-
-@register_claim(id="precursor_easy", reads=_RUNS)
-def precursor_easy(ctx: ClaimContext) -> Claim:
-    return _precursor(ctx, False)
+    return dataclasses.replace(_order(ctx), kind="holds")
 
 
 @register_claim(id="top_down", reads=_RUNS)
 def top_down(ctx: ClaimContext) -> Claim:
-    return _top_down(ctx, ctx.tables["events"])
-
-
-@register_claim(id="llc", reads=_RUNS)
-def llc(ctx: ClaimContext) -> Claim:
-    return _whole_model(ctx, ctx.tables["events"], ctx.tables["curves"], "llc", "the local learning coefficient (LLC)",
-                        "synchronous: 0/24 precursors")
-
-
-@register_claim(id="hessian", reads=_RUNS)
-def hessian(ctx: ClaimContext) -> Claim:
-    return _whole_model(ctx, ctx.tables["events"], ctx.tables["curves"], "hessian", "the Hessian's top eigenvalue",
-                        "lags acquisition, or is noisy")
+    return dataclasses.replace(_top_down(ctx, ctx.tables["events"]), kind="holds")
 
 
 @register_claim(id="floor_modular", reads=("events",))
@@ -459,22 +356,22 @@ def floor_modular(ctx: ClaimContext) -> Claim:
 
 @register_claim(id="floor_multiplication", reads=("events",))
 def floor_multiplication(ctx: ClaimContext) -> Claim:
-    return _floor_multiplication(ctx)
+    return dataclasses.replace(_floor_multiplication(ctx), kind="holds")
 
 
 @register_claim(id="across_sizes_collapse_floor", reads=("events",))
 def across_sizes_collapse_floor(ctx: ClaimContext) -> Claim:
-    return _across(ctx, "collapse_floor")
+    return dataclasses.replace(_across(ctx, "collapse_floor"), kind="holds")
 
 
 @register_claim(id="across_sizes_acquisition_step", reads=("events",))
 def across_sizes_acquisition_step(ctx: ClaimContext) -> Claim:
-    return _across(ctx, "acquisition_step")
+    return dataclasses.replace(_across(ctx, "acquisition_step"), kind="holds")
 
 
 @register_claim(id="probe_lead", reads=_RUNS + ("probe_lead", "probes"))
 def probe_lead(ctx: ClaimContext) -> Claim:
-    return _probe(ctx, ctx.tables["probe_lead"], ctx.tables["probes"])
+    return dataclasses.replace(_probe(ctx, ctx.tables["probe_lead"], ctx.tables["probes"]), kind="holds")
 
 
 @register_claim(id="pythia_deduction")

@@ -40,7 +40,7 @@ from ckptgeo._registry import Registry
 from ckptgeo.analysis import stats
 
 __all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "register_claim", "claim_table", "runs_table", "parse_run", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
-           "ALPHA", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table"]
+           "ALPHA", "MARGIN", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table", "claim_context"]
 
 #: fewest cases (runs, settings) a test is run on; fewer: inconclusive.
 MIN_CASES = 3
@@ -57,10 +57,18 @@ PILOT_HARD = frozenset({("parity", 1), ("addition", 1), ("modular", 1), ("multip
 #: layer's probe must decode the target there (beat max(chance, control) by the margin with p < alpha).
 PROBE_GATE_ACCURACY = 0.95
 VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+#: equivalence margin of the absence rows, and the lead the holds rows need power at, in checkpoints: twice the
+#: +-1 checkpoint to which each of a lead's two onsets is known. Fixed before any outcome.
+MARGIN = 2.0
 
 #: Where each claim comes from (docs/definitions.md#claims: the paper's version and section, in our words; the
 #: figures of the paper were not checked here).
 SOURCES = {
+    "contrast": "v4 abstract: 100% precursors on hard tasks, none on easy ones, tested here as a hard-minus-easy "
+                "contrast of leads (docs/definitions.md#claim-contrast)",
+    "tracking": "v4 abstract: geometry changes before the capability emerges (docs/definitions.md#claim-tracking)",
+    "loss": "not a claim of the paper: the bar a geometric precursor must clear to be of use, leading the loss "
+            "(docs/definitions.md#claim-loss)",
     "order": "arXiv:2602.15997 v4, abstract: collapse, recovery, then accuracy (docs/definitions.md#claim-order)",
     "precursor_hard": "v4 abstract: 100% precursor rate for hard algorithmic tasks "
                       "(docs/definitions.md#claim-precursor-hard)",
@@ -91,20 +99,32 @@ DEFINITIONS = f"""\
 * **Hard and easy are fixed before the outcome**: every level >= 2 is hard, and at level 1 the tasks
   {', '.join(sorted(t for t, _ in PILOT_HARD))} (acquired at or after step 150, or not at all, on `tiny` at
   seed 0 in the pilot recorded in `ckptgeo.suites.tasks`; the presets leave seed 0 out); the rest are easy.
-* **Intervals**: a rate's interval is a 95% hierarchical bootstrap over tasks, then seeds within a task
-  (rows of a drawn (task, seed) kept whole); a count with fewer than {MIN_CASES} tasks gets the Wilson interval.
-* **Nulls**. A precursor (or order) rate is compared with the same rule applied with acquisition steps
-  permuted across the acquired runs that share a checkpoint schedule (the p-value is the share of
-  permutations giving a rate at least as high); beside it, the rule's rate on Gaussian noise curves at each run's
-  own schedule and acquisition step (noise: the run's own checkpoint-to-checkpoint spread).
-* **Verdicts come from the tests** (alpha = {ALPHA}): a claim that something holds is *reproduced* when its
-  test rejects chance (p < alpha), *not reproduced* when it does not with at least {MIN_CASES} cases, else
-  *inconclusive*; also *inconclusive* when no outcome of these cases could reject (the test's smallest possible
-  p, e.g. 1/20 for 3 runs at each of 2 sizes, is >= alpha). A claim that something does not happen (no
-  precursor on easy settings; LLC, Hessian not precursors) is *reproduced* when the rate is not above chance
-  (p >= alpha) over at least {MIN_CASES} cases and not even numerically above the null's rate, *not
-  reproduced* when it is significantly above, and *inconclusive* in between (above the null, not
-  significantly: a failure to reject is not evidence of absence). **Top-down**: per run of >= 4 layers,
+* **Leads, like for like**: a run's lead is accuracy's onset (the first checkpoint at which accuracy has risen a
+  tenth of the way from chance to its maximum) minus the geometric onset under the same rule (RankMe's recovery
+  onset, a whole-model measure's onset of change), in checkpoints and steps; each onset is known to its checkpoint
+  (+-1). **Schedules are paired**: the presets train hard and easy settings on the same checkpoint schedules and
+  measure whole-model quantities on a grid shared within a schedule, so one null serves both.
+* **The primary row** (`contrast`, judged at alpha = {ALPHA} without adjustment): hard minus easy difference in
+  lead over settings of one schedule; tested by permuting the difficulty labels among the settings of a schedule
+  (seeds move with their setting), with stratified ranks of the setting-mean lead (one-sided). Every other tested
+  row is also judged on its **Holm**-adjusted p (raw and adjusted side by side); a verdict that rested on a raw p
+  the adjustment does not keep is *inconclusive*.
+* **Intervals** over tasks and seeds: the mean over settings (each the mean of its seeds) with Student's t on the
+  setting means from 5 settings on; below 5, the exact range of the setting means (its coverage printed, e.g. 75%
+  at 3) or, for the contrast, the permutation test inverted over shifts; never narrower than one checkpoint. A
+  rate's interval (order, probes) is a hierarchical bootstrap over tasks and seeds (Wilson below {MIN_CASES} tasks).
+* **Holds rows** (a precursor on hard settings; RankMe leads the loss): *reproduced* when the geometric onset
+  tracks behaviour's onset -- Kendall tau over pairs of runs on one schedule against behaviour permuted within
+  schedules, the onset found again against each permuted acquisition (p < alpha) -- and the mean lead's interval
+  lies above 0. *Not reproduced* only where the design has power >= 80% at a {MARGIN:g}-checkpoint lead
+  (planted leads on smooth curves of each run's own size with its own noise); else *inconclusive*.
+* **Absence rows** (no precursor on easy settings; LLC, Hessian not precursors): *reproduced* only by equivalence:
+  over runs whose rule found an onset (at least {MIN_CASES}), the mean lead's 95% upper bound below the margin of
+  {MARGIN:g} checkpoints fixed in advance, and a minimum detectable lead at or below it. *Not reproduced* when
+  the holds test finds a precursor. Otherwise *inconclusive*: a blind detector or a powerless design shows nothing.
+* Claims that something holds elsewhere (order, probes) are *reproduced* when their permutation test rejects
+  chance (p < alpha), *not reproduced* when it does not with at least {MIN_CASES} cases, and *inconclusive* when
+  no outcome of these cases could reject. **Top-down**: per run of >= 4 layers,
   Kendall tau-b of block depth (layers 1..L-1) against the collapse onset step (ties counted), the
   post-final-norm layer L reported apart; the mean tau is tested against onsets permuted between the blocks
   of each run (one-sided, tau < 0).
@@ -147,9 +167,14 @@ def rules() -> dict:
             "hard": "level >= 2, or (task, 1) in pilot_hard", "pilot_hard": sorted(map(list, PILOT_HARD)),
             "pilot": "tiny, seed 0 (ckptgeo.suites.tasks docstring); seed 0 left out of the presets",
             "probe_gate_accuracy": PROBE_GATE_ACCURACY, "probe_target": "first answer token, exact",
-            "interval": "95% hierarchical bootstrap over tasks then seeds (Wilson below min_cases tasks)",
-            "null": "acquisition steps permuted across acquired runs sharing a checkpoint schedule",
-            "noise": "Gaussian curves at each run's schedule, relative sd = robust_noise_sd / first value",
+            "primary": "contrast: hard minus easy lead, difficulty labels permuted among settings within schedules",
+            "multiplicity": "Holm over every tested row but the primary",
+            "margin_checkpoints": MARGIN, "power": 0.8,
+            "lead": "accuracy onset (a tenth of the way from chance to its maximum) minus the geometric onset, "
+                    "same fraction",
+            "interval": "t on setting means from 5 settings; below 5 the exact range (contrast: inverted "
+                        "permutation test); rates: hierarchical bootstrap (Wilson below min_cases tasks)",
+            "null": "behaviour permuted among runs sharing a checkpoint schedule, onsets found again",
             "floor_modular": "every size's bootstrap interval of the median floor within 2.0 +- 0.5",
             "subsample_factors": list(SUBSAMPLE_FACTORS), "analysis": AnalysisConfig().__dict__,
             "sources": SOURCES}
@@ -161,6 +186,11 @@ class Claim:
 
     ``value``, ``low``, ``high``: the measured statistic and its 95% interval (NaN when none); ``null``: the
     statistic's mean under the null (NaN when none); ``p_value``: the test's (NaN when none); ``test``: which.
+    ``kind``: "primary" (the declared primary row, judged at alpha), "holds" (a claim that something happens),
+    "absent" (that it does not: judged by equivalence) or "" (no test); ``p_holm``: ``p_value`` adjusted by Holm
+    over every row but the primary (:func:`claim_table`); ``margin``: the equivalence margin (absence rows, in
+    checkpoints); ``mde``: the smallest lead the row detects with power >= 80% at this design (checkpoints; inf:
+    none tried).
     """
 
     id: str
@@ -177,6 +207,10 @@ class Claim:
     null: float = math.nan
     p_value: float = math.nan
     test: str = ""
+    kind: str = ""
+    p_holm: float = math.nan
+    margin: float = math.nan
+    mde: float = math.nan
 
 
 def parse_run(model: str) -> dict | None:
@@ -286,6 +320,8 @@ class ClaimContext:
     config : AnalysisConfig or None
     n_permutations, n_resamples, n_noise_curves, seed : int
         Work of the tests (counts, never seconds) and their seed.
+    n_power : int
+        Planted replicates per lead of the power analysis (:mod:`ckptgeo.studies.power`).
     tables : mapping of str to DataFrame or None
         The analysis tables of the row's ``reads`` (``ctx.tables["events"]``); None where a table was not given.
     """
@@ -299,6 +335,7 @@ class ClaimContext:
     n_noise_curves: int = 100
     seed: int = 0
     tables: Mapping[str, Any] = field(default_factory=dict)
+    n_power: int = 40
 
 
 def _rate(ctx: ClaimContext, rows: pd.DataFrame, flag: pd.Series) -> tuple[float, float, float, str]:
@@ -334,27 +371,6 @@ def _holds(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str,
     return "not reproduced", f"{what}: p = {p:.3g} >= {ALPHA} (not distinguishable from chance)"
 
 
-def _absent(p: float, n: int, what: str, floor_p: float = math.nan, rate: float = math.nan,
-            null: float = math.nan) -> tuple[str, str]:
-    """Verdict of a claim that something does not happen beyond chance; inconclusive when the rule fires on
-    chance curves so often that no rate could stand out (``floor_p`` >= alpha), and when the measured ``rate``
-    lies above the ``null`` without the test rejecting: too few runs to tell absence from a small effect, and
-    a failure to reject is not evidence of absence."""
-    if n < MIN_CASES or p is None or math.isnan(p):
-        return "inconclusive", f"only {n} case(s); at least {MIN_CASES} are needed" if n < MIN_CASES else \
-            "no test possible"
-    if p < ALPHA:
-        return "not reproduced", f"{what} above chance: p = {p:.3g} < {ALPHA}"
-    if _powerless(floor_p):
-        return "inconclusive", (f"{what}: p = {p:.3g}, but the rule fires on chance curves so often that no rate "
-                                f"could stand out (smallest possible p {floor_p:.2g} >= {ALPHA})")
-    if rate > null:  # NaN compares False: without a null rate the p-value decides alone
-        return "inconclusive", (f"{what} {rate:.0%} above the null's {null:.0%}, not significantly (p = {p:.3g}): "
-                                f"{n} runs cannot tell absence from a small effect")
-    return "reproduced", f"{what} not above chance: p = {p:.3g} >= {ALPHA}"
-
-
-
 # ------------------------------------------------------------------------------------------- the registry
 
 @dataclass(frozen=True)
@@ -372,14 +388,16 @@ def _check_row(name: str, obj) -> None:
                         f"{type(obj).__name__} {getattr(obj, '__qualname__', obj)!r}")
 
 
+#: the rows built on like-for-like leads (:mod:`ckptgeo.studies.claim_leads`)
+_LEAD_ROWS = ("contrast", "precursor_hard", "precursor_easy", "tracking", "loss", "llc", "hessian")
 #: Every claim row, in the order of the table: the built-ins (:mod:`ckptgeo.studies.claim_rows`, in the order of
 #: the paper's argument), then those installed packages declare in the ``ckptgeo.claims`` entry-point group, then
 #: those registered in this process.
 CLAIMS = Registry("claim", "ckptgeo.claims", {
-    name: "ckptgeo.studies.claim_rows" for name in (
-        "order", "precursor_hard", "precursor_easy", "top_down", "llc", "hessian", "floor_modular",
-        "floor_multiplication", "across_sizes_collapse_floor", "across_sizes_acquisition_step", "probe_lead",
-        "pythia_deduction")
+    name: ("ckptgeo.studies.claim_leads" if name in _LEAD_ROWS else "ckptgeo.studies.claim_rows") for name in (
+        "contrast", "order", "precursor_hard", "precursor_easy", "tracking", "loss", "top_down", "llc", "hessian",
+        "floor_modular", "floor_multiplication", "across_sizes_collapse_floor", "across_sizes_acquisition_step",
+        "probe_lead", "pythia_deduction")
 } | {name: "ckptgeo.studies.forecast_claims" for name in ("forecast_geometry", "forecast_across_sizes")},
     check=_check_row)
 
@@ -438,7 +456,7 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
                 accuracy: pd.DataFrame | None = None, probes: pd.DataFrame | None = None, config=None,
                 hard: Callable[[str, int], bool] | None = None, n_permutations: int = stats.DEFAULT_N_PERMUTATIONS,
                 n_resamples: int = stats.DEFAULT_N_RESAMPLES, n_noise_curves: int = 100,
-                seed: int = 0, tables: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                seed: int = 0, tables: Mapping[str, Any] | None = None, n_power: int = 40) -> pd.DataFrame:
     """The claims of arXiv:2602.15997 against a grid's events, one row each, each with its test.
 
     Parameters
@@ -463,6 +481,8 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
         Work of the tests (counts, never seconds) and their seed.
     tables : mapping of str to DataFrame, optional
         Further analysis tables by name (``Analysis.tables``), for rows an installed package registers.
+    n_power : int, default=40
+        Planted replicates per lead of each row's power analysis.
 
     Returns
     -------
@@ -470,7 +490,9 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
         One row per registered claim (:data:`CLAIMS`, in its order: the built-in rows in the order of the
         paper's argument, then the installed ones). Columns ``id``, ``claim``, ``paper``, ``measured``,
         ``verdict`` (one of :data:`VERDICTS`), ``reason``, ``evidence``, ``source``, ``value``, ``low``,
-        ``high``, ``null``, ``p_value``, ``test``. Rules: :data:`DEFINITIONS`, :func:`rules`.
+        ``high``, ``null``, ``p_value``, ``test``, ``kind``, ``p_holm``, ``margin``, ``mde``. The primary row
+        (``contrast``) is judged at alpha; every other tested row also by its Holm-adjusted p. Rules:
+        :data:`DEFINITIONS`, :func:`rules`.
 
     References
     ----------
@@ -483,14 +505,44 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
     given.update((name, t) for name, t in (("events", events), ("top_down", top_down), ("probe_lead", probe_lead),
                                            ("curves", curves), ("accuracy", accuracy), ("probes", probes))
                  if t is not None or name not in given)
-    ctx = ClaimContext(runs, cur_by, acc_by, config, n_permutations, n_resamples, n_noise_curves, seed)
+    ctx = ClaimContext(runs, cur_by, acc_by, config, n_permutations, n_resamples, n_noise_curves, seed,
+                       n_power=n_power)
     rows = []
     for name in CLAIMS.names(sorted_=False):
         row = CLAIMS.get(name)
         view = MappingProxyType({t: given.get(t) for t in row.reads})
         claim = row.fn(dataclasses.replace(ctx, tables=view))
         rows.append(Claim(**claim) if isinstance(claim, Mapping) else claim)
-    return pd.DataFrame([r.__dict__ for r in rows], columns=list(Claim.__dataclass_fields__))
+    return pd.DataFrame([r.__dict__ for r in _adjusted(rows)], columns=list(Claim.__dataclass_fields__))
+
+
+def _adjusted(rows: list[Claim]) -> list[Claim]:
+    """Holm over every tested row but the primary one; a verdict its raw p gave that the adjusted p does not
+    keep becomes inconclusive (a "reproduced" that rested on p < alpha, a "not reproduced" absence that rested
+    on a significant excess)."""
+    from ckptgeo.studies.inference import holm
+
+    family = [i for i, r in enumerate(rows) if r.kind != "primary" and r.p_value == r.p_value]
+    adj = holm([rows[i].p_value for i in family])
+    out = list(rows)
+    for i, q in zip(family, adj):
+        r = dataclasses.replace(rows[i], p_holm=float(q))
+        rested = (r.verdict == "reproduced" and r.kind != "absent") or (r.verdict == "not reproduced"
+                                                                     and r.kind == "absent")
+        if rested and r.p_value < ALPHA <= q:
+            r = dataclasses.replace(r, verdict="inconclusive",
+                                    reason=r.reason + f"; Holm-adjusted p = {q:.3g} >= {ALPHA} over "
+                                                      f"{len(family)} rows")
+        out[i] = r
+    return out
+
+
+def claim_context(events: pd.DataFrame, curves: pd.DataFrame | None, accuracy: pd.DataFrame | None, *, config=None,
+                  hard: Callable[[str, int], bool] | None = None) -> ClaimContext:
+    """The :class:`ClaimContext` the rows see (without tables), for tables built beside the claim table."""
+    runs = runs_table(events, hard=hard)
+    cur_by, acc_by = _contexts(runs, curves, accuracy)
+    return ClaimContext(runs, cur_by, acc_by, config)
 
 
 def spacing_table(events: pd.DataFrame, curves: pd.DataFrame, accuracy: pd.DataFrame, *, config=None,

@@ -119,35 +119,20 @@ def train_template(run: StudyRun, preset: Preset, device: str, *, threads: int |
                        n_heldout=max(preset.n_heldout, preset.n_samples), device=device, threads=threads, **recipe)
 
 
-def whole_model_checkpoints(manifest: Mapping, n: int, window: float = 2.0) -> list[int]:
-    """``n`` checkpoints around a run's acquisition for the whole-model measures.
+def whole_model_checkpoints(manifest: Mapping, n: int) -> list[int]:
+    """``n`` checkpoints of a run's schedule for the whole-model measures, spread evenly by index.
 
-    Acquisition is found on the trainer's held-out accuracy (the manifest's ``history``, same rule as the
-    analysis); the checkpoints are spread evenly by index over those up to ``window`` x the acquisition step
-    (at least ``n`` of them), or over the whole run when it did not acquire.
+    The grid depends on the schedule only, never on the run's acquisition: runs on one schedule share it, so
+    another run's acquisition falls on this run's grid as its own does, and one within-schedule null serves
+    the whole-model rows as it serves RankMe (a grid centred on each run's own acquisition put it at the same
+    index in every run, which the null could not undo).
 
     Examples
     --------
-    >>> h = [{"step": s, "accuracy": {"t": float(s >= 40)}} for s in range(0, 200, 10)]
-    >>> whole_model_checkpoints({"schedule": list(range(0, 200, 10)), "history": h, "chance": {"t": 0.01}}, 5)
-    [0, 20, 40, 60, 80]
+    >>> whole_model_checkpoints({"schedule": list(range(0, 200, 10))}, 5)
+    [0, 50, 100, 140, 190]
     """
-    from ckptgeo.analysis.events import acquisition_step
-
-    schedule = sorted(int(s) for s in manifest["schedule"])
-    history = sorted(manifest.get("history") or [], key=lambda h: h["step"])
-    chance = manifest.get("chance") or {}
-    acq = None
-    if history and history[0].get("accuracy"):
-        suite = sorted(history[0]["accuracy"])[0]
-        steps = [h["step"] for h in history if suite in (h.get("accuracy") or {})]
-        accs = [h["accuracy"][suite] for h in history if suite in (h.get("accuracy") or {})]
-        acq = acquisition_step(steps, accs, chance=chance.get(suite)).step
-    pool = schedule
-    if acq:
-        inside = [s for s in schedule if s <= window * acq]
-        pool = inside if len(inside) >= n else schedule[:max(n, len(inside))]
-    return checkpoint_subset(pool, n)
+    return checkpoint_subset(sorted(int(s) for s in manifest["schedule"]), n)
 
 
 def plan_text(preset: str | Preset, out: str | Path) -> str:
@@ -172,7 +157,7 @@ def plan_text(preset: str | Preset, out: str | Path) -> str:
     with_model = [r for r in runs if r.model_metrics]
     if with_model:
         lines.append(f"  whole-model measures {', '.join(preset.model_metrics)} at {preset.model_checkpoints} "
-                     f"checkpoints (up to {preset.whole_model_window:g} x the acquisition step) of {len(with_model)} "
+                     f"checkpoints (spread over the schedule, shared by its runs) of {len(with_model)} "
                      "run(s), stopped by work" + "".join(f"; {m} " + ", ".join(f"{k}={v}" for k, v in o.items())
                                                          for m, o in preset.metric_options.items()))
     return "\n".join(lines)

@@ -45,14 +45,17 @@ class Preset:
         Each task level's training budget in optimiser steps, the same at every size.
     n_checkpoints : int
         Checkpoints per run (:func:`ckptgeo.training.trainer.checkpoint_steps`); RankMe and accuracy are
-        measured at every one.
+        measured at every one. Runs with the same budget share a checkpoint schedule; the presets put hard and
+        easy settings on the same schedules (:data:`SCHEDULES`), so one within-schedule null serves both and
+        their leads can be compared.
     n_samples : int
         Held-out items measured per suite.
     probe_checkpoints : int
         Checkpoints per run (evenly spread by index, first and last included) at which probes are fitted.
     model_metrics : tuple of str
         Whole-model measures (``hessian``, ``llc``, ``grad_rank`` ...), measured at ``model_checkpoints``
-        checkpoints of the runs in ``model_runs``.
+        checkpoints of the runs in ``model_runs``, spread over the schedule (the same grid for every run of a
+        schedule, whatever its acquisition: :func:`ckptgeo.studies.plan.whole_model_checkpoints`).
     model_runs : tuple of (task, level, size)
         Runs that get the whole-model measures (all seeds); empty with ``model_runs_all``: every run.
     model_runs_all : bool
@@ -70,9 +73,6 @@ class Preset:
         all of them.
     probe_min_class : int
         Probe target classes with fewer held-out items than this are dropped from the probe's items.
-    whole_model_window : float
-        Whole-model measures are spread over checkpoints up to this multiple of the run's acquisition step
-        (from the trainer's own held-out accuracy); over the whole run when not acquired.
     n_permutations, n_noise_curves : int
         Work of the claim table's tests (permutations and bootstrap resamples; noise curves per run).
     """
@@ -96,7 +96,6 @@ class Preset:
     steps_by_size: Mapping[str, Mapping[str, Mapping[int, int]]] = field(default_factory=dict)
     n_heldout: int = 200
     probe_min_class: int = 5
-    whole_model_window: float = 2.0
     n_permutations: int = 999
     n_noise_curves: int = 100
 
@@ -114,13 +113,21 @@ class Preset:
 _ALL = ("copy", "reverse", "compare", "parity", "addition", "modular", "sort", "multiplication")
 _FAST = ("copy", "reverse", "compare", "sort", "parity")
 
-#: Budgets (steps) under :data:`RECIPE`: level 1 with a margin over the acquisition measured on ``tiny`` at
-#: seed 0 (the pilot; tasks.py module docstring), level 2 twice level 1 for the fast tasks.
+#: Checkpoint schedules of the cpu preset: budgets fixed by task family, never by a setting's outcome, so that
+#: hard and easy settings share each schedule (one within-schedule null serves both, and the hard-minus-easy
+#: contrast of leads compares runs on one grid). ``short``: copy, reverse, compare (easy) and parity at level 1,
+#: the five fast tasks at level 2 (hard), on tiny. ``long``: sort at level 1 (easy) beside the three slow tasks at
+#: level 1 (hard), on tiny. ``larger``: the fast tasks and addition at level 1 on mini and small (parity the hard
+#: one); modular and multiplication there keep 600 steps, for the collapse floor only (they are not acquired).
+SCHEDULES = {"short": 600, "long": 3000, "larger": 300}
 _CPU_STEPS = {
-    "copy": {1: 300, 2: 600}, "reverse": {1: 300, 2: 600}, "compare": {1: 300, 2: 600},
-    "parity": {1: 500, 2: 1000}, "sort": {1: 300, 2: 600}, "addition": {1: 1200, 2: 1000},
-    "modular": {1: 4000, 2: 1000}, "multiplication": {1: 2000, 2: 1000},
+    "copy": {1: SCHEDULES["short"], 2: SCHEDULES["short"]}, "reverse": {1: SCHEDULES["short"], 2: SCHEDULES["short"]},
+    "compare": {1: SCHEDULES["short"], 2: SCHEDULES["short"]}, "parity": {1: SCHEDULES["short"], 2: SCHEDULES["short"]},
+    "sort": {1: SCHEDULES["long"], 2: SCHEDULES["short"]}, "addition": {1: SCHEDULES["long"]},
+    "modular": {1: SCHEDULES["long"]}, "multiplication": {1: SCHEDULES["long"]},
 }
+_LARGER = {t: {1: SCHEDULES["larger"]} for t in _FAST + ("addition",)} | {"modular": {1: 600},
+                                                                          "multiplication": {1: 600}}
 #: Seeds of the studies: seed 0 was the pilot that fixed which settings are hard (claims.PILOT_HARD), so it
 #: is left out.
 _SEEDS = (1, 2, 3)
@@ -129,24 +136,27 @@ _WORK = {"hessian": {"k": 1, "max_hvp": 20, "max_seconds": None}, "llc": {"num_c
                                                                    "max_seconds": None}}
 
 PRESETS: dict[str, Preset] = {
-    # About 5 minutes on 2 idle cores (CI runs it as a slow test): 3 tasks x 3 seeds on tiny, short budgets.
+    # About 6 minutes on 2 idle cores (CI runs it as a slow test): 3 tasks x 3 seeds on tiny, one schedule of 300
+    # steps for easy and hard alike (copy and compare trained 150 before the schedules were paired).
     "smoke": Preset(
         "smoke", ("copy", "compare", "parity"), (1,), ("tiny",), _SEEDS,
-        {"copy": {1: 150}, "compare": {1: 150}, "parity": {1: 300}}, n_checkpoints=16, n_samples=100,
+        {"copy": {1: 300}, "compare": {1: 300}, "parity": {1: 300}}, n_checkpoints=16, n_samples=100,
         probe_checkpoints=4, model_metrics=("hessian", "llc"), model_runs=(("parity", 1, "tiny"),),
         model_checkpoints=10,
         metric_options={"hessian": {"k": 1, "max_hvp": 10, "max_seconds": None},
                         "llc": {"num_chains": 1, "num_draws": 20, "max_seconds": None}},
         n_heldout=150, probe_min_class=5, n_permutations=199, n_noise_curves=30,
-        description="3 tasks (copy, compare: easy; parity: hard) x level 1 x 3 seeds on tiny: 9 runs, about "
-                    "5 minutes on 2 cores; checks the pipeline end to end, too small to judge a claim"),
+        description="3 tasks (copy, compare: easy; parity: hard) x level 1 x 3 seeds on tiny, one 300-step "
+                    "schedule: 9 runs, about 6 minutes on 2 cores; checks the pipeline end to end, too small to "
+                    "judge a claim"),
     # Designed for about 2 hours from modular-L1 steps measured on one thread (tiny 0.055 s, mini 0.26 s, small
     # 0.57 s a step). The other tasks' sequences are 8-22 tokens to modular's 6, and a step grows with them: the
     # per-run times of the run here put it at about 3 hours on 2 cores (`--dry-run` now plans 2.8 h; 2026-12-02).
     "cpu": Preset(
         "cpu", _ALL, (1, 2), ("tiny", "mini", "small"), _SEEDS, _CPU_STEPS, n_checkpoints=40, n_samples=200,
         probe_checkpoints=6, model_metrics=("hessian", "llc"),
-        model_runs=(("copy", 1, "tiny"), ("parity", 1, "tiny"), ("addition", 1, "tiny")), model_checkpoints=12,
+        # whole-model measures on one schedule (short), easy and hard: one within-schedule null for both
+        model_runs=(("copy", 1, "tiny"), ("parity", 1, "tiny"), ("reverse", 2, "tiny")), model_checkpoints=12,
         # probes: 10 items per class leaves 2 per class in each of the 5 test folds; modular's first answer
         # token (95 values, about 4 items each) is then not probed (reproduce.PROBE_MIN_COVERAGE). At 4 a class
         # its 58-class probe took minutes per checkpoint of a small run (measured 2026-12-01)
@@ -155,8 +165,9 @@ PRESETS: dict[str, Preset] = {
             "tiny": tuple((t, 1) for t in _ALL) + tuple((t, 2) for t in _FAST),
             "mini": tuple((t, 1) for t in _FAST + ("addition", "modular", "multiplication")),
             "small": tuple((t, 1) for t in _FAST + ("modular",))},
-        # modular and multiplication at the larger sizes: long enough for the collapse floor, not for acquisition
-        steps_by_size={"mini": {"modular": {1: 600}, "multiplication": {1: 600}}, "small": {"modular": {1: 600}}},
+        # modular and multiplication at the larger sizes: long enough for the collapse floor, not for acquisition;
+        # paired schedules: this plans 116e9 (steps x parameters: the unpaired budgets were 127e9)
+        steps_by_size={"mini": _LARGER, "small": _LARGER},
         description="8 tasks at level 1 and 5 at level 2 on tiny (2 layers), 8 tasks on mini (4 layers), 6 on small "
                     "(6 layers), 3 seeds each: 81 runs, about 3 hours on 2 CPU cores"),
     "paper": Preset(

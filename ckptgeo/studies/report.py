@@ -83,9 +83,11 @@ def _claims_view(claims):
 
     return pd.DataFrame({
         "claim": claims["claim"], "source": claims["source"], "measured [95% interval]": claims["measured"],
-        "null": [num(v, pct=i not in ("top_down",) and not str(i).startswith(("across", "floor", "forecast_geometry")))
+        "null": [num(v, pct=i in ("order", "probe_lead", "forecast_across_sizes"))
                  for i, v in zip(claims["id"], claims["null"])],
         "p": [num(v, pct=False) for v in claims["p_value"]],
+        "p (Holm)": ["primary" if k == "primary" else num(v, pct=False)
+                     for k, v in zip(claims.get("kind", [""] * len(claims)), claims.get("p_holm", claims["p_value"]))],
         "verdict": claims["verdict"], "test": claims["test"], "reason": claims["reason"]})
 
 
@@ -132,10 +134,9 @@ def _cannot_say(preset: Preset) -> str:
 * **More than {len(preset.seeds)} seeds' worth of spread**, other optimisers or schedules (one recipe), or other
   machines: training is bitwise reproducible on one machine, not across CPUs.
 * **The rest of a multi-token answer**: probes read the first answer token only.
-* **Twelve rows, no correction**: each test is at alpha 0.05 on its own; across the rows about one false
-  rejection in twenty is expected by chance.
-* **Noise beyond iid**: the noise null draws independent Gaussian values per checkpoint; real curves are
-  autocorrelated, which the permutation null keeps (it reuses the real curves).
+* **More than one primary question**: the hard-minus-easy contrast is the primary row; every other row's p is
+  Holm-adjusted over the rows tested, so a secondary row needs stronger evidence than p < 0.05.
+* **Settings the schedules do not pair**: the contrast uses only schedules that hold both hard and easy settings.
 """
 
 
@@ -194,3 +195,66 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
     path = out / "reproduction.md"
     atomic_write_text(path, "\n".join(parts))
     return path
+
+
+def _calibration_view(calib):
+    import pandas as pd
+
+    return pd.DataFrame({
+        "claim": calib["id"], "null": calib["null"], "copies": calib["copies"],
+        "false 'reproduced' [95% Wilson]": [f"{k}/{n} ({r:.0%}) [{lo:.0%}, {hi:.0%}]" for k, n, r, lo, hi in
+                                            calib[["false_reproduced", "copies", "rate", "low", "high"]].to_numpy()],
+        "p <= alpha": [f"{k}/{n}" for k, n in calib[["p_at_or_below_alpha", "n_p"]].to_numpy()],
+        "p(share > alpha)": [f"{v:.3g}" if v == v else "-" for v in calib["uniformity_p"]],
+        "at or below alpha": ["yes" if ok else "NO" for ok in calib["ok"]]})
+
+
+_CALIBRATION_HEAD = "## Calibration on null copies\n"
+_CALIBRATION_NOTE = (
+    "Every row rerun on null copies of this dataset (`ckptgeo claims --calibrate K`): `iid` replaces each geometric "
+    "curve by Gaussian noise at its own mean and variance, `random_walk` by a walk with its own step spread, "
+    "`permuted` gives each run another run's accuracy on its schedule. A 'reproduced' there is false; each row "
+    "must stay at or below alpha. `p <= alpha`: the share of the row's p-values at or below alpha, and the "
+    "one-sided binomial p that this share exceeds alpha (uniform p-values give about alpha). The probe row is not "
+    "rerun.\n")
+
+
+def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | None = None) -> list[Path]:
+    """Write ``summary/claims.parquet``, ``summary/leads.parquet``, ``summary/claims_calibration.parquet`` (with
+    ``calib``) and ``claims.md`` into ``dataset``; in a ``study`` folder also put the calibration table into its
+    ``reproduction.md`` (replacing an earlier one). Returns the paths written."""
+    from ckptgeo.analysis.figures import _md
+    from ckptgeo.studies import claims as claims_mod
+    from ckptgeo.studies.claim_leads import leads_table
+
+    summary = dataset / "summary"
+    summary.mkdir(parents=True, exist_ok=True)
+    written = [summary / "claims.parquet", summary / "leads.parquet"]
+    claims.to_parquet(written[0], index=False)
+    ctx = claims_mod.claim_context(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
+    leads_table(ctx).to_parquet(written[1], index=False)
+    parts = ["# Claims\n", "One row per claim: the value measured with its 95% interval, the null, the raw and "
+             "Holm-adjusted p (the primary row is not adjusted), and the verdict.\n",
+             _md(_claims_view(claims), max_rows=100)]
+    calib_md = ""
+    if calib is not None:
+        written.append(summary / "claims_calibration.parquet")
+        calib.to_parquet(written[-1], index=False)
+        calib_md = _CALIBRATION_HEAD + "\n" + _CALIBRATION_NOTE + "\n" + _md(_calibration_view(calib), max_rows=200)
+        parts.append(calib_md)
+    parts += ["## How the verdicts are reached\n", claims_mod.DEFINITIONS]
+    written.append(dataset / "claims.md")
+    atomic_write_text(written[-1], "\n".join(parts))
+    report = study / "reproduction.md" if study is not None else None
+    if calib_md and report is not None and report.is_file():
+        text = report.read_text(encoding="utf-8")
+        if _CALIBRATION_HEAD in text:
+            head, rest = text.split(_CALIBRATION_HEAD, 1)
+            nxt = rest.find("\n## ")
+            text = head + calib_md + ("\n" + rest[nxt + 1:] if nxt >= 0 else "")
+        else:
+            cut = text.find("## Checkpoint spacing as a factor")
+            text = text[:cut] + calib_md + "\n" + text[cut:] if cut >= 0 else text + "\n" + calib_md
+        atomic_write_text(report, text)
+        written.append(report)
+    return written

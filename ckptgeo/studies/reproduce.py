@@ -171,8 +171,7 @@ def scan_run(run: StudyRun, preset: Preset, dataset: Path, device: str, seed: in
     manifest = json.loads((run.folder / "manifest.json").read_text(encoding="utf-8"))
     options = None
     if run.model_metrics:
-        at = ",".join(f"step{s}" for s in whole_model_checkpoints(manifest, preset.model_checkpoints,
-                                                                    preset.whole_model_window))
+        at = ",".join(f"step{s}" for s in whole_model_checkpoints(manifest, preset.model_checkpoints))
         options = {m: {**dict(preset.metric_options.get(m, {})), "revisions": at} for m in run.model_metrics}
     probe_at = checkpoint_subset(manifest["schedule"], preset.probe_checkpoints)
     suite, n_items = probe_suite(run, dataset.parent / "probe-suites", min_class=preset.probe_min_class)

@@ -1,0 +1,139 @@
+"""The claim table on any dataset, and on null copies of it: verdicts that noise cannot give.
+
+:func:`dataset_claims` judges the claims on a study's or a scan's dataset (the analysis of its tables, then
+:func:`ckptgeo.studies.claims.claim_table`). :func:`calibrate` reruns every row on ``k`` null copies of each kind
+(:data:`NULLS`), built from the dataset's own curves:
+
+* ``iid`` -- every geometric curve replaced by independent Gaussian values at its own mean and standard deviation;
+* ``random_walk`` -- by a random walk from its first value whose steps have the spread of its own
+  checkpoint-to-checkpoint changes;
+* ``permuted`` -- the geometry kept, each run's accuracy curve given to another run of its checkpoint schedule.
+
+Nothing in a copy knows the real pairing of geometry and behaviour, so a row that reads *reproduced* there is a
+false reproduction. :func:`calibration_table` gives, per row and null, that rate with its interval (Wilson) and
+how the row's p-values sit against uniform (the share at or below alpha, and the one-sided binomial p that this
+share exceeds alpha). The probe row is not rerun (its table is not rebuilt on a copy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ckptgeo.analysis import stats
+from ckptgeo.studies.claims import ALPHA, claim_table
+
+__all__ = ["NULLS", "dataset_claims", "null_copy", "calibrate", "calibration_table"]
+
+NULLS = ("iid", "random_walk", "permuted")
+
+
+def _schedule(accuracy: pd.DataFrame) -> dict:
+    """model -> its accuracy schedule (the steps, as text)."""
+    return {m: ",".join(str(int(s)) for s in sorted(g["step"].unique())) for m, g in accuracy.groupby("model")}
+
+
+def null_copy(curves: pd.DataFrame, accuracy: pd.DataFrame, kind: str,
+              rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(curves, accuracy) of one null copy of ``kind`` (module docstring)."""
+    if kind == "permuted":
+        acc = accuracy.copy()
+        sched = _schedule(acc)
+        by = {}
+        for m, s in sched.items():
+            by.setdefault(s, []).append(m)
+        for models in by.values():
+            donors = list(rng.permutation(models))
+            rows = {m: acc[acc["model"] == m].sort_values("step") for m in models}
+            for m, d in zip(models, donors):
+                src, dst = rows[d], rows[m]
+                if len(src) != len(dst):
+                    continue
+                for col in ("accuracy", "chance"):
+                    if col in acc.columns:
+                        acc.loc[dst.index, col] = src[col].to_numpy()
+        return curves, acc
+    out = curves.copy()
+    keys = [c for c in ("model", "suite", "config_hash", "metric", "layer") if c in out.columns]
+    for _, g in out.groupby(keys, sort=False):
+        g = g.sort_values("step")
+        v = pd.to_numeric(g["value"], errors="coerce").to_numpy(float)
+        fin = v[np.isfinite(v)]
+        if len(fin) < 3:
+            continue
+        if kind == "iid":
+            new = rng.normal(float(np.mean(fin)), float(np.std(fin)), len(v))
+        elif kind == "random_walk":
+            new = fin[0] + np.concatenate([[0.0], np.cumsum(rng.normal(0.0, float(np.std(np.diff(fin))),
+                                                                       len(v) - 1))])
+        else:
+            raise ValueError(f"unknown null {kind!r}; one of {NULLS}")
+        out.loc[g.index, "value"] = new
+    return out, accuracy
+
+
+def _events(curves: pd.DataFrame, accuracy: pd.DataFrame, config) -> pd.DataFrame:
+    from ckptgeo import __version__
+    from ckptgeo.analysis.event_table import acquisitions, events_table
+
+    cfg = dataclasses.replace(config, n_noise_curves=0)
+    _, behavior = acquisitions(accuracy, cfg)
+    return events_table(curves, behavior.groups, behavior.classes, cfg, __version__)
+
+
+def dataset_claims(dataset: str | Path, *, analysis=None, n_permutations: int = 999, n_power: int = 40,
+                   seed: int = 0) -> tuple[pd.DataFrame, object]:
+    """(claim table, analysis) of a dataset folder (``ckptgeo analyze``'s input)."""
+    from ckptgeo.analysis import analyze
+
+    a = analysis if analysis is not None else analyze(dataset, write=False)
+    table = claim_table(a.events, a.top_down, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
+                        config=a.config, n_permutations=n_permutations, n_resamples=n_permutations, seed=seed,
+                        tables=a.tables, n_power=n_power)
+    return table, a
+
+
+def calibrate(analysis, k: int, *, n_permutations: int = 199, n_power: int = 10, seed: int = 0,
+              progress=None) -> pd.DataFrame:
+    """Every row on ``k`` null copies of each kind of :data:`NULLS`: one row per (null, copy, claim) with its
+    ``verdict`` and ``p_value``. ``progress(i, total, text)`` is called after each copy."""
+    from ckptgeo.analysis.summary import AnalysisConfig
+
+    cfg = analysis.config or AnalysisConfig()
+    rows, total, done = [], k * len(NULLS), 0
+    for n_i, kind in enumerate(NULLS):
+        for c in range(k):
+            rng = np.random.default_rng([seed, n_i, c])
+            curves, acc = null_copy(analysis.curves, analysis.accuracy, kind, rng)
+            events = _events(curves, acc, cfg)
+            t = claim_table(events, curves=curves, accuracy=acc, config=cfg, n_permutations=n_permutations,
+                            n_resamples=n_permutations, seed=seed + c, n_power=n_power,
+                            tables={"curves": curves, "accuracy": acc, "events": events})
+            rows += [{"null": kind, "copy": c, "id": r.id, "verdict": r.verdict, "p_value": r.p_value}
+                     for r in t.itertuples(index=False)]
+            done += 1
+            if progress:
+                progress(done, total, f"{kind} copy {c + 1}/{k}")
+    return pd.DataFrame(rows)
+
+
+def calibration_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per claim row and null: copies, false "reproduced" count and rate with its Wilson interval, the share of
+    p-values at or below alpha and the one-sided binomial p that it exceeds alpha, and ``ok`` (rate <= alpha)."""
+    from scipy.stats import binomtest
+
+    out = []
+    for (cid, null), g in runs.groupby(["id", "null"], sort=False):
+        k = int((g["verdict"] == "reproduced").sum())
+        r = stats.binomial_interval(k, len(g))
+        p = g["p_value"].dropna()
+        small = int((p <= ALPHA).sum())
+        excess = binomtest(small, len(p), ALPHA, alternative="greater").pvalue if len(p) else math.nan
+        out.append({"id": cid, "null": null, "copies": len(g), "false_reproduced": k, "rate": r.rate,
+                    "low": r.low, "high": r.high, "n_p": len(p), "p_at_or_below_alpha": small,
+                    "uniformity_p": float(excess), "ok": r.rate <= ALPHA})
+    return pd.DataFrame(out)

@@ -1,0 +1,385 @@
+"""The claim rows built on like-for-like leads (:mod:`ckptgeo.studies.leads`), with power before verdicts.
+
+* ``contrast`` (the **primary** row, judged at alpha without adjustment): geometry leads behaviour more on hard
+  settings than on easy ones on the same checkpoint schedules -- :func:`ckptgeo.studies.inference.contrast`.
+* ``precursor_hard``, ``loss`` ("holds" rows): the hard runs' RankMe onset leads accuracy's onset (the loss's
+  onset); reproduced when the onset **tracks** behaviour (Kendall tau of the onset against behaviour's onset
+  over pairs of runs on one schedule, behaviour permuted within schedules, the onset found again against each
+  permuted acquisition) and the mean lead's interval lies above zero.
+* ``precursor_easy``, ``llc``, ``hessian`` ("absent" rows): reproduced only by equivalence -- the mean lead's
+  95% upper bound below :data:`MARGIN` checkpoints, over runs whose rule found an onset, with a minimum
+  detectable effect at or below the margin; not reproduced when the holds test finds a precursor; else
+  inconclusive (a blind or powerless test).
+* ``tracking``: the Kendall tau split into pairs of one task (seeds) and pairs of two tasks.
+
+Every "not reproduced" of a holds row needs power >= 80% at the margin (:mod:`ckptgeo.studies.power`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ckptgeo.analysis import stats
+from ckptgeo.studies.claims import ALPHA, MARGIN, MIN_CASES, SOURCES, Claim, ClaimContext, parse_run, register_claim
+from ckptgeo.studies.inference import Interval, cluster_interval, contrast
+from ckptgeo.studies.leads import Behaviour, LeadMatrix, lead_matrix
+from ckptgeo.studies.power import LEADS, minimum_detectable
+
+__all__ = ["behaviour", "lead_frame", "leads_table", "tracking_test", "whole_model_curves"]
+
+#: permutations inside each planted replicate of a power analysis.
+_POWER_PERMUTATIONS = 199
+
+
+def behaviour(ctx: ClaimContext, loss: bool = False) -> dict:
+    """Model -> :class:`Behaviour` of every grid run with an accuracy curve (``loss``: its loss curve)."""
+    out = {}
+    acq = {r.model: (int(r.acquisition_step) if r.counted and pd.notna(r.acquisition_step) else None)
+           for r in ctx.runs.itertuples(index=False)}
+    if loss:
+        for m, (s, v) in loss_curves(ctx).items():
+            if m in acq:
+                out[m] = Behaviour(s, v, math.nan, acq[m], rising=False)
+        return out
+    for m, (s, a, chance) in ctx.accuracy.items():
+        if m in acq:
+            out[m] = Behaviour(np.asarray(s, float), np.asarray(a, float), float(chance), acq[m])
+    return out
+
+
+def loss_curves(ctx: ClaimContext) -> dict:
+    """Model -> (steps, loss) from the behaviour rows' ``loss`` column, or curves of metric ``loss``."""
+    out = {}
+    acc = ctx.tables.get("accuracy") if hasattr(ctx.tables, "get") else None
+    if isinstance(acc, pd.DataFrame) and "loss" in acc.columns:
+        for m, g in acc.groupby("model"):
+            g = g.sort_values("step").drop_duplicates("step")
+            out[m] = (g["step"].to_numpy(float), pd.to_numeric(g["loss"], errors="coerce").to_numpy(float))
+        return out
+    cur = ctx.tables.get("curves") if hasattr(ctx.tables, "get") else None
+    if isinstance(cur, pd.DataFrame) and len(cur):
+        sub = cur[cur["metric"] == "loss"]
+        for m, g in sub.groupby("model"):
+            g = g[g["layer"] == g["layer"].max()].sort_values("step").drop_duplicates("step")
+            out[m] = (g["step"].to_numpy(float), g["value"].to_numpy(float))
+    return out
+
+
+def whole_model_curves(ctx: ClaimContext, metric: str) -> dict:
+    """Model -> Curve of a whole-model measure (layer -1); runs on one whole-model grid share a stratum."""
+    from ckptgeo.studies.chance import Curve
+
+    curves = ctx.tables.get("curves")
+    if curves is None or not len(curves):
+        return {}
+    sub = curves[(curves["metric"] == metric) & (curves["layer"] == -1)]
+    out = {}
+    for m, g in sub.groupby("model"):
+        base = ctx.curves.get(m)
+        if base is None:
+            continue
+        g = g.sort_values("step").drop_duplicates("step")
+        s = g["step"].to_numpy(float)
+        out[m] = Curve(s, g["value"].to_numpy(float), base.acquisition_step,
+                       base.stratum + "|" + ",".join(str(int(x)) for x in s), "change")
+    return out
+
+
+def lead_frame(lm: LeadMatrix, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of the pool: its lead (checkpoints, steps), both onsets and their resolutions, and
+    the run's task, level, size, seed, difficulty, setting and schedule."""
+    meta = runs.set_index("model")
+    rows = []
+    for i, m in enumerate(lm.models):
+        r = meta.loc[m] if m in meta.index else None
+        run = parse_run(m) or {}
+        rows.append({"model": m, "task": run.get("task", m), "level": run.get("level"), "size": run.get("size"),
+                     "seed": run.get("seed"), "hard": bool(r["hard"]) if r is not None else False,
+                     "setting": f"{run.get('task', m)}-L{run.get('level')}-{run.get('size')}",
+                     "stratum": lm.strata[i], "lead": lm.checkpoints[i, i], "lead_steps": lm.steps[i, i],
+                     "geo_onset_step": lm.geo_step[i], "acc_onset_step": lm.acc_step[i],
+                     "geo_resolution_steps": lm.geo_resolution[i], "acc_resolution_steps": lm.acc_resolution[i],
+                     "onset_found": bool(lm.found[i])})
+    return pd.DataFrame(rows)
+
+
+def leads_table(ctx: ClaimContext) -> pd.DataFrame:
+    """Every acquired run's RankMe lead over accuracy's onset (:func:`lead_frame`), ``summary/leads.parquet``."""
+    lm = lead_matrix(ctx.curves, behaviour(ctx), config=ctx.config, own_only=True) if ctx.curves else None
+    if lm is None:
+        return pd.DataFrame(columns=["model", "task", "level", "size", "seed", "hard", "setting", "stratum", "lead",
+                                     "lead_steps", "geo_onset_step", "acc_onset_step", "geo_resolution_steps",
+                                     "acc_resolution_steps", "onset_found"])
+    return lead_frame(lm, ctx.runs)
+
+
+def _pairs(keys: list, among: np.ndarray, same_task: bool | None, tasks: list) -> np.ndarray:
+    out = []
+    for a in range(len(among)):
+        for b in range(a + 1, len(among)):
+            i, j = among[a], among[b]
+            if keys[i] != keys[j]:
+                continue
+            if same_task is None or (tasks[i] == tasks[j]) == same_task:
+                out.append((i, j))
+    return np.asarray(out, dtype=int).reshape(-1, 2)
+
+
+def tracking_test(lm: LeadMatrix, judged, *, n_permutations: int, seed: int, same_task: bool | None = None):
+    """Kendall tau-a of the geometric onset against behaviour's onset over pairs of judged runs on one schedule
+    (``same_task``: only pairs of one task / of two tasks), the onset found again against each permuted
+    behaviour; one-sided permutation p (behaviour permuted within schedules; within schedule and task for
+    pairs of one task). None without a pair."""
+    judged = set(judged)
+    idx = np.asarray([i for i, m in enumerate(lm.models) if m in judged], dtype=int)
+    tasks = [(parse_run(m) or {"task": m})["task"] for m in lm.models]
+    pairs = _pairs(lm.strata, idx, same_task, tasks)
+    if not len(pairs):
+        return None
+    acc = lm.acc_step
+    st = lm.steps
+    i, j = pairs[:, 0], pairs[:, 1]
+
+    def tau(order: np.ndarray) -> float:
+        o = np.asarray(order)
+        geo_i, geo_j = acc[o[i]] - st[i, o[i]], acc[o[j]] - st[j, o[j]]
+        return float(np.mean(np.sign(geo_i - geo_j) * np.sign(acc[o[i]] - acc[o[j]])))
+
+    strata = [f"{s}|{t}" for s, t in zip(lm.strata, tasks)] if same_task else list(lm.strata)
+    return stats.permutation_test(tau, len(lm.models), strata=strata, n_permutations=n_permutations, seed=seed)
+
+
+def _fmt(x: float, f: str = "{:.2g}") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f.format(x)
+
+
+def _mde_text(mde: float, table: dict) -> str:
+    shown = ", ".join(f"{d}: {p:.0%}" for d, p in table.items())
+    return (f"MDE {mde:g} checkpoints" if math.isfinite(mde) else f"MDE > {max(LEADS)} checkpoints") + \
+        f" (power by planted lead: {shown})"
+
+
+def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, power: bool = True):
+    """The lead matrix, the judged runs' leads and interval, the tracking test and the MDE."""
+    lm = lead_matrix(curves, beh, config=ctx.config)
+    if lm is None:
+        return None
+    judged = [m for m in judged if m in set(lm.models)]
+    frame = lead_frame(lm, ctx.runs)
+    mine = frame[frame["model"].isin(judged)]
+    with_onset = mine[mine["onset_found"]]
+    iv = cluster_interval(with_onset["lead"], with_onset["setting"], floor=1.0)
+    res = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed)
+    null = float(np.nanmean([np.nanmean(lm.checkpoints[lm.models.index(m)]) for m in judged])) if judged else math.nan
+    mde, table = math.nan, {}
+    if power and judged:
+        cfg = ctx.config
+        mine_set = set(judged)
+        setting = dict(zip(frame["model"], frame["setting"]))
+
+        def detects(planted: dict) -> bool:
+            plm = lead_matrix(planted, beh, config=cfg, judged=judged)
+            if plm is None:
+                return False
+            keep = [i for i, m in enumerate(plm.models) if m in mine_set and plm.found[i]]
+            lo = cluster_interval(plm.checkpoints[keep, keep], [setting[plm.models[i]] for i in keep],
+                                  floor=1.0).low
+            if not lo > 0:
+                return False
+            r = tracking_test(plm, judged, n_permutations=min(ctx.n_permutations, _POWER_PERMUTATIONS),
+                              seed=ctx.seed)
+            return r is not None and r.p_value < ALPHA
+
+        from ckptgeo.analysis.summary import AnalysisConfig
+
+        fraction = (cfg or AnalysisConfig()).recovery
+        mde, table = minimum_detectable(detects, curves, beh, judged, n_power=ctx.n_power, fraction=fraction,
+                                        seed=ctx.seed)
+    return lm, mine, with_onset, iv, res, null, mde, table
+
+
+def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str) -> tuple[str, str]:
+    if n < MIN_CASES or p != p:
+        return "inconclusive", f"{n} run(s) with a lead; at least {MIN_CASES} are needed" if n < MIN_CASES else \
+            "no pair of runs on one schedule to test"
+    if p < ALPHA and iv.low > 0:
+        return "reproduced", f"{what} tracks behaviour (p = {p:.3g}) and leads it (interval above 0)"
+    seen = (f"tracks behaviour (p = {p:.3g}) but its lead's interval reaches 0" if p < ALPHA else
+            f"tracking p = {p:.3g} >= {ALPHA}")
+    if math.isfinite(mde) and mde <= MARGIN:
+        return "not reproduced", f"{what} {seen}, and this design detects a {mde:g}-checkpoint lead with power >= 80%"
+    return "inconclusive", (f"{what} {seen}; this design detects a {MARGIN:g}-checkpoint lead with power < 80% "
+                            f"(not evidence either way)")
+
+
+def _absent_verdict(p: float, iv: Interval, mde: float, n: int, n_all: int, what: str) -> tuple[str, str]:
+    if n < MIN_CASES:
+        return "inconclusive", (f"the rule found an onset in {n} of {n_all} runs; at least {MIN_CASES} are needed "
+                                f"(a detector that finds nothing shows nothing)")
+    if p == p and p < ALPHA and iv.low > 0:
+        return "not reproduced", f"{what} tracks behaviour (p = {p:.3g}) and leads it (interval above 0)"
+    if iv.coverage < 0.95 - 1e-9 or not math.isfinite(iv.high):
+        return "inconclusive", (f"no 95% upper bound on the lead ({iv.flag or iv.method}): absence needs one below "
+                                f"the {MARGIN:g}-checkpoint margin")
+    if iv.high >= MARGIN:
+        return "inconclusive", f"upper bound {iv.high:+.1f} checkpoints does not clear the {MARGIN:g}-checkpoint margin"
+    if not (math.isfinite(mde) and mde <= MARGIN):
+        return "inconclusive", (f"upper bound {iv.high:+.1f} < {MARGIN:g}, but a {MARGIN:g}-checkpoint lead is "
+                                f"detected with power < 80% here (blind or powerless)")
+    return "reproduced", (f"upper bound {iv.high:+.1f} checkpoints < margin {MARGIN:g}, and leads of {mde:g} "
+                          f"checkpoints are detected with power >= 80%")
+
+
+def _lead_row(ctx: ClaimContext, row_id: str, claim: str, paper: str, curves: dict, beh: dict, judged: list,
+              kind: str, what: str, evidence: str) -> Claim:
+    source = SOURCES.get(row_id, SOURCES.get("precursor_hard", ""))
+    got = _lead_study(ctx, curves, beh, judged) if judged and curves and beh else None
+    if got is None:
+        return Claim(row_id, claim, paper, "not measured", "inconclusive",
+                     "no run with both this curve and behaviour's onset", evidence, source, kind=kind, margin=MARGIN)
+    lm, mine, with_onset, iv, res, null, mde, table = got
+    p = math.nan if res is None else res.p_value
+    tau = math.nan if res is None else res.statistic
+    steps = with_onset["lead_steps"].median() if len(with_onset) else math.nan
+    measured = (f"mean lead {iv.text(' ckpt')} over {len(with_onset)} of {len(mine)} runs with an onset "
+                f"({iv.n_settings} settings; median {_fmt(steps, '{:+.0f}')} steps); by chance (behaviour of its "
+                f"schedule) {_fmt(null, '{:+.1f}')}; tracking tau {_fmt(tau, '{:+.2f}')}; {_mde_text(mde, table)}")
+    if kind == "absent":
+        verdict, why = _absent_verdict(p, iv, mde, len(with_onset), len(mine), what)
+    else:
+        verdict, why = _holds_verdict(p, iv, mde, len(with_onset), what)
+    return Claim(row_id, claim, paper, measured, verdict, why + (f"; {iv.flag}" if iv.flag else ""), evidence, source,
+                 iv.value, iv.low, iv.high, null, p,
+                 "Kendall tau of onset vs behaviour's onset within schedules, behaviour permuted within schedules "
+                 f"(one-sided); lead interval: {iv.method}", kind=kind, margin=MARGIN, mde=mde)
+
+
+def _counted(ctx: ClaimContext, hard: bool | None) -> list:
+    r = ctx.runs[ctx.runs["counted"]]
+    if hard is not None:
+        r = r[r["hard"] == hard]
+    return list(r["model"])
+
+
+@register_claim(id="contrast", reads=("events", "curves", "accuracy"))
+def contrast_row(ctx: ClaimContext) -> Claim:
+    """The primary row: hard minus easy difference in RankMe's lead over accuracy's onset."""
+    beh = behaviour(ctx)
+    claim = "geometry leads behaviour more on hard settings than on easy ones (same schedules)"
+    evidence = "summary/leads.parquet (lead per run); events/events.parquet"
+    lm = lead_matrix(ctx.curves, beh, config=ctx.config, own_only=True) if ctx.curves and beh else None
+    if lm is None:
+        return Claim("contrast", claim, "hard: precursor; easy: none", "not measured", "inconclusive",
+                     "no acquired run with RankMe and accuracy", evidence, SOURCES["precursor_hard"], kind="primary")
+    frame = lead_frame(lm, ctx.runs)
+    frame = frame[frame["model"].isin(_counted(ctx, None))]
+    c = contrast(frame, n_permutations=ctx.n_permutations, seed=ctx.seed)
+    hard = [m for m in frame["model"] if bool(frame.set_index("model").loc[m, "hard"])]
+    easy = [m for m in frame["model"] if m not in set(hard)]
+
+    def detects(planted: dict) -> bool:
+        plm = lead_matrix(planted, beh, config=ctx.config, own_only=True, judged=list(frame["model"]))
+        f = frame.assign(lead=[plm.checkpoints[plm.models.index(m), plm.models.index(m)] for m in frame["model"]])
+        return contrast(f, n_permutations=min(ctx.n_permutations, _POWER_PERMUTATIONS), seed=ctx.seed).p_value < ALPHA
+
+    from ckptgeo.analysis.summary import AnalysisConfig
+
+    mde, table = (math.inf, {})
+    if c.min_p < ALPHA:
+        mde, table = minimum_detectable(detects, ctx.curves, beh, hard, n_power=ctx.n_power,
+                                        fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed,
+                                        others={m: 0 for m in easy})
+    lo = "-inf" if c.low == -math.inf else f"{c.low:+.1f}"
+    hi = "inf" if c.high == math.inf else f"{c.high:+.1f}"
+    measured = (f"hard minus easy lead {c.estimate:+.1f} checkpoints [{lo}, {hi}] over {c.n_hard} hard and "
+                f"{c.n_easy} easy settings on {c.n_strata} shared schedule(s); rank statistic {c.statistic:+.2f}; "
+                + (_mde_text(mde, table) if table else f"no labelling of these settings could give p < {ALPHA}"))
+    if c.p_value != c.p_value:
+        verdict, why = "inconclusive", c.flag
+    elif c.p_value < ALPHA:
+        verdict, why = "reproduced", f"p = {c.p_value:.3g} < {ALPHA} (primary row, unadjusted)"
+    elif c.min_p >= ALPHA:
+        verdict, why = "inconclusive", (f"p = {c.p_value:.3g}; the smallest p these {c.n_hard + c.n_easy} settings "
+                                        f"allow is {c.min_p:.2g} >= {ALPHA}")
+    elif math.isfinite(mde) and mde <= MARGIN:
+        verdict, why = "not reproduced", f"p = {c.p_value:.3g} >= {ALPHA}, with power >= 80% at {mde:g} checkpoints"
+    else:
+        verdict, why = "inconclusive", f"p = {c.p_value:.3g} >= {ALPHA}; power < 80% at {MARGIN:g} checkpoints"
+    return Claim("contrast", claim, "hard: precursor (100%); easy: none", measured, verdict,
+                 why + (f"; {c.flag}" if c.flag else ""), evidence, SOURCES["precursor_hard"], c.estimate, c.low,
+                 c.high, 0.0, c.p_value, "difficulty labels permuted among settings within schedules (one-sided, "
+                 f"stratified ranks of the setting-mean lead); interval: {c.method}", kind="primary", margin=MARGIN,
+                 mde=mde)
+
+
+@register_claim(id="precursor_hard", reads=("events", "curves", "accuracy"))
+def precursor_hard(ctx: ClaimContext) -> Claim:
+    return _lead_row(ctx, "precursor_hard", "RankMe's onset leads accuracy's onset on hard settings",
+                     "100% of hard algorithmic settings", ctx.curves, behaviour(ctx), _counted(ctx, True), "holds",
+                     "RankMe", "summary/leads.parquet; events/events.parquet")
+
+
+@register_claim(id="precursor_easy", reads=("events", "curves", "accuracy"))
+def precursor_easy(ctx: ClaimContext) -> Claim:
+    return _lead_row(ctx, "precursor_easy", "on easy settings RankMe does not lead accuracy (no precursor)",
+                     "none detectable", ctx.curves, behaviour(ctx), _counted(ctx, False), "absent", "RankMe",
+                     "summary/leads.parquet; events/events.parquet")
+
+
+@register_claim(id="loss", reads=("events", "curves", "accuracy"))
+def loss(ctx: ClaimContext) -> Claim:
+    """A geometric precursor is useful only where it leads the loss too."""
+    return _lead_row(ctx, "loss", "RankMe's onset leads the loss's onset (a precursor more useful than the loss)",
+                     "not claimed by the paper: the bar a geometric precursor must clear", ctx.curves,
+                     behaviour(ctx, loss=True), _counted(ctx, None), "holds", "RankMe against the loss",
+                     "behavior (loss); summary/leads.parquet")
+
+
+@register_claim(id="tracking", reads=("events", "curves", "accuracy"))
+def tracking(ctx: ClaimContext) -> Claim:
+    beh = behaviour(ctx)
+    judged = _counted(ctx, None)
+    lm = lead_matrix(ctx.curves, beh, config=ctx.config) if ctx.curves and beh else None
+    claim = "RankMe's onset tracks accuracy's onset (Kendall tau within schedules)"
+    if lm is None:
+        return Claim("tracking", claim, "onsets follow acquisition", "not measured", "inconclusive",
+                     "no acquired run with RankMe and accuracy", "summary/leads.parquet", SOURCES["precursor_hard"],
+                     kind="holds")
+    w = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed, same_task=True)
+    b = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed, same_task=False)
+    part = [f"{name}: tau {r.statistic:+.2f} (p {r.p_value:.3g}, null {r.null_mean:+.2f})" if r is not None
+            else f"{name}: no pair" for name, r in (("within task (seeds)", w), ("between tasks", b))]
+    p = math.nan if b is None else b.p_value
+    if b is None or len(judged) < MIN_CASES:
+        verdict, why = "inconclusive", "no pair of runs of two tasks on one schedule"
+    elif p < ALPHA:
+        verdict, why = "reproduced", f"between tasks p = {p:.3g} < {ALPHA}"
+    else:
+        verdict, why = "inconclusive", f"between tasks p = {p:.3g} >= {ALPHA} (tracking has no power analysis here)"
+    return Claim("tracking", claim, "onsets follow acquisition", "; ".join(part), verdict, why,
+                 "summary/leads.parquet", SOURCES["precursor_hard"], math.nan if b is None else b.statistic,
+                 null=math.nan if b is None else b.null_mean, p_value=p,
+                 test="Kendall tau-a over pairs of runs of two tasks on one schedule, behaviour permuted within "
+                      "schedules (one-sided); the within-task tau is shown, not tested for the verdict",
+                 kind="holds")
+
+
+def _whole(ctx: ClaimContext, metric: str, label: str, paper: str) -> Claim:
+    curves = whole_model_curves(ctx, metric)
+    judged = [m for m in _counted(ctx, None) if m in curves]
+    return _lead_row(ctx, metric, f"{label} is not a precursor of accuracy's onset", paper, curves, behaviour(ctx),
+                     judged, "absent", metric, f"curves (metric {metric}, layer -1, a grid shared within each "
+                                                "schedule); summary/leads.parquet")
+
+
+@register_claim(id="llc", reads=("events", "curves", "accuracy"))
+def llc(ctx: ClaimContext) -> Claim:
+    return _whole(ctx, "llc", "the local learning coefficient (LLC)", "synchronous: 0/24 precursors")
+
+
+@register_claim(id="hessian", reads=("events", "curves", "accuracy"))
+def hessian(ctx: ClaimContext) -> Claim:
+    return _whole(ctx, "hessian", "the Hessian's top eigenvalue", "lags acquisition, or is noisy")

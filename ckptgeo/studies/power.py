@@ -1,0 +1,93 @@
+"""Power before verdicts: the smallest lead a claim row could detect at this design.
+
+Each judged run's curve is replaced by a smooth curve of its own size (RankMe: a fall by the run's own drop, then
+a recovery; other measures: a step by the run's own largest departure) with its onset planted ``d``
+checkpoints before the run's accuracy onset, plus Gaussian noise at the run's own checkpoint-to-checkpoint
+level (:func:`ckptgeo.analysis.stats.robust_noise_sd`). The row's own test is run on the planted curves; the
+**power** at ``d`` is the share of ``n_power`` replicates in which it detects the lead, and the **minimum
+detectable effect** (MDE) the smallest ``d`` of :data:`LEADS` with power >= 80%. A curve that never moved (a
+blind detector) plants nothing and gives no power; an onset that would fall before the second checkpoint is
+planted there (the grid cannot show more).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Mapping
+
+import numpy as np
+
+from ckptgeo.analysis import stats
+from ckptgeo.studies.leads import grid_index
+
+__all__ = ["LEADS", "POWER", "planted_curve", "plant", "power_at", "minimum_detectable"]
+
+#: planted leads tried, in checkpoints.
+LEADS = (1, 2, 3, 4, 6, 8)
+#: power a row needs at an effect before it may say "not reproduced".
+POWER = 0.8
+
+
+def planted_curve(values: np.ndarray, kind: str, onset: int, rng: np.random.Generator) -> np.ndarray:
+    """A smooth curve the size of ``values`` with its onset at index ``onset``, plus noise at its own level."""
+    v = np.asarray(values, dtype=float)
+    n = len(v)
+    fin = v[np.isfinite(v)]
+    if len(fin) < 3:
+        return np.full(n, np.nan)
+    v0 = float(fin[0])
+    sd = stats.robust_noise_sd(fin)
+    sd = 0.0 if not math.isfinite(sd) else sd
+    k = np.arange(n, dtype=float)
+    if kind == "recovery":
+        amp = max(v0 - float(np.min(fin)), 0.0)
+        o = min(max(int(onset), 2), n - 1)
+        fall = np.clip(k / max(o - 1, 1), 0.0, 1.0)
+        rise = np.clip((k - o + 1) / 2.0, 0.0, 1.0)
+        curve = v0 - amp * fall + 0.6 * amp * rise
+    else:
+        amp = float(np.max(np.abs(fin - v0)))
+        o = min(max(int(onset), 1), n - 1)
+        curve = v0 + amp * np.clip((k - o + 1) / 2.0, 0.0, 1.0)
+    return curve + rng.normal(0.0, sd, n) if sd > 0 else curve
+
+
+def plant(curves: Mapping[str, object], behaviour: Mapping, leads: Mapping[str, int], fraction: float,
+          rng: np.random.Generator) -> dict:
+    """``curves`` with each run of ``leads`` replaced by a planted curve whose onset leads its accuracy onset by
+    ``leads[run]`` checkpoints (runs not in ``leads`` are kept as they are)."""
+    out = dict(curves)
+    for m, d in leads.items():
+        c, b = curves.get(m), behaviour.get(m)
+        if c is None or b is None:
+            continue
+        a = b.onset(fraction)
+        if a.step is None:
+            continue
+        at = grid_index(np.asarray(c.steps, dtype=float), a.step) - int(d)
+        out[m] = dataclasses.replace(c, values=planted_curve(c.values, c.kind, at, rng))
+    return out
+
+
+def power_at(detects: Callable[[dict], bool], curves: Mapping, behaviour: Mapping, who: Mapping[str, int],
+             *, n_power: int, fraction: float, seed: int = 0) -> float:
+    """Share of ``n_power`` planted replicates (leads ``who``: run -> checkpoints) in which ``detects`` fires."""
+    rng = np.random.default_rng(seed)
+    hits = sum(bool(detects(plant(curves, behaviour, who, fraction, rng))) for _ in range(n_power))
+    return hits / n_power if n_power else math.nan
+
+
+def minimum_detectable(detects: Callable[[dict], bool], curves: Mapping, behaviour: Mapping, judged,
+                       *, n_power: int, fraction: float, seed: int = 0, others: Mapping[str, int] | None = None,
+                       leads=LEADS) -> tuple[float, dict]:
+    """(MDE in checkpoints, {lead: power}): the smallest planted lead of ``leads`` (in ``judged`` runs; the runs
+    of ``others`` planted at their own leads, e.g. 0) detected with power >= :data:`POWER`; inf when none is.
+    Stops at the first lead that reaches it."""
+    table = {}
+    for d in leads:
+        who = {m: d for m in judged} | dict(others or {})
+        table[d] = power_at(detects, curves, behaviour, who, n_power=n_power, fraction=fraction, seed=seed + d)
+        if table[d] >= POWER:
+            return float(d), table
+    return math.inf, table
