@@ -32,7 +32,8 @@ def _accuracy(acq_idx: int) -> np.ndarray:
 
 def _context(lead_hard: int, lead_easy: int, *, seed: int = 0, seeds=(1, 2, 3), curve=None, whole=None,
              n_power: int = 10, sizes=("tiny",)) -> ClaimContext:
-    """Eight tasks on one 40-checkpoint schedule; each run acquires at a task- and seed-dependent checkpoint and
+    """Eight tasks on one 40-checkpoint schedule; each run acquires at a task- and seed-dependent checkpoint (easy
+    and hard tasks alike, so their leads can be compared at matched acquisition) and
     RankMe recovers ``lead`` checkpoints before (``curve(model, rng)`` replaces RankMe; ``whole(model, rng)`` adds
     a whole-model measure on a grid of 12 checkpoints shared by every run)."""
     rng = np.random.default_rng(seed)
@@ -40,7 +41,7 @@ def _context(lead_hard: int, lead_easy: int, *, seed: int = 0, seeds=(1, 2, 3), 
     for t, (task, size) in enumerate((t, z) for t in EASY + HARD for z in sizes):
         for s in seeds:
             model = f"{task}-L1-{size}-s{s}"
-            acq_idx = 12 + t + s
+            acq_idx = 14 + (t % 4) + s       # hard and easy runs acquire at the same checkpoints
             lead = lead_hard if is_hard(task, 1) else lead_easy
             values = curve(model, rng) if curve else _rankme(acq_idx - lead, rng)
             acq_step = int(GRID[acq_idx])
@@ -55,6 +56,17 @@ def _context(lead_hard: int, lead_easy: int, *, seed: int = 0, seeds=(1, 2, 3), 
     tables = {"curves": pd.DataFrame(wm) if wm else None}
     return ClaimContext(pd.DataFrame(rows), curves, acc, n_permutations=199, seed=seed, tables=tables,
                         n_power=n_power)
+
+
+def test_a_contrast_that_is_only_later_acquisition_is_not_found():
+    """RankMe's onset at a fixed checkpoint whatever the run (a geometry that knows nothing of behaviour), hard
+    settings acquiring later: every hard lead is larger, yet the matched contrast has nothing to compare."""
+    ctx = _context(0, 0, curve=lambda m, rng: _rankme(8, rng))
+    ctx.runs["acquisition_step"] = [int(GRID[20 if h else 12]) for h in ctx.runs["hard"]]
+    for m, h in zip(ctx.runs["model"], ctx.runs["hard"]):
+        ctx.accuracy[m] = (GRID, _accuracy(20 if h else 12), 0.01)
+    row = contrast_row(ctx)
+    assert row.verdict == "inconclusive" and "same checkpoint" in row.reason, row
 
 
 def test_a_planted_contrast_is_found_and_an_equal_lead_is_not():
@@ -146,3 +158,14 @@ def test_an_interval_is_never_of_zero_width_and_is_flagged_below_five_settings()
     assert (same.low, same.high) == (1.0, 3.0) and not same.flag
     few = cluster_interval([1.0, 2.0, 3.0], ["a", "b", "c"], floor=1.0)
     assert few.coverage == 0.75 and "3 settings" in few.flag and few.high > few.low
+
+
+def test_claims_command_has_examples_and_refuses_a_folder_without_tables(tmp_path, capsys):
+    from ckptgeo.cli import build_parser, main
+
+    sub = build_parser()._subparsers._group_actions[0].choices["claims"]
+    assert "--calibrate 8" in sub.epilog and "summary/claims.parquet" in sub.epilog
+    (tmp_path / "empty").mkdir()
+    assert main(["claims", str(tmp_path / "empty")]) != 0
+    err = capsys.readouterr().err
+    assert "holds no geometry table" in err and len(err.strip().splitlines()) <= 2

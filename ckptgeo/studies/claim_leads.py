@@ -1,7 +1,8 @@
 """The claim rows built on like-for-like leads (:mod:`ckptgeo.studies.leads`), with power before verdicts.
 
 * ``contrast`` (the **primary** row, judged at alpha without adjustment): geometry leads behaviour more on hard
-  settings than on easy ones on the same checkpoint schedules -- :func:`ckptgeo.studies.inference.contrast`.
+  settings than on easy ones -- :func:`ckptgeo.studies.inference.contrast` over runs matched on acquisition
+  (:func:`matched`: the same checkpoint of one schedule).
 * ``precursor_hard``, ``loss`` ("holds" rows): the hard runs' RankMe onset leads accuracy's onset (the loss's
   onset); reproduced when the onset **tracks** behaviour (Kendall tau of the onset against behaviour's onset
   over pairs of runs on one schedule, behaviour permuted within schedules, the onset found again against each
@@ -114,6 +115,20 @@ def leads_table(ctx: ClaimContext) -> pd.DataFrame:
                                      "lead_steps", "geo_onset_step", "acc_onset_step", "geo_resolution_steps",
                                      "acc_resolution_steps", "onset_found"])
     return lead_frame(lm, ctx.runs)
+
+
+def matched(frame: pd.DataFrame, beh: dict) -> pd.DataFrame:
+    """``frame`` (:func:`lead_frame`) with each run its own unit (``setting`` = model) and matched on acquisition:
+    ``stratum`` = schedule | the checkpoint of its acquisition. A geometry that knows nothing of behaviour leads a
+    later acquisition by more, and hard settings acquire later: only runs acquired at the same checkpoint of one
+    schedule compare their leads like for like (on iid noise at each curve's own variance the unmatched contrast
+    read "reproduced")."""
+    idx = []
+    for m, stratum in zip(frame["model"], frame["stratum"]):
+        grid = np.asarray([float(x) for x in str(stratum).split(",")]) if "," in str(stratum) else None
+        a = beh[m].acquisition_step
+        idx.append(f"{stratum}|{int(np.searchsorted(grid, a)) if grid is not None else a}")
+    return frame.assign(setting=frame["model"], stratum=idx)
 
 
 def _pairs(keys: list, among: np.ndarray, same_task: bool | None, tasks: list) -> np.ndarray:
@@ -274,7 +289,7 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     if lm is None:
         return Claim("contrast", claim, "hard: precursor; easy: none", "not measured", "inconclusive",
                      "no acquired run with RankMe and accuracy", evidence, SOURCES["precursor_hard"], kind="primary")
-    frame = lead_frame(lm, ctx.runs)
+    frame = matched(lead_frame(lm, ctx.runs), beh)
     frame = frame[frame["model"].isin(_counted(ctx, None))]
     c = contrast(frame, n_permutations=ctx.n_permutations, seed=ctx.seed)
     hard = [m for m in frame["model"] if bool(frame.set_index("model").loc[m, "hard"])]
@@ -292,10 +307,17 @@ def contrast_row(ctx: ClaimContext) -> Claim:
         mde, table = minimum_detectable(detects, ctx.curves, beh, hard, n_power=ctx.n_power,
                                         fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed,
                                         others={m: 0 for m in easy})
+    if c.p_value != c.p_value:
+        return Claim("contrast", claim, "hard: precursor (100%); easy: none",
+                     f"no hard and easy runs acquired at the same checkpoint of one schedule ({c.n_hard} hard, "
+                     f"{c.n_easy} easy matched)", "inconclusive",
+                     "hard and easy runs must acquire at the same checkpoint of a schedule to compare their leads "
+                     "(a geometry unrelated to behaviour leads a later acquisition by more)", evidence,
+                     SOURCES["contrast"], kind="primary", margin=MARGIN)
     lo = "-inf" if c.low == -math.inf else f"{c.low:+.1f}"
     hi = "inf" if c.high == math.inf else f"{c.high:+.1f}"
     measured = (f"hard minus easy lead {c.estimate:+.1f} checkpoints [{lo}, {hi}] over {c.n_hard} hard and "
-                f"{c.n_easy} easy settings on {c.n_strata} shared schedule(s); rank statistic {c.statistic:+.2f}; "
+                f"{c.n_easy} easy runs matched on acquisition ({c.n_strata} schedule x checkpoint cells); rank statistic {c.statistic:+.2f}; "
                 + (_mde_text(mde, table) if table else f"no labelling of these settings could give p < {ALPHA}"))
     if c.p_value != c.p_value:
         verdict, why = "inconclusive", c.flag
@@ -309,9 +331,10 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     else:
         verdict, why = "inconclusive", f"p = {c.p_value:.3g} >= {ALPHA}; power < 80% at {MARGIN:g} checkpoints"
     return Claim("contrast", claim, "hard: precursor (100%); easy: none", measured, verdict,
-                 why + (f"; {c.flag}" if c.flag else ""), evidence, SOURCES["precursor_hard"], c.estimate, c.low,
-                 c.high, 0.0, c.p_value, "difficulty labels permuted among settings within schedules (one-sided, "
-                 f"stratified ranks of the setting-mean lead); interval: {c.method}", kind="primary", margin=MARGIN,
+                 why + (f"; {c.flag}" if c.flag else ""), evidence, SOURCES["contrast"], c.estimate, c.low,
+                 c.high, 0.0, c.p_value, "difficulty labels permuted among runs acquired at the same checkpoint of "
+                 f"one schedule (one-sided, stratified ranks of the lead); interval: {c.method}", kind="primary",
+                 margin=MARGIN,
                  mde=mde)
 
 

@@ -223,7 +223,7 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
     """Write ``summary/claims.parquet``, ``summary/leads.parquet``, ``summary/claims_calibration.parquet`` (with
     ``calib``) and ``claims.md`` into ``dataset``; in a ``study`` folder also put the calibration table into its
     ``reproduction.md`` (replacing an earlier one). Returns the paths written."""
-    from ckptgeo.analysis.figures import _md
+    from ckptgeo.analysis.report import markdown_table as _md
     from ckptgeo.studies import claims as claims_mod
     from ckptgeo.studies.claim_leads import leads_table
 
