@@ -111,9 +111,8 @@ def _subset_note(preset: Preset) -> str:
             ", ".join(f"{t}-L{lv} at {size}" for t, lv, size in preset.model_runs) + f" (each of its {len(preset.seeds)} "
             f"seed(s))")
     return (f"The rows of {', '.join(preset.model_metrics)} come from a subset, not the whole grid: {runs}, at "
-            f"{preset.model_checkpoints} checkpoints of each run (up to {preset.whole_model_window:g} x its acquisition "
-            f"step). Their counts (e.g. `1/1`) are counts of those runs only; the RankMe rows use every run and "
-            f"checkpoint.\n")
+            f"{preset.model_checkpoints} checkpoints spread over each run's schedule (the same grid for every run of a "
+            f"schedule). Their counts are counts of those runs only; the RankMe rows use every run and checkpoint.\n")
 
 
 def _cannot_say(preset: Preset) -> str:
