@@ -391,11 +391,19 @@ def tracking(ctx: ClaimContext) -> Claim:
 
 
 def _whole(ctx: ClaimContext, metric: str, label: str, paper: str) -> Claim:
+    import dataclasses
+
     curves = whole_model_curves(ctx, metric)
     judged = [m for m in _counted(ctx, None) if m in curves]
-    return _lead_row(ctx, metric, f"{label} is not a precursor of accuracy's onset", paper, curves, behaviour(ctx),
-                     judged, "absent", metric, f"curves (metric {metric}, layer -1, a grid shared within each "
-                                                "schedule); summary/leads.parquet")
+    row = _lead_row(ctx, metric, f"{label} is not a precursor of accuracy's onset", paper, curves, behaviour(ctx),
+                    judged, "absent", metric, f"curves (metric {metric}, layer -1, a grid shared within each "
+                                               "schedule); summary/leads.parquet")
+    values = [np.asarray(curves[m].values, dtype=float) for m in judged]
+    missing, total = sum(int(np.sum(~np.isfinite(v))) for v in values), sum(len(v) for v in values)
+    if missing:   # values the analysis left out (a budget cut the estimate short: not converged) or not measured
+        row = dataclasses.replace(row, measured=row.measured + f"; {missing} of {total} values left out "
+                                                               "(not converged or not measured)")
+    return row
 
 
 @register_claim(id="llc", reads=("events", "curves", "accuracy"))

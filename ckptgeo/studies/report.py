@@ -201,9 +201,9 @@ def _calibration_view(calib):
 
     return pd.DataFrame({
         "claim": calib["id"], "null": calib["null"], "copies": calib["copies"],
-        "false 'reproduced' [95% Wilson]": [f"{k}/{n} ({r:.0%}) [{lo:.0%}, {hi:.0%}]" for k, n, r, lo, hi in
+        "false 'reproduced' [95% Wilson]": [f"{int(k)}/{int(n)} ({r:.0%}) [{lo:.0%}, {hi:.0%}]" for k, n, r, lo, hi in
                                             calib[["false_reproduced", "copies", "rate", "low", "high"]].to_numpy()],
-        "p <= alpha": [f"{k}/{n}" for k, n in calib[["p_at_or_below_alpha", "n_p"]].to_numpy()],
+        "p <= alpha": [f"{int(k)}/{int(n)}" for k, n in calib[["p_at_or_below_alpha", "n_p"]].to_numpy()],
         "p(share > alpha)": [f"{v:.3g}" if v == v else "-" for v in calib["uniformity_p"]],
         "at or below alpha": ["yes" if ok else "NO" for ok in calib["ok"]]})
 
