@@ -252,17 +252,17 @@ def test_one_training_point_under_two_names_is_no_group():
         ("stage1-step900-tokens4B", "stage2-ingredient1-step0-tokens4B", "stage2-ingredient1-step10-tokens5B")]
 
 
-def test_integrity_of_a_folder_without_hashes_does_not_claim_it_checked_anything(tmp_path):
-    """Local folders carry no sha256 in any metadata: the report must not say 'no two revisions serve the same
-    weights' when it compared nothing."""
+def test_integrity_of_a_local_folder_says_it_hashed_the_files(tmp_path):
+    """Local folders carry no sha256 in any metadata, but the files are at hand: the report compares their
+    hashes, and says so (not 'from metadata')."""
     from ckptgeo.sources.integrity import check_source
     from ckptgeo.sources.registry import open_source
     from tests._checkpoints import make_checkpoints
 
     ck = make_checkpoints(tmp_path / "ck" / "tiny", steps=(0, 1, 2))
     text = check_source(open_source(str(ck)), label="tiny").text()
-    assert "no revision could be checked" in text and "no two" not in text, text
-    assert "(the 3 not checked count as genuine)" in text, text
+    assert text.startswith("tiny: 3 revisions checked by hashing the local files"), text
+    assert "no two of the 3 checked revisions serve the same weights" in text and "not checked" not in text, text
 
 
 
@@ -303,3 +303,22 @@ def test_cross_checkpoint_partners_are_genuine_revisions_and_say_so(hub205, tmp_
         assert own["step0"] == "step0" and pd.isna(own["step3000"])
     kept = analyze(out, window=2, write=False, keep_grouped=["step8000"]).tables["compare"]
     assert set(kept[(kept.metric == "cka") & (kept.against == "reference")].partner) == {"step8000"}   # kept on purpose
+
+
+def test_a_local_folder_is_checked_by_hashing_its_files(tmp_path, capsys):
+    """``revisions DIR --integrity`` on a local folder hashes the files at hand (no sha256 in any metadata):
+    a byte copy at another step is a group, and ``--revisions genuine`` leaves it out."""
+    from ckptgeo.cli import main
+    from ckptgeo.engine.plan import plan_scan
+    from ckptgeo.sources.integrity import check_source
+    from ckptgeo.sources.local import LocalSource
+    from tests._checkpoints import make_checkpoints
+
+    root = make_checkpoints(tmp_path / "run", steps=(0, 1, 2, 4), duplicate={"step4": "step1"})
+    report = check_source(LocalSource(root))
+    assert [g.revisions for g in report.groups] == [("step1", "step4")]
+    assert [r.name for r in report.genuine] == ["step0", "step2"]
+    assert main(["revisions", str(root), "--integrity"]) == 0
+    assert "step1" in capsys.readouterr().out
+    plan = plan_scan(root, revisions="genuine", suites=(SUITE,), out=tmp_path / "ds")
+    assert [r.name for r in plan.selected] == ["step0", "step2"]

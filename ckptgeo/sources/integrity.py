@@ -28,7 +28,8 @@ from ckptgeo.errors import CorruptCheckpointError, RevisionNotFoundError
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.revisions import Revision
 
-__all__ = ["WeightGroup", "IntegrityReport", "check_weights", "check_source", "main_weight_files", "weights_digest"]
+__all__ = ["WeightGroup", "IntegrityReport", "check_weights", "check_source", "main_weight_files", "weights_digest",
+           "file_sha256"]
 
 #: a name given to the ``main`` branch in groups
 MAIN = "main"
@@ -103,6 +104,8 @@ class IntegrityReport:
     weightless: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     unchecked: list[str] = field(default_factory=list)
+    #: how the sha256 were had: from the source's metadata, or by hashing a local folder's files
+    how: str = "from metadata (no weights downloaded)"
 
     @property
     def group_of(self) -> dict[str, WeightGroup]:
@@ -118,7 +121,7 @@ class IntegrityReport:
     def text(self) -> str:
         """The report ``ckptgeo revisions SOURCE --integrity`` prints."""
         n, genuine = len(self.revisions), self.genuine
-        lines = [f"{self.source}: {n} revisions checked from metadata (no weights downloaded)"]
+        lines = [f"{self.source}: {n} revisions checked {self.how}"]
         if self.groups:
             lines.append(f"{len(self.groups)} group(s) of revisions whose weights cannot be told apart "
                          f"({sum(len(g.revisions) for g in self.groups)} revisions; left out of the analysis "
@@ -275,12 +278,22 @@ def main_weight_files(source) -> list[WeightFile] | None:
         return None
 
 
+def file_sha256(path, chunk: int = 1 << 23) -> str:
+    """The sha256 of a file's bytes (hex), read in chunks of ``chunk`` bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
 def check_source(source, revisions: list[Revision] | None = None, *, label: str | None = None,
                  workers: int = 8) -> IntegrityReport:
     """:func:`check_weights` on the metadata of ``source``'s revisions (all, or ``revisions``).
 
     Only listings are requested (for a Hub repo: the branches, then the files of each distinct commit,
-    ``workers`` at a time); nothing is downloaded.
+    ``workers`` at a time); nothing is downloaded. A source that does not download (a local folder) lists no
+    sha256, but its files are at hand: they are hashed here (read once, ``workers`` files at a time).
 
     Raises
     ------
@@ -291,11 +304,18 @@ def check_source(source, revisions: list[Revision] | None = None, *, label: str 
 
     def listing(r: Revision):
         try:
-            return source.weight_files(r)
+            files = source.weight_files(r)
+            if not getattr(source, "downloads", True) and any(f.sha256 is None for f in files):
+                folder = source.fetch(r)   # a local folder: the files themselves, nothing is copied
+                files = [f if f.sha256 is not None else WeightFile(f.name, f.size, file_sha256(folder / f.name))
+                         for f in files]
+            return files
         except (CorruptCheckpointError, RevisionNotFoundError) as err:
             return err
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         files = dict(zip([r.name for r in revs], pool.map(listing, revs)))
-    return check_weights(revs, files, main=main_weight_files(source),
-                         source=label or source.label)
+    report = check_weights(revs, files, main=main_weight_files(source), source=label or source.label)
+    if not getattr(source, "downloads", True):
+        report.how = "by hashing the local files (sha256 of every weight file)"
+    return report
