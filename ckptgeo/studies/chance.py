@@ -7,8 +7,6 @@ moves the observed rate and its null together:
 * :func:`status_at` -- a curve's status ("precursor", "synchronous", ...) had its run acquired at a given step;
 * :func:`permutation_null` -- acquisition steps permuted across runs that share a checkpoint schedule
   (:func:`ckptgeo.analysis.stats.permutation_test`), the rate recomputed each time;
-* :func:`noise_rate` -- the rule's false-positive rate on noise curves at each run's own schedule
-  (:func:`ckptgeo.analysis.stats.false_positive_rate`);
 * :func:`subsample_rates` -- the precursor rates again with every k-th checkpoint kept (spacing as a factor).
 
 Nothing here reads or writes files.
@@ -26,7 +24,7 @@ import pandas as pd
 from ckptgeo.analysis import events as ev
 from ckptgeo.analysis import stats
 
-__all__ = ["Curve", "status_at", "events_at", "permutation_null", "noise_rate", "subsample_rates", "SUBSAMPLE_FACTORS"]
+__all__ = ["Curve", "status_at", "events_at", "permutation_null", "subsample_rates", "SUBSAMPLE_FACTORS"]
 
 #: keep every k-th checkpoint (the first and the last always kept) in the spacing table.
 SUBSAMPLE_FACTORS = (1, 2, 4)
@@ -139,36 +137,6 @@ def permutation_null(curves: Mapping[str, Curve], judged: Sequence[str], *, conf
 
     return stats.permutation_test(rate, len(pool), strata=strata, n_permutations=n_permutations, seed=seed,
                                   alternative=alternative)
-
-
-def noise_rate(curves: Mapping[str, Curve], judged: Sequence[str], *, config=None, n_curves: int = 100,
-               seed: int = 0, relative_sd: float | None = None) -> stats.Rate | None:
-    """How often the rule calls a precursor on noise curves at each judged run's schedule and acquisition.
-
-    Per run, ``n_curves`` Gaussian curves around its first value with the run's own checkpoint-to-checkpoint
-    noise (:func:`ckptgeo.analysis.stats.robust_noise_sd`, relative to the first value; ``relative_sd``
-    overrides it); the counts are pooled over the runs.
-
-    Returns
-    -------
-    Rate or None
-        Pooled rate with its Wilson interval; None without an acquired judged run.
-    """
-    k = n = 0
-    for i, m in enumerate(sorted(judged)):
-        c = curves.get(m)
-        if c is None or c.acquisition_step is None or len(c.steps) < 3:
-            continue
-        level = float(c.values[0]) if np.isfinite(c.values[0]) and c.values[0] != 0 else 1.0
-        sd = relative_sd
-        if sd is None:
-            sd = stats.robust_noise_sd(c.values) / abs(level)
-            sd = 0.05 if not np.isfinite(sd) or sd <= 0 else float(sd)
-        r = stats.false_positive_rate(
-            lambda s, v, c=c: status_at(s, v, c.acquisition_step, kind=c.kind, config=config) == "precursor",
-            c.steps, n_curves=n_curves, seed=seed + i, level=level, relative_sd=sd)
-        k, n = k + r.k, n + r.n
-    return stats.binomial_interval(k, n) if n else None
 
 
 def _every(n: int, k: int) -> np.ndarray:
