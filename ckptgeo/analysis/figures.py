@@ -367,7 +367,8 @@ def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Pa
                                                            if left.size else ""), fontsize=10)
     handles, labels = fig.axes[0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(labels), fontsize=8,
+                   frameon=False)   # below the axes' labels
     return pl.save(fig, Path(path))
 
 
