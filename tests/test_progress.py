@@ -65,3 +65,10 @@ def test_setting_up_is_not_in_the_eta():
         LOGGER.removeHandler(handler)
         LOGGER.setLevel(old)
     assert lines == ["scan m: step0 finished (1/3, 33%) in 10 s; 110 s elapsed, ETA 20 s"]
+
+
+def test_a_revision_another_process_has_is_said_skipped_not_finished():
+    from ckptgeo.engine.progress import progress_line
+
+    line = progress_line("scan m", "step4000", 1, 1, 0.0, 19.0, note="skipped: another process has it, or finished it")
+    assert line == "scan m: step4000 skipped: another process has it, or finished it (1/1, 100%); 19 s elapsed, ETA 0 s"

@@ -32,7 +32,7 @@ def duration(seconds: float) -> str:
 
 
 def progress_line(desc: str, name: str, done: int, total: int, took: float, elapsed: float,
-                  measuring: float | None = None) -> str:
+                  measuring: float | None = None, note: str = "") -> str:
     """One revision's line: which, how many of how many, its own wall time, the elapsed time and the ETA (the
     mean time per revision so far, over ``measuring`` seconds since the first revision began, default
     ``elapsed``, times the revisions left).
@@ -42,8 +42,10 @@ def progress_line(desc: str, name: str, done: int, total: int, took: float, elap
     """
     measuring = elapsed if measuring is None else measuring
     left = measuring / done * (total - done) if done else math.inf
-    return (f"{desc}: {name} finished ({done}/{total}, {100 * done / max(total, 1):.0f}%) in {duration(took)}; "
-            f"{duration(elapsed)} elapsed, ETA {duration(left)}")
+    what = f"{note}" if note else f"finished ({done}/{total}, {100 * done / max(total, 1):.0f}%) in {duration(took)}"
+    if note:
+        what += f" ({done}/{total}, {100 * done / max(total, 1):.0f}%)"
+    return f"{desc}: {name} {what}; {duration(elapsed)} elapsed, ETA {duration(left)}"
 
 
 class RevisionProgress:
@@ -71,13 +73,14 @@ class RevisionProgress:
             self.t_first = self.t_rev
         self.bar.set_postfix_str(name)
 
-    def update(self, n: int = 1) -> None:
+    def update(self, n: int = 1, *, note: str = "") -> None:
+        """``n`` revisions finished (``note``: what happened instead of measuring, e.g. skipped)."""
         self.bar.update(n)
         self.done += n
         now = self.clock()
         LOGGER.info("%s", progress_line(self.desc, self.current or "revision", self.done, self.total,
                                         now - self.t_rev, now - self.t0,
-                                        now - (self.t0 if self.t_first is None else self.t_first)))
+                                        now - (self.t0 if self.t_first is None else self.t_first), note))
 
     def close(self) -> None:
         self.bar.close()

@@ -338,7 +338,7 @@ class _Run:
         lock = self.claim(rev, name)
         if lock is None:
             self.prefetcher.drop(i)
-            self.bar.update(1)
+            self.bar.update(1, note="skipped: another process has it, or finished it")
             return
         clock = _Clock()
         try:
