@@ -144,7 +144,7 @@ def test_hard_task_is_a_precursor_with_exact_gap(result):
     assert (r["acc_onset_step"], r["gap_acc_onset_steps"], r["status_acc_onset"]) == (70, 20, "precursor")
     l1 = _event(result, "toy-4x32", "modular-L3", layer=1)
     assert (l1["collapse_step"], l1["collapse_onset_step"], l1["onset_step"]) == (40, 40, 50)
-    assert pd.isna(l1["noise_fpr"])  # the noise null runs on the summary layer only
+    assert pd.isna(l1["iid_fpr"])  # the noise null runs on the summary layer only
 
 
 def test_easy_task_synchronous_and_lagging(result):

@@ -270,13 +270,14 @@ def test_analyze_on_noise_states_its_false_positive_rate_and_finds_no_precursor(
     res = analyze(_noise_dataset(tmp_path / "noise", 24, seed=4), n_noise_curves=100, n_permutations=299)
     r = res.precursor_rates.iloc[0]
     assert r["n_counted"] == 24
-    # the rate found on noise runs agrees with the noise false-positive rate stated for their schedules
-    assert 0.2 < r["noise_rate"] < 0.9 and r["noise_rate_high"] - r["noise_rate_low"] < 0.1
-    assert binomtest(int(r["n_precursor"]), 24, r["noise_rate"]).pvalue > 0.01
-    assert r["rate_low"] <= r["noise_rate"] <= r["rate_high"]
+    # the rate found on iid noise runs agrees with the rate stated for iid noise at their own variance
+    assert 0.2 < r["iid_rate"] < 0.9 and r["iid_rate_high"] - r["iid_rate_low"] < 0.1
+    assert binomtest(int(r["n_precursor"]), 24, r["iid_rate"]).pvalue > 0.01
+    assert r["rate_low"] <= r["iid_rate"] <= r["rate_high"]
     assert r["p_value"] > 0.05 and r["verdict"] == "not_above_null"
     e = res.events
-    assert e["noise_fpr"].notna().all() and (e["noise_relative_sd"].between(0.1, 0.3)).all()
+    assert e["iid_fpr"].notna().all() and (e["own_relative_sd"].between(0.1, 0.3)).all()
+    assert e["jitter_fpr"].notna().all() and e["walk_fpr"].notna().all()
     rules = read_rules(tmp_path / "noise" / "summary" / "precursor_rates.parquet")
     assert (rules["min_drop"], rules["resolution_checkpoints"], rules["n_permutations"]) == (0.25, 1, 299)
     assert json.dumps(read_rules(tmp_path / "noise" / "events" / "events.parquet")) == json.dumps(rules)
@@ -290,7 +291,7 @@ def test_analyze_finds_a_planted_lead_above_its_null(tmp_path):
     assert (r["n_counted"], r["n_precursor"]) == (12, 12)
     assert set(res.events["gap_checkpoints"]) == {3} and set(res.events["gap_steps"]) == {30}
     assert r["null_rate"] < 0.8 and r["p_value"] < 0.01 and r["verdict"] == "above_null"
-    assert r["noise_rate"] < 0.05   # at these curves' own (1%) jitter the detector does not fire on noise
+    assert r["jitter_rate"] < 0.05   # at these curves' own (1%) jitter the detector does not fire on noise
     s = res.difficulty_slope.iloc[0]
     # a constant lead: no slope on acquisition time; the null's slope (later acquisition leaves room for longer
     # "gaps") is positive

@@ -118,6 +118,9 @@ def test_scan_writes_the_interval_beside_each_rankme_value(tmp_path):
     r = geo[geo["metric"] == "rankme"]
     assert len(r) and ((r["value_low"] < r["value"]) & (r["value"] < r["value_high"])).all(), r
     assert r["converged"].isna().all()
+    beh = read_table(tmp_path / "ds", "behavior")
+    loss = beh[beh["metric"] == "loss"]
+    assert len(loss) == 2 and (loss["value"] > 0).all() and loss["chance"].isna().all(), loss   # nats per token
 
 
 def test_interval_settings_enter_the_config_hash_only_when_changed():

@@ -60,12 +60,9 @@ class AnalysisConfig:
     n_permutations : int
         Relabellings of each permutation test (precursor rates, the difficulty slope, top-down).
     n_noise_curves : int
-        Synthetic noise curves per summary-layer curve for the detector's false-positive rate (0: skip).
-    noise_kind : {"gaussian", "random_walk"}
-        The noise of those curves (:func:`ckptgeo.analysis.stats.noise_curves`).
-    noise_relative_sd : float or None
-        Their standard deviation as a fraction of the curve's median value (their mean level); None: the
-        curve's own noise (:func:`ckptgeo.analysis.stats.robust_noise_sd` over its median).
+        Synthetic noise copies per summary-layer curve and noise model (measurement jitter, iid at the curve's
+        own variance, random walk: :mod:`ckptgeo.analysis.nulls`) for the detector's false-positive rates
+        (0: skip).
     seed : int
         Seed of every null (permutations, noise curves).
     confidence : float
@@ -85,8 +82,6 @@ class AnalysisConfig:
     resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS
     n_permutations: int = st.DEFAULT_N_PERMUTATIONS
     n_noise_curves: int = st.DEFAULT_N_NOISE_CURVES
-    noise_kind: str = "gaussian"
-    noise_relative_sd: float | None = None
     seed: int = 0
     confidence: float = st.DEFAULT_CONFIDENCE
     alpha: float = 0.05
@@ -102,8 +97,6 @@ class AnalysisConfig:
         "resolution_checkpoints": [Interval(int, 0, None)],
         "n_permutations": [Interval(int, 1, None)],
         "n_noise_curves": [Interval(int, 0, None)],
-        "noise_kind": [Options("gaussian", "random_walk")],
-        "noise_relative_sd": [Interval(float, 0, None), None],
         "seed": [Interval(int, 0, None)],
         "confidence": [Interval(float, 0, 1, closed="neither")],
         "alpha": [Interval(float, 0, 1, closed="neither")],
@@ -121,7 +114,8 @@ class AnalysisConfig:
         d["collapse_rule"] = f"RankMe minimum before acquisition more than {self.min_drop:g} of its first value below it"
         d["censoring_rule"] = (f"above threshold at the last checkpoints, fewer than window={self.window}: censored")
         d["null"] = ("acquisition steps permuted across counted runs (permutation p, one-sided: rate above the "
-                     "null); detector on synthetic noise curves at each run's own schedule (false-positive rate)")
+                     "null); detector on noise copies of each run's curve at its own schedule: measurement jitter, iid noise at "
+                     "the curve's own variance, random walks of that spread (false-positive rates)")
         return d
 
 

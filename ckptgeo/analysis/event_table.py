@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo.analysis import events as ev
+from ckptgeo.analysis import nulls
 from ckptgeo.analysis import stats as st
 from ckptgeo.analysis.config import EVENTS_SCHEMA, AnalysisConfig
 from ckptgeo.analysis.tables import _KEYS, _difficulty
@@ -89,21 +90,40 @@ def _detector(cfg: AnalysisConfig, kind: str, grid: np.ndarray, acquisition_step
     return fires
 
 
-def _noise_fpr(s: np.ndarray, v: np.ndarray, acq: ev.Acquisition, kind: str, cfg: AnalysisConfig):
-    """The detector's false-positive rate on noise curves at this curve's schedule, and the noise level used."""
+def _noise(s: np.ndarray, v: np.ndarray, acq: ev.Acquisition, kind: str, cfg: AnalysisConfig) -> nulls.NoiseRates | None:
+    """The detector's rates on noise copies of this curve (jitter, own-variance iid, random walk) at its schedule."""
     keep = np.isfinite(v)
     s, v = s[keep], v[keep]
     if cfg.n_noise_curves == 0 or not acq.acquired or acq.at_first_checkpoint or s.size < 3:
-        return None, math.nan
-    level = float(np.median(v)) or 1.0   # the curve's typical value; its first value is one noisy draw
-    sd = cfg.noise_relative_sd
-    if sd is None:
-        sd = st.robust_noise_sd(v) / abs(level)
-        sd = 0.0 if not math.isfinite(sd) else sd
-    rate = st.false_positive_rate(_detector(cfg, kind, np.sort(s), int(acq.step)), s, n_curves=cfg.n_noise_curves,
-                                  seed=cfg.seed, kind=cfg.noise_kind, level=level, relative_sd=sd,
-                                  confidence=cfg.confidence)
-    return rate, float(sd)
+        return None
+    return nulls.noise_rates(_detector(cfg, kind, np.sort(s), int(acq.step)), s, v, n_curves=cfg.n_noise_curves,
+                             seed=cfg.seed, confidence=cfg.confidence)
+
+
+def _noise_columns(r: nulls.NoiseRates | None) -> dict:
+    """The events table's noise columns: each model's rate and interval, and the two noise levels."""
+    out = {}
+    for kind, col in (("jitter", "jitter"), ("iid", "iid"), ("random_walk", "walk")):
+        rate = None if r is None else r.rate(kind)
+        out |= {f"{col}_fpr": math.nan if rate is None else rate.rate,
+                f"{col}_fpr_low": math.nan if rate is None else rate.low,
+                f"{col}_fpr_high": math.nan if rate is None else rate.high}
+    lv = None if r is None else r.levels
+    return out | {"jitter_relative_sd": math.nan if lv is None else lv.jitter_relative_sd,
+                  "own_relative_sd": math.nan if lv is None else lv.own_relative_sd}
+
+
+def _half_width(g: pd.DataFrame) -> np.ndarray | None:
+    """Half the width of each checkpoint's measurement interval (``value_low`` / ``value_high``), None without."""
+    if "value_low" not in g.columns or "value_high" not in g.columns:
+        return None
+    half = (pd.to_numeric(g["value_high"], errors="coerce") - pd.to_numeric(g["value_low"], errors="coerce")) / 2
+    half = half.to_numpy(dtype=np.float64)
+    return half if np.isfinite(half).any() else None
+
+
+def _count(g: pd.DataFrame, column: str) -> int:
+    return int(pd.to_numeric(g[column], errors="coerce").fillna(0).sum()) if column in g.columns else 0
 
 
 def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: AnalysisConfig,
@@ -113,6 +133,9 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
     classed by ``classes`` ((model, suite) -> (task, difficulty)); ``version`` is recorded in each row."""
     rows = []
     keys = _KEYS + ["metric", "layer"]
+    loss = curves[curves["metric"] == "loss"] if len(curves) else curves
+    loss_onsets = {k: ev.onset_of_change(g["step"].to_numpy(), g["value"].to_numpy(), fraction=cfg.recovery)
+                   for k, g in (loss.groupby(_KEYS, sort=True) if len(loss) else [])}
     deepest = curves.groupby(_KEYS + ["metric"])["layer"].max().to_dict() if len(curves) else {}
     for (model, suite, chash, metric, layer), g in curves.groupby(keys, sort=True):
         s, v = g["step"].to_numpy(), g["value"].to_numpy()
@@ -126,11 +149,14 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
         finite = np.isfinite(v)
         kind = "recovery" if metric in cfg.collapse_metrics else "change"
         ce = ev.curve_events(s, v, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
-                             resolution_checkpoints=cfg.resolution_checkpoints)
+                             resolution_checkpoints=cfg.resolution_checkpoints, error=_half_width(g))
         col, onset, gap = ce.collapse, ce.onset, ce.gap
         con = ev.collapse_onset(s, v, fraction=cfg.collapse_fraction) if kind == "recovery" else None
         vs_onset = ev.precursor_gap(_onset_as_acquisition(acq_onset, acq), onset,
                                     resolution_checkpoints=cfg.resolution_checkpoints)
+        lo = loss_onsets.get((model, suite, chash))
+        vs_loss = (ev.precursor_gap(_onset_as_acquisition(lo, acq), onset, resolution_checkpoints=cfg.resolution_checkpoints)
+                   if lo is not None else None)
         reason = gap.reason if gap.status != "no_onset" else onset.reason
         task, diff = classes.get((model, suite), (suite, "unclassified"))
         first = float(v[finite][0]) if finite.any() else math.nan
@@ -138,9 +164,9 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
         seed = g["seed"].iloc[0] if "seed" in g.columns else None
         acc, acc_low, acc_high, n_items = (_accuracy_at(match, acq.step, cfg.confidence) if match is not None
                                            else (math.nan, math.nan, math.nan, None))
-        fpr, noise_sd = (None, math.nan)
+        noise = None
         if int(layer) == deepest.get((model, suite, chash, metric)):
-            fpr, noise_sd = _noise_fpr(s, v, acq, kind, cfg)
+            noise = _noise(s, v, acq, kind, cfg)
         drop = col.drop if col is not None and col.step is not None else math.nan
         rows.append({
             "model": model, "suite": suite, "config_hash": chash, "task": task, "difficulty": diff,
@@ -167,12 +193,16 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
             "resolution_steps": _opt(gap.resolution_steps), "status": gap.status, "reason": reason,
             "acc_onset_step": _opt(acq_onset.step), "gap_acc_onset_steps": _opt(vs_onset.gap_steps),
             "gap_acc_onset_checkpoints": _opt(vs_onset.gap_checkpoints), "status_acc_onset": vs_onset.status,
-            "noise_fpr": math.nan if fpr is None else fpr.rate, "noise_fpr_low": math.nan if fpr is None else fpr.low,
-            "noise_fpr_high": math.nan if fpr is None else fpr.high, "noise_relative_sd": noise_sd,
+            "loss_onset_step": _opt(lo.step) if lo is not None else None,
+            "gap_loss_onset_steps": _opt(vs_loss.gap_steps) if vs_loss is not None else None,
+            "gap_loss_onset_checkpoints": _opt(vs_loss.gap_checkpoints) if vs_loss is not None else None,
+            "status_loss_onset": vs_loss.status if vs_loss is not None else None,
+            **_noise_columns(noise),
+            "n_unconverged": _count(g, "unconverged"), "n_negative": _count(g, "negative"),
             "acc_threshold": acq.threshold, "chance": math.nan if acq.chance is None else acq.chance,
             "window": cfg.window, "recovery": cfg.recovery, "collapse_fraction": cfg.collapse_fraction,
             "min_drop": cfg.min_drop, "resolution_checkpoints": cfg.resolution_checkpoints,
-            "noise_kind": cfg.noise_kind, "n_noise_curves": cfg.n_noise_curves,
+            "n_noise_curves": cfg.n_noise_curves,
             "n_permutations": cfg.n_permutations, "null_seed": cfg.seed, "confidence": cfg.confidence,
             "ckptgeo_version": version,
         })

@@ -206,6 +206,22 @@ def clean_curve(steps: Sequence[float], values: Sequence[float], name: str = "va
     return s.astype(np.int64), v
 
 
+def clean_error(steps: Sequence[float], values: Sequence[float], error: Sequence[float] | None) -> np.ndarray | None:
+    """``error`` (a half-width per checkpoint, e.g. RankMe's interval) aligned with :func:`clean_curve`'s
+    output: the same points dropped and the same order; NaN (not measured) counts as 0. None stays None."""
+    if error is None:
+        return None
+    s = np.asarray(steps, dtype=np.float64).reshape(-1)
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    e = np.asarray(error, dtype=np.float64).reshape(-1)
+    if e.shape != v.shape:
+        raise InvalidParameterError(f"'error' must have one value per checkpoint. Got {e.size} for {v.size}.",
+                                    name="error", value=e.size)
+    keep = np.isfinite(s) & np.isfinite(v)
+    e = e[keep][np.argsort(s[keep], kind="stable")]
+    return np.where(np.isfinite(e), np.abs(e), 0.0)
+
+
 def spacing_before(s: np.ndarray, i: int | None) -> int | None:
     if i is None or i <= 0:
         return None

@@ -46,7 +46,7 @@ import numpy as np
 from ckptgeo.analysis.event_types import (DEFAULT_ACC_THRESHOLD, DEFAULT_COLLAPSE_FRACTION, DEFAULT_MIN_DROP,
                                           DEFAULT_RECOVERY, DEFAULT_RESOLUTION_CHECKPOINTS, DEFAULT_WINDOW,
                                           FLAT_TOLERANCE, Acquisition, Collapse, Gap, Onset, check_fraction,
-                                          clean_curve, found_onset, spacing_after, spacing_before)
+                                          clean_curve, clean_error, found_onset, spacing_after, spacing_before)
 from ckptgeo.analysis.onsets import accuracy_onset, collapse_onset, onset_of_change, probe_onset
 from ckptgeo.errors import InvalidParameterError
 
@@ -209,7 +209,7 @@ def _before(s: np.ndarray, acquisition: int | None) -> int:
 
 
 def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition: int | None = None, *,
-                   min_drop: float = DEFAULT_MIN_DROP) -> Collapse:
+                   min_drop: float = DEFAULT_MIN_DROP, error: Sequence[float] | None = None) -> Collapse:
     """The collapse: the minimum of a RankMe curve before acquisition, and its floor.
 
     Parameters
@@ -224,6 +224,10 @@ def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition:
         The drop (first value - floor) must exceed this fraction of the first value for a collapse to
         count (:data:`DEFAULT_MIN_DROP`; the module docstring says why 0.25). 0: any fall below the
         first value beyond float noise (:data:`FLAT_TOLERANCE`, 1e-6 of it).
+    error : array-like of shape (n_checkpoints,), optional
+        Half-width of each value's measurement interval (RankMe's, from resampling the items; NaN: none).
+        The drop must also exceed the first value's and the floor's errors together: the two intervals
+        must not overlap.
 
     Returns
     -------
@@ -238,6 +242,7 @@ def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition:
     (20, 3.0, 37.0)
     """
     s, v = clean_curve(steps, values)
+    err = clean_error(steps, values, error)
     if s.size == 0:
         return Collapse(None, None, math.nan, math.nan, math.nan, "no_data", "no measured checkpoint")
     first = float(v[0])
@@ -253,11 +258,15 @@ def collapse_point(steps: Sequence[float], values: Sequence[float], acquisition:
         why = ("never falls below its first value before acquisition" if idx == 0
                else f"drop {drop:.3g} below min_drop={min_drop:g} of the first value {first:.3g}")
         return Collapse(None, None, math.nan, first, math.nan, "no_collapse", why)
+    if err is not None and drop <= err[0] + err[idx]:
+        return Collapse(None, None, math.nan, first, math.nan, "no_collapse",
+                        f"drop {drop:.3g} within the measurement error of the first value and the floor "
+                        f"({err[0]:.3g} + {err[idx]:.3g})")
     return Collapse(int(s[idx]), idx, floor, first, drop, "collapsed")
 
 
 def recovery_onset(steps: Sequence[float], values: Sequence[float], collapse: Collapse, *,
-                   recovery: float = DEFAULT_RECOVERY) -> Onset:
+                   recovery: float = DEFAULT_RECOVERY, error: Sequence[float] | None = None) -> Onset:
     """The first checkpoint after the collapse at which RankMe regained a fraction of its drop.
 
     Parameters
@@ -267,6 +276,9 @@ def recovery_onset(steps: Sequence[float], values: Sequence[float], collapse: Co
     collapse : Collapse
     recovery : float in (0, 1], default=0.1
         Fraction of the drop (first value - floor) to regain.
+    error : array-like of shape (n_checkpoints,), optional
+        As :func:`collapse_point`: the rise above the floor must also exceed the onset's and the floor's
+        errors together.
 
     Returns
     -------
@@ -286,8 +298,12 @@ def recovery_onset(steps: Sequence[float], values: Sequence[float], collapse: Co
     if collapse.index is None:
         return Onset(None, None, math.nan, "no_data", f"no collapse: {collapse.reason}")
     s, v = clean_curve(steps, values)
+    err = clean_error(steps, values, error)
     level = collapse.floor + recovery * collapse.drop
-    later = np.nonzero(v[collapse.index + 1:] >= level)[0]
+    ok = v[collapse.index + 1:] >= level
+    if err is not None:
+        ok &= v[collapse.index + 1:] - collapse.floor > err[collapse.index + 1:] + err[collapse.index]
+    later = np.nonzero(ok)[0]
     if later.size == 0:
         return Onset(None, None, level, "not_found",
                      f"RankMe never regains {recovery:g} of its drop (level {level:.3g}) after step {collapse.step}")
@@ -403,7 +419,8 @@ class CurveEvents:
 
 def curve_events(steps: Sequence[float], values: Sequence[float], acquisition: Acquisition, *,
                  kind: str = "recovery", min_drop: float = DEFAULT_MIN_DROP, recovery: float = DEFAULT_RECOVERY,
-                 resolution_checkpoints: int = DEFAULT_RESOLUTION_CHECKPOINTS) -> CurveEvents:
+                 resolution_checkpoints: int = DEFAULT_RESOLUTION_CHECKPOINTS,
+                 error: Sequence[float] | None = None) -> CurveEvents:
     """The whole precursor rule on one curve: collapse and recovery (or onset of change), then the gap.
 
     The one place the rule is composed, used by :func:`ckptgeo.analysis.analyze`, the live monitor and the
@@ -419,6 +436,9 @@ def curve_events(steps: Sequence[float], values: Sequence[float], acquisition: A
     min_drop, recovery, resolution_checkpoints
         As :func:`collapse_point`, :func:`recovery_onset` (also the fraction of :func:`onset_of_change`) and
         :func:`precursor_gap`.
+    error : array-like of shape (n_checkpoints,), optional
+        Half-width of each value's measurement interval (``(value_high - value_low) / 2`` of the geometry
+        table): a collapse, recovery or onset of change must exceed it (:func:`collapse_point`).
 
     Returns
     -------
@@ -431,10 +451,10 @@ def curve_events(steps: Sequence[float], values: Sequence[float], acquisition: A
     'precursor'
     """
     if kind == "recovery":
-        col = collapse_point(steps, values, acquisition.step, min_drop=min_drop)
-        onset = recovery_onset(steps, values, col, recovery=recovery)
+        col = collapse_point(steps, values, acquisition.step, min_drop=min_drop, error=error)
+        onset = recovery_onset(steps, values, col, recovery=recovery, error=error)
     elif kind == "change":
-        col, onset = None, onset_of_change(steps, values, fraction=recovery)
+        col, onset = None, onset_of_change(steps, values, fraction=recovery, error=error)
     else:
         raise InvalidParameterError(f"The 'kind' parameter must be 'recovery' or 'change'. Got {kind!r}.",
                                     name="kind", value=kind)

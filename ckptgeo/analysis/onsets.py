@@ -13,22 +13,26 @@ from typing import Sequence
 import numpy as np
 
 from ckptgeo.analysis.event_types import (DEFAULT_COLLAPSE_FRACTION, DEFAULT_RECOVERY, FLAT_TOLERANCE, Onset,
-                                          check_fraction, clean_curve, found_onset)
+                                          check_fraction, clean_curve, clean_error, found_onset)
 from ckptgeo.errors import InvalidParameterError
 
-__all__ = ["onset_of_change", "accuracy_onset", "collapse_onset", "probe_onset"]
+__all__ = ["onset_of_change", "held_departure", "accuracy_onset", "collapse_onset", "probe_onset"]
 
 
 def onset_of_change(steps: Sequence[float], values: Sequence[float], *,
-                    fraction: float = DEFAULT_RECOVERY, baseline: float | None = None) -> Onset:
-    """The first checkpoint at which a measure moved a fraction of the way to its largest departure.
+                    fraction: float = DEFAULT_RECOVERY, baseline: float | None = None,
+                    error: Sequence[float] | None = None) -> Onset:
+    """The first checkpoint at which a measure moved a fraction of the way to its largest held departure.
 
-    For measures that may rise or fall (gradient ranks, Hessian, LLC, ...): the largest departure is
-    the checkpoint of the whole curve farthest from the first value (first occurrence on ties), and the
-    onset is the first checkpoint that moved ``fraction`` of that distance in the same direction. The
-    scale is the whole run's, not only the part before acquisition: with few checkpoints before
-    acquisition (whole-model measures are costly, so measured sparsely) a scale taken there alone makes
-    any wobble at the one checkpoint before acquisition an onset, and every run a "precursor".
+    For measures that may rise or fall (gradient ranks, Hessian, LLC, the task loss, ...): the scale is the
+    largest departure from the first value that the curve **holds at two consecutive checkpoints** (the
+    smaller of the two, same direction), so one point cannot set it: a single spike (a Hessian eigenvalue of
+    14,006 at one step during a loss spike) neither sets the scale nor hides a real onset behind it. The
+    onset is the first checkpoint that moved ``fraction`` of that scale in the same direction, and, where
+    ``error`` is given, by more than its own and the baseline's measurement error. The scale is the whole
+    run's, not only the part before acquisition: with few checkpoints before acquisition (whole-model
+    measures are costly, so measured sparsely) a scale taken there alone makes any wobble at the one
+    checkpoint before acquisition an onset, and every run a "precursor".
 
     Parameters
     ----------
@@ -38,36 +42,61 @@ def onset_of_change(steps: Sequence[float], values: Sequence[float], *,
         Where departures are measured from; None: the first value. Accuracy uses its chance level
         (:func:`accuracy_onset`), so a binary task starts from 0.5, not 0. The onset is searched from the
         second checkpoint on either way.
+    error : array-like of shape (n_checkpoints,), optional
+        Half-width of each value's measurement interval (NaN: none). A departure no larger than the sum of
+        the checkpoint's and the first checkpoint's errors is not an onset.
 
     Returns
     -------
     Onset
         status "no_data" with fewer than two measured checkpoints, "not_found" when the measure never
-        departs from its baseline.
+        departs from its baseline, holds no departure for two checkpoints, or never departs beyond its error.
+        With two measured checkpoints the one departure is the scale.
 
     Examples
     --------
-    >>> o = onset_of_change([0, 1, 2, 3, 4], [1.0, 1.05, 2.0, 5.0, 9.0])
+    >>> o = onset_of_change([0, 1, 2, 3, 4], [1.0, 1.05, 2.0, 5.0, 9.0])  # scale 4: held at steps 3 and 4
     >>> o.step, o.level
-    (2, 1.8)
+    (2, 1.4)
+    >>> onset_of_change(range(7), [1.0, 1.0, 3.0, 3.0, 50.0, 3.0, 3.0]).step  # the spike at 4 sets no scale
+    2
     """
     fraction = check_fraction(fraction, "recovery")
     s, v = clean_curve(steps, values)
+    err = clean_error(steps, values, error)
     if s.size < 2:
         return Onset(None, None, math.nan, "no_data", "fewer than two measured checkpoints")
     base = float(v[0]) if baseline is None or not math.isfinite(float(baseline)) else float(baseline)
     dev = v - base
-    k = int(np.argmax(np.abs(dev)))
-    if abs(dev[k]) <= FLAT_TOLERANCE * max(abs(base), 1e-12):
+    if np.abs(dev).max() <= FLAT_TOLERANCE * max(abs(base), 1e-12):
         what = "its first value" if baseline is None else f"its baseline {base:g}"
         return Onset(None, None, math.nan, "not_found", f"the measure never moves from {what}")
-    sign = 1.0 if dev[k] > 0 else -1.0
-    need = fraction * abs(dev[k])
+    held = held_departure(dev)
+    k = int(np.argmax(np.abs(held)))
+    if abs(held[k]) <= FLAT_TOLERANCE * max(abs(base), 1e-12):
+        return Onset(None, None, math.nan, "not_found", "no departure is held at two consecutive checkpoints")
+    sign = 1.0 if held[k] > 0 else -1.0
+    need = fraction * abs(held[k])
     level = float(base + sign * need)
-    hit = np.nonzero(sign * dev[1:] >= need)[0]
-    if hit.size == 0:  # only the first checkpoint departs (possible with a baseline)
-        return Onset(None, None, level, "not_found", "only the first checkpoint departs from the baseline")
+    ok = sign * dev[1:] >= need
+    if err is not None:
+        ok &= sign * dev[1:] > err[1:] + (err[0] if baseline is None else 0.0)
+    hit = np.nonzero(ok)[0]
+    if hit.size == 0:  # only the first checkpoint departs (possible with a baseline), or all within the error
+        why = ("no departure beyond its measurement error" if err is not None and (sign * dev[1:] >= need).any()
+               else "only the first checkpoint departs from the baseline")
+        return Onset(None, None, level, "not_found", why)
     return found_onset(s, 1 + int(hit[0]), level)
+
+
+def held_departure(dev: np.ndarray) -> np.ndarray:
+    """Per checkpoint i, the departure held at i and i + 1: the one of smaller size where both have the same
+    sign, else 0 (the last checkpoint pairs with the one before). With two checkpoints, ``dev`` itself."""
+    if dev.size <= 2:
+        return dev.copy()
+    a, b = dev[:-1], dev[1:]
+    pair = np.where(np.sign(a) == np.sign(b), np.where(np.abs(a) <= np.abs(b), a, b), 0.0)
+    return np.append(pair, pair[-1])
 
 
 def accuracy_onset(steps: Sequence[float], acc: Sequence[float], chance: float | None = None, *,

@@ -167,7 +167,7 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              f"window {cfg.window} checkpoints\n- recovery / onset fraction: {cfg.recovery}; collapse onset at "
              f"{cfg.collapse_fraction} of the first value; min drop {cfg.min_drop}; a gap within "
              f"{cfg.resolution_checkpoints} checkpoint is unresolved\n- nulls: {cfg.n_permutations} permutations, "
-             f"{cfg.n_noise_curves} {cfg.noise_kind} noise curves per curve, seed {cfg.seed}; intervals "
+             f"{cfg.n_noise_curves} noise copies per curve and noise model (jitter, iid, random walk), seed {cfg.seed}; intervals "
              f"{cfg.confidence:g}; verdicts at alpha {cfg.alpha:g}\n- probe margin over control: "
              f"{cfg.probe_margin}\n- models: {', '.join(sorted(e['model'].unique())) if len(e) else '–'}; "
              f"{len(e)} event rows\n",
@@ -179,7 +179,7 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
              markdown_table(events_view(e, runs=runs), max_rows=200) if len(e) else markdown_table(e),
              "## Precursor rate by metric and difficulty\n",
              "Each rate with its Wilson interval; null_rate/p_value: acquisition steps permuted across the counted "
-             "runs (one-sided); noise_rate: the rule on noise curves at each run's own schedule and noise level; "
+             "runs (one-sided); jitter_rate / iid_rate / walk_rate: the rule on noise copies of each run's curve at its own schedule (measurement jitter; iid noise at the curve's own variance; random walks of that spread; only the last two can show a verdict noise cannot give); "
              "verdict from the permutation test.\n\n", markdown_table(analysis.precursor_rates),
              "### By model\n", markdown_table(analysis.precursor_rates_by_model),
              "## Top-down propagation\n",

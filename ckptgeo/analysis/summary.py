@@ -72,7 +72,7 @@ from ckptgeo.analysis.config import (EVENTS_SCHEMA, RULES_KEY, Analysis, Analysi
                                      write_table)
 from ckptgeo.analysis.steps import INPUTS, all_steps, order_steps, run_steps
 from ckptgeo.analysis.summary_tables import summary_rows as _summary_rows  # noqa: F401  (re-exported)
-from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _require, check_x, leave_out_grouped,
+from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _loss_curves, _require, check_x, leave_out_grouped,
                                     model_size, split_seed)
 from ckptgeo.analysis.view import EVENT_VIEW, events_legend, events_text, events_view, read_runs, run_labels
 from ckptgeo.errors import DatasetLayoutError
@@ -126,7 +126,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
             write: bool = True, keep_grouped: str | list[str] | None = None, x: str = "steps",
             resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS,
             n_permutations: int = st.DEFAULT_N_PERMUTATIONS, n_noise_curves: int = st.DEFAULT_N_NOISE_CURVES,
-            noise_kind: str = "gaussian", noise_relative_sd: float | None = None, seed: int = 0,
+            seed: int = 0,
             confidence: float = st.DEFAULT_CONFIDENCE, alpha: float = 0.05) -> Analysis:
     """Find acquisition, collapse, recovery and precursor gaps in a scanned dataset.
 
@@ -172,10 +172,6 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     n_noise_curves : int, default=200
         Noise curves per summary-layer curve for the detector's false-positive rate (0: skip; the rate's
         columns are then NaN).
-    noise_kind : {"gaussian", "random_walk"}, default="gaussian"
-    noise_relative_sd : float or None, default=None
-        Noise level as a fraction of the curve's median (the noise curves' mean level); None: each curve's own
-        (robust) noise level.
     seed : int, default=0
         Seed of every null; the same dataset and seed give the same tables.
     confidence : float, default=0.95
@@ -208,8 +204,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
                          probe_alpha=probe_alpha,
                          collapse_fraction=collapse_fraction, min_drop=min_drop,
                          collapse_metrics=tuple(collapse_metrics), resolution_checkpoints=resolution_checkpoints,
-                         n_permutations=n_permutations, n_noise_curves=n_noise_curves, noise_kind=noise_kind,
-                         noise_relative_sd=noise_relative_sd, seed=seed, confidence=confidence, alpha=alpha)
+                         n_permutations=n_permutations, n_noise_curves=n_noise_curves,
+                         seed=seed, confidence=confidence, alpha=alpha)
     validate_config(cfg)
     root = Path(dir)
     if not root.is_dir():
@@ -256,6 +252,9 @@ def _read_inputs(root: Path, keep_grouped) -> dict[str, pd.DataFrame]:
     if not beh.empty:
         _require(beh, "behavior", ("model", "suite", "step", "metric", "value"), root)
         accuracy = _clean_behavior(beh)
+        loss = _loss_curves(beh)
+        if len(loss):
+            curves = pd.concat([curves, loss], ignore_index=True) if len(curves) else loss
     else:
         accuracy = pd.DataFrame(columns=_KEYS + ["step", "accuracy", "chance"])
     if not probes.empty:

@@ -99,12 +99,29 @@ def _rate_null(counted: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> st.Pe
     return st.permutation_test(rate, len(have), n_permutations=cfg.n_permutations, seed=cfg.seed)
 
 
+#: the precursor rule's rate on each noise model, pooled over the curves (ckptgeo.analysis.nulls): measurement
+#: jitter, iid noise at each curve's own variance, random walks of that spread
+NOISE_RATE_COLUMNS = tuple(f"{k}_rate{x}" for k in ("jitter", "iid", "walk") for x in ("", "_low", "_high"))
+
+
+def _pooled_noise(counted: pd.DataFrame, cfg: AnalysisConfig) -> dict:
+    """Each noise model's rate over the curves that have one: the events' rates times ``n_noise_curves`` added up."""
+    out = {}
+    for kind in ("jitter", "iid", "walk"):
+        col = f"{kind}_fpr"
+        fpr = counted[col].astype("float64").dropna() if col in counted.columns else pd.Series(dtype=float)
+        k = int(round(float((fpr * cfg.n_noise_curves).sum())))
+        r = st.binomial_interval(k, cfg.n_noise_curves * len(fpr), confidence=cfg.confidence)
+        out |= {f"{kind}_rate": r.rate, f"{kind}_rate_low": r.low, f"{kind}_rate_high": r.high}
+    return out
+
+
 def rates(rows: pd.DataFrame, by: list[str], cfg: AnalysisConfig | None = None,
            nulls: dict | None = None) -> pd.DataFrame:
     """Precursor rates with their binomial interval, the permutation null and p-value, and the noise rate."""
     cfg = cfg or AnalysisConfig()
     cols = by + ["n_curves", "n_counted", "n_precursor", "precursor_rate", "rate_low", "rate_high",
-                 "null_rate", "null_low", "null_high", "p_value", "noise_rate", "noise_rate_low", "noise_rate_high",
+                 "null_rate", "null_low", "null_high", "p_value", *NOISE_RATE_COLUMNS,
                  "verdict", "n_unresolved", "n_synchronous", "n_lagging", "n_no_onset", "median_gap_steps",
                  "median_gap_checkpoints", "n_precursor_vs_acc_onset", "rate_vs_acc_onset", "n_never_acquired",
                  "n_censored", "n_acquired_at_start", "n_no_data", "confidence", "alpha", "n_permutations"]
@@ -118,10 +135,7 @@ def rates(rows: pd.DataFrame, by: list[str], cfg: AnalysisConfig | None = None,
         n_prec = int(prec.sum())
         rate = st.binomial_interval(n_prec, len(counted), confidence=cfg.confidence)
         null = _rate_null(counted, nulls or {}, cfg)
-        fpr = counted["noise_fpr"].astype("float64") if "noise_fpr" in counted.columns else pd.Series(dtype=float)
-        fpr = fpr.dropna()
-        k_noise = int(round(float((fpr * cfg.n_noise_curves).sum())))
-        noise = st.binomial_interval(k_noise, cfg.n_noise_curves * len(fpr), confidence=cfg.confidence)
+        noise = _pooled_noise(counted, cfg)
         if null is None or math.isnan(null.p_value):
             verdict = "too_few_runs"
         else:
@@ -137,7 +151,7 @@ def rates(rows: pd.DataFrame, by: list[str], cfg: AnalysisConfig | None = None,
             "null_low": math.nan if null is None else null.null_low,
             "null_high": math.nan if null is None else null.null_high,
             "p_value": math.nan if null is None else null.p_value,
-            "noise_rate": noise.rate, "noise_rate_low": noise.low, "noise_rate_high": noise.high,
+            **noise,
             "verdict": verdict,
             "n_unresolved": int((counted["status"] == "unresolved").sum()),
             "n_synchronous": int((counted["status"] == "synchronous").sum()),

@@ -250,25 +250,53 @@ def _with_defaults(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _clean_geometry(geo: pd.DataFrame) -> pd.DataFrame:
+    """One value per curve and step. Values a budget cut short (``converged`` False) and negative LLC
+    estimates are left out (NaN: a missing checkpoint) and counted per step in ``unconverged`` / ``negative``;
+    ``value_low`` / ``value_high`` (the measurement interval) are carried where recorded."""
     geo = _with_defaults(geo)
     geo = geo[geo["step"].notna()].copy()
     geo["layer"] = geo["layer"].astype("int64")
     geo["metric"] = geo["metric"].astype(str)
+    value = pd.to_numeric(geo["value"], errors="coerce").astype("float64")
+    unconverged = (geo["converged"].astype("object") == False) if "converged" in geo.columns \
+        else pd.Series(False, index=geo.index)  # noqa: E712 (null is not False)
+    negative = (geo["metric"] == "llc") & (value < 0)
+    geo = geo.assign(value=value.where(~(unconverged | negative)), unconverged=unconverged.astype("int64"),
+                     negative=negative.astype("int64"))
     key = _KEYS + ["metric", "layer"]
     if "index" in geo.columns:
         idx = pd.to_numeric(geo["index"], errors="coerce").fillna(-1)
         geo = geo.assign(_idx=idx)
         lowest = geo.groupby(key, sort=False)["_idx"].transform("min")
         geo = geo[geo["_idx"] == lowest].drop(columns="_idx")
-    agg = {"value": ("value", "mean")}
+    agg = {"value": ("value", "mean"), "unconverged": ("unconverged", "max"), "negative": ("negative", "max")}
+    for bound in ("value_low", "value_high"):
+        if bound in geo.columns:
+            geo[bound] = pd.to_numeric(geo[bound], errors="coerce").astype("float64")
+            agg[bound] = (bound, "mean")
     for extra in ("centered", "seed", "tokens"):
         if extra in geo.columns:
             agg[extra] = (extra, "first")
-    geo = geo.assign(value=pd.to_numeric(geo["value"], errors="coerce").astype("float64"))
     if "tokens" in geo.columns:
         geo = geo.assign(tokens=pd.to_numeric(geo["tokens"], errors="coerce").astype("float64"))
     out = geo.groupby(key + ["step"], sort=True, dropna=False).agg(**agg).reset_index()
     out["step"] = out["step"].astype("int64")
+    return out
+
+
+def _loss_curves(beh: pd.DataFrame) -> pd.DataFrame:
+    """The task loss the scan recorded (behaviour rows ``metric == "loss"``, nats per answer token) as
+    whole-model curves (``metric`` "loss", ``layer`` -1) beside the geometry's, so that the same onset rule,
+    gap and nulls apply to it. Empty where the dataset has no loss rows (written before they were recorded)."""
+    cols = _KEYS + ["metric", "layer", "step", "value"]
+    if beh.empty or "metric" not in beh.columns or not (beh["metric"].astype(str) == "loss").any():
+        return pd.DataFrame(columns=cols)
+    loss = _with_defaults(beh[beh["metric"].astype(str) == "loss"])
+    loss = loss[loss["step"].notna()].assign(value=lambda d: pd.to_numeric(d["value"], errors="coerce"),
+                                             layer=-1, metric="loss")
+    out = loss.groupby(_KEYS + ["metric", "layer", "step"], sort=True).agg(value=("value", "mean")).reset_index()
+    out["step"] = out["step"].astype("int64")
+    out["layer"] = out["layer"].astype("int64")
     return out
 
 

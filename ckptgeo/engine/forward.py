@@ -61,6 +61,8 @@ class SuiteOutputs:
 
     ``states``: (n_layers + 1, n_rows, d_model) float32, the rows RankMe reads.
     ``correct`` / ``correct_norm``: (n_items,) 0/1 per item (``correct_norm`` only for multiple choice).
+    ``loss``: (n_items,) the task loss per item, mean cross-entropy (nats) over its answer tokens (the correct
+    choice, the target, or the good sentence after its first token).
     ``probe_states``: (n_layers + 1, n_probe, d_model); ``probe_labels``: (n_probe,) as strings.
     """
 
@@ -73,6 +75,7 @@ class SuiteOutputs:
     chance: float
     kind: str
     extra: dict = field(default_factory=dict)
+    loss: np.ndarray | None = None
 
 
 def _encode(tokenizer, text: str) -> list[int]:
@@ -300,21 +303,24 @@ def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_s
                 pst, plab = st[:, b:b + 1], [str(p.item.label)]
             else:
                 pst, plab = choice_states[:, r:r + n], [str(int(c == p.item.answer)) for c in range(n)]
+            loss = -float(s[p.item.answer]) / max(len(p.conts[p.item.answer]), 1)
             results[idx[b]] = (st[:, b:b + 1], pst, plab, float(pick == p.item.answer),
-                               float(pick_norm == p.item.answer), s.numpy())
+                               float(pick_norm == p.item.answer), s.numpy(), loss)
             r += n
+    losses = []
     for i in range(len(items)):
-        s, pst, plab, c, cn, sc = results[i]
+        s, pst, plab, c, cn, sc, lo = results[i]
         states.append(s), probe_states.append(pst), labels.extend(plab), correct.append(c), correct_norm.append(cn)
-        scores.append(sc)
+        scores.append(sc), losses.append(lo)
     return (torch.cat(states, 1), torch.cat(probe_states, 1), labels, np.array(correct), np.array(correct_norm),
-            np.concatenate(scores))
+            np.concatenate(scores), np.array(losses))
 
 
 @torch.no_grad()
 def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
              with_probes: bool, share_prefix: bool = True, count: Padding | None = None):
     states, correct, labels = [None] * len(items), np.zeros(len(items)), [None] * len(items)
+    losses = np.zeros(len(items))
     order = sorted(range(len(items)), key=lambda i: -(len(items[i].prompt) + len(items[i].conts[0])))
     for idx in _batches(order, batch_size):
         batch = [items[i] for i in idx]
@@ -340,10 +346,13 @@ def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_
         for b, p in enumerate(batch):
             n, t = len(p.prompt) - k, len(p.conts[0])
             correct[idx[b]] = float(torch.equal(pred[b, n - 1:n + t - 1].cpu(), torch.tensor(p.conts[0])))
+            target = torch.tensor(p.conts[0], device=out.logits.device)
+            lp = torch.log_softmax(out.logits[b, n - 1:n + t - 1].float(), -1).gather(-1, target[:, None])
+            losses[idx[b]] = -float(lp.mean())
             states[idx[b]] = st[:, b:b + 1]
             labels[idx[b]] = str(p.item.label if p.item.label is not None else p.conts[0][0])
     st = torch.cat(states, 1)
-    return st, st, labels, correct, None, None
+    return st, st, labels, correct, None, None, losses
 
 
 @torch.no_grad()
@@ -370,7 +379,8 @@ def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batc
     st = torch.cat(states, 1)
     correct = (lp_sum[0::2] > lp_sum[1::2]).astype(float)
     labels = ["good", "bad"] * len(items)
-    return st, st, labels, correct, None, None
+    losses = -lp_sum[0::2] / np.maximum([len(p.good) - 1 for p in items], 1)
+    return st, st, labels, correct, None, None, losses
 
 
 _RUNNERS = {"multiple_choice": _run_mc, "generation": _run_gen, "minimal_pair": _run_pairs}
@@ -449,6 +459,7 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int | None = 16, position
     probe_states = torch.cat([p[1][1] for p in parts], 1)
     labels = np.array([lab for p in parts for lab in p[1][2]], dtype=object)
     correct = np.concatenate([p[1][3] for p in parts])
+    loss = np.concatenate([p[1][6] for p in parts])
     norms = [p[1][4] for p in parts if p[1][4] is not None]
     correct_norm = np.concatenate(norms) if len(norms) == len(parts) else None
     name = ps.suite.name
@@ -461,7 +472,8 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int | None = 16, position
     extra = {"choice_logprob": p[1][5] for p in parts if p[1][5] is not None}
     extra.update(padding=count, batch_size=batch_size)
     return SuiteOutputs(suite=name, states=states, correct=correct, correct_norm=correct_norm,
-                        probe_states=probe_states, probe_labels=labels, chance=float(chance), kind=kind, extra=extra)
+                        probe_states=probe_states, probe_labels=labels, chance=float(chance), kind=kind, extra=extra,
+                        loss=loss)
 
 
 def model_batch(ps: PreparedSuite, n_items: int, device="cpu") -> dict:

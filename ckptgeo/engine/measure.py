@@ -253,9 +253,10 @@ def _probe_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict]:
 
 def _output_rows(m: Measure, inputs: SuiteInputs, row0: dict) -> list[dict]:
     out = inputs.outputs
-    scores = {"accuracy": out.correct, "accuracy_norm": out.correct_norm}
+    scores = {"accuracy": out.correct, "accuracy_norm": out.correct_norm, "loss": out.loss}
     return [{**row0, **m.columns(), "metric": label, "value": m.spec.fn(correct, m.config),
-             "n_items": len(out.correct), "chance": out.chance, "kind": out.kind, "seconds": inputs.forward_seconds}
+             "n_items": len(out.correct), "chance": None if label == "loss" else out.chance, "kind": out.kind,
+             "seconds": inputs.forward_seconds}
             for label, correct in scores.items() if correct is not None]
 
 
