@@ -113,3 +113,25 @@ def test_the_task_loss_gets_onsets_by_the_same_rule(tmp_path):
     # without loss rows (datasets written before they were recorded) the columns are null
     e = _analyze(_dataset(tmp_path / "n", {"hessian": _whole_model("hessian", hess)}))
     assert "loss" not in set(e["metric"]) and e["loss_onset_step"].isna().all()
+
+
+@pytest.mark.parametrize("suite", ["logical_deduction", "syntax", "copy-L1"])   # choice, minimal pair, generation
+def test_the_scan_loss_is_the_task_loss_of_each_item(tmp_path, suite):
+    # the loss the forward sweep records per item equals the whole-model measures' task loss (autodiff) on the
+    # same items: one definition of "the loss" (answer tokens only)
+    import torch
+    from transformers import AutoTokenizer, GPTNeoXForCausalLM
+
+    from ckptgeo.engine.forward import model_batch, prepare_suite, run_suite
+    from ckptgeo.metrics._autodiff import task_token_losses
+    from ckptgeo.suites.tasks import load_suite_or_task
+    from tests._checkpoints import make_checkpoints
+
+    root = make_checkpoints(tmp_path / "ck", steps=(0,))
+    model = GPTNeoXForCausalLM.from_pretrained(root / "step0").eval()
+    ps = prepare_suite(load_suite_or_task(suite), AutoTokenizer.from_pretrained(root), n_samples=6, seed=0)
+    out = run_suite(model, ps, batch_size=4, position="last", device="cpu", revision="step0", with_probes=False)
+    with torch.no_grad():
+        tl, mask = task_token_losses(model, model_batch(ps, 6, "cpu"))
+    expected = ((tl * mask).sum(1) / mask.sum(1)).numpy()
+    assert out.loss == pytest.approx(expected, rel=1e-5), (out.loss, expected)

@@ -49,7 +49,7 @@ def test_probe_on_local_checkpoints_writes_probes_per_layer(tmp_path):
     # layer 0 reads one embedding row (every prompt ends in the same token): nothing to separate
     assert p[p.layer == 0].accuracy.max() <= 0.75
     b = pd.read_parquet(out / "behavior")
-    assert set(b.suite) == {"logic"} and len(b) == 4
+    assert set(b.suite) == {"logic"} and len(b) == 6   # 2 revisions x accuracy, accuracy_norm, loss
     assert not (out / "geometry").exists()
 
 

@@ -41,8 +41,8 @@ def test_rows_for_every_layer_and_revision_then_resume(ckpts, tmp_path):
     # layer 0 at the last prompt token: every prompt ends with "." -> one embedding row repeated
     assert g[g.layer == 0].value.max() == pytest.approx(1.0, abs=1e-3)
     b = pd.read_parquet(out / "behavior")
-    assert set(b.metric) == {"accuracy", "accuracy_norm"} and (b.n_items == 24).all()
-    assert b.chance.iloc[0] == pytest.approx(0.225397)   # logical_deduction header: 3, 5 or 7 choices
+    assert set(b.metric) == {"accuracy", "accuracy_norm", "loss"} and (b.n_items == 24).all()
+    assert b[b.metric == "accuracy"].chance.iloc[0] == pytest.approx(0.225397)   # logical_deduction header: 3, 5 or 7 choices
     rv = pd.read_parquet(out / "revisions").set_index("revision")
     assert rv.loc["step200", "duplicate_of"] == "step100" and pd.isna(rv.loc["step100", "duplicate_of"])
     assert len(rv.loc["step0", "sha256"][0]) == 64
