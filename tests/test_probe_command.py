@@ -20,7 +20,7 @@ def test_probe_after_scan_prints_its_tables_and_adds_no_second_behavior_copy(tmp
     printed = capsys.readouterr().out
     assert f"pandas.read_parquet('{out}/probes')" in printed and "measured 2, already done 0" in printed
     after = pd.read_parquet(out / "behavior")
-    assert len(after) == len(before) == 4 and not after.duplicated(["revision", "suite", "metric"]).any()
+    assert len(after) == len(before) == 6 and not after.duplicated(["revision", "suite", "metric"]).any()
     assert sorted(after.config_hash.unique()) == sorted(before.config_hash.unique())   # the scan's rows only
     probes = pd.read_parquet(out / "probes")
     assert len(probes) == 2 * 3 and probes.config_hash.nunique() == 1
@@ -32,7 +32,7 @@ def test_other_behaviour_settings_still_get_their_own_rows(tmp_path):
     out = tmp_path / "ds"
     assert main(["probe", str(ck), "--suite", "logic", "--n-samples", "40", "--out", str(out)]) == 0
     assert main(["scan", str(ck), "--suite", "logic", "--n-samples", "40", "--out", str(out)]) == 0
-    assert len(pd.read_parquet(out / "behavior")) == 2         # probe first, then scan: still one copy
+    assert len(pd.read_parquet(out / "behavior")) == 3         # probe first, then scan: still one copy (+ loss)
     assert main(["scan", str(ck), "--suite", "logic", "--n-samples", "30", "--out", str(out)]) == 0
     b = pd.read_parquet(out / "behavior")
-    assert sorted(b.n_items) == [30, 30, 40, 40]                # 30 items is another measurement
+    assert sorted(b.n_items) == [30] * 3 + [40] * 3             # 30 items is another measurement
