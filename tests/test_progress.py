@@ -72,3 +72,19 @@ def test_a_revision_another_process_has_is_said_skipped_not_finished():
 
     line = progress_line("scan m", "step4000", 1, 1, 0.0, 19.0, note="skipped: another process has it, or finished it")
     assert line == "scan m: step4000 skipped: another process has it, or finished it (1/1, 100%); 19 s elapsed, ETA 0 s"
+
+
+def test_a_batch_log_of_a_hub_scan_has_no_download_bars(local_hub, tmp_path):
+    """huggingface_hub's 'Fetching N files' bars stay out of a batch log, like ckptgeo's own bar."""
+    log = tmp_path / "log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    env.pop("CKPTGEO_NO_PROGRESS", None)
+    with log.open("w") as f:
+        code = subprocess.run([sys.executable, "-m", "ckptgeo", "scan", local_hub.repo_id, "--revisions", "step0,step1",
+                               "--out", str(tmp_path / "ds"), "--suite", SUITE, "--n-samples", "8"], stdout=f,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=tmp_path,
+                              timeout=600).returncode
+    text = log.read_text()
+    assert code == 0, text
+    assert "finished (2/2, 100%)" in text and "Fetching" not in text, text

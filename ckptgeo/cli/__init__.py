@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ckptgeo`` console script; returns the exit code."""
 
+    if not sys.stderr.isatty():   # a batch log: huggingface_hub's download bars would fill it (ours are hidden too)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
