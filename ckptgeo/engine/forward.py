@@ -281,13 +281,17 @@ def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_s
         plen = mask.sum(1)[row_item]
         pos2 = plen[:, None] + torch.arange(cont_ids.shape[1], device=device)[None]
         mask2 = torch.cat([mask[row_item], cont_mask], dim=1)
+        # logits only where a choice token is scored (not at its last token, not at padding): the output layer
+        # on those final states, then log p = logit - logsumexp (no full log-softmax tensor, no copy of it)
         out2 = model(input_ids=cont_ids, attention_mask=mask2, position_ids=pos2, cache=cache,
-                     output_hidden_states=need_choice_states)
-        lp = torch.log_softmax(out2.logits[:, :-1].float(), -1) if cont_ids.shape[1] > 1 else None
+                     output_hidden_states=True, logits_to_keep=1)
         tok_lp = torch.zeros(cont_ids.shape, device=device)
         tok_lp[:, 0] = first_lp[row_item, cont_ids[:, 0]]
-        if lp is not None:
-            tok_lp[:, 1:] = lp.gather(-1, cont_ids[:, 1:, None])[..., 0]
+        if cont_ids.shape[1] > 1:
+            scored = cont_mask[:, 1:].bool()  # position t predicts choice token t + 1
+            logits = model.get_output_embeddings()(out2.hidden_states[-1][:, :-1][scored]).float()
+            target = cont_ids[:, 1:][scored]
+            tok_lp[:, 1:][scored] = logits.gather(-1, target[:, None])[:, 0] - torch.logsumexp(logits, -1)
         score = (tok_lp * cont_mask).sum(1).cpu()
         choice_states = None
         if need_choice_states:
