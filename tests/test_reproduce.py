@@ -268,8 +268,9 @@ def test_cli_parser_and_dry_run(capsys, monkeypatch):
     assert "432 runs" in out and "device-hours" in out and "seeds 1, 2, 3" in out
     # 432 runs: 144 each of 10000, 20000, 30000 steps at 0.5 s per step
     assert f"training {432 / 3 * 60000 * 0.5 / 3600:.2f} h" in out
-    # whole-model measures from their work: 40 checkpoints x 0.5 s x (2 x 40 products + 4 x 200 / 4 SGLD steps)
-    assert f"whole-model measures {432 * 40 * 0.5 * (80 + 200) / 3600:.2f} h" in out
+    # whole-model measures from their work: 40 checkpoints x 0.5 s x (2 x 40 products + 4 x (200 + 50 burn-in) / 4
+    # SGLD steps)
+    assert f"whole-model measures {432 * 40 * 0.5 * (80 + 250) / 3600:.2f} h" in out
 
 
 def test_estimate_measures_steps_per_second():
