@@ -117,7 +117,7 @@ def test_across_sizes_says_so_when_nothing_compares(small):
 def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_path):
     from ckptgeo.analysis.figures import constant_layers, gap_marks, plot_all
     from ckptgeo.analysis.plotting import figure, log_x
-    from ckptgeo.analysis.summary import _summary_rows
+    from ckptgeo.analysis.curves import summary_rows
     from tests.test_analysis import _probe_rows
 
     probes = (_probe_rows("toy-4x32", "sort-L2", 2, [0.5, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9])
@@ -127,7 +127,7 @@ def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_
                                             ("toy-4x32", "parity-L1", 0.1, _acc(0), _easy(4, 3.0), {})],
                           probes=probes)
     res = analyze(root)
-    e = _summary_rows(res.events)
+    e = summary_rows(res.events)
     marks = gap_marks(e[e.metric == "rankme"], ["toy-4x32"], ["copy-L1", "parity-L1", "sort-L2"])
     assert [(s, k) for k in marks for _, s, _ in marks[k]] == [
         ("sort-L2", "gap"), ("copy-L1", "never_acquired"), ("parity-L1", "no_gap")]   # never acquired: not 0

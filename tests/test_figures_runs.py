@@ -90,7 +90,7 @@ def test_heatmap_probe_and_gaps_figures_mark_events_and_say_sizes_plainly(ds, tm
 
     whiskers = [c for c in drawn[-1].axes[0].containers if isinstance(c, ErrorbarContainer)]
     spans = {tuple(sorted(np.round(seg[:, 1], 6))) for c in whiskers for seg in c.lines[2][0].get_segments()}
-    from ckptgeo.analysis.summary_tables import summary_rows
+    from ckptgeo.analysis.curves import summary_rows
 
     e = summary_rows(a.events)
     e = e[(e.metric == "rankme") & e.gap_steps.notna() & (e.gap_steps != 0)]

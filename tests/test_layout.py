@@ -1,4 +1,5 @@
-"""The import graph points down only and has no cycles (every ``ckptgeo`` import, those inside functions too)."""
+"""The import graph points down only and has no cycles (every ``ckptgeo`` import, those inside functions too); no
+module imports another's private (``_name``) names; no module is over 600 lines."""
 
 import ast
 from pathlib import Path
@@ -72,3 +73,36 @@ def test_no_import_cycles():
         if m not in state:
             visit(m, [m])
     assert not cycles, cycles
+
+
+MAX_LINES = 600
+
+
+def _private_imports(text: str, modules: set[str]) -> list[str]:
+    """``from ckptgeo.x import _name`` where ``_name`` is not itself a module (the shared ``_io``, ``_params``,
+    ``_settings`` ... modules are meant to be imported)."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ckptgeo"):
+            found += [f"{node.module}.{a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__")
+                      and f"{node.module}.{a.name}" not in modules]
+    return found
+
+
+def test_the_private_import_check_finds_one():
+    modules = {"ckptgeo._io", "ckptgeo.analysis.tables"}
+    assert _private_imports("from ckptgeo.analysis.tables import _KEYS, model_size\nfrom ckptgeo import _io\n",
+                            modules) == ["ckptgeo.analysis.tables._KEYS"]
+
+
+def test_no_private_name_is_imported_across_modules():
+    paths = {_module(p): p for p in (ROOT / "ckptgeo").rglob("*.py")}
+    found = {name: hits for name, p in paths.items() if (hits := _private_imports(p.read_text(), set(paths)))}
+    assert not found, f"make the name public (no leading _) or move it where it is used: {found}"
+
+
+def test_no_module_is_over_600_lines():
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "ckptgeo").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"split these (one concept per module, STYLE.md): {long}"

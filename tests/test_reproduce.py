@@ -13,7 +13,8 @@ import pytest
 from ckptgeo.analysis import analyze
 from ckptgeo.cli import build_parser, main
 from ckptgeo.errors import InvalidParameterError
-from ckptgeo.studies.claims import CLAIMS, claim_table, parse_run, runs_table
+from ckptgeo.analysis.curves import grid_run as parse_run
+from ckptgeo.studies.claims import CLAIMS, claim_table, runs_table
 from ckptgeo.studies.reproduce import PRESETS, Preset, checkpoint_subset, plan_study, run_reproduce
 
 STEPS = list(range(0, 201, 10))

@@ -166,17 +166,17 @@ def test_the_flag_check_sees_a_flag_drift_from_its_declaration():
 
 
 def test_flags_give_the_declared_defaults_and_every_value_reaches_the_config():
-    from ckptgeo.cli._options import _scan_kwargs
+    from ckptgeo.cli._options import scan_kwargs
     from ckptgeo.engine.config import ScanConfig, declared, settings_from
 
     parser = _subparser("scan")
-    assert ScanConfig(**settings_from(_scan_kwargs(parser.parse_args(["x"])))) == ScanConfig()
+    assert ScanConfig(**settings_from(scan_kwargs(parser.parse_args(["x"])))) == ScanConfig()
     argv = ["x", "--revisions", "all", "--suite", "logic", "--metrics", "rankme", "--metric-option", "rankme.eps=1e-5",
             "--n-samples", "50", "--position", "mean", "--centered", "--dtype", "float64", "--epsilon", "1e-6",
             "--seed", "3", "--batch-size", "3", "--device", "meta", "--prefetch", "0", "--max-disk", "10B",
             "--keep-cache", "--overwrite", "--save-states", "--on-error", "raise", "--step-pattern", r"^s(\d+)$",
             "--threads", "2", "--tokenizer", "runs/x", "--source-option", "cache_dir=/x"]
-    config = ScanConfig(**settings_from(_scan_kwargs(parser.parse_args(argv))))
+    config = ScanConfig(**settings_from(scan_kwargs(parser.parse_args(argv))))
     flagged = [f.name for f, s in declared() if s.flag]
     assert {n: getattr(config, n) for n in flagged} == {n: OTHER[n] for n in flagged}
 
@@ -215,8 +215,13 @@ def test_monitor_config_shares_the_declared_settings():
     from ckptgeo.monitor import MonitorConfig
     from ckptgeo.monitor.core import _scan_config
 
+    from ckptgeo._settings import declared as declared_settings
+    from ckptgeo.analysis.rules import EventRules
+
     shared = [(f.name, s) for f, s in declared() if s.monitor]
-    assert [(f.name, s) for f, s in declared(MonitorConfig)] == shared
+    # the scan's monitor settings, then the event rules of analyze (one declaration each)
+    assert [(f.name, s) for f, s in declared(MonitorConfig)] == shared + [(f.name, s) for f, s in
+                                                                          declared_settings(EventRules)]
     assert [f.name for f in dataclasses.fields(MonitorConfig)][:len(shared)] == [n for n, _ in shared]
     defaults = {f.name: f.default for f in dataclasses.fields(MonitorConfig)}
     assert {n: defaults[n] for n, _ in shared} == {**{n: getattr(ScanConfig(), n) for n, _ in shared},

@@ -26,6 +26,7 @@ import math
 from ckptgeo.analysis import summary_tables as sm
 from ckptgeo.analysis.event_table import acquisitions, events_table
 from ckptgeo.analysis.runs_table import runs_table, write_runs_files
+from ckptgeo.analysis.curves import summary_rows
 from ckptgeo.analysis.steps import register_step
 from ckptgeo.analysis.tables import events_in_tokens, model_size
 from ckptgeo.store.schemas import SCHEMAS
@@ -48,12 +49,12 @@ def _events(ctx):
 
 @register_step(name="null_curves", reads=("events", "curves"), writes=("null_curves",), folder=None)
 def _null_curves(ctx):
-    return {"null_curves": sm.null_curves(sm.summary_rows(ctx["events"]), ctx["curves"], ctx.config)}
+    return {"null_curves": sm.null_curves(summary_rows(ctx["events"]), ctx["curves"], ctx.config)}
 
 
 @register_step(name="precursor_rates", reads=("events", "null_curves"), writes=("precursor_rates",))
 def _precursor_rates(ctx):
-    rows = sm.summary_rows(ctx["events"])
+    rows = summary_rows(ctx["events"])
     return {"precursor_rates": sm.rates(rows, ["metric", "centered", "difficulty"], ctx.config, ctx["null_curves"])}
 
 
@@ -61,7 +62,7 @@ def _precursor_rates(ctx):
 def _precursor_rates_by_model(ctx):
     events = ctx["events"]
     sizes = {m: model_size(m) for m in events["model"].unique()}
-    by_model = sm.rates(sm.summary_rows(events), ["model", "metric", "centered", "difficulty"], ctx.config,
+    by_model = sm.rates(summary_rows(events), ["model", "metric", "centered", "difficulty"], ctx.config,
                         ctx["null_curves"])
     by_model.insert(1, "size", [sizes.get(m, math.nan) for m in by_model["model"]])
     return {"precursor_rates_by_model": by_model}
@@ -89,7 +90,7 @@ def _seed_spread(ctx):
 
 @register_step(name="difficulty_slope", reads=("events", "null_curves"), writes=("difficulty_slope",))
 def _difficulty_slope(ctx):
-    return {"difficulty_slope": sm.difficulty_slope(sm.summary_rows(ctx["events"]), ctx["null_curves"], ctx.config)}
+    return {"difficulty_slope": sm.difficulty_slope(summary_rows(ctx["events"]), ctx["null_curves"], ctx.config)}
 
 
 @register_step(name="seed_events", reads=("events",), writes=("seed_events",))

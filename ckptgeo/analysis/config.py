@@ -1,6 +1,7 @@
 """The settings and the result of an analysis, and the rules every table it writes carries.
 
-:class:`AnalysisConfig` holds every rule and threshold (validated by :func:`validate_config`);
+:class:`AnalysisConfig` holds every rule and threshold (declared in :mod:`ckptgeo.analysis.rules`, re-exported
+here; validated by :func:`validate_config`);
 :class:`Analysis` is what :func:`ckptgeo.analysis.summary.analyze` returns: its tables by name
 (``Analysis.tables``; the built-in ones also as attributes). :func:`write_table` writes one table as
 Parquet with the rules in its metadata, :func:`read_rules` reads them back.
@@ -8,7 +9,6 @@ Parquet with the rules in its metadata, :func:`read_rules` reads them back.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -18,105 +18,11 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ckptgeo._io import atomic_path
-from ckptgeo._params import Interval, Options, validate_params
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import stats as st
-from ckptgeo.errors import InvalidParameterError
+from ckptgeo.analysis.rules import AnalysisConfig, config_from, validate_config
 from ckptgeo.store.schemas import EVENTS_COLUMNS
 
-__all__ = ["AnalysisConfig", "Analysis", "EVENTS_SCHEMA", "NOT_COUNTED", "RULES_KEY", "read_rules", "write_table",
+__all__ = ["AnalysisConfig", "Analysis", "EVENTS_SCHEMA", "RULES_KEY", "config_from", "read_rules", "write_table",
            "validate_config"]
-
-#: event statuses not counted in a rate's denominator (never acquired, no data, acquired at the first checkpoint,
-#: censored): reported apart.
-NOT_COUNTED = ("never_acquired", "no_data", "acquired_at_start", "censored")
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """Settings of one analysis; every field is recorded in the events table.
-
-    Attributes
-    ----------
-    acc_threshold : float or None
-        Accuracy threshold; None means 0.5, or halfway between chance and 1 where chance >= 0.5.
-    window : int
-        Consecutive checkpoints above the threshold (acquisition).
-    recovery : float
-        Fraction of the drop regained (recovery onset) or of the departure moved (onset of change).
-    probe_margin : float
-        Probe accuracy over the better of majority-class chance and its shuffled-label control that
-        counts as "information present".
-    probe_alpha : float
-        Significance level of the probe's test (its ``p_value`` must be below it).
-    collapse_fraction : float
-        Fraction of its first value a layer's RankMe must fall to (collapse onset).
-    min_drop : float
-        A collapse needs RankMe to fall by more than this fraction of its first value
-        (:data:`ckptgeo.analysis.events.DEFAULT_MIN_DROP`, 0.25; why: that module's docstring).
-    collapse_metrics : tuple of str
-        Metrics analysed by collapse and recovery rather than onset of change.
-    resolution_checkpoints : int
-        A gap of at most this many checkpoints (or one spacing in steps) is "unresolved", not a precursor.
-    n_permutations : int
-        Relabellings of each permutation test (precursor rates, the difficulty slope, top-down).
-    n_noise_curves : int
-        Synthetic noise copies per summary-layer curve and noise model (measurement jitter, iid at the curve's
-        own variance, random walk: :mod:`ckptgeo.analysis.nulls`) for the detector's false-positive rates
-        (0: skip).
-    seed : int
-        Seed of every null (permutations, noise curves).
-    confidence : float
-        Coverage of every interval (binomial, null quantiles).
-    alpha : float
-        Level at which a test's p-value gives a verdict (a rate "above_null", a direction).
-    """
-
-    acc_threshold: float | None = None
-    window: int = ev.DEFAULT_WINDOW
-    recovery: float = ev.DEFAULT_RECOVERY
-    probe_margin: float = 0.1
-    probe_alpha: float = 0.05
-    collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION
-    min_drop: float = ev.DEFAULT_MIN_DROP
-    collapse_metrics: tuple[str, ...] = ("rankme",)
-    resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS
-    n_permutations: int = st.DEFAULT_N_PERMUTATIONS
-    n_noise_curves: int = st.DEFAULT_N_NOISE_CURVES
-    seed: int = 0
-    confidence: float = st.DEFAULT_CONFIDENCE
-    alpha: float = 0.05
-
-    _parameter_constraints = {
-        "acc_threshold": [Interval(float, 0, 1, closed="left"), None],
-        "window": [Interval(int, 1, None)],
-        "recovery": [Interval(float, 0, 1, closed="right")],
-        "collapse_fraction": [Interval(float, 0, 1, closed="right")],
-        "probe_margin": [Interval(float, 0, 1, closed="left")],
-        "min_drop": [Interval(float, 0, 1, closed="left")],
-        "probe_alpha": [Interval(float, 0, 1, closed="left")],
-        "resolution_checkpoints": [Interval(int, 0, None)],
-        "n_permutations": [Interval(int, 1, None)],
-        "n_noise_curves": [Interval(int, 0, None)],
-        "seed": [Interval(int, 0, None)],
-        "confidence": [Interval(float, 0, 1, closed="neither")],
-        "alpha": [Interval(float, 0, 1, closed="neither")],
-    }
-
-    def rules(self) -> dict:
-        """Every rule and threshold of this analysis, with the defaults it fell back to, as plain values (written
-        into each output table's Parquet metadata under ``ckptgeo.rules``)."""
-        d = dataclasses.asdict(self)
-        d["collapse_metrics"] = list(self.collapse_metrics)
-        d["acc_threshold_rule"] = ("explicit" if self.acc_threshold is not None else
-                                   f"{ev.DEFAULT_ACC_THRESHOLD:g}, or (chance + 1) / 2 where chance >= 0.5")
-        d["precursor_rule"] = (f"gap_steps > max spacing before onset and acquisition, and gap_checkpoints > "
-                               f"{self.resolution_checkpoints}")
-        d["collapse_rule"] = f"RankMe minimum before acquisition more than {self.min_drop:g} of its first value below it"
-        d["censoring_rule"] = (f"above threshold at the last checkpoints, fewer than window={self.window}: censored")
-        d["null"] = ("acquisition steps permuted across counted runs (permutation p, one-sided: rate above the "
-                     "null); detector on noise copies of each run's curve at its own schedule: measurement jitter, iid noise at "
-                     "the curve's own variance, random walks of that spread (false-positive rates)")
-        return d
 
 
 def _table(name: str, doc: str) -> property:
@@ -238,16 +144,4 @@ def write_table(df: pd.DataFrame, path: Path, schema=None, rules: Mapping | None
     return path
 
 
-def validate_config(cfg: AnalysisConfig) -> None:
-    """Check every setting of ``cfg`` against its constraints.
-
-    Raises
-    ------
-    InvalidParameterError
-        A threshold, fraction or count out of range, or no ``collapse_metrics``.
-    """
-    validate_params(cfg, owner="analyze")
-    if not cfg.collapse_metrics:
-        raise InvalidParameterError("The 'collapse_metrics' parameter must name at least one metric. Got ().",
-                                    name="collapse_metrics", value=())
 

@@ -20,12 +20,14 @@ from ckptgeo.analysis import events as ev
 from ckptgeo.analysis import nulls
 from ckptgeo.analysis import stats as st
 from ckptgeo.analysis.config import EVENTS_SCHEMA, AnalysisConfig
-from ckptgeo.analysis.tables import _KEYS, _difficulty
+from ckptgeo.analysis.curves import CURVE_KEYS, summary_layer
+from ckptgeo.analysis.tables import difficulty_classes
 from ckptgeo.store.schemas import SCHEMAS
 
-__all__ = ["BehaviorEvents", "acquisitions", "events_table"]
+__all__ = ["BehaviorEvents", "acquisitions", "events_table", "match_behavior", "opt_int"]
 
-def _match_behavior(acc_groups: dict, model: str, suite: str, config_hash: str):
+
+def match_behavior(acc_groups: dict, model: str, suite: str, config_hash: str):
     options = acc_groups.get((model, suite))
     if not options:
         return None
@@ -36,7 +38,7 @@ def _match_behavior(acc_groups: dict, model: str, suite: str, config_hash: str):
     return max(sorted(options.items(), key=lambda kv: kv[0]), key=lambda kv: len(kv[1].steps))[1]
 
 
-def _opt(x) -> int | None:
+def opt_int(x) -> int | None:
     return None if x is None else int(x)
 
 
@@ -82,11 +84,10 @@ def _accuracy_at(b: _Behavior, step: int | None, confidence: float) -> tuple[flo
 
 def _detector(cfg: AnalysisConfig, kind: str, grid: np.ndarray, acquisition_step: int):
     """The precursor rule on curves measured at ``grid``, against an acquisition at ``acquisition_step`` of it."""
-    acq = ev.acquisition_at(grid, acquisition_step, window=cfg.window)
+    acq = cfg.acquisition_at(grid, acquisition_step)
 
     def fires(steps, values) -> bool:
-        return ev.curve_events(steps, values, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
-                               resolution_checkpoints=cfg.resolution_checkpoints).precursor
+        return cfg.curve_events(steps, values, acq, kind=kind).precursor
     return fires
 
 
@@ -129,17 +130,17 @@ def _count(g: pd.DataFrame, column: str) -> int:
 def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: AnalysisConfig,
                  version: str) -> pd.DataFrame:
     """The events table (:data:`EVENTS_SCHEMA`): one row per geometry curve of ``curves``, judged against the
-    behaviour curve :func:`_match_behavior` pairs it with (``acc_groups``: :attr:`BehaviorEvents.groups`),
+    behaviour curve :func:`match_behavior` pairs it with (``acc_groups``: :attr:`BehaviorEvents.groups`),
     classed by ``classes`` ((model, suite) -> (task, difficulty)); ``version`` is recorded in each row."""
     rows = []
-    keys = _KEYS + ["metric", "layer"]
+    keys = CURVE_KEYS + ["metric", "layer"]
     loss = curves[curves["metric"] == "loss"] if len(curves) else curves
-    loss_onsets = {k: ev.onset_of_change(g["step"].to_numpy(), g["value"].to_numpy(), fraction=cfg.recovery)
-                   for k, g in (loss.groupby(_KEYS, sort=True) if len(loss) else [])}
-    deepest = curves.groupby(_KEYS + ["metric"])["layer"].max().to_dict() if len(curves) else {}
+    loss_onsets = {k: cfg.change_onset(g["step"].to_numpy(), g["value"].to_numpy())
+                   for k, g in (loss.groupby(CURVE_KEYS, sort=True) if len(loss) else [])}
+    deepest = summary_layer(curves)
     for (model, suite, chash, metric, layer), g in curves.groupby(keys, sort=True):
         s, v = g["step"].to_numpy(), g["value"].to_numpy()
-        match = _match_behavior(acc_groups, model, suite, chash)
+        match = match_behavior(acc_groups, model, suite, chash)
         if match is None:
             acq = ev.Acquisition(None, None, ev.acquisition_threshold(cfg.acc_threshold), cfg.window, None,
                                  "no_data", "no behavior rows for this model and suite")
@@ -148,15 +149,12 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
             acq, acq_onset = match.acquisition, match.onset
         finite = np.isfinite(v)
         kind = "recovery" if metric in cfg.collapse_metrics else "change"
-        ce = ev.curve_events(s, v, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
-                             resolution_checkpoints=cfg.resolution_checkpoints, error=_half_width(g))
+        ce = cfg.curve_events(s, v, acq, kind=kind, error=_half_width(g))
         col, onset, gap = ce.collapse, ce.onset, ce.gap
-        con = ev.collapse_onset(s, v, fraction=cfg.collapse_fraction) if kind == "recovery" else None
-        vs_onset = ev.precursor_gap(_onset_as_acquisition(acq_onset, acq), onset,
-                                    resolution_checkpoints=cfg.resolution_checkpoints)
+        con = cfg.collapse_onset(s, v) if kind == "recovery" else None
+        vs_onset = cfg.gap(_onset_as_acquisition(acq_onset, acq), onset)
         lo = loss_onsets.get((model, suite, chash))
-        vs_loss = (ev.precursor_gap(_onset_as_acquisition(lo, acq), onset, resolution_checkpoints=cfg.resolution_checkpoints)
-                   if lo is not None else None)
+        vs_loss = cfg.gap(_onset_as_acquisition(lo, acq), onset) if lo is not None else None
         reason = gap.reason if gap.status != "no_onset" else onset.reason
         task, diff = classes.get((model, suite), (suite, "unclassified"))
         first = float(v[finite][0]) if finite.any() else math.nan
@@ -165,7 +163,7 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
         acc, acc_low, acc_high, n_items = (_accuracy_at(match, acq.step, cfg.confidence) if match is not None
                                            else (math.nan, math.nan, math.nan, None))
         noise = None
-        if int(layer) == deepest.get((model, suite, chash, metric)):
+        if int(layer) == deepest.loc[g.index[0]]:
             noise = _noise(s, v, acq, kind, cfg)
         drop = col.drop if col is not None and col.step is not None else math.nan
         rows.append({
@@ -176,26 +174,26 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
             "n_checkpoints": int(finite.sum()),
             "first_step": int(s[finite][0]) if finite.any() else None,
             "last_step": int(s[finite][-1]) if finite.any() else None,
-            "acquisition_step": _opt(acq.step), "acquisition_status": acq.status,
-            "acquisition_censored_step": _opt(acq.censored_step),
-            "acquisition_spacing_before": _opt(acq.resolution_steps),
-            "acquisition_spacing_after": _opt(acq.spacing_after),
+            "acquisition_step": opt_int(acq.step), "acquisition_status": acq.status,
+            "acquisition_censored_step": opt_int(acq.censored_step),
+            "acquisition_spacing_before": opt_int(acq.resolution_steps),
+            "acquisition_spacing_after": opt_int(acq.spacing_after),
             "acc_at_acquisition": acc, "acc_low": acc_low, "acc_high": acc_high, "n_items": n_items,
-            "collapse_step": _opt(col.step) if col is not None else None,
+            "collapse_step": opt_int(col.step) if col is not None else None,
             "collapse_floor": col.floor if col is not None and col.step is not None else math.nan,
             "collapse_drop_fraction": drop / abs(first) if math.isfinite(drop) and first else math.nan,
-            "first_value": first, "onset_kind": kind, "onset_step": _opt(onset.step),
-            "onset_resolution_steps": _opt(onset.resolution_steps), "onset_spacing_after": _opt(onset.spacing_after),
-            "collapse_onset_step": _opt(con.step) if con is not None else None,
-            "precursor": bool(gap.precursor), "gap_steps": _opt(gap.gap_steps),
-            "gap_checkpoints": _opt(gap.gap_checkpoints), "gap_low_steps": _opt(gap.gap_low_steps),
-            "gap_high_steps": _opt(gap.gap_high_steps),
-            "resolution_steps": _opt(gap.resolution_steps), "status": gap.status, "reason": reason,
-            "acc_onset_step": _opt(acq_onset.step), "gap_acc_onset_steps": _opt(vs_onset.gap_steps),
-            "gap_acc_onset_checkpoints": _opt(vs_onset.gap_checkpoints), "status_acc_onset": vs_onset.status,
-            "loss_onset_step": _opt(lo.step) if lo is not None else None,
-            "gap_loss_onset_steps": _opt(vs_loss.gap_steps) if vs_loss is not None else None,
-            "gap_loss_onset_checkpoints": _opt(vs_loss.gap_checkpoints) if vs_loss is not None else None,
+            "first_value": first, "onset_kind": kind, "onset_step": opt_int(onset.step),
+            "onset_resolution_steps": opt_int(onset.resolution_steps), "onset_spacing_after": opt_int(onset.spacing_after),
+            "collapse_onset_step": opt_int(con.step) if con is not None else None,
+            "precursor": bool(gap.precursor), "gap_steps": opt_int(gap.gap_steps),
+            "gap_checkpoints": opt_int(gap.gap_checkpoints), "gap_low_steps": opt_int(gap.gap_low_steps),
+            "gap_high_steps": opt_int(gap.gap_high_steps),
+            "resolution_steps": opt_int(gap.resolution_steps), "status": gap.status, "reason": reason,
+            "acc_onset_step": opt_int(acq_onset.step), "gap_acc_onset_steps": opt_int(vs_onset.gap_steps),
+            "gap_acc_onset_checkpoints": opt_int(vs_onset.gap_checkpoints), "status_acc_onset": vs_onset.status,
+            "loss_onset_step": opt_int(lo.step) if lo is not None else None,
+            "gap_loss_onset_steps": opt_int(vs_loss.gap_steps) if vs_loss is not None else None,
+            "gap_loss_onset_checkpoints": opt_int(vs_loss.gap_checkpoints) if vs_loss is not None else None,
             "status_loss_onset": vs_loss.status if vs_loss is not None else None,
             **_noise_columns(noise),
             "n_unconverged": _count(g, "unconverged"), "n_negative": _count(g, "negative"),
@@ -236,12 +234,12 @@ def acquisitions(accuracy: pd.DataFrame, cfg: AnalysisConfig,
     """
     acc_groups: dict = {}
     acq_rows = []
-    for (model, suite, chash), g in accuracy.groupby(_KEYS, sort=True):
+    for (model, suite, chash), g in accuracy.groupby(CURVE_KEYS, sort=True):
         chance = g["chance"].median()
         chance = None if pd.isna(chance) else float(chance)
         steps, accs = g["step"].to_numpy(), g["accuracy"].to_numpy()
-        a = ev.acquisition_step(steps, accs, cfg.acc_threshold, cfg.window, chance)
-        onset = ev.accuracy_onset(steps, accs, chance, fraction=cfg.recovery)
+        a = cfg.acquisition(steps, accs, chance)
+        onset = cfg.accuracy_onset(steps, accs, chance)
         n_items = (pd.to_numeric(g["n_items"], errors="coerce").to_numpy(dtype=np.float64) if "n_items" in g.columns
                    else np.full(len(g), np.nan))
         b = _Behavior(steps, accs, a, onset, n_items)
@@ -250,14 +248,14 @@ def acquisitions(accuracy: pd.DataFrame, cfg: AnalysisConfig,
         final, f_low, f_high, f_n = _accuracy_at(b, None if last is None else int(steps[last]), cfg.confidence)
         acq_rows.append({"model": model, "suite": suite, "config_hash": chash,
                          "n_checkpoints": int(g["accuracy"].notna().sum()),
-                         "acquisition_step": _opt(a.step), "status": a.status,
-                         "at_first_checkpoint": a.at_first_checkpoint, "resolution_steps": _opt(a.resolution_steps),
-                         "spacing_after": _opt(a.spacing_after), "censored_step": _opt(a.censored_step),
-                         "acc_onset_step": _opt(onset.step), "acc_threshold": a.threshold,
+                         "acquisition_step": opt_int(a.step), "status": a.status,
+                         "at_first_checkpoint": a.at_first_checkpoint, "resolution_steps": opt_int(a.resolution_steps),
+                         "spacing_after": opt_int(a.spacing_after), "censored_step": opt_int(a.censored_step),
+                         "acc_onset_step": opt_int(onset.step), "acc_threshold": a.threshold,
                          "chance": math.nan if a.chance is None else a.chance,
                          "window": cfg.window, "final_accuracy": final, "final_acc_low": f_low,
                          "final_acc_high": f_high, "n_items": f_n, "reason": a.reason})
-    acq = pd.DataFrame(acq_rows, columns=_KEYS + ["n_checkpoints", "acquisition_step", "status",
+    acq = pd.DataFrame(acq_rows, columns=CURVE_KEYS + ["n_checkpoints", "acquisition_step", "status",
                                                   "at_first_checkpoint", "resolution_steps", "spacing_after",
                                                   "censored_step", "acc_onset_step", "acc_threshold",
                                                   "chance", "window", "final_accuracy", "final_acc_low",
@@ -265,7 +263,7 @@ def acquisitions(accuracy: pd.DataFrame, cfg: AnalysisConfig,
     for c in ("n_checkpoints", "acquisition_step", "resolution_steps", "spacing_after", "censored_step",
               "acc_onset_step", "window", "n_items"):
         acq[c] = acq[c].astype("Int64")
-    classes = _difficulty(acq, difficulty)
+    classes = difficulty_classes(acq, difficulty)
     if len(acq):
         acq.insert(3, "task", [classes.get((m, s), (s, ""))[0] for m, s in zip(acq["model"], acq["suite"])])
         acq.insert(4, "difficulty", [classes.get((m, s), (s, ""))[1] for m, s in zip(acq["model"], acq["suite"])])

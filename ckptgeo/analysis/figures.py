@@ -32,6 +32,7 @@ import pandas as pd
 
 from ckptgeo._registry import Registry
 from ckptgeo.analysis import plotting as pl
+from ckptgeo.analysis.curves import preferred_variant, summary_rows
 from ckptgeo.analysis.plotting import constant_layers, with_gaps
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
@@ -46,8 +47,7 @@ def _pick_curves(analysis, model: str, suite: str, metric: str):
     sub = c[(c["model"] == model) & (c["suite"] == suite) & (c["metric"] == metric) & (c["layer"] >= 0)]
     if sub.empty:
         return None, sub
-    if "centered" in sub.columns and sub["centered"].eq(False).fillna(False).astype(bool).any():
-        sub = sub[sub["centered"].eq(False).fillna(False).astype(bool)]
+    sub = preferred_variant(sub)
     chash = sub.groupby("config_hash").size().sort_values(ascending=False, kind="stable").index[0]
     return chash, sub[sub["config_hash"] == chash]
 
@@ -55,7 +55,7 @@ def _pick_curves(analysis, model: str, suite: str, metric: str):
 def _summary_event(analysis, model, suite, chash, metric):
     e = analysis.events
     e = e[(e["model"] == model) & (e["suite"] == suite) & (e["config_hash"] == chash) & (e["metric"] == metric)]
-    return None if e.empty else e.loc[e["layer"].astype(int).idxmax()]
+    return None if e.empty else summary_rows(e).iloc[0]
 
 
 def _accuracy_of(analysis, model, suite, chash):
@@ -255,13 +255,10 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
         None when there is no event for ``metric``.
     """
     from ckptgeo.analysis.runs_table import params_text
-    from ckptgeo.analysis.summary_tables import summary_rows as _summary_rows
     from ckptgeo.analysis.tables import model_size
 
-    e = _summary_rows(analysis.events)
-    e = e[e["metric"] == metric] if len(e) else e
-    if len(e) and e["centered"].eq(False).fillna(False).astype(bool).any():
-        e = e[e["centered"].eq(False).fillna(False).astype(bool)]
+    e = summary_rows(analysis.events)
+    e = preferred_variant(e[e["metric"] == metric]) if len(e) else e
     if e.empty:
         return None
     models = sorted(e["model"].unique(), key=lambda m: (math.isnan(model_size(m)), model_size(m)
@@ -402,7 +399,7 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
         chash, sub = _pick_curves(analysis, m, suite, metric)
         if sub.empty:
             continue
-        deepest = sub[sub["layer"] == sub["layer"].max()]
+        deepest = summary_rows(sub)
         per_model[m] = (deepest.groupby("step")["value"].mean(), _accuracy_of(analysis, m, suite, chash),
                         int(deepest["layer"].iloc[0]))
     if len(per_model) < 2:

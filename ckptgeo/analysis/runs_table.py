@@ -83,21 +83,17 @@ def runs_table(events: pd.DataFrame, *, metric: str = "rankme") -> pd.DataFrame:
         Steps as nullable integers (missing: no such event), ``floor`` as float, ``level`` as a nullable
         integer (missing for a suite that is not a task level).
     """
-    from ckptgeo.analysis.tables import model_size, split_seed
-    from ckptgeo.suites.tasks import parse_task_level
+    from ckptgeo.analysis.curves import run_identity, run_rows
+    from ckptgeo.analysis.tables import model_size
 
-    e = events[events["metric"] == metric] if len(events) else events
-    if len(e) and "centered" in e.columns and e["centered"].eq(False).fillna(False).astype(bool).any():
-        e = e[e["centered"].eq(False).fillna(False).astype(bool)]
-    if e.empty:
+    e = run_rows(events, metric)
+    if e is None or e.empty:
         return pd.DataFrame(columns=RUNS_COLUMNS)
-    e = e[e["layer"] == e.groupby(["model", "suite", "config_hash"])["layer"].transform("max")]
     rows = []
     for r in e.itertuples(index=False):
-        task_level = parse_task_level(r.suite)
-        task, level = task_level if task_level else (getattr(r, "task", None) or r.suite, None)
-        rows.append({"model": r.model, "task": task, "level": level, "size": _size(r.model, model_size),
-                     "seed": split_seed(r.model)[1], "measure": metric, "layer": r.layer,
+        run = run_identity(r.model, r.suite, getattr(r, "task", None))
+        rows.append({"model": r.model, "task": run["task"], "level": run["level"], "size": _size(r.model, model_size),
+                     "seed": run["seed"], "measure": metric, "layer": r.layer,
                      "acquisition_step": r.acquisition_step, "collapse_step": r.collapse_step,
                      "floor": r.collapse_floor, "onset_step": r.onset_step, "gap_steps": r.gap_steps,
                      "spacing_steps": r.resolution_steps, "status": r.status})

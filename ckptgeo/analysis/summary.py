@@ -66,13 +66,11 @@ from typing import Mapping
 
 import pandas as pd
 
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import stats as st
-from ckptgeo.analysis.config import (EVENTS_SCHEMA, RULES_KEY, Analysis, AnalysisConfig, read_rules, validate_config,
+from ckptgeo.analysis.config import (EVENTS_SCHEMA, RULES_KEY, Analysis, AnalysisConfig, config_from, read_rules,
                                      write_table)
 from ckptgeo.analysis.steps import INPUTS, all_steps, order_steps, run_steps
-from ckptgeo.analysis.summary_tables import summary_rows as _summary_rows  # noqa: F401  (re-exported)
-from ckptgeo.analysis.tables import (_KEYS, _clean_behavior, _clean_geometry, _loss_curves, _require, check_x, leave_out_grouped,
+from ckptgeo.analysis.curves import CURVE_KEYS
+from ckptgeo.analysis.tables import (clean_behavior, clean_geometry, loss_curves, require_columns, check_x, leave_out_grouped,
                                     model_size, split_seed)
 from ckptgeo.analysis.view import EVENT_VIEW, events_legend, events_text, events_view, read_runs, run_labels
 from ckptgeo.errors import DatasetLayoutError
@@ -118,16 +116,10 @@ def check_analysis_out(out: str | os.PathLike, dataset: str | os.PathLike | None
 
 
 
-def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, window: int = ev.DEFAULT_WINDOW,
-            recovery: float = ev.DEFAULT_RECOVERY, probe_margin: float = 0.1, probe_alpha: float = 0.05,
-            out: str | os.PathLike | None = None,
-            collapse_fraction: float = ev.DEFAULT_COLLAPSE_FRACTION, min_drop: float = ev.DEFAULT_MIN_DROP,
-            collapse_metrics: tuple[str, ...] = ("rankme",), difficulty: Mapping[str, str] | None = None,
-            write: bool = True, keep_grouped: str | list[str] | None = None, x: str = "steps",
-            resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS,
-            n_permutations: int = st.DEFAULT_N_PERMUTATIONS, n_noise_curves: int = st.DEFAULT_N_NOISE_CURVES,
-            seed: int = 0,
-            confidence: float = st.DEFAULT_CONFIDENCE, alpha: float = 0.05) -> Analysis:
+def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
+            difficulty: Mapping[str, str] | None = None, write: bool = True,
+            keep_grouped: str | list[str] | None = None, x: str = "steps", config: AnalysisConfig | None = None,
+            **settings) -> Analysis:
     """Find acquisition, collapse, recovery and precursor gaps in a scanned dataset.
 
     Parameters
@@ -135,25 +127,8 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     dir : path
         A ckptgeo dataset (``geometry/`` and ``behavior/`` tables; ``probes/`` and ``revisions/`` used
         when present).
-    acc_threshold : float or None, default=None
-        Accuracy threshold; None: 0.5, or ``(chance + 1) / 2`` where chance >= 0.5.
-    window : int, default=3
-        Consecutive checkpoints above the threshold.
-    recovery : float in (0, 1], default=0.1
-        Fraction of the drop regained (RankMe) or of the departure moved (other measures).
-    probe_margin : float in [0, 1), default=0.1
-        Probe accuracy over max(majority-class chance, shuffled-label control) that marks the probe onset.
-    probe_alpha : float in (0, 1), default=0.05
-        The probe onset also needs the probe's p-value (``probes.p_value``) below this.
     out : path or None, default=None
         Where ``events/`` and ``summary/`` go; None: ``dir`` itself.
-    collapse_fraction : float in (0, 1], default=0.5
-        Collapse onset: RankMe at this fraction of its first value.
-    min_drop : float in [0, 1), default=0.25
-        A collapse needs RankMe more than this fraction of its first value below it
-        (:data:`ckptgeo.analysis.events.DEFAULT_MIN_DROP`).
-    collapse_metrics : tuple of str, default=("rankme",)
-        Metrics analysed by collapse/recovery; the first is used for collapse floors across sizes.
     difficulty : mapping of str to str or None, default=None
         Difficulty class per suite, overriding the defaults (see the module docstring).
     write : bool, default=True
@@ -165,19 +140,12 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     x : {"steps", "tokens"}, default="steps"
         The axis of figures and of the events a reader sees. Events carry both: ``*_step`` and ``*_tokens``
         (:func:`ckptgeo.analysis.tables.events_in_tokens`); "tokens" needs the dataset's ``tokens`` column.
-    resolution_checkpoints : int, default=1
-        A gap of at most this many checkpoints is "unresolved", not a precursor.
-    n_permutations : int, default=999
-        Relabellings of each permutation test.
-    n_noise_curves : int, default=200
-        Noise curves per summary-layer curve for the detector's false-positive rate (0: skip; the rate's
-        columns are then NaN).
-    seed : int, default=0
-        Seed of every null; the same dataset and seed give the same tables.
-    confidence : float, default=0.95
-        Coverage of every interval.
-    alpha : float, default=0.05
-        Level of the tests behind each verdict.
+    config : AnalysisConfig or None, default=None
+        The analysis settings (:class:`~ckptgeo.analysis.config.AnalysisConfig`: the event rules of
+        :class:`~ckptgeo.analysis.rules.EventRules`, the probe, null and verdict settings); None: the defaults.
+    **settings
+        Any field of :class:`~ckptgeo.analysis.config.AnalysisConfig` by name, set on ``config``
+        (``min_drop=0.3``, ``window=5``, ``n_noise_curves=0``); its declaration gives the default and the range.
 
     Returns
     -------
@@ -200,13 +168,7 @@ def analyze(dir: str | os.PathLike, *, acc_threshold: float | None = None, windo
     ----------
     Billa, "The Geometric Anatomy of Capability Acquisition in Transformers", arXiv:2602.15997.
     """
-    cfg = AnalysisConfig(acc_threshold=acc_threshold, window=window, recovery=recovery, probe_margin=probe_margin,
-                         probe_alpha=probe_alpha,
-                         collapse_fraction=collapse_fraction, min_drop=min_drop,
-                         collapse_metrics=tuple(collapse_metrics), resolution_checkpoints=resolution_checkpoints,
-                         n_permutations=n_permutations, n_noise_curves=n_noise_curves,
-                         seed=seed, confidence=confidence, alpha=alpha)
-    validate_config(cfg)
+    cfg = config_from(settings, config)
     root = Path(dir)
     if not root.is_dir():
         raise DatasetLayoutError(f"Dataset folder {root} does not exist; run `ckptgeo scan` first.", path=str(root))
@@ -245,20 +207,20 @@ def _read_inputs(root: Path, keep_grouped) -> dict[str, pd.DataFrame]:
     kept, left_out = leave_out_grouped({"geometry": geo, "behavior": beh, "probes": probes}, revs, keep=keep_grouped)
     geo, beh, probes = kept["geometry"], kept["behavior"], kept["probes"]
     if not geo.empty:
-        _require(geo, "geometry", ("model", "suite", "step", "metric", "layer", "value"), root)
-        curves = _clean_geometry(geo)
+        require_columns(geo, "geometry", ("model", "suite", "step", "metric", "layer", "value"), root)
+        curves = clean_geometry(geo)
     else:
-        curves = pd.DataFrame(columns=_KEYS + ["metric", "layer", "step", "value"])
+        curves = pd.DataFrame(columns=CURVE_KEYS + ["metric", "layer", "step", "value"])
     if not beh.empty:
-        _require(beh, "behavior", ("model", "suite", "step", "metric", "value"), root)
-        accuracy = _clean_behavior(beh)
-        loss = _loss_curves(beh)
+        require_columns(beh, "behavior", ("model", "suite", "step", "metric", "value"), root)
+        accuracy = clean_behavior(beh)
+        loss = loss_curves(beh)
         if len(loss):
             curves = pd.concat([curves, loss], ignore_index=True) if len(curves) else loss
     else:
-        accuracy = pd.DataFrame(columns=_KEYS + ["step", "accuracy", "chance"])
+        accuracy = pd.DataFrame(columns=CURVE_KEYS + ["step", "accuracy", "chance"])
     if not probes.empty:
-        _require(probes, "probes", ("model", "suite", "step", "layer", "accuracy", "control_accuracy"), root)
+        require_columns(probes, "probes", ("model", "suite", "step", "layer", "accuracy", "control_accuracy"), root)
     tables = {"geometry": geo, "behavior": beh, "probes": probes, "revisions": revs, "curves": curves,
               "accuracy": accuracy, "left_out": left_out}
     assert set(tables) == set(INPUTS)

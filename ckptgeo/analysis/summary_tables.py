@@ -3,7 +3,8 @@ order, probe lead, comparisons across model sizes, and spread across seeds.
 
 Each function takes the events table (and what else it names) and returns one table; the steps of
 :mod:`ckptgeo.analysis.builtin_steps` call them. Rates are taken at the summary layer of each curve family
-(:func:`summary_rows`); the nulls re-run the detector itself with acquisition moved (:func:`null_curves`).
+(:func:`ckptgeo.analysis.curves.summary_rows`); the nulls re-run the detector itself with acquisition moved
+(:func:`null_curves`).
 """
 
 from __future__ import annotations
@@ -18,22 +19,14 @@ import pandas as pd
 
 from ckptgeo.analysis import events as ev
 from ckptgeo.analysis import stats as st
-from ckptgeo.analysis.config import NOT_COUNTED as _NOT_COUNTED
 from ckptgeo.analysis.config import AnalysisConfig
-from ckptgeo.analysis.event_table import _match_behavior, _opt
-from ckptgeo.analysis.tables import _KEYS, _with_defaults, model_size, split_seed
+from ckptgeo.analysis.event_table import match_behavior, opt_int
+from ckptgeo.analysis import curves as cv
+from ckptgeo.analysis.curves import CURVE_KEYS, preferred_variant, split_seed, summary_rows
+from ckptgeo.analysis.tables import model_size, with_defaults
 
-__all__ = ["summary_rows", "null_curves", "rates", "difficulty_slope", "top_down", "probe_lead", "across_sizes",
+__all__ = ["null_curves", "rates", "difficulty_slope", "top_down", "probe_lead", "across_sizes",
            "seed_spread", "seed_events"]
-
-def summary_rows(events: pd.DataFrame) -> pd.DataFrame:
-    """Rows at each curve family's summary layer (deepest layer; -1 for whole-model measures)."""
-    if events.empty:
-        return events
-    fam = _KEYS + ["metric"]
-    deepest = events.groupby(fam)["layer"].transform("max")
-    return events[events["layer"] == deepest]
-
 
 @dataclass(frozen=True)
 class _NullCurve:
@@ -46,10 +39,10 @@ class _NullCurve:
 
 def null_curves(rows: pd.DataFrame, curves: pd.DataFrame, cfg: AnalysisConfig) -> dict[tuple, _NullCurve]:
     """Per counted summary row, the rule's outcome with acquisition moved to each checkpoint of the curve."""
-    counted = rows[~rows["status"].isin(_NOT_COUNTED)]
+    counted = rows[cv.counted(rows)]
     if counted.empty:
         return {}
-    keys = _KEYS + ["metric", "layer"]
+    keys = CURVE_KEYS + ["metric", "layer"]
     wanted = set(map(tuple, counted[keys].itertuples(index=False, name=None)))
     out = {}
     for key, g in curves.groupby(keys, sort=False):
@@ -62,9 +55,7 @@ def null_curves(rows: pd.DataFrame, curves: pd.DataFrame, cfg: AnalysisConfig) -
         prec = np.full(s.size, np.nan)
         gck = np.full(s.size, np.nan)
         for m in range(1, s.size):
-            acq = ev.acquisition_at(s, int(s[m]), window=cfg.window)
-            gap = ev.curve_events(s, v, acq, kind=kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
-                                  resolution_checkpoints=cfg.resolution_checkpoints).gap
+            gap = cfg.curve_events(s, v, cfg.acquisition_at(s, int(s[m])), kind=kind).gap
             prec[m] = float(gap.precursor)
             gck[m] = math.nan if gap.gap_checkpoints is None else float(gap.gap_checkpoints)
         out[key] = _NullCurve(s, prec, gck)
@@ -83,7 +74,7 @@ def _outcomes(nulls: list[_NullCurve], acq_steps: np.ndarray, field_: str) -> np
 
 def _rate_null(counted: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> st.PermutationResult | None:
     """Permutation test of a precursor rate: acquisition steps permuted across the counted runs."""
-    keys = _KEYS + ["metric", "layer"]
+    keys = CURVE_KEYS + ["metric", "layer"]
     have = [(nulls.get(k), a) for k, a in zip(counted[keys].itertuples(index=False, name=None),
                                             counted["acquisition_step"])]
     have = [(nc, a) for nc, a in have if nc is not None and pd.notna(a)]
@@ -101,7 +92,7 @@ def _rate_null(counted: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> st.Pe
 
 #: the precursor rule's rate on each noise model, pooled over the curves (ckptgeo.analysis.nulls): measurement
 #: jitter, iid noise at each curve's own variance, random walks of that spread
-NOISE_RATE_COLUMNS = tuple(f"{k}_rate{x}" for k in ("jitter", "iid", "walk") for x in ("", "_low", "_high"))
+NOISE_RATE_COLUMNS = tuple(f"{k}rate_of{x}" for k in ("jitter", "iid", "walk") for x in ("", "_low", "_high"))
 
 
 def _pooled_noise(counted: pd.DataFrame, cfg: AnalysisConfig) -> dict:
@@ -112,7 +103,7 @@ def _pooled_noise(counted: pd.DataFrame, cfg: AnalysisConfig) -> dict:
         fpr = counted[col].astype("float64").dropna() if col in counted.columns else pd.Series(dtype=float)
         k = int(round(float((fpr * cfg.n_noise_curves).sum())))
         r = st.binomial_interval(k, cfg.n_noise_curves * len(fpr), confidence=cfg.confidence)
-        out |= {f"{kind}_rate": r.rate, f"{kind}_rate_low": r.low, f"{kind}_rate_high": r.high}
+        out |= {f"{kind}rate_of": r.rate, f"{kind}_rate_low": r.low, f"{kind}_rate_high": r.high}
     return out
 
 
@@ -130,7 +121,7 @@ def rates(rows: pd.DataFrame, by: list[str], cfg: AnalysisConfig | None = None,
     out = []
     for key, g in rows.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        counted = g[~g["status"].isin(_NOT_COUNTED)]
+        counted = g[cv.counted(g)]
         prec = counted["precursor"].astype(bool)
         n_prec = int(prec.sum())
         rate = st.binomial_interval(n_prec, len(counted), confidence=cfg.confidence)
@@ -184,9 +175,9 @@ def difficulty_slope(rows: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> pd
     out = []
     if rows.empty:
         return pd.DataFrame(columns=cols)
-    keys = _KEYS + ["metric", "layer"]
+    keys = CURVE_KEYS + ["metric", "layer"]
     for key, g in rows.groupby(by, sort=True, dropna=False):
-        counted = g[~g["status"].isin(_NOT_COUNTED)]
+        counted = g[cv.counted(g)]
         have = [(nulls.get(k), a) for k, a in zip(counted[keys].itertuples(index=False, name=None),
                                                 counted["acquisition_step"])]
         have = [(nc, a) for nc, a in have if nc is not None and pd.notna(a)]
@@ -230,12 +221,12 @@ def top_down(events: pd.DataFrame, cfg: AnalysisConfig) -> pd.DataFrame:
     blocks can never reach p < 0.05), "simultaneous" when every onset ties, "undetermined" with fewer than two
     onsets. ``spearman_rho`` / ``p_value`` are Spearman over every layer >= 1 (kept for comparison; no verdict).
     """
-    cols = _KEYS + ["metric", "centered", "n_layers", "n_with_onset", "onsets", "spearman_rho", "p_value",
+    cols = CURVE_KEYS + ["metric", "centered", "n_layers", "n_with_onset", "onsets", "spearman_rho", "p_value",
                     "n_blocks_tested", "kendall_tau", "kendall_p", "kendall_exact", "n_tied_onsets",
                     "final_norm_layer", "final_norm_onset_step", "direction", "alpha", "n_permutations"]
     rows = []
     sub = events[events["metric"].isin(cfg.collapse_metrics) & (events["layer"] >= 1)]
-    for (model, suite, chash, metric), g in sub.groupby(_KEYS + ["metric"], sort=True):
+    for (model, suite, chash, metric), g in sub.groupby(CURVE_KEYS + ["metric"], sort=True):
         g = g.sort_values("layer")
         have = g[g["collapse_onset_step"].notna()]
         rho, p = _spearman(have["layer"], have["collapse_onset_step"])
@@ -277,11 +268,11 @@ def probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> p
     ("never_acquired", "acquired_at_start", "no_data") when the probe was measured but there is no
     acquisition to lead.
     """
-    cols = _KEYS + ["layer", "n_checkpoints", "probe_step", "acquisition_step", "lead_steps", "leads",
+    cols = CURVE_KEYS + ["layer", "n_checkpoints", "probe_step", "acquisition_step", "lead_steps", "leads",
                     "resolution_steps", "status", "reason", "probe_margin", "probe_alpha", "p_value_at_onset"]
     if probes.empty:
         return pd.DataFrame(columns=cols)
-    p = _with_defaults(probes)
+    p = with_defaults(probes)
     has_p = "p_value" in p.columns and p["p_value"].notna().any()
     p = p[p["step"].notna()].assign(
         accuracy=pd.to_numeric(p["accuracy"], errors="coerce"),
@@ -289,19 +280,19 @@ def probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> p
         chance=pd.to_numeric(p["chance"], errors="coerce") if "chance" in p.columns else math.nan,
         p_value=pd.to_numeric(p["p_value"], errors="coerce") if has_p else math.nan,
         reason=p["reason"].astype("object") if "reason" in p.columns else None)
-    p = p.groupby(_KEYS + ["layer", "step"], sort=True).agg(
+    p = p.groupby(CURVE_KEYS + ["layer", "step"], sort=True).agg(
         accuracy=("accuracy", "mean"), control_accuracy=("control_accuracy", "mean"), chance=("chance", "mean"),
         p_value=("p_value", "max"), reason=("reason", "first")).reset_index()
     rows = []
-    for (model, suite, chash, layer), g in p.groupby(_KEYS + ["layer"], sort=True):
+    for (model, suite, chash, layer), g in p.groupby(CURVE_KEYS + ["layer"], sort=True):
         steps = g["step"].to_numpy()
         onset = ev.probe_onset(steps, g["accuracy"].to_numpy(), g["control_accuracy"].to_numpy(),
                                chance=g["chance"].to_numpy(), p_value=g["p_value"].to_numpy() if has_p else None,
                                margin=cfg.probe_margin, alpha=cfg.probe_alpha)
-        match = _match_behavior(acc_groups, model, suite, chash)
+        match = match_behavior(acc_groups, model, suite, chash)
         acq = match.acquisition if match else ev.Acquisition(None, None, math.nan, cfg.window, None, "no_data",
                                                     "no behavior rows for this model and suite")
-        gap = ev.precursor_gap(acq, onset)
+        gap = cfg.gap(acq, onset)
         if onset.status == "no_data":
             reasons = g["reason"].dropna().astype(str)
             status = "not_measured"
@@ -321,9 +312,9 @@ def probe_lead(probes: pd.DataFrame, acc_groups: dict, cfg: AnalysisConfig) -> p
         at = g.loc[g["step"] == onset.step, "p_value"] if onset.step is not None else pd.Series(dtype=float)
         rows.append({"model": model, "suite": suite, "config_hash": chash, "layer": int(layer),
                      "n_checkpoints": int(g[["accuracy", "control_accuracy"]].notna().all(axis=1).sum()),
-                     "probe_step": _opt(onset.step), "acquisition_step": _opt(acq.step),
-                     "lead_steps": _opt(gap.gap_steps), "leads": status == "leads",
-                     "resolution_steps": _opt(gap.resolution_steps), "status": status, "reason": reason,
+                     "probe_step": opt_int(onset.step), "acquisition_step": opt_int(acq.step),
+                     "lead_steps": opt_int(gap.gap_steps), "leads": status == "leads",
+                     "resolution_steps": opt_int(gap.resolution_steps), "status": status, "reason": reason,
                      "probe_margin": cfg.probe_margin, "probe_alpha": cfg.probe_alpha,
                      "p_value_at_onset": float(at.iloc[0]) if len(at) else math.nan})
     df = pd.DataFrame(rows, columns=cols)
@@ -347,9 +338,7 @@ def across_sizes(events: pd.DataFrame, acq: pd.DataFrame, curves: pd.DataFrame,
     per: dict[str, pd.DataFrame] = {}
     rows_ = summary_rows(events)
     rk = rows_[rows_["metric"] == cfg.collapse_metrics[0]] if len(rows_) else rows_
-    uncentred = rk["centered"].eq(False).fillna(False).astype(bool) if len(rk) else None
-    if uncentred is not None and uncentred.any():
-        rk = rk[uncentred]  # the uncentred RankMe (docs/definitions.md#rankme)
+    rk = preferred_variant(rk)
     if len(rk):
         per["collapse_floor"] = rk.groupby(["model", "suite"])["collapse_floor"].mean().unstack("suite")
     if len(acq):
@@ -446,6 +435,6 @@ def seed_events(events: pd.DataFrame) -> pd.DataFrame:
                 "gap_checkpoints_min": float(gc.min()) if len(gc) else math.nan,
                 "gap_checkpoints_max": float(gc.max()) if len(gc) else math.nan,
                 "n_precursor": int(h["precursor"].astype(bool).sum()),
-                "n_counted": int((~h["status"].isin(_NOT_COUNTED)).sum())})
+                "n_counted": int(cv.counted(h).sum())})
     return pd.DataFrame(out, columns=cols)
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo._io import safe_name
+from ckptgeo.analysis.curves import CURVE_KEYS, split_seed
 from ckptgeo.errors import DatasetLayoutError
 from ckptgeo.sources.groups import grouped_revisions, groups_of
 
@@ -36,14 +37,12 @@ logger = logging.getLogger(__name__)
 _LEVEL = re.compile(r"^(?P<task>.+)-L(?P<level>\d+)$")
 _PARAMS = re.compile(r"(?<![\d.a-z])(\d+(?:\.\d+)?)([kmbt])(?![a-z0-9])", re.I)
 _SHAPE = re.compile(r"(?<![\d.])(\d+)x(\d+)(?![\d.])", re.I)
-_SEED = re.compile(r"^(?P<base>.+?)[-_](?:seed|s)(?P<seed>\d+)$", re.I)
 _SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
-_KEYS = ["model", "suite", "config_hash"]
 
 
 # --------------------------------------------------------------------------------------------- cleaning
 
-def _require(df: pd.DataFrame, table: str, cols: tuple[str, ...], root: Path) -> None:
+def require_columns(df: pd.DataFrame, table: str, cols: tuple[str, ...], root: Path) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise DatasetLayoutError(
@@ -236,7 +235,7 @@ def check_x(x: str, curves: pd.DataFrame, accuracy: pd.DataFrame) -> None:
                 f"its naming scheme has no known global batch); use --x steps", name="x", value=x)
 
 
-def _with_defaults(df: pd.DataFrame) -> pd.DataFrame:
+def with_defaults(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if "config_hash" not in df.columns:
         df["config_hash"] = ""
@@ -249,11 +248,11 @@ def _with_defaults(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _clean_geometry(geo: pd.DataFrame) -> pd.DataFrame:
+def clean_geometry(geo: pd.DataFrame) -> pd.DataFrame:
     """One value per curve and step. Values a budget cut short (``converged`` False) and negative LLC
     estimates are left out (NaN: a missing checkpoint) and counted per step in ``unconverged`` / ``negative``;
     ``value_low`` / ``value_high`` (the measurement interval) are carried where recorded."""
-    geo = _with_defaults(geo)
+    geo = with_defaults(geo)
     geo = geo[geo["step"].notna()].copy()
     geo["layer"] = geo["layer"].astype("int64")
     geo["metric"] = geo["metric"].astype(str)
@@ -263,7 +262,7 @@ def _clean_geometry(geo: pd.DataFrame) -> pd.DataFrame:
     negative = (geo["metric"] == "llc") & (value < 0)
     geo = geo.assign(value=value.where(~(unconverged | negative)), unconverged=unconverged.astype("int64"),
                      negative=negative.astype("int64"))
-    key = _KEYS + ["metric", "layer"]
+    key = CURVE_KEYS + ["metric", "layer"]
     if "index" in geo.columns:
         idx = pd.to_numeric(geo["index"], errors="coerce").fillna(-1)
         geo = geo.assign(_idx=idx)
@@ -284,24 +283,24 @@ def _clean_geometry(geo: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _loss_curves(beh: pd.DataFrame) -> pd.DataFrame:
+def loss_curves(beh: pd.DataFrame) -> pd.DataFrame:
     """The task loss the scan recorded (behaviour rows ``metric == "loss"``, nats per answer token) as
     whole-model curves (``metric`` "loss", ``layer`` -1) beside the geometry's, so that the same onset rule,
     gap and nulls apply to it. Empty where the dataset has no loss rows (written before they were recorded)."""
-    cols = _KEYS + ["metric", "layer", "step", "value"]
+    cols = CURVE_KEYS + ["metric", "layer", "step", "value"]
     if beh.empty or "metric" not in beh.columns or not (beh["metric"].astype(str) == "loss").any():
         return pd.DataFrame(columns=cols)
-    loss = _with_defaults(beh[beh["metric"].astype(str) == "loss"])
+    loss = with_defaults(beh[beh["metric"].astype(str) == "loss"])
     loss = loss[loss["step"].notna()].assign(value=lambda d: pd.to_numeric(d["value"], errors="coerce"),
                                              layer=-1, metric="loss")
-    out = loss.groupby(_KEYS + ["metric", "layer", "step"], sort=True).agg(value=("value", "mean")).reset_index()
+    out = loss.groupby(CURVE_KEYS + ["metric", "layer", "step"], sort=True).agg(value=("value", "mean")).reset_index()
     out["step"] = out["step"].astype("int64")
     out["layer"] = out["layer"].astype("int64")
     return out
 
 
-def _clean_behavior(beh: pd.DataFrame) -> pd.DataFrame:
-    beh = _with_defaults(beh)
+def clean_behavior(beh: pd.DataFrame) -> pd.DataFrame:
+    beh = with_defaults(beh)
     beh = beh[beh["step"].notna()]
     metric = beh["metric"].astype(str)
     has_acc = beh.assign(_a=metric == "accuracy").groupby(["model", "suite"])["_a"].transform("any")
@@ -315,7 +314,7 @@ def _clean_behavior(beh: pd.DataFrame) -> pd.DataFrame:
     if "n_items" in beh.columns:  # for accuracy's binomial interval (the fewest items of repeated rows)
         beh = beh.assign(n_items=pd.to_numeric(beh["n_items"], errors="coerce").astype("float64"))
         agg["n_items"] = ("n_items", "min")
-    out = beh.groupby(_KEYS + ["step"], sort=True).agg(**agg).reset_index()
+    out = beh.groupby(CURVE_KEYS + ["step"], sort=True).agg(**agg).reset_index()
     out["step"] = out["step"].astype("int64")
     return out
 
@@ -340,18 +339,6 @@ def model_size(name: str) -> float:
     return math.nan
 
 
-def split_seed(name: str) -> tuple[str, int | None]:
-    """``("<base>", k)`` for a model named ``<base>-seed<k>`` or ``<base>-s<k>``; else ``(name, None)``.
-
-    Examples
-    --------
-    >>> split_seed("pythia-160m-seed3"), split_seed("add-2x128-s0"), split_seed("pythia-160m")
-    (('pythia-160m', 3), ('add-2x128', 0), ('pythia-160m', None))
-    """
-    m = _SEED.match(str(name))
-    return (m.group("base"), int(m.group("seed"))) if m else (str(name), None)
-
-
 @lru_cache(maxsize=256)
 def _header_difficulty(suite: str) -> str | None:
     try:
@@ -371,7 +358,7 @@ def _header_difficulty(suite: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _difficulty(acq: pd.DataFrame, user: Mapping[str, str] | None) -> dict[tuple[str, str], tuple[str, str]]:
+def difficulty_classes(acq: pd.DataFrame, user: Mapping[str, str] | None) -> dict[tuple[str, str], tuple[str, str]]:
     """(model, suite) -> (task, difficulty class)."""
     user = dict(user or {})
     out: dict[tuple[str, str], tuple[str, str]] = {}

@@ -15,7 +15,7 @@ from typing import Mapping
 import pandas as pd
 
 from ckptgeo.analysis.config import AnalysisConfig
-from ckptgeo.analysis.summary_tables import summary_rows
+from ckptgeo.analysis.curves import summary_rows
 
 __all__ = ["EVENT_VIEW", "read_runs", "run_labels", "events_view", "events_legend", "events_text"]
 

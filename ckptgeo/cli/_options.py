@@ -7,6 +7,7 @@ import argparse
 import sys
 
 __all__ = ["add_source_options", "add_scan_options", "add_setting_flags", "run_scan_command", "parse_source_options",
+           "scan_kwargs",
            "undefined_probe_warnings"]
 
 
@@ -106,7 +107,7 @@ _FROM_FLAG = {"metric_options": lambda v: parse_metric_options(v) or None, "metr
               "source_options": parse_source_options}
 
 
-def _scan_kwargs(args) -> dict:
+def scan_kwargs(args) -> dict:
     """``scan()``'s keywords from the parsed flags: every declared setting whose flag this command has."""
     from ckptgeo.engine.config import declared
 
@@ -154,7 +155,7 @@ def _shown(value) -> str:
 def _run_scan(args, metrics: tuple[str, ...]) -> int:
     from ckptgeo.engine.plan import plan_scan, shard
 
-    kwargs = {**_scan_kwargs(args), **({} if metrics is None else {"metrics": tuple(metrics)})}
+    kwargs = {**scan_kwargs(args), **({} if metrics is None else {"metrics": tuple(metrics)})}
     if args.dry_run:
         plan = plan_scan(args.source, out=args.out, **kwargs)
         print(plan.summary())

@@ -37,25 +37,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "arXiv:2602.15997).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="dataset folder written by `ckptgeo scan` (its --out)")
-    p.add_argument("--acc-threshold", type=float, default=None,
-                   help="accuracy threshold (default 0.5; halfway between chance and 1 where chance >= 0.5)")
-    p.add_argument("--window", type=int, default=3, help="consecutive checkpoints above threshold (default 3)")
-    p.add_argument("--recovery", type=float, default=0.1,
-                   help="fraction of the RankMe drop regained / of a measure's departure moved (default 0.1)")
-    p.add_argument("--probe-margin", type=float, default=0.1,
-                   help="probe accuracy over the better of chance and its shuffled-label control that marks the "
-                        "probe onset (default 0.1)")
-    p.add_argument("--probe-alpha", type=float, default=0.05,
-                   help="the probe onset also needs the probe's p-value below this (default 0.05)")
-    p.add_argument("--min-drop", type=float, default=0.25,
-                   help="a collapse needs RankMe this fraction of its first value below it (default 0.25)")
-    p.add_argument("--resolution-checkpoints", type=int, default=1,
-                   help="a gap of at most this many checkpoints is 'unresolved', not a precursor (default 1)")
-    p.add_argument("--n-permutations", type=int, default=999,
-                   help="relabellings per permutation test (default 999)")
-    p.add_argument("--noise-curves", type=int, default=200,
-                   help="noise curves per summary curve for the detector's false-positive rate (default 200; 0: skip)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the nulls (default 0)")
+    from ckptgeo._settings import add_flags
+    from ckptgeo.analysis.rules import AnalysisConfig
+
+    p.set_defaults(analysis_settings=add_flags(p, AnalysisConfig))   # the declared flags: rules, probe, nulls
     p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR): a "
                                                "new or empty folder, DIR itself, or an earlier analysis of it; "
                                                "never another dataset")
@@ -108,10 +93,8 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
     keep = args.keep_grouped
     keep = keep.split(",") if keep not in (None, "latest") else keep
-    result = analyze(args.dir, acc_threshold=args.acc_threshold, window=args.window, recovery=args.recovery,
-                     probe_margin=args.probe_margin, probe_alpha=args.probe_alpha, out=args.out, keep_grouped=keep,
-                     x=args.x, min_drop=args.min_drop, resolution_checkpoints=args.resolution_checkpoints,
-                     n_permutations=args.n_permutations, n_noise_curves=args.noise_curves, seed=args.seed)
+    result = analyze(args.dir, out=args.out, keep_grouped=keep, x=args.x,
+                     **{name: getattr(args, name) for name in args.analysis_settings})
     report = write_report(result.root, analysis=result, plots=not args.no_plots)
     events = result.events
     if args.x == "tokens":   # the same events, their checkpoints in tokens

@@ -212,11 +212,11 @@ def _command_args(command: str, args: list[str]) -> argparse.Namespace:
 def _selection(command: str, cargs: argparse.Namespace, out: Path) -> dict:
     """What a scan or probe will measure: the model its parts are named by, config hash and selected revision
     names."""
-    from ckptgeo.cli._options import _scan_kwargs
+    from ckptgeo.cli._options import scan_kwargs
     from ckptgeo.engine.config import ScanConfig, settings_from
     from ckptgeo.engine.plan import resolve
 
-    kwargs = _scan_kwargs(cargs)
+    kwargs = scan_kwargs(cargs)
     if command == "probe":
         from ckptgeo.engine.probe import PROBE_METRICS
         kwargs["metrics"] = tuple(PROBE_METRICS)

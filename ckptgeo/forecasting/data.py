@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis.tables import model_size, split_seed
+from ckptgeo.analysis.curves import grid_run, preferred_variant, split_seed
+from ckptgeo.analysis.tables import model_size
 
 __all__ = ["RunCurves", "runs_from_tables", "run_identity"]
 
 #: a training grid's run name, ``<task>-L<level>-<size>-s<seed>`` (``ckptgeo train --grid``)
-_GRID = re.compile(r"^(?P<task>[a-z]+)-L(?P<level>\d+)-(?P<size>[A-Za-z0-9]+)-s(?P<seed>\d+)$")
 _LEVEL = re.compile(r"^(?P<task>.+)-L(?P<level>\d+)$")
 
 
@@ -93,9 +93,9 @@ def run_identity(model: str, suite: str) -> dict:
     >>> run_identity("EleutherAI/pythia-160m-seed3", "logic")
     {'task': 'logic', 'level': None, 'size': '160m', 'seed': 3}
     """
-    m = _GRID.match(str(model))
-    if m:
-        return {"task": m["task"], "level": int(m["level"]), "size": m["size"], "seed": int(m["seed"])}
+    run = grid_run(model)
+    if run is not None:
+        return run
     lvl = _LEVEL.match(str(suite))
     base, seed = split_seed(str(model))
     size = re.search(r"(\d+(?:\.\d+)?[kmbt]|\d+x\d+)(?![a-z0-9])", base.rsplit("/", 1)[-1], re.I)
@@ -105,12 +105,7 @@ def run_identity(model: str, suite: str) -> dict:
 
 def _rankme_layers(curves: pd.DataFrame) -> pd.DataFrame:
     """The RankMe rows to read: uncentred where a run has both variants; layer 0 (embeddings) left out."""
-    r = curves[(curves["metric"] == "rankme") & (curves["layer"] > 0)]
-    if "centered" in r.columns and len(r):
-        unc = r["centered"].eq(False).fillna(False).astype(bool)
-        has_unc = unc.groupby([r["model"], r["suite"]]).transform("any")
-        r = r[unc | ~has_unc]
-    return r
+    return preferred_variant(curves[(curves["metric"] == "rankme") & (curves["layer"] > 0)])
 
 
 def runs_from_tables(accuracy: pd.DataFrame, curves: pd.DataFrame, acquisitions: pd.DataFrame) -> list[RunCurves]:

@@ -37,7 +37,7 @@ def chance_level(kinds_and_choices: list[tuple[str, int]]) -> float:
 
 
 @register_metric(name="behavior", needs="outputs", cost="cheap", unit="fraction correct", range=(0.0, 1.0),
-                 config=BehaviorConfig, table="behavior")
+                 config=BehaviorConfig, table="behavior", higher_is_better=True)
 def behavior(correct: np.ndarray, config: BehaviorConfig | None = None) -> float:
     """Accuracy: the mean of per-item correctness.
 

@@ -147,7 +147,7 @@ def fold_test(scores: np.ndarray, baseline: np.ndarray, n_test: np.ndarray, n: i
 
 
 @register_metric(name="probe", needs="probe_states", cost="expensive", unit="fraction correct", range=(0.0, 1.0),
-                 config=ProbeConfig, table="probes")
+                 config=ProbeConfig, table="probes", higher_is_better=True)
 def probe(states, labels, config: ProbeConfig | None = None) -> ProbeResult:
     """Cross-validated accuracy of a linear probe predicting ``labels`` from ``states``.
 

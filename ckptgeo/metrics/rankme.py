@@ -216,7 +216,8 @@ def _interval(hidden_states: torch.Tensor, config: RankMeConfig | None, seed: in
 
 @register_metric(name="rankme", needs="hidden_states", cost="cheap", unit="effective dimensions",
                  range=(1.0, float("inf")), config=RankMeConfig,
-                 columns={"centered": "centered", "eps": "epsilon"}, interval=_interval)
+                 columns={"centered": "centered", "eps": "epsilon"}, interval=_interval, preferred={"centered": False},
+                 higher_is_better=True, collapse="falls")
 def rankme(hidden_states: torch.Tensor, config: RankMeConfig | None = None) -> float:
     """RankMe of one layer's hidden states.
 

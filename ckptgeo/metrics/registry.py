@@ -51,6 +51,7 @@ __all__ = ["METRICS", "MetricSpec", "MetricValue", "CompareValue", "ModelContext
 NEEDS = ("hidden_states", "probe_states", "outputs", "model", "weights")
 PARTNERS = ("previous", "first", "reference")
 COSTS = ("cheap", "expensive")
+COLLAPSE = ("falls", "rises")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,11 @@ class MetricSpec:
     compare: Callable | None = None  # cross-checkpoint: compare(artifact, partner_artifact, config)
     partners: tuple[str, ...] = ()   # which revisions each one is compared with (PARTNERS)
     interval: Callable | None = None  # hidden_states only: interval(states, config, seed) -> (low, high)
+    # how its curve is read (ckptgeo.analysis.curves.reading): the variant read where a dataset holds several,
+    # as (column, value) pairs; whether higher is better; which way it moves at a collapse (COLLAPSE)
+    preferred: tuple[tuple[str, Any], ...] = ()
+    higher_is_better: bool | None = None
+    collapse: str | None = None
 
     @property
     def cross(self) -> bool:
@@ -150,8 +156,15 @@ METRICS = Registry("measure", "ckptgeo.metrics", {
 
 def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "", range=(float("-inf"), float("inf")),
                     config: type | None = None, table: str = "geometry", columns: Mapping[str, str] | None = None,
-                    compare: Callable | None = None, partners: tuple[str, ...] = (), interval: Callable | None = None):
+                    compare: Callable | None = None, partners: tuple[str, ...] = (), interval: Callable | None = None,
+                    preferred: Mapping[str, Any] | None = None, higher_is_better: bool | None = None,
+                    collapse: str | None = None):
     """Decorator registering ``fn`` as metric ``name`` in :data:`METRICS` (``fn`` itself is returned).
+
+    ``preferred``, ``higher_is_better`` and ``collapse`` say how its curve is read
+    (:func:`ckptgeo.analysis.curves.reading`): ``preferred={"centered": False}`` makes every table, claim and
+    figure read the uncentred rows where a dataset holds both; ``collapse`` is ``"falls"`` or ``"rises"``, the way
+    the measure moves at a representation collapse (None: it marks none).
 
     ``compare`` and ``partners`` make it a cross-checkpoint measure (module docstring); its rows go to
     the ``compare`` table. ``interval`` gives a hidden-state measure's per-checkpoint error (module docstring).
@@ -169,6 +182,8 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
         raise ValueError(f"cost must be one of {COSTS}; got {cost!r}")
     if compare is not None and (not partners or not set(partners) <= set(PARTNERS)):
         raise ValueError(f"a cross-checkpoint measure needs partners among {PARTNERS}; got {partners!r}")
+    if collapse not in (None, *COLLAPSE):
+        raise ValueError(f"collapse must be one of {COLLAPSE} or None; got {collapse!r}")
     if needs == "weights" and compare is None:
         raise ValueError('needs="weights" is for cross-checkpoint measures (give compare= and partners=)')
     if interval is not None and (needs != "hidden_states" or compare is not None):
@@ -178,7 +193,9 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
         METRICS.register(name, MetricSpec(name=name, fn=fn, needs=needs, cost=cost, unit=unit, range=tuple(range),
                                           config=config, table="compare" if compare is not None else table,
                                           columns=tuple((columns or {}).items()), compare=compare,
-                                          partners=tuple(partners), interval=interval))
+                                          partners=tuple(partners), interval=interval,
+                                          preferred=tuple((preferred or {}).items()),
+                                          higher_is_better=higher_is_better, collapse=collapse))
         return fn
 
     return deco

@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from ckptgeo import __version__
-from ckptgeo.analysis import events as ev
 from ckptgeo.constants import DEFAULT_N_SAMPLES
-from ckptgeo.engine.config import ScanConfig, declared, monitor_settings, settings_from, with_settings_doc
+from ckptgeo.analysis.rules import EventRules
+from ckptgeo.engine.config import (ScanConfig, ScanSetting, declared, monitor_settings, settings_from,
+                                   with_settings_doc)
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.monitor.live import LiveEvent, LiveTracker
 from ckptgeo.monitor.schedule import Schedule
@@ -54,17 +55,15 @@ log = logging.getLogger("ckptgeo.monitor")
 
 
 @dataclass(frozen=True)
-class MonitorConfig(monitor_settings(batch_size=64)):
+class MonitorConfig(EventRules, monitor_settings(batch_size=64)):
     """Settings of a monitor. The measuring ones are the scan's settings declared for the monitor in
     :mod:`ckptgeo.engine.config` (their fields, defaults and checks, except ``batch_size``: 64 here) and
-    enter the same config hash; the event ones mean what they mean in :func:`ckptgeo.analysis.summary.analyze`.
+    enter the same config hash; the event ones are the event rules of ``ckptgeo analyze``
+    (:class:`ckptgeo.analysis.rules.EventRules`: the same declaration, defaults, checks and detector).
 
     Attributes
     ----------
     {settings}
-    acc_threshold : float or None, default=None
-    window : int, default=3
-    recovery : float, default=0.1
     event_layers : "last", "all" or tuple of int, default="last"
         RankMe layers whose events are reported.
 
@@ -73,9 +72,6 @@ class MonitorConfig(monitor_settings(batch_size=64)):
     ``seed`` also draws the held-out items of an algorithmic task named as a suite.
     """
 
-    acc_threshold: float | None = None
-    window: int = ev.DEFAULT_WINDOW
-    recovery: float = ev.DEFAULT_RECOVERY
     event_layers: str | tuple[int, ...] = "last"
 
 
@@ -245,8 +241,7 @@ class Monitor:
 
             main_process = shard()[0] == 0
         self.main_process = main_process
-        self.tracker = LiveTracker(acc_threshold=cfg.acc_threshold, window=cfg.window, recovery=cfg.recovery,
-                                   layers=cfg.event_layers)
+        self.tracker = LiveTracker(cfg, layers=cfg.event_layers)
         self.dataset = Dataset(self.out) if main_process else None
         self.readings: list[Reading] = []
         self.forecast_from = None if forecast_from is None else str(forecast_from)
@@ -453,7 +448,8 @@ class Monitor:
 
 def _scan_config(config: MonitorConfig) -> ScanConfig:
     """The scan settings a monitor's config holds, as a :class:`~ckptgeo.engine.config.ScanConfig`."""
-    return ScanConfig(**settings_from({f.name: getattr(config, f.name) for f, _ in declared(type(config))}))
+    return ScanConfig(**settings_from({f.name: getattr(config, f.name) for f, s in declared(type(config))
+                                       if isinstance(s, ScanSetting)}))
 
 
 def _weights_digest(model) -> str:

@@ -20,7 +20,8 @@ What can be known online, and when:
 
 The acquisition event carries the precursor gap (acquisition step minus recovery onset) at the
 tracked layers, which is then the value ``ckptgeo analyze`` computes on the finished curve, with the
-same rules: a collapse needs RankMe more than ``min_drop`` (default 0.25) of its first value below it, and
+same rules, declared once in :class:`ckptgeo.analysis.rules.EventRules` and applied by its methods: a collapse
+needs RankMe more than ``min_drop`` (default 0.25) of its first value below it, and
 the gap is given in steps and checkpoints with its interval from the checkpoint grid; a gap within one
 checkpoint spacing is "unresolved", not a precursor (:func:`ckptgeo.analysis.events.precursor_gap`).
 """
@@ -30,7 +31,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ckptgeo._settings import replace_params, validate_params
 from ckptgeo.analysis import events as ev
+from ckptgeo.analysis.rules import EventRules
 
 __all__ = ["LiveEvent", "LiveTracker"]
 
@@ -100,27 +103,25 @@ class LiveTracker:
 
     Parameters
     ----------
-    acc_threshold : float or None, default=None
-        As :func:`ckptgeo.analysis.events.acquisition_step` (None: 0.5, or halfway above a chance >= 0.5).
-    window : int, default=3
-        Checkpoints above the threshold for acquisition; also the checkpoints a minimum must hold.
-    recovery : float, default=0.1
-        Fraction of the drop regained for the recovery onset.
+    rules : EventRules or None, default=None
+        The event rules (:class:`ckptgeo.analysis.rules.EventRules`, the same declaration and detector ``ckptgeo
+        analyze`` uses; a :class:`ckptgeo.monitor.MonitorConfig` is one); None: their defaults.
     layers : "last", "all" or tuple of int, default="last"
         RankMe layers whose events are reported ("last": the deepest, the summary layer of ``analyze``).
-    min_drop : float, default=0.25
-        A collapse needs RankMe more than this fraction of its first value below it
-        (:data:`ckptgeo.analysis.events.DEFAULT_MIN_DROP`).
-    resolution_checkpoints : int, default=1
-        A gap of at most this many checkpoints is reported "unresolved", not as a precursor.
+    **settings
+        Any rule of :class:`~ckptgeo.analysis.rules.EventRules` by name, set on ``rules`` (``min_drop=0.3``).
+
+    Raises
+    ------
+    InvalidParameterError
+        A name that is no rule, or a value out of its declared range.
     """
 
-    def __init__(self, *, acc_threshold: float | None = None, window: int = ev.DEFAULT_WINDOW,
-                 recovery: float = ev.DEFAULT_RECOVERY, layers="last", min_drop: float = ev.DEFAULT_MIN_DROP,
-                 resolution_checkpoints: int = ev.DEFAULT_RESOLUTION_CHECKPOINTS):
-        ev.acquisition_threshold(acc_threshold)
-        self.acc_threshold, self.window, self.recovery, self.layers = acc_threshold, window, recovery, layers
-        self.min_drop, self.resolution_checkpoints = float(min_drop), int(resolution_checkpoints)
+    def __init__(self, rules: EventRules | None = None, *, layers="last", **settings):
+        rules = rules if rules is not None else EventRules()
+        self.rules = replace_params(rules, settings, owner="monitor") if settings else rules
+        validate_params(self.rules, owner="monitor")
+        self.layers = layers
         self.tracks: dict[str, _Track] = {}
         self.events: list[LiveEvent] = []
 
@@ -153,7 +154,7 @@ class LiveTracker:
         found: list[LiveEvent] = []
         new_acq = None
         if t.acquisition is None:
-            a = ev.acquisition_step(t.steps, t.acc, self.acc_threshold, self.window, t.chance)
+            a = self.rules.acquisition(t.steps, t.acc, t.chance)
             if a.acquired:
                 t.acquisition = new_acq = a
         final = t.acquisition is not None
@@ -161,12 +162,12 @@ class LiveTracker:
         onsets = {}
         for layer in self._layers(t):
             values = t.rankme[layer]
-            c = ev.collapse_point(t.steps, values, acq_step, min_drop=self.min_drop)
+            c = self.rules.collapse(t.steps, values, acq_step)
             if c.index is None:
                 continue
             n_after = sum(1 for s, v in zip(t.steps, values) if s > c.step and math.isfinite(v))
             key = ("collapse", layer)
-            if (final or n_after >= self.window) and t.reported.get(key) != c.step:
+            if (final or n_after >= self.rules.window) and t.reported.get(key) != c.step:
                 found.append(self._event("collapse", suite, layer, c.step, step, c.floor, final, key in t.reported,
                                          f"RankMe collapse at step {c.step} (floor {c.floor:.3g}, from "
                                          f"{c.first_value:.3g})" + ("" if final else
@@ -176,7 +177,7 @@ class LiveTracker:
                     t.reported[("stale recovery", layer)] = t.reported.pop(("recovery", layer))
             if t.reported.get(key) != c.step:
                 continue
-            o = ev.recovery_onset(t.steps, values, c, recovery=self.recovery)
+            o = self.rules.recovery_onset(t.steps, values, c)
             onsets[layer] = o
             rkey = ("recovery", layer)
             if o.step is not None and t.reported.get(rkey) != o.step:
@@ -184,7 +185,7 @@ class LiveTracker:
                 revised = rkey in t.reported or ("stale recovery", layer) in t.reported
                 found.append(self._event("recovery", suite, layer, o.step, step, float(v), final, revised,
                                          f"recovery onset at step {o.step} (RankMe {v:.3g} >= {o.level:.3g}, "
-                                         f"{self.recovery:g} of the drop regained)"))
+                                         f"{self.rules.recovery:g} of the drop regained)"))
                 t.reported[rkey] = o.step
         if new_acq is not None:
             found.append(self._acquisition_event(suite, t, new_acq, step, onsets))
@@ -209,12 +210,12 @@ class LiveTracker:
         for layer in self._layers(t):
             o = onsets.get(layer)
             if o is None:
-                parts.append(f"L{layer} no collapse before it (a collapse needs RankMe {self.min_drop:g} of its "
+                parts.append(f"L{layer} no collapse before it (a collapse needs RankMe {self.rules.min_drop:g} of its "
                              f"first value below it)")
                 gap_steps = gap_ck = None
                 status = "no_onset"
                 continue
-            g = ev.precursor_gap(a, o, resolution_checkpoints=self.resolution_checkpoints)
+            g = self.rules.gap(a, o)
             gap_steps, gap_ck, status = g.gap_steps, g.gap_checkpoints, g.status
             col = t.reported.get(("collapse", layer))
             if g.gap_steps is not None:

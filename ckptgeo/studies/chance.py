@@ -53,12 +53,12 @@ class Curve:
     kind: str = "recovery"
 
 
-def _acquisition(steps: np.ndarray, step: int | None, window: int) -> ev.Acquisition:
-    """An acquisition placed at ``step`` of this schedule (:func:`ckptgeo.analysis.events.acquisition_at`);
-    None: never acquired."""
+def _acquisition(steps: np.ndarray, step: int | None, rules) -> ev.Acquisition:
+    """An acquisition placed at ``step`` of this schedule by ``rules`` (an
+    :class:`~ckptgeo.analysis.rules.EventRules`); None: never acquired."""
     if step is None:
-        return ev.acquisition_step(steps, np.zeros(len(steps)), threshold=0.5, window=window)
-    return ev.acquisition_at(steps, int(step), window=window)
+        return ev.acquisition_step(steps, np.zeros(len(steps)), threshold=0.5, window=rules.window)
+    return rules.acquisition_at(steps, int(step))
 
 
 def events_at(steps, values, acquisition_step: int | None, *, kind: str = "recovery", config=None):
@@ -68,9 +68,7 @@ def events_at(steps, values, acquisition_step: int | None, *, kind: str = "recov
 
     cfg = config or AnalysisConfig()
     s = np.asarray(steps, dtype=float)
-    acq = _acquisition(s, acquisition_step, cfg.window)
-    return ev.curve_events(s, np.asarray(values, dtype=float), acq, kind=kind, min_drop=cfg.min_drop,
-                           recovery=cfg.recovery, resolution_checkpoints=cfg.resolution_checkpoints)
+    return cfg.curve_events(s, np.asarray(values, dtype=float), _acquisition(s, acquisition_step, cfg), kind=kind)
 
 
 def status_at(steps, values, acquisition_step: int | None, *, kind: str = "recovery",
@@ -172,8 +170,7 @@ def subsample_rates(curves: Mapping[str, Curve], accuracy: Mapping[str, tuple[np
                 continue
             s_acc, acc, chance = accuracy[m]
             keep = _every(len(s_acc), k)
-            acq = ev.acquisition_step(s_acc[keep], acc[keep], threshold=cfg.acc_threshold, window=cfg.window,
-                                      chance=None if chance is None or math.isnan(chance) else chance)
+            acq = cfg.acquisition(s_acc[keep], acc[keep], None if chance is None or math.isnan(chance) else chance)
             if not acq.acquired or acq.at_first_checkpoint:
                 continue
             kc = _every(len(c.steps), k)
@@ -184,7 +181,7 @@ def subsample_rates(curves: Mapping[str, Curve], accuracy: Mapping[str, tuple[np
         row = {"factor": k, "checkpoints": float(np.median(lengths)) if lengths else math.nan}
         for name, flag in (("hard", True), ("easy", False)):
             r = stats.binomial_interval(*counts[flag])
-            row |= {f"{name}_k": r.k, f"{name}_n": r.n, f"{name}_rate": r.rate, f"{name}_low": r.low,
+            row |= {f"{name}_k": r.k, f"{name}_n": r.n, f"{name}rate_of": r.rate, f"{name}_low": r.low,
                     f"{name}_high": r.high}
         rows.append(row)
     return pd.DataFrame(rows)

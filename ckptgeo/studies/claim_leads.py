@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo.analysis import stats
-from ckptgeo.studies.claims import ALPHA, MARGIN, MIN_CASES, SOURCES, Claim, ClaimContext, parse_run, register_claim
+from ckptgeo.analysis.curves import grid_run, summary_rows
+from ckptgeo.studies.claims import ALPHA, MARGIN, MIN_CASES, SOURCES, Claim, ClaimContext, register_claim
 from ckptgeo.studies.inference import Interval, cluster_interval, contrast
 from ckptgeo.studies.leads import Behaviour, LeadMatrix, lead_matrix
 from ckptgeo.studies.power import LEADS, minimum_detectable
@@ -64,7 +65,7 @@ def loss_curves(ctx: ClaimContext) -> dict:
     if isinstance(cur, pd.DataFrame) and len(cur):
         sub = cur[cur["metric"] == "loss"]
         for m, g in sub.groupby("model"):
-            g = g[g["layer"] == g["layer"].max()].sort_values("step").drop_duplicates("step")
+            g = summary_rows(g).sort_values("step").drop_duplicates("step")
             out[m] = (g["step"].to_numpy(float), g["value"].to_numpy(float))
     return out
 
@@ -96,7 +97,7 @@ def lead_frame(lm: LeadMatrix, runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for i, m in enumerate(lm.models):
         r = meta.loc[m] if m in meta.index else None
-        run = parse_run(m) or {}
+        run = grid_run(m) or {}
         rows.append({"model": m, "task": run.get("task", m), "level": run.get("level"), "size": run.get("size"),
                      "seed": run.get("seed"), "hard": bool(r["hard"]) if r is not None else False,
                      "setting": f"{run.get('task', m)}-L{run.get('level')}-{run.get('size')}",
@@ -150,7 +151,7 @@ def tracking_test(lm: LeadMatrix, judged, *, n_permutations: int, seed: int, sam
     pairs of one task). None without a pair."""
     judged = set(judged)
     idx = np.asarray([i for i, m in enumerate(lm.models) if m in judged], dtype=int)
-    tasks = [(parse_run(m) or {"task": m})["task"] for m in lm.models]
+    tasks = [(grid_run(m) or {"task": m})["task"] for m in lm.models]
     pairs = _pairs(lm.strata, idx, same_task, tasks)
     if not len(pairs):
         return None

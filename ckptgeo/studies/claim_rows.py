@@ -13,28 +13,29 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo.analysis import stats
+from ckptgeo.analysis import curves as cv
 from ckptgeo.studies.claims import (ALPHA, MIN_CASES, MIN_SETTINGS, PROBE_GATE_ACCURACY, SOURCES, Claim,
-                                    ClaimContext, _ci, _examples, _frac, _holds, _num, _rate, _size_params,
-                                    parse_run, register_claim)
+                                    ClaimContext, ci_text, examples_text, fraction_text, holds_verdict, numeric, rate_of, size_params,
+                                    register_claim)
 
 def _order(ctx: ClaimContext) -> Claim:
     runs = ctx.runs
     c = runs[runs["counted"]]
-    col, rec, acq = _num(c["collapse_step"]), _num(c["onset_step"]), _num(c["acquisition_step"])
+    col, rec, acq = numeric(c["collapse_step"]), numeric(c["onset_step"]), numeric(c["acquisition_step"])
     ok = (col < rec) & (rec <= acq)  # NaN compares False: a missing collapse or recovery is out of order
-    rate, lo, hi, how = _rate(ctx, c, ok)
+    rate, lo, hi, how = rate_of(ctx, c, ok)
     null, p, res = math.nan, math.nan, None
     if ctx.curves and len(c):
         # the order under permuted acquisition: collapse and recovery are found before the acquisition given
         res = _order_null(ctx, list(c["model"]))
         if res is not None:
             null, p = res.null_mean, res.p_value
-    verdict, why = _holds(p, len(c), "order rate against permuted acquisition", _floor_p(res))
+    verdict, why = holds_verdict(p, len(c), "order rate against permuted acquisition", _floor_p(res))
     missing = c.loc[~ok.to_numpy(), "model"]
     return Claim("order", "collapse -> recovery -> acquisition, in that order, in every run",
                  "the shape holds across tasks and sizes",
-                 f"{_frac(int(ok.sum()), len(c))} acquired runs {_ci(lo, hi)}", verdict,
-                 why + (f"; out of order: {_examples(missing)}" if len(missing) else ""),
+                 f"{fraction_text(int(ok.sum()), len(c))} acquired runs {ci_text(lo, hi)}", verdict,
+                 why + (f"; out of order: {examples_text(missing)}" if len(missing) else ""),
                  "events/events.parquet (metric rankme, summary layer); figures/grid.png", SOURCES["order"],
                  rate, lo, hi, null, p, f"permutation of acquisition steps within a schedule; interval: {how}")
 
@@ -75,8 +76,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     """Kendall tau of block depth against collapse onset, runs of >= 4 layers; post-final-norm layer apart."""
     runs = ctx.runs
     e = events[(events["metric"] == "rankme") & events["model"].isin(set(runs["model"]))] if len(events) else events
-    if len(e) and "centered" in e.columns and e["centered"].eq(False).fillna(False).astype(bool).any():
-        e = e[e["centered"].eq(False).fillna(False).astype(bool)]
+    e = cv.preferred_variant(e)
     per_run, items, labels, post_first, ties, small, few = [], [], [], 0, 0, 0, 0
     for model, g in (e.groupby("model", sort=True) if len(e) else []):
         n_layers = int(g["layer"].max())
@@ -88,7 +88,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
         if len(have) < 3:
             few += 1
             continue
-        x, y = have["layer"].to_numpy(float), _num(have["collapse_onset_step"]).to_numpy()
+        x, y = have["layer"].to_numpy(float), numeric(have["collapse_onset_step"]).to_numpy()
         kt = stats.kendall_tau(x, y, n_permutations=999, seed=ctx.seed, alternative="less")
         if math.isnan(kt.tau):
             continue
@@ -119,7 +119,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     res = stats.permutation_test(mean_tau, len(arr), strata=list(lab), n_permutations=ctx.n_permutations,
                                  seed=ctx.seed, alternative="less")
     k = int(sum(t < 0 for t in per_run))
-    verdict, why = _holds(res.p_value, n, "mean Kendall tau < 0 against onsets permuted within runs")
+    verdict, why = holds_verdict(res.p_value, n, "mean Kendall tau < 0 against onsets permuted within runs")
     return Claim("top_down", "collapse reaches output-side layers first (Kendall tau(depth, collapse onset) < 0)",
                  "28/32 task x model pairs (v3); 32/32 (v1-v2)",
                  f"mean tau {res.statistic:+.2f} over {n} runs of >= 4 layers ({k} with tau < 0; {ties} tied onset "
@@ -134,11 +134,11 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
 
 def _floor_rows(runs: pd.DataFrame, task: str) -> pd.DataFrame:
     r = runs[(runs["task"] == task) & (runs["level"] == 1) & runs["collapse_floor"].notna()]
-    return r.assign(collapse_floor=_num(r["collapse_floor"]))
+    return r.assign(collapse_floor=numeric(r["collapse_floor"]))
 
 
 def _size_order(sizes) -> list:
-    return sorted(sizes, key=_size_params)
+    return sorted(sizes, key=size_params)
 
 
 def _floor_modular(ctx: ClaimContext) -> Claim:
@@ -185,7 +185,7 @@ def _floor_multiplication(ctx: ClaimContext) -> Claim:
     kt = stats.kendall_tau(r["n_parameters"].to_numpy(float), r["collapse_floor"].to_numpy(float),
                            n_permutations=ctx.n_permutations, seed=ctx.seed, alternative="greater")
     # a design that cannot reject leaves a rising floor inconclusive; a falling one is still not reproduced
-    verdict, why = _holds(kt.p_value, len(r), f"Kendall tau(parameters, floor) = {kt.tau:+.2f} over {len(r)} runs",
+    verdict, why = holds_verdict(kt.p_value, len(r), f"Kendall tau(parameters, floor) = {kt.tau:+.2f} over {len(r)} runs",
                           kt.min_p if kt.tau > 0 else math.nan)
     return Claim("floor_multiplication", "multiplication's collapse floor rises with capacity",
                  "floors rise with model size", f"median floor by size: {shown}; tau {kt.tau:+.2f}", verdict, why,
@@ -198,11 +198,11 @@ def _across(ctx: ClaimContext, quantity: str) -> Claim:
     sizes = _size_order(runs["size"].unique())
     key = ["task", "level"]
     if quantity == "collapse_floor":
-        table = runs.assign(v=_num(runs["collapse_floor"])).pivot_table(index=key, columns="size", values="v",
+        table = runs.assign(v=numeric(runs["collapse_floor"])).pivot_table(index=key, columns="size", values="v",
                                                                          aggfunc="mean")
         label = "collapse floors"
     else:
-        acq = _num(runs["acquisition_step"])
+        acq = numeric(runs["acquisition_step"])
         never = float(acq.max()) + 1.0 if acq.notna().any() else 1.0
         table = runs.assign(v=acq.fillna(never)).pivot_table(index=key, columns="size", values="v", aggfunc="mean")
         label = "acquisition order (never acquired ranked last)"
@@ -255,7 +255,7 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
     gate = ""
     if failed is not None:
         passed, failed_models = failed
-        gate = f"; sanity gate: {passed} run(s) pass, {len(failed_models)} fail ({_examples(failed_models)})"
+        gate = f"; sanity gate: {passed} run(s) pass, {len(failed_models)} fail ({examples_text(failed_models)})"
         pl = pl[~pl["model"].isin(failed_models)]
         if failed_models and not passed:
             return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
@@ -271,7 +271,7 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
     rows = counted[counted["model"].isin(models)].set_index("model").loc[models].reset_index() if models else \
         counted.iloc[:0]
     flag = rows["model"].isin(leads)
-    rate, lo, hi, how = _rate(ctx, rows, flag)
+    rate, lo, hi, how = rate_of(ctx, rows, flag)
     null = p = math.nan
     res = None
     if models and "probe_step" in judged.columns:
@@ -284,13 +284,13 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
             res = stats.permutation_test(lambda o: float(np.mean(onset < acq[np.asarray(o)])), len(pool),
                                          strata=strata, n_permutations=ctx.n_permutations, seed=ctx.seed)
             null, p = res.null_mean, res.p_value
-    verdict, why = _holds(p, len(models), "lead rate against permuted acquisition", _floor_p(res))
+    verdict, why = holds_verdict(p, len(models), "lead rate against permuted acquisition", _floor_p(res))
     extra = (f"; {len(at_start)} acquired run(s) left out: every layer's probe reads the label at the first "
              f"checkpoint (no rise to see)") if at_start else ""
     extra += f"; {len(not_measured)} acquired run(s) not measured (probe undefined)" if not_measured else ""
     return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
                  "probes lead acquisition",
-                 f"{_frac(len(leads), len(models))} acquired runs have a layer whose probe leads {_ci(lo, hi)}"
+                 f"{fraction_text(len(leads), len(models))} acquired runs have a layer whose probe leads {ci_text(lo, hi)}"
                  + ("" if math.isnan(null) else f"; permuted {null:.0%}"),
                  verdict, why + extra + gate + "; onset: beats max(chance, control) by the margin with p < alpha",
                  "summary/probe_lead.parquet", SOURCES["probe_lead"], rate, lo, hi, null, p,
@@ -314,11 +314,11 @@ def _failed_gate(ctx: ClaimContext, probes: pd.DataFrame | None, models: set) ->
         if not len(at) or at[-1] < PROBE_GATE_ACCURACY:
             continue   # the model is not at ~100% there: the gate does not apply
         end = g[(g["step"] == last) & (pd.to_numeric(g["layer"], errors="coerce") >= 1)]
-        acc_p = _num(end["accuracy"])
+        acc_p = numeric(end["accuracy"])
         if acc_p.isna().all():
             continue   # the probe is undefined there (too few items of a class): not measured, not failed
-        base = np.maximum(_num(end["chance"]), _num(end["control_accuracy"]).fillna(0.0))
-        pval = _num(end["p_value"]) if "p_value" in end.columns else pd.Series(0.0, index=end.index)
+        base = np.maximum(numeric(end["chance"]), numeric(end["control_accuracy"]).fillna(0.0))
+        pval = numeric(end["p_value"]) if "p_value" in end.columns else pd.Series(0.0, index=end.index)
         if bool(((acc_p - base >= cfg.probe_margin) & (pval < cfg.probe_alpha)).any()):
             passed += 1
         else:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -38,8 +37,10 @@ import pandas as pd
 
 from ckptgeo._registry import Registry
 from ckptgeo.analysis import stats
+from ckptgeo.analysis.curves import (NOT_COUNTED, grid_run, preferred_variant, run_identity, run_rows,
+                                    summary_rows)
 
-__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "register_claim", "claim_table", "runs_table", "parse_run", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
+__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "register_claim", "claim_table", "runs_table", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
            "ALPHA", "MARGIN", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table", "claim_context"]
 
 #: fewest cases (runs, settings) a test is run on; fewer: inconclusive.
@@ -142,8 +143,6 @@ DEFINITIONS = f"""\
   checkpoint must have a layer whose probe decodes the target there; runs that fail are reported, and the row
   is *not measured (failed gate)* when none passes.
 """
-_RUN = re.compile(r"^(?P<task>.+)-L(?P<level>\d+)-(?P<size>[A-Za-z0-9]+)-s(?P<seed>\d+)$")
-_NOT_COUNTED = ("never_acquired", "no_data", "acquired_at_start", "censored")
 
 
 def is_hard(task: str, level: int) -> bool:
@@ -213,23 +212,7 @@ class Claim:
     mde: float = math.nan
 
 
-def parse_run(model: str) -> dict | None:
-    """``{"task", "level", "size", "seed"}`` of a grid run name, or None.
-
-    Examples
-    --------
-    >>> parse_run("modular-L1-tiny-s0")
-    {'task': 'modular', 'level': 1, 'size': 'tiny', 'seed': 0}
-    >>> parse_run("EleutherAI/pythia-160m") is None
-    True
-    """
-    m = _RUN.match(str(model))
-    if not m:
-        return None
-    return {"task": m["task"], "level": int(m["level"]), "size": m["size"], "seed": int(m["seed"])}
-
-
-def _size_params(size: str) -> float:
+def size_params(size: str) -> float:
     from ckptgeo.training.sizes import SIZES
 
     return float(SIZES[size].n_parameters()) if size in SIZES else math.nan
@@ -260,20 +243,16 @@ def runs_table(events: pd.DataFrame, metric: str = "rankme",
             "hard", "suite", "config_hash"]
     if events is None or events.empty:
         return pd.DataFrame(columns=cols).astype({"counted": bool, "hard": bool})
-    e = events[events["metric"] == metric]
-    if "centered" in e.columns and e["centered"].eq(False).fillna(False).astype(bool).any():
-        e = e[e["centered"].eq(False).fillna(False).astype(bool)]
-    e = e[e["layer"] == e.groupby("model")["layer"].transform("max")]
     rows = []
-    for r in e.itertuples(index=False):
-        run = parse_run(r.model)
-        if run is None:
+    for r in run_rows(events, metric).itertuples(index=False):
+        if grid_run(r.model) is None:
             continue
-        rows.append({"model": r.model, **run, "n_parameters": _size_params(run["size"]),
+        run = run_identity(r.model, getattr(r, "suite", None), getattr(r, "task", None))
+        rows.append({"model": r.model, **run, "n_parameters": size_params(run["size"]),
                      "acquisition_step": r.acquisition_step, "acquisition_status": r.acquisition_status,
                      "collapse_step": r.collapse_step, "collapse_floor": r.collapse_floor, "onset_step": r.onset_step,
                      "gap_steps": r.gap_steps, "resolution_steps": r.resolution_steps, "status": r.status,
-                     "counted": r.status not in _NOT_COUNTED, "hard": bool(hard(run["task"], run["level"])),
+                     "counted": r.status not in NOT_COUNTED, "hard": bool(hard(run["task"], run["level"])),
                      "suite": getattr(r, "suite", None), "config_hash": getattr(r, "config_hash", None)})
     df = pd.DataFrame(rows, columns=cols).astype({"counted": bool, "hard": bool})
     return df.sort_values(["n_parameters", "task", "level", "seed"], kind="stable", ignore_index=True)
@@ -281,22 +260,22 @@ def runs_table(events: pd.DataFrame, metric: str = "rankme",
 
 # ------------------------------------------------------------------------------------------------ helpers
 
-def _frac(k: int, n: int) -> str:
+def fraction_text(k: int, n: int) -> str:
     return f"{k}/{n}" + (f" ({k / n:.0%})" if n else "")
 
 
-def _examples(models, n: int = 3) -> str:
+def examples_text(models, n: int = 3) -> str:
     models = list(models)
     if not models:
         return "none"
     return ", ".join(models[:n]) + (f" (+{len(models) - n} more)" if len(models) > n else "")
 
 
-def _num(series) -> pd.Series:
+def numeric(series) -> pd.Series:
     return pd.to_numeric(series, errors="coerce").astype("float64")
 
 
-def _ci(lo: float, hi: float) -> str:
+def ci_text(lo: float, hi: float) -> str:
     return f"[{lo:.0%}, {hi:.0%}]" if not (math.isnan(lo) or math.isnan(hi)) else "[-]"
 
 
@@ -338,7 +317,7 @@ class ClaimContext:
     n_power: int = 40
 
 
-def _rate(ctx: ClaimContext, rows: pd.DataFrame, flag: pd.Series) -> tuple[float, float, float, str]:
+def rate_of(ctx: ClaimContext, rows: pd.DataFrame, flag: pd.Series) -> tuple[float, float, float, str]:
     """A rate over runs with its interval: hierarchical bootstrap over tasks and seeds where there are at least
     MIN_CASES tasks, else Wilson. Returns (rate, low, high, method)."""
     k, n = int(flag.sum()), int(len(flag))
@@ -357,7 +336,7 @@ def _powerless(floor_p: float) -> bool:
     return floor_p is not None and not math.isnan(floor_p) and floor_p >= ALPHA
 
 
-def _holds(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str, str]:
+def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str, str]:
     """Verdict of a claim that something holds, from its test's p-value over n cases (``floor_p``: the smallest
     p-value the test could give; at or above alpha the test cannot reject and the verdict is inconclusive)."""
     if n < MIN_CASES or p is None or math.isnan(p):
@@ -431,8 +410,8 @@ def _contexts(runs: pd.DataFrame, curves: pd.DataFrame | None, accuracy: pd.Data
         for (model, suite), g in accuracy.groupby(["model", "suite"], sort=True):
             if model in set(runs["model"]):
                 g = g.sort_values("step").drop_duplicates("step")
-                ch = _num(g["chance"]).iloc[0] if "chance" in g.columns else math.nan
-                acc_by[model] = (g["step"].to_numpy(float), _num(g["accuracy"]).to_numpy(), float(ch))
+                ch = numeric(g["chance"]).iloc[0] if "chance" in g.columns else math.nan
+                acc_by[model] = (g["step"].to_numpy(float), numeric(g["accuracy"]).to_numpy(), float(ch))
     if curves is None or not len(curves):
         return cur_by, acc_by
     rk = curves[curves["metric"] == "rankme"]
@@ -442,9 +421,9 @@ def _contexts(runs: pd.DataFrame, curves: pd.DataFrame | None, accuracy: pd.Data
             g = g[g["config_hash"] == r.config_hash]
         if not len(g):
             continue
-        g = g[g["layer"] == g["layer"].max()].sort_values("step")
+        g = summary_rows(preferred_variant(g)).sort_values("step")
         grid = acc_by.get(r.model, (g["step"].to_numpy(float),))[0]
-        acq = _num(pd.Series([r.acquisition_step])).iloc[0]
+        acq = numeric(pd.Series([r.acquisition_step])).iloc[0]
         cur_by[r.model] = Curve(g["step"].to_numpy(float), g["value"].to_numpy(float),
                                 None if (not r.counted or math.isnan(acq)) else int(acq),
                                 ",".join(str(int(x)) for x in grid), "recovery")

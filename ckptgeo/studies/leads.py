@@ -160,9 +160,7 @@ def lead_matrix(curves: Mapping[str, object], behaviour: Mapping[str, Behaviour]
         for k, j in enumerate(cols):
             key = 0 if c.kind == "change" else int(acq_idx[k])
             if key not in seen:
-                acq = ev.acquisition_at(grid, int(acq_steps[j]), window=cfg.window)
-                e = ev.curve_events(grid, values, acq, kind=c.kind, min_drop=cfg.min_drop, recovery=cfg.recovery,
-                                    resolution_checkpoints=cfg.resolution_checkpoints).onset
+                e = cfg.curve_events(grid, values, cfg.acquisition_at(grid, int(acq_steps[j])), kind=c.kind).onset
                 seen[key] = (e, *_onset_index(grid, e))
             e, g_idx, g_step = seen[key]
             ck[i, j] = acc_idx[k] - g_idx

@@ -14,13 +14,13 @@ Importing the module registers both; ckptgeo itself is not changed. ``ckptgeo an
 """
 
 from ckptgeo import register_claim, register_step
+from ckptgeo.analysis.curves import summary_rows
 
 
 @register_step(name="gap_by_suite", reads=("events",), writes=("gap_by_suite",))
 def gap_by_suite(ctx):
     """Per suite: curves at the summary layer, how many have a precursor gap, and their median gap in steps."""
-    e = ctx["events"]
-    e = e[e["layer"] == e.groupby(["model", "suite", "metric"])["layer"].transform("max")]
+    e = summary_rows(ctx["events"])   # the layer every table reads, per (model, suite, config_hash, metric)
     table = e.groupby("suite", as_index=False).agg(n_curves=("status", "size"),
                                                   n_precursor=("precursor", "sum"),
                                                   median_gap_steps=("gap_steps", "median"))
