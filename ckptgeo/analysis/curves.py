@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 __all__ = ["CURVE_KEYS", "NOT_COUNTED", "Reading", "reading", "preferred_variant", "summary_layer", "summary_rows",
-           "counted", "grid_run", "split_seed", "run_identity", "run_rows"]
+           "counted", "grid_run", "split_seed", "run_identity", "run_rows", "run_curves", "run_accuracy",
+           "summary_event"]
 
 #: the columns naming one run: a model, the suite it was measured on, and the settings hash of the scan
 CURVE_KEYS = ["model", "suite", "config_hash"]
@@ -186,3 +187,33 @@ def run_rows(events: pd.DataFrame, metric: str = "rankme") -> pd.DataFrame:
     if events is None or len(events) == 0:
         return events
     return summary_rows(preferred_variant(events[events["metric"] == metric]))
+
+
+def run_curves(analysis, model: str, suite: str, metric: str) -> tuple[str | None, pd.DataFrame]:
+    """The ``(config_hash, curves rows)`` of one run's ``metric`` that a figure draws: its layers (>= 0) of the
+    preferred variant (:func:`preferred_variant`), of the settings with the most rows; ``(None, empty)`` if none."""
+    c = analysis.curves
+    sub = c[(c["model"] == model) & (c["suite"] == suite) & (c["metric"] == metric) & (c["layer"] >= 0)]
+    if sub.empty:
+        return None, sub
+    sub = preferred_variant(sub)
+    chash = sub.groupby("config_hash").size().sort_values(ascending=False, kind="stable").index[0]
+    return chash, sub[sub["config_hash"] == chash]
+
+
+def summary_event(analysis, model: str, suite: str, config_hash: str | None, metric: str):
+    """The events row of that run at its summary layer (:func:`summary_rows`), or None."""
+    e = analysis.events
+    e = e[(e["model"] == model) & (e["suite"] == suite) & (e["config_hash"] == config_hash) & (e["metric"] == metric)]
+    return None if e.empty else summary_rows(e).iloc[0]
+
+
+def run_accuracy(analysis, model: str, suite: str, config_hash: str | None) -> pd.DataFrame:
+    """The accuracy rows of that run (those of ``config_hash`` where it has them, else its first settings'),
+    sorted by step."""
+    acc = analysis.accuracy
+    acc = acc[(acc["model"] == model) & (acc["suite"] == suite)]
+    if acc.empty:
+        return acc
+    pick = config_hash if (acc["config_hash"] == config_hash).any() else acc["config_hash"].iloc[0]
+    return acc[acc["config_hash"] == pick].sort_values("step")

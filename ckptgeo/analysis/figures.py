@@ -32,39 +32,13 @@ import pandas as pd
 
 from ckptgeo._registry import Registry
 from ckptgeo.analysis import plotting as pl
-from ckptgeo.analysis.curves import preferred_variant, summary_rows
+from ckptgeo.analysis.curves import preferred_variant, run_accuracy, run_curves, summary_event, summary_rows
 from ckptgeo.analysis.plotting import constant_layers, with_gaps
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
            "gap_marks", "seed_groups", "constant_layers", "with_gaps", "Figure", "FIGURES", "register_figure"]
 
 logger = logging.getLogger(__name__)
-
-
-def _pick_curves(analysis, model: str, suite: str, metric: str):
-    """The (config_hash, curves frame) to draw: uncentred first, then the config with most rows."""
-    c = analysis.curves
-    sub = c[(c["model"] == model) & (c["suite"] == suite) & (c["metric"] == metric) & (c["layer"] >= 0)]
-    if sub.empty:
-        return None, sub
-    sub = preferred_variant(sub)
-    chash = sub.groupby("config_hash").size().sort_values(ascending=False, kind="stable").index[0]
-    return chash, sub[sub["config_hash"] == chash]
-
-
-def _summary_event(analysis, model, suite, chash, metric):
-    e = analysis.events
-    e = e[(e["model"] == model) & (e["suite"] == suite) & (e["config_hash"] == chash) & (e["metric"] == metric)]
-    return None if e.empty else summary_rows(e).iloc[0]
-
-
-def _accuracy_of(analysis, model, suite, chash):
-    acc = analysis.accuracy
-    acc = acc[(acc["model"] == model) & (acc["suite"] == suite)]
-    if acc.empty:
-        return acc
-    pick = chash if (acc["config_hash"] == chash).any() else acc["config_hash"].iloc[0]
-    return acc[acc["config_hash"] == pick].sort_values("step")
 
 
 def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, metric: str = "rankme") -> Path | None:
@@ -88,7 +62,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     Path or None
         None when there is no curve of ``metric`` for this model and suite.
     """
-    chash, sub = _pick_curves(analysis, model, suite, metric)
+    chash, sub = run_curves(analysis, model, suite, metric)
     if sub.empty:
         return None
     layers = sorted(sub["layer"].unique())
@@ -96,7 +70,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     flat = pl.constant_layers(sub)
     xcol = "tokens" if getattr(analysis, "x", "steps") == "tokens" else "step"
     gaps = pl.left_out_steps(analysis, model, xcol)   # revisions left out: the line breaks there
-    marks = pl.events_of(_summary_event(analysis, model, suite, chash, metric), "tokens" if xcol == "tokens" else "step")
+    marks = pl.events_of(summary_event(analysis, model, suite, chash, metric), "tokens" if xcol == "tokens" else "step")
     window = marks and marks["collapse"] is not None and marks["acquisition"] is not None
     fig = pl.figure(8.0, 7.0 if window else 4.8)
     if window:
@@ -104,7 +78,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         ax, zoom = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
     else:
         ax, zoom = fig.add_subplot(1, 1, 1), None
-    many = len(layers) > MAX_LAYER_LEGEND   # deep models: a colour bar of layers instead of a legend entry each
+    many = len(layers) > pl.MAX_LAYER_LEGEND   # deep models: a colour bar of layers instead of a legend entry each
     for layer in layers:
         g = sub[sub["layer"] == layer].sort_values("step")
         if layer in flat:   # constant by construction: drawn thin and grey, and said so
@@ -114,7 +88,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         ax.plot(*pl.with_gaps(g[xcol], g["value"], gaps), color=colours[layer], lw=1.1 if many else 1.4,
                 label=None if many else f"L{layer}", marker="." if len(g) < 40 and not many else None)
     if many:
-        _layer_bar(fig, ax, layers, colours)
+        pl.layer_bar(fig, ax, layers, colours)
     for i, step in enumerate(gaps):   # every left-out revision, also before the first or after the last
         ax.axvline(step, color="0.55", lw=0.7, ls=(0, (1, 2)), zorder=0,
                    label=f"left out ({gaps.size} revisions)" if i == 0 else None)
@@ -123,7 +97,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     ax.set_yscale("log")
     pl.log_ticks(ax.yaxis, sub["value"])
     pl.log_x(ax, sub[xcol])
-    acc = _accuracy_of(analysis, model, suite, chash)
+    acc = run_accuracy(analysis, model, suite, chash)
     acc_line = None
     if not acc.empty:
         ax2 = ax.twinx()
@@ -147,24 +121,6 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     if zoom is not None:
         _plot_window(zoom, sub, acc, marks, colours, metric, xcol)
     return pl.save(fig, Path(path))
-
-
-#: above this many layers a figure's lines get a colour bar of layers, not a legend entry each
-MAX_LAYER_LEGEND = 8
-
-
-def _layer_bar(fig, ax, layers, colours) -> None:
-    """A colour bar naming the layers by their line colour (for deep models, instead of a legend entry each)."""
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import BoundaryNorm, ListedColormap
-
-    cmap = ListedColormap([colours[layer] for layer in layers])
-    bar = fig.colorbar(ScalarMappable(norm=BoundaryNorm(np.arange(len(layers) + 1) - 0.5, len(layers)), cmap=cmap),
-                       ax=ax, fraction=0.04, pad=0.13)   # room for the accuracy axis on the right
-    every = max(1, int(np.ceil(len(layers) / 12)))
-    bar.set_ticks(range(0, len(layers), every))
-    bar.set_ticklabels([f"L{layers[i]}" for i in range(0, len(layers), every)], fontsize=7)
-    bar.set_label("layer (line colour)")
 
 
 def _plot_window(ax, sub, acc, marks: dict, colours: dict, metric: str, xcol: str = "step") -> None:
@@ -201,7 +157,7 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
     Path or None
         None when there is no curve of ``metric`` for this model and suite.
     """
-    chash, sub = _pick_curves(analysis, model, suite, metric)
+    chash, sub = run_curves(analysis, model, suite, metric)
     if sub.empty:
         return None
     grid = sub.pivot_table(index="layer", columns="step", values="value", aggfunc="mean").sort_index()
@@ -225,7 +181,7 @@ def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
     bar = fig.colorbar(im, ax=ax, label=f"{metric} (log scale)" if norm is not None else metric)
     if norm is not None:
         pl.log_ticks(bar.ax.yaxis, finite)
-    marks = pl.events_of(_summary_event(analysis, model, suite, chash, metric))
+    marks = pl.events_of(summary_event(analysis, model, suite, chash, metric))
     styles = {"collapse": ("#00d5ff", ":"), "onset": ("#00d5ff", "--"), "acquisition": ("#ff2d2d", "-")}  # on magma
     names = {"collapse": f"L{marks.get('layer')} collapse", "onset": f"L{marks.get('layer')} recovery onset",
              "acquisition": "acquisition"}
@@ -396,11 +352,11 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
     """
     per_model = {}
     for m in models:
-        chash, sub = _pick_curves(analysis, m, suite, metric)
+        chash, sub = run_curves(analysis, m, suite, metric)
         if sub.empty:
             continue
         deepest = summary_rows(sub)
-        per_model[m] = (deepest.groupby("step")["value"].mean(), _accuracy_of(analysis, m, suite, chash),
+        per_model[m] = (deepest.groupby("step")["value"].mean(), run_accuracy(analysis, m, suite, chash),
                         int(deepest["layer"].iloc[0]))
     if len(per_model) < 2:
         return None

@@ -15,7 +15,8 @@ import pandas as pd
 from ckptgeo._io import atomic_path, safe_name
 
 __all__ = ["slug", "figure", "save", "plain", "log_ticks", "title", "layer_colours", "log_x", "constant_layers",
-           "axis_label", "isna", "int_or_none", "left_out_steps", "with_gaps", "events_of", "mark_events"]
+           "axis_label", "isna", "int_or_none", "left_out_steps", "with_gaps", "events_of", "mark_events",
+           "layer_bar", "MAX_LAYER_LEGEND"]
 
 
 def slug(text: str) -> str:
@@ -181,3 +182,21 @@ def mark_events(ax, marks: dict, colour, *, labels: bool = True) -> None:
         ax.axvline(rec, color=colour, ls="--", lw=1.6, label=f"L{layer} recovery onset {rec}" if labels else None)
     if acq is not None:
         ax.axvline(acq, color="tab:red", ls="-", lw=1.6, label=f"acquisition {acq}" if labels else None)
+
+
+#: above this many layers a figure's lines get a colour bar of layers, not a legend entry each
+MAX_LAYER_LEGEND = 8
+
+
+def layer_bar(fig, ax, layers, colours) -> None:
+    """A colour bar naming the layers by their line colour (for deep models, instead of a legend entry each)."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    cmap = ListedColormap([colours[layer] for layer in layers])
+    bar = fig.colorbar(ScalarMappable(norm=BoundaryNorm(np.arange(len(layers) + 1) - 0.5, len(layers)), cmap=cmap),
+                       ax=ax, fraction=0.04, pad=0.13)   # room for the accuracy axis on the right
+    every = max(1, int(np.ceil(len(layers) / 12)))
+    bar.set_ticks(range(0, len(layers), every))
+    bar.set_ticklabels([f"L{layers[i]}" for i in range(0, len(layers), every)], fontsize=7)
+    bar.set_label("layer (line colour)")

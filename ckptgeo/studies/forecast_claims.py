@@ -20,7 +20,8 @@ import math
 import pandas as pd
 
 from ckptgeo.forecasting.evaluate import PAPER_CONCORDANCE, SPLITS, ForecastConfig, concordance
-from ckptgeo.studies.claims import ALPHA, MIN_CASES, MIN_SETTINGS, Claim, is_hard, parse_run, register_claim
+from ckptgeo.analysis.curves import grid_run
+from ckptgeo.studies.claims import ALPHA, MIN_CASES, MIN_SETTINGS, Claim, is_hard, register_claim
 
 __all__ = ["forecast_geometry", "forecast_across_sizes", "hard_easy_concordance"]
 
@@ -41,7 +42,7 @@ def hard_easy_concordance(forecast: pd.DataFrame, feature_set: str, *, n_permuta
     cfg = ForecastConfig(n_permutations=n_permutations, seed=seed)
     per_class: dict[str, list] = {}
     for (model, suite), g in f.groupby(["model", "suite"], sort=True):
-        run = parse_run(model)
+        run = grid_run(model)
         if run is None:
             continue
         g = g.sort_values("step")
