@@ -12,6 +12,7 @@ import pandas as pd
 
 from ckptgeo._io import atomic_write_text
 from ckptgeo.analysis import plotting as pl
+from ckptgeo.analysis.curves import summary_rows
 from ckptgeo.analysis.figures import plot_all
 
 __all__ = ["write_report", "markdown_table", "markdown_text", "compare_view"]
@@ -88,7 +89,7 @@ def compare_view(compare) -> "pd.DataFrame":
         if metric == "weight_distance":
             g = g[g["block"] == "model"]
         elif "layer" in g.columns and g["layer"].notna().any():
-            g = g[g["layer"] == g["layer"].max()]
+            g = summary_rows(g)
         rows.append(g.assign(column=[f"{metric} vs {a} ({'L' + str(int(l)) if metric != 'weight_distance' else 'model'})"
                                      for a, l in zip(g["against"], g["layer"].fillna(-1))]))
     if not rows:
