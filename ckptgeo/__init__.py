@@ -33,7 +33,15 @@ Each name is imported on first use, so ``import ckptgeo`` and ``ckptgeo --help``
 checkers see the real objects through the ``TYPE_CHECKING`` imports.
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# Idle OpenMP threads sleep instead of spinning (unless the user chose otherwise). torch's CPU build reads this
+# once, when it first loads libgomp, so it is set here, before any ckptgeo module imports torch. Spinning threads
+# cost a 2-thread forward of a 14m-shaped model 1.3x its CPU time (1.1x wall) at load 2.5 on 2 cores, more on a busier
+# one (scripts/bench_wait_policy.py measures it); the results do not change.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 #: public name -> the module that defines it (imported on first access of the name)
 _FACADE = {

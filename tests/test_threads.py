@@ -115,3 +115,19 @@ def test_memory_a_forward_frees_is_reused_without_page_faults():
         f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     assert float(second[-1]) == 2.0
     assert f1 - f0 < 1000, f"{f1 - f0} page faults for a reused 64 MiB block"
+
+
+def test_import_ckptgeo_lets_idle_openmp_threads_sleep_unless_the_user_chose():
+    """libgomp reads OMP_WAIT_POLICY once, when torch loads it: ``import ckptgeo`` sets PASSIVE first, and keeps
+    a value the user set."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, ckptgeo, torch; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "PASSIVE"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(env, OMP_WAIT_POLICY="ACTIVE"), capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "ACTIVE"
