@@ -305,7 +305,7 @@ def check_source(source, revisions: list[Revision] | None = None, *, label: str 
     def listing(r: Revision):
         try:
             files = source.weight_files(r)
-            if not getattr(source, "downloads", True) and any(f.sha256 is None for f in files):
+            if not source.downloads and any(f.sha256 is None for f in files):
                 folder = source.fetch(r)   # a local folder: the files themselves, nothing is copied
                 files = [f if f.sha256 is not None else WeightFile(f.name, f.size, file_sha256(folder / f.name))
                          for f in files]
@@ -316,6 +316,6 @@ def check_source(source, revisions: list[Revision] | None = None, *, label: str 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         files = dict(zip([r.name for r in revs], pool.map(listing, revs)))
     report = check_weights(revs, files, main=main_weight_files(source), source=label or source.label)
-    if not getattr(source, "downloads", True):
+    if not source.downloads:
         report.how = "by hashing the local files (sha256 of every weight file)"
     return report
