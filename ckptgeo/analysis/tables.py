@@ -287,13 +287,17 @@ def loss_curves(beh: pd.DataFrame) -> pd.DataFrame:
     """The task loss the scan recorded (behaviour rows ``metric == "loss"``, nats per answer token) as
     whole-model curves (``metric`` "loss", ``layer`` -1) beside the geometry's, so that the same onset rule,
     gap and nulls apply to it. Empty where the dataset has no loss rows (written before they were recorded)."""
-    cols = CURVE_KEYS + ["metric", "layer", "step", "value"]
+    cols = CURVE_KEYS + ["metric", "layer", "step", "value", "tokens"]
     if beh.empty or "metric" not in beh.columns or not (beh["metric"].astype(str) == "loss").any():
         return pd.DataFrame(columns=cols)
     loss = with_defaults(beh[beh["metric"].astype(str) == "loss"])
     loss = loss[loss["step"].notna()].assign(value=lambda d: pd.to_numeric(d["value"], errors="coerce"),
                                              layer=-1, metric="loss")
-    out = loss.groupby(CURVE_KEYS + ["metric", "layer", "step"], sort=True).agg(value=("value", "mean")).reset_index()
+    agg = {"value": ("value", "mean")}
+    if "tokens" in loss.columns:   # the checkpoint's training tokens, as the geometry's curves carry them
+        loss = loss.assign(tokens=pd.to_numeric(loss["tokens"], errors="coerce").astype("float64"))
+        agg["tokens"] = ("tokens", "first")
+    out = loss.groupby(CURVE_KEYS + ["metric", "layer", "step"], sort=True).agg(**agg).reset_index()
     out["step"] = out["step"].astype("int64")
     out["layer"] = out["layer"].astype("int64")
     return out
