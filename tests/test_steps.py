@@ -187,3 +187,34 @@ def test_a_registered_steps_table_has_its_section_in_the_report(dataset, tmp_pat
     report = write_report(dataset, analysis=a, plots=False).read_text()
     section = report.split("## gap_by_suite\n", 1)[1]
     assert section.startswith("\nFrom the analysis step `gap_by_suite`.") and "| modular-L3 | 20 |" in section
+
+
+def test_a_steps_declared_report_section_is_the_one_written(dataset, tmp_path, fresh):
+    """report.md's sections come from the steps' declarations: a function gives the step's own section, False
+    none; every built-in step declares one or False (none falls back to the table dump)."""
+    from ckptgeo.analysis.report import write_report
+    from ckptgeo.analysis.steps import BUILTIN_STEPS
+
+    @register_step(name="latest_gap", reads=("events",), writes=("latest_gap",),
+                   report=lambda analysis: ["## Latest gap\n", f"{analysis.tables['latest_gap']['gap_steps'].max():g} steps\n"])
+    def latest_gap(ctx):
+        return {"latest_gap": ctx["events"][["suite", "gap_steps"]]}
+
+    @register_step(name="quiet", reads=("events",), writes=("quiet",), report=False)
+    def quiet(ctx):
+        return {"quiet": ctx["events"].head(1)}
+
+    a = analyze(dataset, out=tmp_path / "an", **FAST)
+    report = write_report(dataset, analysis=a, plots=False).read_text()
+    assert f"## Latest gap\n\n{a.tables['latest_gap']['gap_steps'].max():g} steps\n" in report
+    assert "## latest_gap" not in report and a.tables["latest_gap"]["gap_steps"].max() >= 20
+    assert "quiet" not in report
+    # the built-ins' sections, each once, in the order their steps ran
+    heads = [h for h in ("## Acquisition\n", "## Events (", "## Precursor rate", "## Top-down", "## Probe lead",
+                         "## Across model sizes", "## Seeds: spread", "## Difficulty as continuous",
+                         "## Seeds: events per seed")]
+    assert [report.count(h) for h in heads] == [1] * len(heads)
+    assert [report.index(h) for h in heads] == sorted(report.index(h) for h in heads)
+    assert all(STEPS.get(n).report is False or callable(STEPS.get(n).report) for n in BUILTIN_STEPS)
+    with pytest.raises(ValueError, match="report must be a function"):
+        register_step(name="bad_report", writes=("x",), report="## x")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+from ckptgeo.analysis import report_sections as rs
 from ckptgeo.analysis import summary_tables as sm
 from ckptgeo.analysis.event_table import acquisitions, events_table
 from ckptgeo.analysis.runs_table import runs_table, write_runs_files
@@ -32,13 +33,15 @@ from ckptgeo.analysis.tables import events_in_tokens, model_size
 from ckptgeo.store.schemas import SCHEMAS
 
 
-@register_step(name="acquisitions", reads=("accuracy",), writes=("acquisitions", "behavior_events"))
+@register_step(name="acquisitions", reads=("accuracy",), writes=("acquisitions", "behavior_events"),
+               report=rs.acquisitions_section)
 def _acquisitions(ctx):
     acq, behavior = acquisitions(ctx["accuracy"], ctx.config, ctx.difficulty)
     return {"acquisitions": acq, "behavior_events": behavior}
 
 
-@register_step(name="events", reads=("curves", "accuracy", "behavior_events"), writes=("events",), folder="events")
+@register_step(name="events", reads=("curves", "accuracy", "behavior_events"), writes=("events",), folder="events",
+               report=rs.events_section)
 def _events(ctx):
     from ckptgeo import __version__
 
@@ -47,18 +50,21 @@ def _events(ctx):
     return {"events": events_in_tokens(events, ctx["curves"], ctx["accuracy"])}
 
 
-@register_step(name="null_curves", reads=("events", "curves"), writes=("null_curves",), folder=None)
+@register_step(name="null_curves", reads=("events", "curves"), writes=("null_curves",), folder=None,
+               report=False)
 def _null_curves(ctx):
     return {"null_curves": sm.null_curves(summary_rows(ctx["events"]), ctx["curves"], ctx.config)}
 
 
-@register_step(name="precursor_rates", reads=("events", "null_curves"), writes=("precursor_rates",))
+@register_step(name="precursor_rates", reads=("events", "null_curves"), writes=("precursor_rates",),
+               report=rs.precursor_rates_section)
 def _precursor_rates(ctx):
     rows = summary_rows(ctx["events"])
     return {"precursor_rates": sm.rates(rows, ["metric", "centered", "difficulty"], ctx.config, ctx["null_curves"])}
 
 
-@register_step(name="precursor_rates_by_model", reads=("events", "null_curves"), writes=("precursor_rates_by_model",))
+@register_step(name="precursor_rates_by_model", reads=("events", "null_curves"), writes=("precursor_rates_by_model",),
+               report=rs.precursor_rates_by_model_section)
 def _precursor_rates_by_model(ctx):
     events = ctx["events"]
     sizes = {m: model_size(m) for m in events["model"].unique()}
@@ -68,37 +74,44 @@ def _precursor_rates_by_model(ctx):
     return {"precursor_rates_by_model": by_model}
 
 
-@register_step(name="top_down", reads=("events",), writes=("top_down",))
+@register_step(name="top_down", reads=("events",), writes=("top_down",),
+               report=rs.top_down_section)
 def _top_down(ctx):
     return {"top_down": sm.top_down(ctx["events"], ctx.config)}
 
 
-@register_step(name="probe_lead", reads=("probes", "behavior_events"), writes=("probe_lead",))
+@register_step(name="probe_lead", reads=("probes", "behavior_events"), writes=("probe_lead",),
+               report=rs.probe_lead_section)
 def _probe_lead(ctx):
     return {"probe_lead": sm.probe_lead(ctx["probes"], ctx["behavior_events"].groups, ctx.config)}
 
 
-@register_step(name="across_sizes", reads=("events", "acquisitions", "curves"), writes=("across_sizes",))
+@register_step(name="across_sizes", reads=("events", "acquisitions", "curves"), writes=("across_sizes",),
+               report=rs.across_sizes_section)
 def _across_sizes(ctx):
     return {"across_sizes": sm.across_sizes(ctx["events"], ctx["acquisitions"], ctx["curves"], ctx.config)}
 
 
-@register_step(name="seed_spread", reads=("events",), writes=("seed_spread",))
+@register_step(name="seed_spread", reads=("events",), writes=("seed_spread",),
+               report=rs.seed_spread_section)
 def _seed_spread(ctx):
     return {"seed_spread": sm.seed_spread(ctx["events"], ctx.config)}
 
 
-@register_step(name="difficulty_slope", reads=("events", "null_curves"), writes=("difficulty_slope",))
+@register_step(name="difficulty_slope", reads=("events", "null_curves"), writes=("difficulty_slope",),
+               report=rs.difficulty_slope_section)
 def _difficulty_slope(ctx):
     return {"difficulty_slope": sm.difficulty_slope(summary_rows(ctx["events"]), ctx["null_curves"], ctx.config)}
 
 
-@register_step(name="seed_events", reads=("events",), writes=("seed_events",))
+@register_step(name="seed_events", reads=("events",), writes=("seed_events",),
+               report=rs.seed_events_section)
 def _seed_events(ctx):
     return {"seed_events": sm.seed_events(ctx["events"])}
 
 
-@register_step(name="compare", reads=("left_out",), writes=("compare",), folder="compare", rules=False)
+@register_step(name="compare", reads=("left_out",), writes=("compare",), folder="compare", rules=False,
+               report=rs.compare_section)
 def _compare(ctx):
     """The cross-checkpoint step (:func:`ckptgeo.metrics.cross.combine`) where the dataset holds artifacts: every
     stored artifact against its partners, chosen among the revisions the analysis keeps (not ``left_out``);
@@ -116,7 +129,7 @@ def _compare(ctx):
     return {"compare": rows.reindex(columns=SCHEMAS["compare"].names)}
 
 
-@register_step(name="runs", reads=("events",), writes=("runs",), writer=lambda table, folder: list(
+@register_step(name="runs", report=False, reads=("events",), writes=("runs",), writer=lambda table, folder: list(
     write_runs_files(table, folder)))
 def _runs(ctx):
     return {"runs": runs_table(ctx["events"])}

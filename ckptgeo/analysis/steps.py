@@ -67,6 +67,9 @@ class Step:
     writer : callable or None
         ``writer(table: DataFrame, folder: Path) -> list[Path]`` writes the table in another format
         instead (the runs table: CSV and LaTeX); it is then left out of :attr:`Analysis.folders`.
+    report : callable, False or None
+        Its section of ``report.md``: ``report(analysis) -> list[str]`` of markdown parts; False: none; None: a
+        section per DataFrame it writes (:func:`ckptgeo.analysis.report_sections.table_sections`).
     """
 
     name: str
@@ -76,6 +79,7 @@ class Step:
     folder: str | None = "summary"
     rules: bool = True
     writer: Callable[[pd.DataFrame, Path], list[Path]] | None = None
+    report: Callable[[Any], list[str]] | bool | None = None
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,7 @@ STEPS = Registry("analysis step", "ckptgeo.analysis_steps",
 
 
 def register_step(*, name: str, writes: tuple[str, ...], reads: tuple[str, ...] = (), folder: str | None = "summary",
-                  rules: bool = True, writer: Callable | None = None):
+                  rules: bool = True, writer: Callable | None = None, report: Callable | bool | None = None):
     """Decorator registering ``fn(ctx) -> dict`` as analysis step ``name`` in :data:`STEPS` (``fn`` is returned).
 
     Parameters
@@ -143,6 +147,9 @@ def register_step(*, name: str, writes: tuple[str, ...], reads: tuple[str, ...] 
         Write the analysis's rules into each file's metadata.
     writer : callable or None, default=None
         ``writer(table, folder) -> list[Path]`` replacing the Parquet file (one table only).
+    report : callable, False or None, default=None
+        Its section of ``report.md``, ``report(analysis) -> list[str]`` (markdown parts, in the order the steps
+        ran); False: none; None: each DataFrame it writes as a table under its name.
 
     Raises
     ------
@@ -156,12 +163,14 @@ def register_step(*, name: str, writes: tuple[str, ...], reads: tuple[str, ...] 
     if not writes or bad:
         raise ValueError(f"analysis step {name!r}: writes must name at least one table, and table and folder "
                          f"names must be letters, digits and underscores; got writes={writes!r}, bad names {bad!r}")
+    if report is True or (report not in (None, False) and not callable(report)):
+        raise ValueError(f"analysis step {name!r}: report must be a function, False or None; got {report!r}")
     if writer is not None and len(writes) != 1:
         raise ValueError(f"analysis step {name!r}: a writer writes one table; got writes={writes!r}")
 
     def deco(fn):
         STEPS.register(name, Step(name=name, fn=fn, reads=reads, writes=writes, folder=folder, rules=rules,
-                                  writer=writer))
+                                  writer=writer, report=report))
         return fn
 
     return deco
