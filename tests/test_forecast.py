@@ -172,7 +172,8 @@ def test_analyze_writes_the_forecast_tables_figures_and_report(tmp_path):
                                                                                 "geometry_null"}
     assert len(res.figures) == 6 and all(p.stat().st_size > 10_000 for p in res.figures)
     report = (ds / "report.md").read_text()
-    assert "## forecast_skill" in report and "figures/forecast/" in report
+    assert "### forecast_skill" in report and "figures/forecast/" in report and "## forecast\n" not in report
+    assert f"Per run and checkpoint ({len(fc)} rows): `forecast/forecast.parquet`" in report
 
 
 def test_the_live_forecaster_reads_a_dataset_and_forecasts_from_the_curves_so_far(tmp_path):

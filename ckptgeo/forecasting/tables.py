@@ -19,6 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ckptgeo.analysis.report_sections import markdown_table
 from ckptgeo.analysis.steps import register_step
 from ckptgeo.forecasting.data import RunCurves, runs_from_tables
 from ckptgeo.forecasting.evaluate import FEATURE_SETS, ForecastConfig, evaluate
@@ -90,7 +91,22 @@ def forecast_tables(accuracy: pd.DataFrame, curves: pd.DataFrame, acquisitions: 
             "forecast_concordance": ev["concordance"], "forecast_sizes": ev["sizes"], "forecast": table}
 
 
+def forecast_section(analysis) -> list[str]:
+    """report.md's forecast section: the held-out evaluation, the skill test, concordance and sizes in full; the
+    per-checkpoint forecasts (one row per run, checkpoint and feature set) only by where they are."""
+    parts = ["## Forecast of acquisition (held out: never on the runs a model was fitted to)\n"]
+    for table in FORECAST_TABLES[:-1]:
+        df = analysis.tables.get(table)
+        if isinstance(df, pd.DataFrame):
+            parts += [f"### {table}\n", markdown_table(df)]
+    per = analysis.tables.get("forecast")
+    if isinstance(per, pd.DataFrame):
+        parts.append(f"Per run and checkpoint ({len(per)} rows): `forecast/forecast.parquet`; a figure per run in "
+                     "`figures/forecast/`.\n")
+    return parts
+
+
 @register_step(name="forecast", reads=("accuracy", "curves", "acquisitions"), writes=FORECAST_TABLES,
-               folder="forecast")
+               folder="forecast", report=forecast_section)
 def _forecast_step(ctx):
     return forecast_tables(ctx["accuracy"], ctx["curves"], ctx["acquisitions"], config_from_analysis(ctx.config))
