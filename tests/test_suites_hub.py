@@ -257,7 +257,7 @@ def test_polypythia_seed_family_lists_scans_and_resumes(polypythia, tmp_path, ca
     lines = out.splitlines()
     assert lines[0].split()[:5] == ["revision", "stage", "step", "tokens", "seed"] and lines[-1] == "9 revisions"
     row = next(line for line in lines if line.startswith("pythia-tiny-seed2@step1000"))
-    assert row.split()[2:5] == ["1000", "2.09715B", "2"]  # the pythia scheme: 2,097,152 tokens a step
+    assert row.split()[2:5] == ["1000", "2.1B", "2"]  # the pythia scheme: 2,097,152 tokens a step, 3 significant digits
     assert polypythia[1].commits["step1000"] in row
     res = quiet(spec, tmp_path / "ds", revisions="every-1000")
     assert len(res.measured) == 9 and not res.failed
@@ -322,14 +322,14 @@ def test_offline_trainer_folders_and_seed_family(local_hub, polypythia, tmp_path
 
 
 def test_analysis_keeps_stages_apart():
-    """Same step in two stages: two curves, not one averaged point (tables._clean_geometry)."""
-    from ckptgeo.analysis.tables import _clean_geometry
+    """Same step in two stages: two curves, not one averaged point (tables.clean_geometry)."""
+    from ckptgeo.analysis.tables import clean_geometry
 
     rows = [{"model": "OLMo-2", "suite": "s", "config_hash": "h", "metric": "rankme", "layer": 0, "step": step,
              "stage": stage, "value": value}
             for stage, step, value in (("stage1", 0, 1.0), ("stage1", 1000, 2.0), ("stage2-ingredient1", 0, 5.0),
                                        ("stage2-ingredient1", 1000, 7.0))]
-    curves = _clean_geometry(pd.DataFrame(rows))
+    curves = clean_geometry(pd.DataFrame(rows))
     got = {(m, s): v for m, s, v in zip(curves.model, curves.step, curves.value)}
     assert got == {("OLMo-2@stage1", 0): 1.0, ("OLMo-2@stage1", 1000): 2.0,
                    ("OLMo-2@stage2-ingredient1", 0): 5.0, ("OLMo-2@stage2-ingredient1", 1000): 7.0}

@@ -92,7 +92,7 @@ def _rate_null(counted: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> st.Pe
 
 #: the precursor rule's rate on each noise model, pooled over the curves (ckptgeo.analysis.nulls): measurement
 #: jitter, iid noise at each curve's own variance, random walks of that spread
-NOISE_RATE_COLUMNS = tuple(f"{k}rate_of{x}" for k in ("jitter", "iid", "walk") for x in ("", "_low", "_high"))
+NOISE_RATE_COLUMNS = tuple(f"{k}_rate{x}" for k in ("jitter", "iid", "walk") for x in ("", "_low", "_high"))
 
 
 def _pooled_noise(counted: pd.DataFrame, cfg: AnalysisConfig) -> dict:
@@ -103,7 +103,7 @@ def _pooled_noise(counted: pd.DataFrame, cfg: AnalysisConfig) -> dict:
         fpr = counted[col].astype("float64").dropna() if col in counted.columns else pd.Series(dtype=float)
         k = int(round(float((fpr * cfg.n_noise_curves).sum())))
         r = st.binomial_interval(k, cfg.n_noise_curves * len(fpr), confidence=cfg.confidence)
-        out |= {f"{kind}rate_of": r.rate, f"{kind}_rate_low": r.low, f"{kind}_rate_high": r.high}
+        out |= {f"{kind}_rate": r.rate, f"{kind}_rate_low": r.low, f"{kind}_rate_high": r.high}
     return out
 
 

@@ -181,7 +181,7 @@ def subsample_rates(curves: Mapping[str, Curve], accuracy: Mapping[str, tuple[np
         row = {"factor": k, "checkpoints": float(np.median(lengths)) if lengths else math.nan}
         for name, flag in (("hard", True), ("easy", False)):
             r = stats.binomial_interval(*counts[flag])
-            row |= {f"{name}_k": r.k, f"{name}_n": r.n, f"{name}rate_of": r.rate, f"{name}_low": r.low,
+            row |= {f"{name}_k": r.k, f"{name}_n": r.n, f"{name}_rate": r.rate, f"{name}_low": r.low,
                     f"{name}_high": r.high}
         rows.append(row)
     return pd.DataFrame(rows)
