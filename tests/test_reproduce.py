@@ -425,9 +425,15 @@ def test_the_smoke_preset_end_to_end(tmp_path):
         assert section in text
     c = res.claims.set_index("id")
     assert c["source"].str.len().gt(0).all()
-    # three seeds of three tasks: the precursor rows are tested against permuted acquisition
-    tested = c.loc[["order", "precursor_hard", "precursor_easy", "contrast"]]
+    # three seeds of three tasks: the order and precursor rows are tested against permuted acquisition where the
+    # design allows; a row it does not allow (the contrast needs hard and easy runs acquired at one checkpoint, a
+    # lead row 3 runs with a lead) has no p-value and says why, inconclusive
+    rows = c.loc[["order", "precursor_hard", "precursor_easy", "contrast"]]
+    tested = rows[rows["p_value"].notna()]
     assert tested["p_value"].between(0, 1).all() and tested["test"].str.contains("permut").all(), tested
+    assert {"order", "precursor_easy"} <= set(tested.index), rows
+    untested = rows[rows["p_value"].isna()]
+    assert (untested["verdict"] == "inconclusive").all() and untested["reason"].str.len().gt(20).all(), untested
     rules = json.loads((tmp_path / "smoke" / "dataset" / "summary" / "claims_rules.json").read_text())
     assert rules["rules"]["pilot_hard"] and rules["rules"]["alpha"] == 0.05
     probes = pd.read_parquet(tmp_path / "smoke" / "dataset" / "probes")
