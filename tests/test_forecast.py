@@ -12,6 +12,7 @@ from ckptgeo.forecasting.data import RunCurves
 from ckptgeo.forecasting.evaluate import ForecastConfig, evaluate, split_groups
 from ckptgeo.forecasting.features import feature_names, null_copy, run_features
 from ckptgeo.forecasting.model import HazardModel
+from tests._models import single_thread  # noqa: F401  (fixture)
 
 STEPS = np.arange(0, 800, 20)   # 40 checkpoints
 CFG = ForecastConfig(n_permutations=19, max_horizon=32)
@@ -225,6 +226,28 @@ def test_ckptgeo_train_monitor_forecast_from_prints_a_line_per_checkpoint_and_re
     assert all("P(next 5 checkpoints)" in m or "acquired at step" in m for m in lines), lines
     assert set(live["feature_set"]) == {"geometry"} and (live["n_runs"] == 6).all()
     assert live["p_next"].between(0, 1).all()
+
+
+def test_the_trainer_callback_reports_the_forecast_to_tensorboard(tmp_path, single_thread):
+    """Monitor(forecast_from=...) inside a real transformers.Trainer with report_to=["tensorboard"]: the
+    forecast of every monitored step reaches TensorBoard's event files through Trainer.log, equal to the
+    monitor's own live_forecast table."""
+    from ckptgeo.monitor import Monitor, task_suite
+    from ckptgeo.training import build_tokenizer
+    from tests._trainer import copy_trainer, tensorboard_scalars
+
+    ds = _write_dataset(tmp_path / "ds", _runs(lead=6, n_tasks=3, seeds=(1, 2)))
+    suite = task_suite("copy", 1, n_items=40)
+    monitor = Monitor(build_tokenizer(), [suite], tmp_path / "live", schedule=10, forecast_from=ds)
+    copy_trainer(tmp_path / "trainer", monitor, suite, n_steps=20, batch=16, report_to=["tensorboard"])
+    live = pd.read_parquet(tmp_path / "live" / "live_forecast").set_index("step")
+    assert sorted(live.index) == [0, 1, 2, 4, 8, 10, 20]
+    tb = tensorboard_scalars(tmp_path / "trainer")
+    assert tb["train/forecast/p_next"] == pytest.approx(live["p_next"].to_dict(), abs=1e-6)
+    for name in ("median_step", "low_step", "high_step"):   # beyond the horizon (NaN): not logged
+        finite = live[name].dropna()
+        assert tb.get(f"train/forecast/{name}", {}) == pytest.approx(finite.to_dict(), rel=1e-6), name
+    assert sorted(tb["train/rankme/L2"]) == sorted(live.index)
 
 
 def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_the_data_cannot_say(planted):

@@ -12,8 +12,9 @@ import torch
 
 from ckptgeo.analysis import events as ev
 from ckptgeo.monitor import LiveTracker, Monitor, MonitorConfig, Schedule, task_suite
-from ckptgeo.training import build_config, build_tokenizer, generate
+from ckptgeo.training import build_config, build_tokenizer
 from tests._models import single_thread  # noqa: F401  (fixture)
+from tests._trainer import copy_trainer, tensorboard_scalars
 
 TASK, LEVEL = "copy", 1
 
@@ -134,49 +135,14 @@ def test_task_suite_is_the_trainers_heldout_set():
 # ------------------------------------------------------------------------------- transformers.Trainer
 
 def _trainer_run(tmp_path, n_steps=120, batch=128, every=10):
-    """copy-L1 on the tiny GPT-NeoX with transformers.Trainer and the callback; a test callback makes the
-    Trainer save checkpoint-N at every monitored step (initial weights as checkpoint-0)."""
-    from transformers import Trainer, TrainerCallback, TrainingArguments
-
-    from ckptgeo.monitor import MonitorCallback
-
-    tok = build_tokenizer()
-    model = _tiny_model()
-    suite = task_suite(TASK, LEVEL)
-    held = frozenset(it.prompt for it in suite.items)
-    items = generate(TASK, LEVEL, n_steps * batch, seed="train", exclude=held)
-
-    def encode(it):
-        prompt, full = tok(it.prompt)["input_ids"], tok(it.prompt + it.target)["input_ids"]
-        return {"input_ids": full, "labels": [-100] * len(prompt) + full[len(prompt):]}
-
-    def collate(rows):
-        n = max(len(r["input_ids"]) for r in rows)
-        return {"input_ids": torch.tensor([r["input_ids"] + [tok.pad_token_id] * (n - len(r["input_ids"]))
-                                           for r in rows]),
-                "attention_mask": torch.tensor([[1] * len(r["input_ids"]) + [0] * (n - len(r["input_ids"]))
-                                                for r in rows]),
-                "labels": torch.tensor([r["labels"] + [-100] * (n - len(r["labels"])) for r in rows])}
-
+    """copy-L1 on the tiny GPT-NeoX with transformers.Trainer and the callback, reporting to TensorBoard; a test
+    callback makes the Trainer save checkpoint-N at every monitored step (initial weights as checkpoint-0)."""
     events = []
-    monitor = Monitor(tok, [suite], tmp_path / "live", schedule=every, on_event=events.append)
+    suite = task_suite(TASK, LEVEL)
+    monitor = Monitor(build_tokenizer(), [suite], tmp_path / "live", schedule=every, on_event=events.append)
     out = tmp_path / "trainer"
-
-    class SaveOnSchedule(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if monitor.schedule.due(state.global_step):
-                control.should_save = True
-
-    args = TrainingArguments(output_dir=str(out), max_steps=n_steps, per_device_train_batch_size=batch,
-                             learning_rate=1e-3, weight_decay=0.1, warmup_steps=30, lr_scheduler_type="cosine",
-                             logging_steps=50, save_strategy="no", save_only_model=True, report_to=[],
-                             use_cpu=True, seed=0, disable_tqdm=True)
-    trainer = Trainer(model=model, args=args, train_dataset=[encode(it) for it in items], data_collator=collate,
-                      processing_class=tok, callbacks=[SaveOnSchedule()])
-    trainer.add_callback(MonitorCallback(monitor, trainer=trainer))
-    model.save_pretrained(out / "checkpoint-0")
-    tok.save_pretrained(out / "checkpoint-0")
-    trainer.train()
+    trainer = copy_trainer(out, monitor, suite, n_steps=n_steps, batch=batch, report_to=["tensorboard"],
+                           save_on_schedule=True)
     return monitor, trainer, events, suite, out
 
 
@@ -240,6 +206,24 @@ def test_trainer_callback_rows_equal_a_scan_of_the_saved_checkpoints(tmp_path, s
     assert [r.getMessage() for r in caplog.records if r.name == "ckptgeo.monitor"] == [e.message for e in events]
     assert f"(acquired at {acq_live})" in monitor.status(), monitor.status()
     assert 0 < monitor.seconds < math.inf
+
+    # TensorBoard (report_to=["tensorboard"]) got the same numbers through Trainer.log, as the Trainer's own
+    # "train/" scalars: every layer's RankMe and the accuracy at every monitored step, each event at the step
+    # it became known with the step where it lies as its value, and the precursor gap
+    tb = tensorboard_scalars(out)
+    for k in (0, 1, 2):
+        table = live[live.layer == k].set_index("step").value
+        assert sorted(tb[f"train/rankme/L{k}"]) == scheduled
+        assert tb[f"train/rankme/L{k}"] == pytest.approx(table.to_dict(), rel=1e-6)
+    beh = pd.read_parquet(tmp_path / "live" / "behavior").query("metric == 'accuracy'").set_index("step").value
+    assert tb["train/accuracy"] == pytest.approx(beh.to_dict(), abs=1e-7)
+    for e in events:
+        tag = f"train/event/{e.kind}_step" + (f"/L{e.layer}" if e.layer is not None else "")
+        assert tb[tag][e.reported_at] == e.step, (tag, tb[tag])
+    assert tb["train/event/collapse_floor/L2"][kinds["collapse"].reported_at] == pytest.approx(
+        kinds["collapse"].value, rel=1e-6)
+    assert tb["train/event/gap_steps"] == {kinds["acquisition"].reported_at: ev_live["gap_steps"]}
+    assert sorted(tb["train/loss"]) == [50, 100]   # the Trainer's own scalars are still there
 
 
 # ------------------------------------------------------------------------------------ ckptgeo train

@@ -9,9 +9,12 @@
 
 The callback measures at step 0 (``on_train_begin``) and at every scheduled step (``on_step_end``,
 after the optimiser update of that step, so the weights equal the ``checkpoint-N`` the Trainer would
-save there). Given the ``trainer``, it logs ``rankme/L{k}`` and ``accuracy`` through
-:meth:`transformers.Trainer.log`, so every reporting integration the Trainer was set up with
-(TensorBoard, W&B, MLflow, ...) and ``trainer.state.log_history`` get them, and it puts the monitor's
+save there). Given the ``trainer``, it logs each measuring step's numbers through
+:meth:`transformers.Trainer.log` (:meth:`ckptgeo.monitor.core.Reading.log_values`: ``rankme/L{k}``,
+``accuracy``, the events found there as ``event/acquisition_step``, ``event/collapse_step/L{k}``, ...,
+and with ``forecast_from`` the forecast as ``forecast/median_step``, ``forecast/p_next``, ...), so every
+reporting integration the Trainer was set up with (``report_to``: TensorBoard, W&B, MLflow, ...; the
+Trainer puts them under ``train/``) and ``trainer.state.log_history`` get them, and it puts the monitor's
 one-line status in the Trainer's progress bar. Without ``trainer`` it still measures, writes the
 dataset and reports events. Only the world's main process measures (``state.is_world_process_zero``).
 """

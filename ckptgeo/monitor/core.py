@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,15 +106,46 @@ class Reading:
     forecasts: tuple = ()
 
     def log_values(self) -> dict[str, float]:
-        """Flat values for a training logger: ``rankme/L{k}`` and ``accuracy`` for one suite;
-        ``rankme/{suite}/L{k}`` and ``accuracy/{suite}`` for several."""
+        """Flat numbers for a training logger (``Trainer.log``: TensorBoard, W&B, MLflow, ...).
+
+        For one suite: ``rankme/L{k}`` and ``accuracy``; the events this step revealed as the step where each
+        lies, ``event/collapse_step/L{k}`` (with ``event/collapse_floor/L{k}``, RankMe at the floor),
+        ``event/recovery_step/L{k}``, ``event/acquisition_step`` and ``event/gap_steps`` (the precursor gap at
+        the deepest tracked layer, when it has one); with a forecast, ``forecast/median_step``,
+        ``forecast/low_step`` and ``forecast/high_step`` (left out beyond the horizon) and ``forecast/p_next``.
+        For several suites the suite follows the group: ``rankme/{suite}/L{k}``, ``accuracy/{suite}``,
+        ``event/{suite}/acquisition_step``, ``forecast/{suite}/p_next``. Every value is logged at the
+        measuring step (an event's ``reported_at``), so a chart of ``event/acquisition_step`` has one point,
+        at the step the acquisition became known, whose value is the acquisition step.
+
+        Examples
+        --------
+        >>> Reading(10, {"copy-L1": {2: 4.5}}, {"copy-L1": 0.25}).log_values()
+        {'rankme/L2': 4.5, 'accuracy': 0.25}
+        """
         one = len(self.accuracy) <= 1 and len(self.rankme) <= 1
-        out = {}
+
+        def key(group: str, suite: str, tail: str = "") -> str:
+            return "/".join(p for p in (group, None if one else suite, tail) if p)
+
+        out: dict[str, float] = {}
         for suite, layers in self.rankme.items():
             for k, v in layers.items():
-                out[f"rankme/L{k}" if one else f"rankme/{suite}/L{k}"] = v
+                out[key("rankme", suite, f"L{k}")] = v
         for suite, a in self.accuracy.items():
-            out["accuracy" if one else f"accuracy/{suite}"] = a
+            out[key("accuracy", suite)] = a
+        for e in self.events:
+            layer = f"/L{e.layer}" if e.layer is not None else ""
+            out[key("event", e.suite, f"{e.kind}_step{layer}")] = e.step
+            if e.kind == "collapse":
+                out[key("event", e.suite, f"collapse_floor{layer}")] = e.value
+            if e.kind == "acquisition" and e.gap_steps is not None:
+                out[key("event", e.suite, "gap_steps")] = e.gap_steps
+        for f in self.forecasts:
+            for name in ("median_step", "low_step", "high_step", "p_next"):
+                v = float(getattr(f, name))
+                if math.isfinite(v):
+                    out[key("forecast", f.suite, name)] = v
         return out
 
 
