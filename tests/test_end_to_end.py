@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from ckptgeo.studies.demo import DemoSetting, run_demo
+from ckptgeo.studies.demo import DEMO_SETTINGS, DemoSetting, demo_difficulty, run_demo
 
 
 @pytest.mark.slow
@@ -22,5 +22,17 @@ def test_trained_model_is_scanned_and_its_acquisition_found(tmp_path):
     assert ev.loc[2, "acquisition_status"] == "acquired" and 0 < ev.loc[2, "acquisition_step"] < 200
     assert ev.loc[2, "collapse_floor"] == pytest.approx(last.min()) and last.min() < 0.8 * last.iloc[0]
     assert ev.loc[2, "status"] in ("precursor", "synchronous", "lagging"), ev.loc[2, "status"]
+    # difficulty by the studies' rule (copy level 1 is easy), not the level alone ("L1")
+    assert set(result.events.difficulty) == {"easy"}, set(result.events.difficulty)
     assert (tmp_path / "dataset" / "report.md").exists()
     assert len(list((tmp_path / "dataset" / "figures").glob("*.png"))) >= 2
+
+
+def test_the_demo_labels_its_runs_hard_and_easy_by_the_studies_rule(tmp_path):
+    """copy-L1 and addition-L1 are both level 1: by level alone analyze calls both "L1". The demo labels them
+    with the studies' is_hard (addition is in PILOT_HARD), and its roles agree with that rule."""
+    from ckptgeo.studies.claims import is_hard
+
+    assert demo_difficulty() == {"copy-L1": "easy", "addition-L1": "hard"}
+    assert [s.role for s in DEMO_SETTINGS] == ["hard" if is_hard(s.task, s.level) else "easy" for s in DEMO_SETTINGS]
+    assert demo_difficulty([DemoSetting("x", "copy", 2, 10)]) == {"copy-L2": "hard"}

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DemoSetting", "DEMO_SETTINGS", "run_demo"]
+__all__ = ["DemoSetting", "DEMO_SETTINGS", "run_demo", "demo_difficulty"]
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DemoSetting:
     """One training run of the demo: ``task`` at ``level`` for ``n_steps`` optimiser steps with
-    ``n_checkpoints`` checkpoints, described as ``role`` ("easy" / "hard")."""
+    ``n_checkpoints`` checkpoints, described as ``role`` ("easy" / "hard") in the log. The ``difficulty``
+    column of the analysis comes from the studies' rule (:func:`demo_difficulty`), not from ``role``."""
 
     role: str
     task: str
@@ -42,6 +43,22 @@ DEMO_SETTINGS = (
     DemoSetting("easy", "copy", 1, 300, 30),
     DemoSetting("hard", "addition", 1, 1000, 50),
 )
+
+
+def demo_difficulty(settings=DEMO_SETTINGS) -> dict[str, str]:
+    """Suite -> ``"hard"`` / ``"easy"`` for the demo's runs, by the studies' rule fixed before the outcome
+    (:func:`ckptgeo.studies.claims.is_hard`: level >= 2, or a level-1 task of ``PILOT_HARD``), so the demo's
+    ``difficulty`` column says what a study's would (by level alone both demo settings are ``L1``).
+
+    Examples
+    --------
+    >>> demo_difficulty()
+    {'copy-L1': 'easy', 'addition-L1': 'hard'}
+    """
+    from ckptgeo.studies.claims import is_hard
+    from ckptgeo.suites.tasks import suite_name
+
+    return {suite_name(s.task, s.level): "hard" if is_hard(s.task, s.level) else "easy" for s in settings}
 
 
 def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: str = "tiny", seed: int = 0,
@@ -78,6 +95,6 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
         log.info("scanning %s", run)
         scan(run, out=dataset, n_samples=n_samples, device=device, seed=seed, threads=threads)
         log.info("%s setting done in %.0f s", s.role, time.perf_counter() - t0)
-    result = analyze(dataset)
+    result = analyze(dataset, difficulty=demo_difficulty(settings))
     write_report(dataset, analysis=result, plots=plots)
     return result
