@@ -175,7 +175,7 @@ def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
     if write and out is not None:
         check_analysis_out(out, dataset=root)
     steps = order_steps(all_steps())   # before any work: a missing table or a cycle is a one-line error
-    inputs = _read_inputs(root, keep_grouped)
+    inputs = read_inputs(root, keep_grouped)
     check_x(x, inputs["curves"], inputs["accuracy"])
     out = Path(out) if out is not None else root
     tables = run_steps(steps, inputs, config=cfg, root=root, out=out, difficulty=difficulty)
@@ -196,9 +196,16 @@ def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
                     steps=tuple(s.name for s in steps), folders=folders)
 
 
-def _read_inputs(root: Path, keep_grouped) -> dict[str, pd.DataFrame]:
+def read_inputs(root: Path, keep_grouped=None) -> dict[str, pd.DataFrame]:
     """The tables every step may read (:data:`ckptgeo.analysis.steps.INPUTS`): the dataset's tables with grouped
-    revisions left out, and the cleaned geometry and behaviour curves."""
+    revisions left out, and the cleaned geometry and behaviour curves (the task loss among the curves). The one
+    reading of a dataset, used by :func:`analyze` and by the live forecast (:mod:`ckptgeo.forecasting.live`), so
+    both see the same runs.
+
+    Raises
+    ------
+    DatasetLayoutError
+        ``root`` holds neither a geometry nor a behaviour table, or one lacks required columns."""
     geo, beh = read_table(root, "geometry"), read_table(root, "behavior")
     if geo.empty and beh.empty:
         raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table; is it a ckptgeo "

@@ -97,7 +97,7 @@ def forecast(dir: str | os.PathLike, *, out: str | os.PathLike | None = None, ho
     tables = {t: analysis.tables[t] for t in FORECAST_TABLES}
     if overrides:   # the step ran at the defaults: redo it with these settings and rewrite its files
         tables = forecast_tables(analysis.tables["accuracy"], analysis.tables["curves"],
-                                 analysis.tables["acquisitions"], cfg)
+                                 analysis.tables["acquisitions"], cfg, compare=analysis.tables.get("compare"))
         analysis.tables.update(tables)
         for name, table in tables.items():
             write_table(table, analysis.out / "forecast" / f"{name}.parquet", None, analysis.config.rules())

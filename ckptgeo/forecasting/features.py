@@ -7,16 +7,25 @@ have been made live). Two sets, always side by side:
     accuracy's progress from chance to the acquisition threshold, ``(acc - chance) / (threshold - chance)``,
     with its 95% Wilson interval's ends (where the item count is known), its running maximum, its slope per
     unit of log step over the last two checkpoints, the number of consecutive checkpoints above the threshold
-    (a window being filled), ``log1p(step)`` and, where recorded, ``log1p(tokens)``.
+    (a window being filled), ``log1p(step)``, where recorded ``log1p(tokens)`` (off by default: inside one
+    training grid it is the step times a constant), and the task loss: ``log`` of the loss (nats per answer token)
+    at the last measured checkpoint, its slope per unit of log step over the last two checkpoints, and
+    ``loss_known`` (1 once a loss has been measured). A run without a loss curve (a dataset written before the
+    scan recorded it) has 0 in all three: ``loss_known`` tells the model the other two say nothing.
 ``geometry``
     the behaviour set plus, for three layers at fixed relative depth (the first block, the middle block, the
     deepest layer: the same three for every model size), RankMe's log ratio to its first value, the fall to its
     running minimum as a fraction of the first value, the fraction of that fall regained since (recovery), its
     log slope over the last two checkpoints, and ``log1p`` of the checkpoints since the collapse (running minimum,
-    counted once RankMe fell by ``min_drop``) and since the recovery onset (``recovery`` of the fall regained).
+    counted once RankMe fell by ``min_drop``) and since the recovery onset (``recovery`` of the fall regained);
+    and, where the scan measured them (the ``compare`` table), the cross-checkpoint measures known at checkpoint
+    ``i``: linear CKA of the summary layer against the previous and the first checkpoint, the whole model's
+    relative weight distance from them, and ``cross_known`` (1 once any of them has been measured). A
+    checkpoint not measured carries the last value forward; before the first, and in a run without them, all
+    five are 0 (``cross_known`` 0).
 
-:func:`null_copy` replaces every RankMe curve by noise at its own mean and variance: geometry that carries no
-timing, on which the geometry set must show no skill.
+:func:`null_copy` replaces every RankMe and cross-checkpoint curve by noise at its own mean and variance: geometry
+that carries no timing, on which the geometry set must show no skill.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import math
 
 import numpy as np
 
-from ckptgeo.forecasting.data import RunCurves
+from ckptgeo.forecasting.data import CROSS_CURVES, RunCurves
 
 __all__ = ["FEATURE_SETS", "behaviour_names", "geometry_names", "feature_names", "run_features", "null_copy"]
 
@@ -39,11 +48,11 @@ _Z = 1.959963984540054  # 95% two-sided normal quantile
 
 def behaviour_names(with_tokens: bool = False) -> list[str]:
     names = ["progress", "progress_low", "progress_high", "progress_max", "progress_slope", "above_run", "log_step"]
-    return names + (["log_tokens"] if with_tokens else [])
+    return names + (["log_tokens"] if with_tokens else []) + ["log_loss", "loss_slope", "loss_known"]
 
 
 def geometry_names() -> list[str]:
-    return [f"rankme_{d}_{f}" for d in _DEPTHS for f in _PER_LAYER]
+    return [f"rankme_{d}_{f}" for d in _DEPTHS for f in _PER_LAYER] + list(CROSS_CURVES) + ["cross_known"]
 
 
 def feature_names(feature_set: str, with_tokens: bool = False) -> list[str]:
@@ -79,6 +88,32 @@ def _fill(v: np.ndarray) -> np.ndarray:
         else:
             v[i] = last
     return v
+
+
+def _loss_features(loss: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    """(n_checkpoints, 3) causal features of the task loss: log loss, its slope per unit log step, known."""
+    out = np.zeros((len(x), 3))
+    if loss is None:
+        return out
+    v = _fill(np.where(np.asarray(loss, float) > 0, loss, np.nan))
+    known = np.isfinite(v)
+    logv = np.log(np.where(known, v, 1.0))
+    out[:, 0] = logv
+    out[:, 1] = np.where(known, _slope(np.where(known, logv, np.nan), x), 0.0)
+    out[:, 2] = known
+    return out
+
+
+def _cross_features(cross: dict, n: int) -> np.ndarray:
+    """(n_checkpoints, len(CROSS_CURVES) + 1) causal cross-checkpoint features: each curve carried forward (0
+    before its first value, or absent), and whether any has been measured yet."""
+    out = np.zeros((n, len(CROSS_CURVES) + 1))
+    for j, name in enumerate(CROSS_CURVES):
+        if name in cross:
+            v = _fill(cross[name])
+            out[:, j] = np.where(np.isfinite(v), v, 0.0)
+            out[:, -1] = np.maximum(out[:, -1], np.isfinite(v))
+    return out
 
 
 def _layer_features(v: np.ndarray, x: np.ndarray, min_drop: float, recovery: float) -> np.ndarray:
@@ -141,29 +176,33 @@ def run_features(run: RunCurves, feature_set: str, *, min_drop: float = 0.25, re
     if with_tokens:
         t = run.tokens if run.tokens is not None else np.full(len(acc), np.nan)
         cols.append(np.log1p(np.where(np.isfinite(t), t, 0.0)))
-    feats = np.column_stack(cols)
+    feats = np.column_stack([*cols, _loss_features(run.loss, x)])
     if feature_set == "geometry":
         per = [(_layer_features(run.rankme[k], x, min_drop, recovery) if k is not None
                 else np.zeros((len(acc), len(_PER_LAYER)))) for k in _pick_layers(run.rankme)]
-        feats = np.column_stack([feats, *per])
+        feats = np.column_stack([feats, *per, _cross_features(run.cross, len(acc))])
     elif feature_set != "behaviour":
         raise ValueError(f"feature_set must be one of {FEATURE_SETS}; got {feature_set!r}")
     return np.nan_to_num(feats, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def null_copy(runs: list[RunCurves], *, seed: int = 0) -> list[RunCurves]:
-    """``runs`` with every RankMe curve replaced by Gaussian noise at that curve's own mean and standard deviation
-    (independent across checkpoints, floored at 1e-3): the same scale, no timing."""
+    """``runs`` with every RankMe and cross-checkpoint curve (the geometry set's inputs) replaced by Gaussian noise at
+    that curve's own mean and standard deviation (independent across checkpoints; RankMe floored at 1e-3, the
+    others at 0): the same scale and the same checkpoints measured, no timing. Accuracy and loss are kept."""
     import dataclasses
 
     rng = np.random.default_rng(seed)
+
+    def noisy(v, floor):
+        v = np.asarray(v, float)
+        ok = np.isfinite(v)
+        mu, sd = (float(np.mean(v[ok])), float(np.std(v[ok]))) if ok.any() else (1.0, 0.0)
+        return np.where(ok, np.maximum(rng.normal(mu, sd, size=len(v)), floor), np.nan)
+
     out = []
     for run in runs:
-        layers = {}
-        for k, v in run.rankme.items():
-            ok = np.isfinite(v)
-            mu, sd = (float(np.mean(v[ok])), float(np.std(v[ok]))) if ok.any() else (1.0, 0.0)
-            noise = np.maximum(rng.normal(mu, sd, size=len(v)), 1e-3)
-            layers[k] = np.where(ok, noise, np.nan)
-        out.append(dataclasses.replace(run, rankme=layers))
+        layers = {k: noisy(v, 1e-3) for k, v in run.rankme.items()}
+        cross = {k: noisy(v, 0.0) for k, v in run.cross.items()}
+        out.append(dataclasses.replace(run, rankme=layers, cross=cross))
     return out

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ckptgeo.analysis import events as ev
 from ckptgeo.forecasting.data import RunCurves, runs_from_tables
@@ -68,54 +67,32 @@ def forecast_line(f: LiveForecast) -> str:
 
 def read_runs(root: str | os.PathLike, *, acc_threshold: float | None = None,
               window: int = ev.DEFAULT_WINDOW) -> list[RunCurves]:
-    """The runs of a dataset folder, read directly (no analysis run): behaviour ``accuracy`` and RankMe rows,
-    revisions whose weights another revision serves left out, acquisition by the analysis's rule.
+    """The runs of a dataset folder as the analysis sees them, without running it: the dataset read as
+    :func:`ckptgeo.analysis.summary.read_inputs` reads it for :func:`~ckptgeo.analysis.analyze` (grouped revisions
+    left out, accuracy or else normalised accuracy, converged values only, the task loss), acquisitions and
+    difficulty classes by the analysis's own rule (:func:`ckptgeo.analysis.event_table.acquisitions` at its
+    default settings, with ``acc_threshold`` and ``window``), the cross-checkpoint measures of ``compare/`` where
+    the scan wrote it, and the curves through the curve contract (:func:`ckptgeo.forecasting.data.runs_from_tables`).
 
     Raises
     ------
     DatasetLayoutError
         ``root`` holds no behaviour table.
     """
-    from ckptgeo.analysis.tables import leave_out_grouped
+    from ckptgeo.analysis.event_table import acquisitions
+    from ckptgeo.analysis.rules import config_from
+    from ckptgeo.analysis.summary import read_inputs
     from ckptgeo.errors import DatasetLayoutError
     from ckptgeo.store.dataset import read_table
 
     root = Path(root)
-    beh, geo = read_table(root, "behavior"), read_table(root, "geometry")
-    if beh.empty:
+    if not root.is_dir() or read_table(root, "behavior").empty:
         raise DatasetLayoutError(f"--forecast-from {root} holds no behavior/ table; give a ckptgeo dataset of finished "
                                  "runs (a study's dataset/, or the --out of `ckptgeo scan`).", path=str(root))
-    kept, _ = leave_out_grouped({"behavior": beh, "geometry": geo}, read_table(root, "revisions"))
-    beh, geo = kept["behavior"], kept["geometry"]
-    for df in (beh, geo):
-        if len(df):
-            df["config_hash"] = df["config_hash"].astype("object").where(df["config_hash"].notna(), "").astype(str) \
-                if "config_hash" in df else ""
-    beh = beh[beh["metric"].astype(str) == "accuracy"].assign(
-        accuracy=lambda d: pd.to_numeric(d["value"], errors="coerce"),
-        chance=lambda d: pd.to_numeric(d["chance"], errors="coerce") if "chance" in d else np.nan)
-    keys = ["model", "suite", "config_hash"]
-    agg = {"accuracy": ("accuracy", "mean"), "chance": ("chance", "median")}
-    if "n_items" in beh:
-        agg["n_items"] = ("n_items", "min")
-    accuracy = beh.groupby(keys + ["step"], sort=True).agg(**agg).reset_index()
-    rows = []
-    for (model, suite, chash), g in accuracy.groupby(keys, sort=True):
-        chance = g["chance"].median()
-        chance = None if pd.isna(chance) else float(chance)
-        a = ev.acquisition_step(g["step"].to_numpy(), g["accuracy"].to_numpy(), acc_threshold, window, chance)
-        rows.append({"model": model, "suite": suite, "config_hash": chash, "acquisition_step": a.step,
-                     "status": a.status, "acc_threshold": a.threshold, "chance": math.nan if chance is None else chance,
-                     "window": window, "task": "", "difficulty": ""})
-    curves = pd.DataFrame(columns=keys + ["metric", "layer", "step", "value"])
-    if len(geo):
-        geo = geo[geo["metric"].astype(str) == "rankme"].assign(value=lambda d: pd.to_numeric(d["value"], errors="coerce"))
-        cols = keys + ["metric", "layer", "step"] + (["centered"] if "centered" in geo else [])
-        curves = geo.groupby(cols, sort=True, dropna=False)["value"].mean().reset_index()
-    runs = runs_from_tables(accuracy, curves, pd.DataFrame(rows))
-    for r in runs:
-        r.task = r.task or r.key[1]
-    return runs
+    inputs = read_inputs(root)
+    acq, _ = acquisitions(inputs["accuracy"], config_from({"acc_threshold": acc_threshold, "window": window}))
+    compare = read_table(root, "compare") if (root / "compare").is_dir() else None
+    return runs_from_tables(inputs["accuracy"], inputs["curves"], acq, compare)
 
 
 class LiveForecaster:

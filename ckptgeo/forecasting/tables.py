@@ -65,7 +65,7 @@ def forecast_frame(runs: list[RunCurves], forecasts: dict[str, list], split: str
 
 
 def forecast_tables(accuracy: pd.DataFrame, curves: pd.DataFrame, acquisitions: pd.DataFrame,
-                    config: ForecastConfig | None = None) -> dict[str, pd.DataFrame]:
+                    config: ForecastConfig | None = None, compare: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Every forecast table (:data:`FORECAST_TABLES`) of an analysis's tables.
 
     Parameters
@@ -73,6 +73,8 @@ def forecast_tables(accuracy: pd.DataFrame, curves: pd.DataFrame, acquisitions: 
     accuracy, curves, acquisitions : DataFrame
         ``Analysis.tables["accuracy"]``, ``["curves"]``, ``["acquisitions"]``.
     config : ForecastConfig, optional
+    compare : DataFrame, optional
+        ``Analysis.tables["compare"]``: the cross-checkpoint measures (None where the dataset has none).
 
     Returns
     -------
@@ -80,7 +82,7 @@ def forecast_tables(accuracy: pd.DataFrame, curves: pd.DataFrame, acquisitions: 
         Empty tables where there are fewer than two runs (nothing to hold out).
     """
     cfg = config or ForecastConfig()
-    runs = runs_from_tables(accuracy, curves, acquisitions)
+    runs = runs_from_tables(accuracy, curves, acquisitions, compare)
     if len(runs) < 2:
         return {t: pd.DataFrame() for t in FORECAST_TABLES}
     ev = evaluate(runs, cfg)
@@ -106,7 +108,8 @@ def forecast_section(analysis) -> list[str]:
     return parts
 
 
-@register_step(name="forecast", reads=("accuracy", "curves", "acquisitions"), writes=FORECAST_TABLES,
+@register_step(name="forecast", reads=("accuracy", "curves", "acquisitions", "compare"), writes=FORECAST_TABLES,
                folder="forecast", report=forecast_section)
 def _forecast_step(ctx):
-    return forecast_tables(ctx["accuracy"], ctx["curves"], ctx["acquisitions"], config_from_analysis(ctx.config))
+    return forecast_tables(ctx["accuracy"], ctx["curves"], ctx["acquisitions"], config_from_analysis(ctx.config),
+                           compare=ctx["compare"])
