@@ -45,7 +45,8 @@ def test_the_task_loss_and_its_slope_are_behaviour_features_and_a_run_without_lo
     np.testing.assert_allclose(run_features(short, "behaviour"), f[:4])
     # a loss first measured at checkpoint 2: unknown (zeros) before it
     late = run_features(_run(loss=np.array([np.nan, np.nan, 1.0, 0.5, 0.5, 0.5])), "behaviour")
-    assert (late[:2, _col("behaviour", "loss_known")] == 0).all() and (late[:2, _col("behaviour", "log_loss")] == 0).all()
+    for c in ("loss_known", "log_loss"):
+        assert (late[:2, _col("behaviour", c)] == 0).all()
     # no loss curve (a dataset written before the scan recorded it): the three columns are 0, nothing else changes
     none = run_features(_run(), "behaviour")
     assert np.isfinite(none).all()
@@ -223,3 +224,18 @@ def test_read_runs_sees_the_runs_variants_and_acquisitions_that_analyze_sees(tmp
         np.testing.assert_allclose(g.loss, w.loss)
         np.testing.assert_allclose(g.loss, 3.0 / (1 + np.arange(len(g.steps))))
     assert np.isnan(got[0].rankme[2][5])
+
+
+def test_the_live_forecaster_reads_the_loss_of_the_live_run(tmp_path):
+    from ckptgeo.forecasting.live import LiveForecaster
+
+    live = LiveForecaster.from_dataset(_dataset(tmp_path / "ds"), feature_set="behaviour")
+    assert live.n_runs == 3
+    steps, acc = np.arange(0, 100, 20), np.full(5, 0.05)
+    kw = dict(chance=0.05, rankme={}, n_items=200.0)
+    without = live.forecast("copy-L1", steps, acc, **kw)
+    falling = live.forecast("copy-L1", steps, acc, loss=3.0 / (1 + np.arange(5)), **kw)
+    flat = live.forecast("copy-L1", steps, acc, loss=np.full(5, 3.0), **kw)
+    assert 0 <= without.p_next <= 1 and 0 <= falling.p_next <= 1
+    # the loss reaches the model: the same accuracy with another loss curve is another forecast
+    assert falling.p_next != flat.p_next and falling.p_next != without.p_next

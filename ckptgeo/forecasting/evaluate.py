@@ -14,7 +14,7 @@ of its checkpoints before its acquisition is known, and scored:
 
 **Skill** of geometry over behaviour: per held-out run, the behaviour set's log score minus the geometry set's
 (positive: geometry better); a one-sided Wilcoxon signed-rank test across runs (``scipy.stats.wilcoxon``). The same
-on a **null copy** (every RankMe curve replaced by noise at its own mean and variance,
+on a **null copy** (every RankMe and cross-checkpoint curve replaced by noise at its own mean and variance,
 :func:`ckptgeo.forecasting.features.null_copy`), which must show no skill.
 
 **Concordance** within a difficulty class: for two acquired runs of one class, their forecasts made at the same

@@ -132,7 +132,8 @@ class LiveForecaster:
         return cls(runs, **kwargs)
 
     def forecast(self, suite: str, steps, accuracy, *, chance: float | None, rankme: dict, n_items: float = math.nan,
-                 threshold: float | None = None, window: int = ev.DEFAULT_WINDOW, future=None) -> LiveForecast:
+                 threshold: float | None = None, window: int = ev.DEFAULT_WINDOW, future=None, loss=None,
+                 cross: dict | None = None) -> LiveForecast:
         """The forecast at the last of ``steps`` from the curves so far.
 
         Parameters
@@ -143,6 +144,10 @@ class LiveForecaster:
             RankMe per layer on ``steps`` (NaN where not measured).
         future : sequence of int, optional
             The next measuring steps (default: the last spacing repeated).
+        loss : sequence of shape (n_checkpoints,), optional
+            The task loss on ``steps`` (nats per answer token; NaN where not measured); None: none recorded.
+        cross : dict of str to sequence of shape (n_checkpoints,), optional
+            Cross-checkpoint curves by name of :data:`ckptgeo.forecasting.data.CROSS_CURVES` (the monitor has none).
         """
         steps = np.asarray(steps, dtype=np.int64)
         acc = np.asarray(accuracy, float)
@@ -154,12 +159,16 @@ class LiveForecaster:
                                 self.feature_set, acquired=True)
         grid = steps if future is None else np.concatenate([steps, [s for s in future if s > steps[-1]]]).astype(np.int64)
         n = len(steps)
+
+        def pad(v):
+            return np.concatenate([np.asarray(v, float), np.full(len(grid) - n, np.nan)])
+
         run = RunCurves(key=("live", suite, ""), steps=grid,
                         accuracy=np.concatenate([acc, np.full(len(grid) - n, np.nan)]),
                         n_items=np.full(len(grid), n_items), chance=math.nan if chance is None else float(chance),
                         threshold=thr, window=window,
-                        rankme={k: np.concatenate([np.asarray(v, float), np.full(len(grid) - n, np.nan)])
-                                for k, v in rankme.items() if k > 0})
+                        rankme={k: pad(v) for k, v in rankme.items() if k > 0},
+                        loss=None if loss is None else pad(loss), cross={k: pad(v) for k, v in (cross or {}).items()})
         feats = self.config.features(run, self.feature_set)
         fc = self.model.forecast_run(run, feats, horizon=h, coverage=self.config.coverage, landmarks=[n - 1])
         r = fc.iloc[0]

@@ -65,7 +65,8 @@ def forecast_frame(runs: list[RunCurves], forecasts: dict[str, list], split: str
 
 
 def forecast_tables(accuracy: pd.DataFrame, curves: pd.DataFrame, acquisitions: pd.DataFrame,
-                    config: ForecastConfig | None = None, compare: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+                    config: ForecastConfig | None = None,
+                    compare: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Every forecast table (:data:`FORECAST_TABLES`) of an analysis's tables.
 
     Parameters

@@ -278,6 +278,7 @@ class Monitor:
         self.readings: list[Reading] = []
         self.forecast_from = None if forecast_from is None else str(forecast_from)
         self.forecaster = None
+        self._loss: dict[str, dict[int, float]] = {}   # suite -> step -> task loss
         if forecast_from is not None and main_process:
             from ckptgeo.forecasting.live import LiveForecaster
 
@@ -340,9 +341,17 @@ class Monitor:
         self._done = set(int(s) for s in mine.step)
         geo, beh = self.dataset.read("geometry"), self.dataset.read("behavior")
         geo = geo[(geo.model == self.model_name) & (geo.config_hash == self.config_hash) & (geo.metric == "rankme")]
-        beh = beh[(beh.model == self.model_name) & (beh.config_hash == self.config_hash) & (beh.metric == "accuracy")]
+        beh = beh[(beh.model == self.model_name) & (beh.config_hash == self.config_hash)]
+        self._keep_loss(beh[beh.metric == "loss"].to_dict("records"))
+        beh = beh[beh.metric == "accuracy"]
         for step in sorted(self._done):
             self._track(step, *self._values(geo[geo.step == step], beh[beh.step == step]), report=False)
+
+    def _keep_loss(self, rows) -> None:
+        """Keep the task loss of behaviour ``rows`` (dicts) by suite and step: the forecast's loss features."""
+        for r in rows:
+            if r.get("metric") == "loss" and r.get("value") is not None and r.get("step") is not None:
+                self._loss.setdefault(str(r["suite"]), {})[int(r["step"])] = float(r["value"])
 
     @staticmethod
     def _values(geo, beh) -> tuple[dict, dict, dict]:
@@ -407,6 +416,7 @@ class Monitor:
         finally:
             model.train(was_training)
         rankme, accuracy, chance = self._values(*(_frame(rows, t) for t in ("geometry", "behavior")))
+        self._keep_loss(rows.get("behavior") or [])
         found = self._track(step, rankme, accuracy, chance, report=True)
         self._done.add(step)
         for e in found:
@@ -453,9 +463,11 @@ class Monitor:
         for suite, t in self.tracker.tracks.items():
             if not t.steps or t.steps[-1] != step:
                 continue
+            loss = self._loss.get(suite)
             f = self.forecaster.forecast(suite, t.steps, t.acc, chance=t.chance, rankme=t.rankme,
                                          n_items=float(self.config.n_samples), threshold=self.config.acc_threshold,
-                                         window=self.config.window, future=future or None)
+                                         window=self.config.window, future=future or None,
+                                         loss=None if not loss else [loss.get(s, float("nan")) for s in t.steps])
             log.info("%s at step %d: %s", suite, step, f.message)
             out.append(f)
             rows.append({"model": self.model_name, "revision": f"step{step}", "step": step, "commit": self.run_id,

@@ -3,8 +3,9 @@
 * ``forecast_geometry``: "geometry improves the forecast of acquisition over behaviour alone": the one-sided
   Wilcoxon test across held-out runs of the per-run log-score difference (behaviour minus behaviour + geometry),
   on the most demanding split the study allows (leave one task out, else one seed, else one run), read beside the
-  same test on the null copy (RankMe replaced by noise), which must not show skill; with the concordance of
-  forecast and actual acquisition order among easy and among hard runs, beside the paper's 52% and 69%.
+  same test on the null copy (RankMe and cross-checkpoint curves replaced by noise), which must not show skill;
+  with the concordance of forecast and actual acquisition order among easy and among hard runs, beside the
+  paper's 52% and 69%.
 * ``forecast_across_sizes``: "small sizes forecast a larger size's acquisition": the largest size forecast by a
   model fitted to the smaller sizes only; the concordance of its forecast with the actual acquisition order of that
   size's runs, tested by permuting their acquisition steps (one-sided).
