@@ -250,6 +250,19 @@ def test_ckptgeo_train_monitor_writes_what_a_scan_of_its_checkpoints_measures(tm
     rel = np.abs(both.value_x - both.value_y) / np.abs(both.value_y)
     assert rel.max() <= 1e-6, rel.max()
 
+    # runs.csv / runs.tex of the monitor's folder name the model's size: its name ("copy-L1") gives none, so the
+    # parameter count the monitor recorded (models.json), equal to the trainer's own count
+    from ckptgeo.analysis.runs_table import params_text
+    from ckptgeo.analysis.summary import analyze
+
+    n_params = json.loads((run / "manifest.json").read_text())["model"]["n_parameters"]
+    assert json.loads((run / "monitor" / "models.json").read_text()) == {"copy-L1": {"n_parameters": n_params}}
+    analyze(run / "monitor")
+    runs = pd.read_csv(run / "monitor" / "summary" / "runs.csv")
+    assert runs["size"].tolist() == [params_text(n_params)] == ["393K"], runs["size"].tolist()
+    tex = (run / "monitor" / "summary" / "runs.tex").read_text()
+    assert "copy-L1 & copy & 1 & 393K &" in tex, tex
+
 
 def test_whole_model_metrics_on_the_live_model_leave_its_weights_alone(tmp_path, single_thread):
     model = _tiny_model().train()
@@ -263,3 +276,21 @@ def test_whole_model_metrics_on_the_live_model_leave_its_weights_alone(tmp_path,
     assert (geo[geo.metric == "hessian"].layer == -1).all() and (geo.metric == "hessian").sum() >= 1
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
     assert all(p.grad is None for p in model.parameters()) and model.training
+
+
+def test_models_json_is_read_as_untrusted(tmp_path):
+    """models.json (the monitor's parameter counts): a count that is not a positive integer is left out."""
+    import json
+
+    from ckptgeo.store.dataset import Dataset
+
+    ds = Dataset(tmp_path / "ds")
+    ds.record_model("live", 393216)
+    ds.record_model("live", 393216)   # kept, not rewritten
+    assert ds.model_parameters() == {"live": 393216}
+    (tmp_path / "ds" / "models.json").write_text(json.dumps(
+        {"a": {"n_parameters": "1e9"}, "b": {"n_parameters": -3}, "c": 7, "d": {"n_parameters": True},
+         "e": {"n_parameters": 1000}}))
+    assert ds.model_parameters() == {"e": 1000}
+    (tmp_path / "ds" / "models.json").write_text("[1, 2")
+    assert ds.model_parameters() == {}

@@ -132,4 +132,11 @@ def _compare(ctx):
 @register_step(name="runs", report=False, reads=("events",), writes=("runs",), writer=lambda table, folder: list(
     write_runs_files(table, folder)))
 def _runs(ctx):
-    return {"runs": runs_table(ctx["events"])}
+    from ckptgeo.errors import DatasetLayoutError
+    from ckptgeo.store.dataset import Dataset
+
+    try:   # parameter counts a monitor recorded (models.json): the size of a model its name does not give
+        counted = Dataset(ctx.root, create=False).model_parameters() if (ctx.root / "models.json").is_file() else {}
+    except DatasetLayoutError:
+        counted = {}
+    return {"runs": runs_table(ctx["events"], n_parameters=counted)}

@@ -13,8 +13,9 @@ config_hash) curve family of ``measure`` (RankMe), read at its summary layer ``l
 Steps are training steps; ``floor`` is the collapse floor in the measure's unit (RankMe: effective
 dimensions); ``gap_steps`` is acquisition - recovery onset; ``spacing_steps`` is the checkpoint spacing at
 acquisition (the step's resolution); ``size`` the parameter
-count the model name gives (``160M``, ``2.8B``), else the size name of a ``ckptgeo train`` run (``tiny``),
-else empty; ``seed`` the run's seed from
+count the model name gives (``160M``, ``2.8B``), else the count the dataset's ``models.json`` records (a
+monitored model: ``393K``), else the size name of a ``ckptgeo train`` run (``tiny``), else empty; ``seed`` the
+run's seed from
 its name (``-s1``, ``-seed1``).
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Mapping
 
 import pandas as pd
 
@@ -55,19 +57,20 @@ def params_text(n: float) -> str:
     return f"{n:.0f}"
 
 
-def _size(model: str, model_size) -> str:
-    """``2.8B`` from the name's parameter count or shape; else the size name of a ``ckptgeo train`` run
-    (``copy-L1-tiny-s0`` -> ``tiny``); else ``""``."""
+def _size(model: str, model_size, counted: Mapping[str, int]) -> str:
+    """``2.8B`` from the name's parameter count or shape; else the recorded count (``counted``); else the size
+    name of a ``ckptgeo train`` run (``copy-L1-tiny-s0`` -> ``tiny``); else ``""``."""
     import re
 
-    text = params_text(model_size(model))
+    text = params_text(model_size(model)) or params_text(float(counted.get(model, math.nan)))
     if text:
         return text
     m = re.search(r"-L\d+-(?P<size>[a-z]+)(?:-s\d+)?$", str(model))
     return m.group("size") if m else ""
 
 
-def runs_table(events: pd.DataFrame, *, metric: str = "rankme") -> pd.DataFrame:
+def runs_table(events: pd.DataFrame, *, metric: str = "rankme",
+               n_parameters: Mapping[str, int] | None = None) -> pd.DataFrame:
     """One row per run (columns :data:`RUNS_COLUMNS`) from an events table, sorted by model, task and level.
 
     Parameters
@@ -76,6 +79,9 @@ def runs_table(events: pd.DataFrame, *, metric: str = "rankme") -> pd.DataFrame:
         The events table (``events/events.parquet``).
     metric : str, default="rankme"
         The geometry measure whose collapse, floor and onset the row reports; uncentred rows are preferred.
+    n_parameters : mapping of str to int, optional
+        Model -> parameter count recorded with the dataset (:meth:`ckptgeo.store.dataset.Dataset.model_parameters`),
+        the ``size`` of a model whose name gives none.
 
     Returns
     -------
@@ -92,7 +98,7 @@ def runs_table(events: pd.DataFrame, *, metric: str = "rankme") -> pd.DataFrame:
     rows = []
     for r in e.itertuples(index=False):
         run = run_identity(r.model, r.suite, getattr(r, "task", None))
-        rows.append({"model": r.model, "task": run["task"], "level": run["level"], "size": _size(r.model, model_size),
+        rows.append({"model": r.model, "task": run["task"], "level": run["level"], "size": _size(r.model, model_size, n_parameters or {}),
                      "seed": run["seed"], "measure": metric, "layer": r.layer,
                      "acquisition_step": r.acquisition_step, "collapse_step": r.collapse_step,
                      "floor": r.collapse_floor, "onset_step": r.onset_step, "gap_steps": r.gap_steps,

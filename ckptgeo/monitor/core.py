@@ -12,6 +12,7 @@ ckptgeo dataset::
       revisions/<model>--step{N}--<config_hash>.parquet    written last: step N is done
       runs/<config_hash>.json                              the settings
       sources.json                                         model name -> ``monitor:<run id>``
+      models.json                                          model name -> its parameter count (runs.tex's size)
 
 ``revision`` is ``step{N}``; the config hash is the one ``ckptgeo scan`` gives the same settings and
 items, so ``ckptgeo analyze OUT`` (and every figure) works unchanged, and rows from a monitor and from
@@ -305,6 +306,7 @@ class Monitor:
         settings = scan_settings(self._scan_config, self.suites, self.measures)
         self.config_hash = config_hash(settings)
         self._claim_run(model, step)   # before anything is written: a refused run leaves the folder as it was
+        self.dataset.record_model(self.model_name, sum(p.numel() for p in model.parameters()))
         self.dataset.write_run(self.config_hash, {**settings, "source": f"monitor:{self.model_name}",
                                                   "ckptgeo_version": __version__})
         max_len = getattr(getattr(model, "config", None), "max_position_embeddings", None)

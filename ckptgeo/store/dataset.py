@@ -6,6 +6,7 @@
       ckptgeo.json                 marks a ckptgeo dataset: format, schema_version, writer version
       runs/<config_hash>.json      the full settings behind each config hash
       sources.json                 which folder or monitored run each ``model`` name stands for
+      models.json                  a monitored model's parameter count (``model`` -> {"n_parameters": N})
       geometry/<model>--<revision>--<config_hash>.parquet
       behavior/ ... probes/ ...    same naming
       revisions/<model>--<revision>--<config_hash>.parquet   written last: the revision is done
@@ -336,6 +337,32 @@ class Dataset:
                 stored = {k: self._relative(v) for k, v in {**known, model: identity}.items()}
                 atomic_write_bytes(self.root / "sources.json",
                                    json.dumps(stored, indent=2, sort_keys=True).encode())
+
+    def record_model(self, model: str, n_parameters: int) -> None:
+        """Record ``model``'s parameter count in ``models.json`` (under the dataset-wide lock; kept if already
+        there). The monitor records the live model's, which its name may not give (``runs.tex``'s ``size``)."""
+        with self.lock_all():
+            known = self._models_json()
+            if known.get(model) != {"n_parameters": int(n_parameters)}:
+                known[model] = {"n_parameters": int(n_parameters)}
+                atomic_write_bytes(self.root / "models.json", json.dumps(known, indent=2, sort_keys=True).encode())
+
+    def _models_json(self) -> dict:
+        try:
+            data = json.loads((self.root / "models.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def model_parameters(self) -> dict[str, int]:
+        """``models.json``: model name -> parameter count, for the models a monitor recorded; empty when absent.
+        An entry that is not a positive integer count is left out (the file is read as untrusted)."""
+        out = {}
+        for model, info in self._models_json().items():
+            n = info.get("n_parameters") if isinstance(info, dict) else None
+            if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                out[str(model)] = n
+        return out
 
     def write_run(self, config_hash: str, settings: dict) -> None:
         """Record the settings behind ``config_hash`` (once)."""
