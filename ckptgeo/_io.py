@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_dir", "FileLock", "load_torch_safely",
-           "safe_name", "NAME_MAX_BYTES", "temp_target", "Claim", "read_claim", "claim_is_stale"]
+           "safe_name", "distinct_name", "NAME_MAX_BYTES", "temp_target", "Claim", "read_claim", "claim_is_stale"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,32 @@ def safe_name(name: str, *, what: str = "name") -> str:
     if len(slug) > NAME_MAX_BYTES:
         slug = f"{slug[:NAME_MAX_BYTES - 9]}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
     return slug
+
+
+def distinct_name(name: str, *, what: str = "name") -> str:
+    """:func:`safe_name` made one-to-one: a name that needed no change comes back as it is (``step1000``);
+    one that :func:`safe_name` changed ends in ``-`` and 8 hex digits of its sha256, so two names that
+    :func:`safe_name` makes alike (``a/b`` and ``a_b``, both legal Hub branch names) stay apart.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``name`` is not a string, or is empty.
+
+    Examples
+    --------
+    >>> distinct_name("step1000"), distinct_name("a_b"), distinct_name("a/b"), distinct_name("a@b")
+    ('step1000', 'a_b', 'a_b-c14cddc0', 'a_b-7508d8b5')
+    >>> len(distinct_name("x/" * 100)) <= NAME_MAX_BYTES
+    True
+    """
+    slug = safe_name(name, what=what)
+    if slug == name:
+        return slug
+    tag = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    if slug.endswith(f"-{tag}"):   # a long name safe_name already cut and tagged
+        return slug
+    return f"{slug[:NAME_MAX_BYTES - 9]}-{tag}"
 
 
 def _temp_name(path: Path) -> Path:

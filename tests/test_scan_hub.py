@@ -167,3 +167,24 @@ def test_blimp_subset_from_a_hub_dataset_repo(local_hub, tmp_path):
                out=tmp_path / "ds")
     assert res.measured == ["step0"]
     assert set(pd.read_parquet(tmp_path / "ds" / "behavior").suite) == {"blimp-mini"}
+
+
+def test_two_revision_names_that_sanitise_alike_get_parts_of_their_own(local_hub, tmp_path):
+    """A family's `fam-seed1@step1000` (seed 1's branch) and `fam-seed1_step1000` (a repo of that one
+    checkpoint) become the same file-name part once made safe: each must still get its own parts (before, the
+    second was skipped as done and its rows never written)."""
+    a = local_hub.add_repo("fam-seed1", steps=(1000,), seed=1)
+    b = local_hub.add_repo("fam-seed1_step1000", branches=("final",), seed=2)
+    spec, out = "testorg/fam-seed1,testorg/fam-seed1_step1000", tmp_path / "ds"
+    names = ["fam-seed1@step1000", "fam-seed1_step1000"]
+    res = scan(spec, revisions="all", suites=(SUITE,), n_samples=8, out=out)
+    assert sorted(res.measured) == names and res.skipped == [] and not res.failed
+    rv = pd.read_parquet(out / "revisions")
+    assert sorted(rv.revision) == names and set(rv.status) == {"ok"}
+    g = pd.read_parquet(out / "geometry")
+    assert g.groupby("revision").size().to_dict() == dict.fromkeys(names, 3)
+    assert dict(zip(g.revision, g.commit)) == dict(zip(names, (a.commits["step1000"], b.commits["main"])))
+    parts = sorted(p.name for p in (out / "revisions").glob("*.parquet"))
+    assert len(parts) == 2 and any("--fam-seed1_step1000--" in p for p in parts), parts   # a safe name is kept
+    assert scan(spec, revisions="all", suites=(SUITE,), n_samples=8, out=out).measured == []
+    assert len(pd.read_parquet(out / "geometry")) == 6, "both found done on resume"

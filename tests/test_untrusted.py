@@ -155,6 +155,24 @@ def test_part_names_of_long_names_fit_a_file_name(tmp_path):
     assert [p.name for p in (tmp_path / "ds" / "revisions").iterdir()] == [name]
 
 
+def test_revision_names_alike_once_made_safe_get_distinct_parts_and_old_parts_are_still_found(tmp_path):
+    """Part names are one-to-one in the revision name (`a/b`, `a_b`, `a@b` apart; a safe name unchanged); a
+    dataset written before, whose part of `m@step1` is named `m_step1`, resumes from that part, and a part
+    named alike that holds another revision's rows is not taken as this one's."""
+    from ckptgeo.store.dataset import Dataset, part_name
+
+    names = {part_name("m", r, "h") for r in ("a/b", "a_b", "a@b", "a b")}
+    assert len(names) == 4 and "m--a_b--h.parquet" in names and part_name("m", "step1", "h") == "m--step1--h.parquet"
+    ds = Dataset(tmp_path / "ds")
+    row = {"model": "m", "revision": "m@step1", "step": 1, "status": "ok", "commit": "c1", "config_hash": "h"}
+    ds.write_part("revisions", "m--m_step1--h.parquet", [row])   # the name an older ckptgeo gave it
+    assert ds.part_of("m", "m@step1", "h") == "m--m_step1--h.parquet"
+    assert ds.is_done(ds.part_of("m", "m@step1", "h"), commit="c1", revision="m@step1")
+    assert ds.part_of("m", "m_step1", "h") == "m--m_step1--h.parquet"   # a safe name's part name never changes
+    assert not ds.is_done("m--m_step1--h.parquet", commit="c1", revision="m_step1"), "another revision's part"
+    assert ds.part_of("m", "x/step1", "h") == part_name("m", "x/step1", "h")   # no old part: the new name
+
+
 def _suite_file(path: Path, name: str, n: int = 4) -> Path:
     """A copy of the bundled logical_deduction suite's first ``n`` items under the header name ``name``."""
     from ckptgeo.suites.items import diagnostics_dir

@@ -184,10 +184,10 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
         print("load with: " + ", ".join(f"pandas.read_parquet('{res.out}/{t}')" for t in tables))
     rank, world = shard()
     if world > 1:
-        from ckptgeo.store.dataset import Dataset, part_name
+        from ckptgeo.store.dataset import Dataset
 
         ds = Dataset(res.out, create=False)
-        done = sum(ds.is_done(part_name(res.model, r, res.config_hash)) for r in res.selected)
+        done = sum(ds.is_done(ds.part_of(res.model, r, res.config_hash)) for r in res.selected)
         print(f"all {world} processes: {done} of {len(res.selected)} selected revisions done so far in {res.out} "
               f"(this is rank {rank})")
     if tables or world > 1:

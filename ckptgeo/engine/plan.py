@@ -21,7 +21,7 @@ from ckptgeo.sources.integrity import (IntegrityReport, check_source, check_weig
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.registry import open_source
 from ckptgeo.sources.revisions import Revision, select_revisions
-from ckptgeo.store.dataset import Dataset, part_name
+from ckptgeo.store.dataset import Dataset
 from ckptgeo.store.schemas import SCAN_SETTINGS
 
 log = logging.getLogger(__name__)
@@ -383,8 +383,8 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     if exists and not config.overwrite:
         ds = Dataset(out)  # by part name, keyed on the model (repo id or folder) and the commit
         for r in selected:
-            name = part_name(model, r.name, resolved.config_hash)
-            if ds.is_done(name, commit=r.commit):
+            name = ds.part_of(model, r.name, resolved.config_hash)
+            if ds.is_done(name, commit=r.commit, revision=r.name):
                 done.add(r.name)
             elif r.commit and ds.is_done(name) and ds.recorded_commit(name) not in (None, r.commit):
                 moved[r.name] = (ds.recorded_commit(name), r.commit)

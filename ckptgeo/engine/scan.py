@@ -48,7 +48,7 @@ from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError
 from ckptgeo.sources.groups import grouped_revisions
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.revisions import Revision
-from ckptgeo.store.dataset import Dataset, part_name
+from ckptgeo.store.dataset import Dataset
 
 __all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard", "default_out",
            "revision_row", "row_settings"]
@@ -333,7 +333,7 @@ class _Run:
         self.bar.set_postfix_str(rev.name)
         self.prefetcher.ahead(i)
         t0 = time.perf_counter()
-        name = part_name(self.plan.model, rev.name, self.resolved.config_hash)
+        name = self.dataset.part_of(self.plan.model, rev.name, self.resolved.config_hash)
         base = self._base(rev)
         lock = self.claim(rev, name)
         if lock is None:
@@ -382,7 +382,7 @@ class _Run:
             log.warning("%s is being measured by another process; skipping it here", rev.name)
             self.result.locked.append(rev.name)
             return None
-        if not self.config.overwrite and self.dataset.is_done(name, commit=rev.commit):
+        if not self.config.overwrite and self.dataset.is_done(name, commit=rev.commit, revision=rev.name):
             # another run finished it after this one planned: not measured twice
             log.info("%s was finished by another process meanwhile; skipping it", rev.name)
             lock.close()
@@ -412,7 +412,7 @@ class _Run:
                                         {**common, "settings": self.resolved.measures[metric].settings})
         for table, trows in rows.items():
             if table == "behavior" and any(
-                    self.dataset.has_part("behavior", part_name(self.plan.model, base["revision"], h))
+                    self.dataset.has_part("behavior", self.dataset.part_of(self.plan.model, base["revision"], h))
                     for h in self.same_behavior):
                 continue   # already there from a run with other metrics: not a second copy
             if trows:

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ckptgeo import __version__
-from ckptgeo._io import Claim, atomic_path, atomic_write_bytes, read_claim, safe_name
+from ckptgeo._io import Claim, atomic_path, atomic_write_bytes, distinct_name, read_claim, safe_name
 from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 from ckptgeo.store.schemas import SCHEMAS
@@ -50,15 +50,23 @@ __all__ = ["Dataset", "part_name", "read_table", "shared_shards"]
 
 
 def part_name(model: str, revision: str, config_hash: str) -> str:
-    """Deterministic part name: ``<model>--<revision>--<config_hash>.parquet``, the model and revision names
-    made safe by :func:`ckptgeo._io.safe_name` (one path component, at most 80 bytes each).
+    """Deterministic part name: ``<model>--<revision>--<config_hash>.parquet``, the model name made safe by
+    :func:`ckptgeo._io.safe_name` and the revision name by :func:`ckptgeo._io.distinct_name` (one path
+    component, at most 80 bytes each; two revision names never share a part: ``a/b`` and ``a_b`` differ).
 
     Raises
     ------
     InvalidParameterError
         An empty model or revision name.
+
+    Examples
+    --------
+    >>> part_name("EleutherAI/pythia-160m", "step1000", "ab12")
+    'EleutherAI_pythia-160m--step1000--ab12.parquet'
+    >>> part_name("pythia-160m", "pythia-160m-seed1@step1000", "ab12")
+    'pythia-160m--pythia-160m-seed1_step1000-a0ddb155--ab12.parquet'
     """
-    return (f"{safe_name(model, what='model name')}--{safe_name(revision, what='revision name')}--"
+    return (f"{safe_name(model, what='model name')}--{distinct_name(revision, what='revision name')}--"
             f"{config_hash}.parquet")
 
 
@@ -278,18 +286,33 @@ class Dataset:
 
         return load_file(str(path))
 
+    def part_of(self, model: str, revision: str, config_hash: str) -> str:
+        """The part name of ``revision``: :func:`part_name`, or, in a dataset written before part names were
+        one-to-one (revision names made safe only, so ``a/b`` and ``a_b`` met), the older name where that
+        part exists, the new one does not, and the part's rows are of this very revision (so resume finds it)."""
+        name = part_name(model, revision, config_hash)
+        old = f"{safe_name(model, what='model name')}--{safe_name(revision, what='revision name')}--{config_hash}.parquet"
+        path = self.root / "revisions" / old
+        if old == name or (self.root / "revisions" / name).exists() or not path.exists():
+            return name
+        held = _read_part(path, lambda p: pq.read_table(p, columns=["revision"])).column("revision").to_pylist()
+        return old if held and set(held) == {revision} else name
+
     def has_part(self, table: str, name: str) -> bool:
         return (self.root / table / name).exists()
 
-    def is_done(self, name: str, commit: str | None = None) -> bool:
+    def is_done(self, name: str, commit: str | None = None, revision: str | None = None) -> bool:
         """Whether the ``revisions`` part ``name`` exists with status ok or duplicate (one small read) and,
-        when ``commit`` is given, was measured at that commit (a branch moved since is not done)."""
+        when ``commit`` is given, was measured at that commit (a branch moved since is not done); when
+        ``revision`` is given, holds that revision's rows (not another's that an older dataset named alike)."""
         path = self.root / "revisions" / name
         if not path.exists():
             return False
-        tbl = _read_part(path, lambda p: pq.read_table(p, columns=["status", "commit"]))
+        tbl = _read_part(path, lambda p: pq.read_table(p, columns=["status", "commit", "revision"]))
         status = tbl.column("status").to_pylist()
         if commit is not None and any(c not in (None, commit) for c in tbl.column("commit").to_pylist()):
+            return False
+        if revision is not None and any(r != revision for r in tbl.column("revision").to_pylist()):
             return False
         return bool(status) and all(s in ("ok", "duplicate") for s in status)
 
