@@ -188,3 +188,27 @@ def test_two_revision_names_that_sanitise_alike_get_parts_of_their_own(local_hub
     assert len(parts) == 2 and any("--fam-seed1_step1000--" in p for p in parts), parts   # a safe name is kept
     assert scan(spec, revisions="all", suites=(SUITE,), n_samples=8, out=out).measured == []
     assert len(pd.read_parquet(out / "geometry")) == 6, "both found done on resume"
+
+
+def test_max_disk_counts_the_blobs_kept_for_a_later_revision(local_hub, tmp_path, monkeypatch):
+    """step3000's first shard is step1000's (pythia#206): that blob is downloaded once and kept in the cache
+    while step2000 is measured, so the peak is step2000's files plus the kept shard, not one revision; with
+    keep_cache everything fetched stays. The plan's peak is what the cache really held."""
+    repo = local_hub.add_repo("pythia-kept", steps=(1000, 2000, 3000), shards=2, share_shard={"step3000": "step1000"})
+    sizes = {r: {f.name: f.size for f in HubSource(repo.repo_id).weight_files(r)}
+             for r in select_revisions(HubSource(repo.repo_id).revisions(), "all")}
+    by_name = {r.name: v for r, v in sizes.items()}
+    shard = by_name["step1000"]["model-00001-of-00002.safetensors"]
+    one = sum(by_name["step2000"].values())
+    plan = plan_scan(repo.repo_id, revisions="all", suites=(SUITE,), prefetch=0)
+    assert plan.peak_disk == one + shard, (plan.peak_disk, one, shard)
+    kept = plan_scan(repo.repo_id, revisions="all", suites=(SUITE,), prefetch=0, keep_cache=True)
+    assert kept.peak_disk == kept.bytes_to_fetch == sum(sum(v.values()) for v in by_name.values()) - shard
+    with pytest.raises(DiskSpaceError, match="max-disk") as info:
+        scan(repo.repo_id, revisions="all", suites=(SUITE,), prefetch=0, max_disk=one + shard // 2, out=tmp_path / "a")
+    assert info.value.needed == one + shard
+    peaks = record_fetch_peaks(monkeypatch)
+    res = scan(repo.repo_id, revisions="all", suites=(SUITE,), n_samples=8, prefetch=0, max_disk=one + shard,
+               out=tmp_path / "b")
+    assert len(res.measured) == 3 and not res.failed
+    assert one + shard <= max(peaks) <= one + shard + 100_000, (peaks, one, shard)   # + config and tokenizer

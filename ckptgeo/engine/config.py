@@ -167,10 +167,12 @@ class ScanConfig:
         1, "Revisions downloaded ahead of the one measured, 0 to 64.",
         admits=(Interval(int, 0, 64),), flag="--prefetch", help="revisions downloaded ahead (default %(default)s)")
     max_disk: int | None = setting(
-        None, "Refuse to start when the peak download ((prefetch + 1) x the largest revision) exceeds this many "
-              "bytes (``\"40GB\"`` accepted).",
+        None, "Refuse to start when the peak the Hub cache holds (prefetch + 1 revisions and the files kept "
+              "for a later revision; everything fetched with keep_cache) exceeds this many bytes (``\"40GB\"`` "
+              "accepted).",
         kind="int or str", admits=(Interval(int, 1, None), None), coerce=parse_size,
-        flag="--max-disk", text=str, help="refuse to start if the peak download exceeds this (e.g. 40GB)")
+        flag="--max-disk", text=str,
+        help="refuse to start if the Hub cache's peak (kept files included) exceeds this (e.g. 40GB)")
     keep_cache: bool = setting(
         False, "Keep measured revisions in the Hub cache instead of evicting them.",
         flag="--keep-cache", action="store_true", help="do not evict measured revisions from the Hub cache")

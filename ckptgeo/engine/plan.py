@@ -26,8 +26,8 @@ from ckptgeo.store.schemas import SCAN_SETTINGS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ScanPlan", "Resolved", "plan_scan", "resolve", "default_out", "shard", "rank_device", "scan_settings",
-           "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity", "estimate_seconds"]
+__all__ = ["ScanPlan", "Resolved", "plan_scan", "peak_bytes", "resolve", "default_out", "shard", "rank_device",
+           "scan_settings", "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity", "estimate_seconds"]
 
 
 @dataclass
@@ -372,6 +372,35 @@ def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | Non
     return make_plan(resolve(source, config), config, out)
 
 
+def peak_bytes(files: list[list[WeightFile]], prefetch: int, *, keep_all: bool = False) -> int:
+    """The most bytes of weight files the Hub cache holds at once while a scan fetches revisions in order
+    (``files``: each revision's, ``[]`` for one not fetched), ``prefetch`` ahead of the one measured.
+
+    At the ``i``-th revision the cache holds the files of revisions ``i`` … ``i + prefetch`` and every file of
+    an earlier revision that one still to come shares (the same sha256: kept, not fetched again; see
+    :meth:`ckptgeo.sources.hub.HubSource.expect`), each blob once. With ``keep_all`` (``keep_cache``) nothing
+    is evicted: every distinct file fetched. Bytes; sizes must be known.
+
+    >>> a, b, c, s = (WeightFile(n, size, n) for n, size in (("a", 10), ("b", 12), ("c", 10), ("s", 4)))
+    >>> peak_bytes([[a, s], [b], [c, s]], 0), peak_bytes([[a, s], [b], [c, s]], 1)   # s kept while b is measured
+    (16, 26)
+    >>> peak_bytes([[a, s], [b], [c, s]], 0, keep_all=True)
+    36
+    """
+    def key(i: int, f: WeightFile):
+        return f.sha256 or (i, f.name)
+
+    if keep_all:
+        return sum({key(i, f): f.size for i, fs in enumerate(files) for f in fs}.values())
+    peak = 0
+    for i in range(len(files)):
+        later = {f.sha256 for fs in files[i:] for f in fs if f.sha256}
+        held = {key(j, f): f.size for j in range(i) for f in files[j] if f.sha256 in later}
+        held.update({key(j, f): f.size for j in range(i, min(len(files), i + prefetch + 1)) for f in files[j]})
+        peak = max(peak, sum(held.values()))
+    return peak
+
+
 def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     """The plan of a resolved scan: this process's share of the selection, less what ``out`` holds."""
     source, selected = resolved.source, resolved.selected
@@ -412,7 +441,12 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     # a file several revisions share (same sha256) is downloaded once (HubSource.expect)
     distinct = {(f.sha256 or (r.name, f.name)): f.size for r in todo for f in files[r.name]}
     fetch = sum(distinct.values()) if known else None
-    peak = (min(config.prefetch, max(len(todo) - 1, 0)) + 1) * max(sizes, default=0) if known else None
+    first: dict[str, str] = {}
+    for r in selected:   # a revision whose every file an earlier one has is recorded, not fetched (engine.scan)
+        first.setdefault(weights_digest(files[r.name]) or r.name, r.name)
+    fetched = [[] if r.name in errors or first.get(weights_digest(files[r.name]) or r.name) != r.name
+               else files[r.name] for r in todo]
+    peak = peak_bytes(fetched, config.prefetch, keep_all=config.keep_cache) if known else None
     if not source.downloads:
         fetch, peak = 0, 0
     n = config.n_samples

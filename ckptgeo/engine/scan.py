@@ -469,12 +469,12 @@ class _Run:
 
 
 def _check_disk(plan: ScanPlan, config: ScanConfig) -> None:
-    """Refuse a scan whose peak download exceeds ``max_disk`` or the free space of the Hub cache's disk."""
+    """Refuse a scan whose peak in the Hub cache (``plan.peak_disk``) exceeds ``max_disk`` or the cache's free disk."""
     if config.max_disk is not None and plan.peak_disk is not None and plan.peak_disk > config.max_disk:
-        raise DiskSpaceError(
-            f"--max-disk {config.max_disk / 1e6:,.1f} MB is below the scan's peak of {plan.peak_disk / 1e6:,.1f} MB "
-            f"({config.prefetch} prefetched + 1 current revision); raise it or lower --prefetch",
-            needed=plan.peak_disk, available=config.max_disk)
+        held = "--keep-cache: all fetched" if config.keep_cache else f"{config.prefetch + 1} revisions + kept files"
+        raise DiskSpaceError(f"--max-disk {config.max_disk / 1e6:,.1f} MB is below the scan's peak of "
+                             f"{plan.peak_disk / 1e6:,.1f} MB ({held}); raise it or lower --prefetch",
+                             needed=plan.peak_disk, available=config.max_disk)
     if plan.peak_disk:
         cache_root = Path(os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME") or Path.home())
         cache_root = next((p for p in [cache_root, *cache_root.parents] if p.exists()), Path("/"))

@@ -291,7 +291,8 @@ class Dataset:
         one-to-one (revision names made safe only, so ``a/b`` and ``a_b`` met), the older name where that
         part exists, the new one does not, and the part's rows are of this very revision (so resume finds it)."""
         name = part_name(model, revision, config_hash)
-        old = f"{safe_name(model, what='model name')}--{safe_name(revision, what='revision name')}--{config_hash}.parquet"
+        old = f"{safe_name(model, what='model name')}--{safe_name(revision, what='revision name')}--{config_hash}"
+        old += ".parquet"
         path = self.root / "revisions" / old
         if old == name or (self.root / "revisions" / name).exists() or not path.exists():
             return name
