@@ -27,7 +27,8 @@ from ckptgeo.store.schemas import SCAN_SETTINGS
 log = logging.getLogger(__name__)
 
 __all__ = ["ScanPlan", "Resolved", "plan_scan", "peak_bytes", "resolve", "default_out", "shard", "rank_device",
-           "scan_settings", "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity", "estimate_seconds"]
+           "scan_settings", "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity",
+           "estimate_seconds"]
 
 
 @dataclass
