@@ -5,7 +5,7 @@ step                       reads                             writes (folder)
 =========================  ================================  ===============================================
 acquisitions               accuracy                          acquisitions (summary), behavior_events
 events                     curves, accuracy, behavior_events events (events)
-null_curves                events, curves                    null_curves (in memory)
+null_curves                events, curves, behavior_events   null_curves (in memory)
 precursor_rates            events, null_curves               precursor_rates (summary)
 precursor_rates_by_model   events, null_curves               precursor_rates_by_model (summary)
 top_down                   events                            top_down (summary)
@@ -50,10 +50,11 @@ def _events(ctx):
     return {"events": events_in_tokens(events, ctx["curves"], ctx["accuracy"])}
 
 
-@register_step(name="null_curves", reads=("events", "curves"), writes=("null_curves",), folder=None,
-               report=False)
+@register_step(name="null_curves", reads=("events", "curves", "behavior_events"), writes=("null_curves",),
+               folder=None, report=False)
 def _null_curves(ctx):
-    return {"null_curves": sm.null_curves(summary_rows(ctx["events"]), ctx["curves"], ctx.config)}
+    return {"null_curves": sm.null_curves(summary_rows(ctx["events"]), ctx["curves"], ctx.config,
+                                          ctx["behavior_events"].groups)}
 
 
 @register_step(name="precursor_rates", reads=("events", "null_curves"), writes=("precursor_rates",),

@@ -4,7 +4,8 @@ order, probe lead, comparisons across model sizes, and spread across seeds.
 Each function takes the events table (and what else it names) and returns one table; the steps of
 :mod:`ckptgeo.analysis.builtin_steps` call them. Rates are taken at the summary layer of each curve family
 (:func:`ckptgeo.analysis.curves.summary_rows`); the nulls re-run the detector itself with acquisition moved
-(:func:`null_curves`).
+(:func:`null_curves`) and permute acquisition within checkpoint schedules, the one null the claim table uses
+too (:mod:`ckptgeo.analysis.acquisition_null`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ckptgeo.analysis import acquisition_null as an
 from ckptgeo.analysis import events as ev
 from ckptgeo.analysis import stats as st
 from ckptgeo.analysis.config import AnalysisConfig
@@ -35,10 +37,20 @@ class _NullCurve:
     grid: np.ndarray         # (n,) measured steps
     precursor: np.ndarray    # (n,) 1.0 / 0.0, NaN where not counted (acquisition at the first checkpoint)
     gap_checkpoints: np.ndarray  # (n,) NaN where there is no gap
+    schedule: str = ""       # the run's checkpoint schedule (acquisition_null.schedule of its behaviour's steps)
+
+    def at(self, step: float, field_: str = "precursor") -> float:
+        """The outcome with acquisition at ``step`` (moved to the first checkpoint at or after it; NaN after
+        the last), as :func:`ckptgeo.analysis.acquisition_null.gap_at` gives it."""
+        pos = int(np.searchsorted(self.grid, float(step), side="left"))
+        return float(getattr(self, field_)[pos]) if pos < self.grid.size else math.nan
 
 
-def null_curves(rows: pd.DataFrame, curves: pd.DataFrame, cfg: AnalysisConfig) -> dict[tuple, _NullCurve]:
-    """Per counted summary row, the rule's outcome with acquisition moved to each checkpoint of the curve."""
+def null_curves(rows: pd.DataFrame, curves: pd.DataFrame, cfg: AnalysisConfig,
+                acc_groups: dict | None = None) -> dict[tuple, _NullCurve]:
+    """Per counted summary row, the rule's outcome with acquisition moved to each checkpoint of the curve, and
+    the run's schedule: the steps of the behaviour curve it is judged against (``acc_groups``:
+    :attr:`BehaviorEvents.groups`), else its own."""
     counted = rows[cv.counted(rows)]
     if counted.empty:
         return {}
@@ -55,10 +67,11 @@ def null_curves(rows: pd.DataFrame, curves: pd.DataFrame, cfg: AnalysisConfig) -
         prec = np.full(s.size, np.nan)
         gck = np.full(s.size, np.nan)
         for m in range(1, s.size):
-            gap = cfg.curve_events(s, v, cfg.acquisition_at(s, int(s[m])), kind=kind).gap
+            gap = an.gap_at(s, v, s[m], kind=kind, config=cfg)
             prec[m] = float(gap.precursor)
             gck[m] = math.nan if gap.gap_checkpoints is None else float(gap.gap_checkpoints)
-        out[key] = _NullCurve(s, prec, gck)
+        match = match_behavior(acc_groups or {}, *key[:3])
+        out[key] = _NullCurve(s, prec, gck, an.schedule(match.steps if match is not None else g["step"]))
     return out
 
 
@@ -72,22 +85,19 @@ def _outcomes(nulls: list[_NullCurve], acq_steps: np.ndarray, field_: str) -> np
     return m
 
 
-def _rate_null(counted: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> st.PermutationResult | None:
-    """Permutation test of a precursor rate: acquisition steps permuted across the counted runs."""
+def _rate_null(pool: pd.DataFrame, judged: pd.Index, nulls: dict, cfg: AnalysisConfig) -> st.PermutationResult | None:
+    """The judged rows' precursor rate against acquisition permuted within schedules
+    (:func:`ckptgeo.analysis.acquisition_null.rate_null`): ``pool`` the counted rows of the curve family, each a
+    donor of its acquisition step."""
     keys = CURVE_KEYS + ["metric", "layer"]
-    have = [(nulls.get(k), a) for k, a in zip(counted[keys].itertuples(index=False, name=None),
-                                            counted["acquisition_step"])]
-    have = [(nc, a) for nc, a in have if nc is not None and pd.notna(a)]
-    if len(have) < 2:
-        return None
-    o = _outcomes([nc for nc, _ in have], np.asarray([a for _, a in have], dtype=np.int64), "precursor")
-    idx = np.arange(len(have))
-
-    def rate(order):
-        x = o[idx, order]
-        return float(np.nanmean(x)) if np.isfinite(x).any() else math.nan
-
-    return st.permutation_test(rate, len(have), n_permutations=cfg.n_permutations, seed=cfg.seed)
+    have = [(ix, nulls.get(k), a) for ix, k, a in zip(pool.index, pool[keys].itertuples(index=False, name=None),
+                                                     pool["acquisition_step"])]
+    have = [(ix, nc, int(a)) for ix, nc, a in have if nc is not None and pd.notna(a)]
+    judged = set(judged)
+    return an.rate_null(lambda i, step: have[i][1].at(step), [a for _, _, a in have],
+                        [nc.schedule for _, nc, _ in have], [i for i, (ix, _, _) in enumerate(have) if ix in judged],
+                        keys=[tuple(str(x) for x in pool.loc[ix, keys]) for ix, _, _ in have],
+                        n_permutations=cfg.n_permutations, seed=cfg.seed)
 
 
 #: the precursor rule's rate on each noise model, pooled over the curves (ckptgeo.analysis.nulls): measurement
@@ -119,13 +129,19 @@ def rates(rows: pd.DataFrame, by: list[str], cfg: AnalysisConfig | None = None,
     if rows.empty:
         return pd.DataFrame(columns=cols)
     out = []
+    # the null's donors: every counted run of the row's curve family (metric, centred or not), whatever its
+    # difficulty or model, so that a rate and the claim table's rate over the same runs share one null
+    family = [c for c in ("metric", "centered") if c in rows.columns]
+    fam = rows.groupby(family, sort=False, dropna=False).ngroup() if family else pd.Series(0, index=rows.index)
+    all_counted = cv.counted(rows)
     for key, g in rows.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         counted = g[cv.counted(g)]
         prec = counted["precursor"].astype(bool)
         n_prec = int(prec.sum())
         rate = st.binomial_interval(n_prec, len(counted), confidence=cfg.confidence)
-        null = _rate_null(counted, nulls or {}, cfg)
+        pool = rows[all_counted & fam.isin(set(fam.loc[g.index]))]
+        null = _rate_null(pool, counted.index, nulls or {}, cfg)
         noise = _pooled_noise(counted, cfg)
         if null is None or math.isnan(null.p_value):
             verdict = "too_few_runs"
@@ -166,7 +182,8 @@ def difficulty_slope(rows: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> pd
     """Difficulty as continuous: slope of the gap (checkpoints) on the acquisition step, beside the null's slope.
 
     Later acquisition leaves more checkpoints before it, so even unrelated curves give gaps that grow with the
-    acquisition step; the null (acquisition steps permuted across runs, each curve's gap recomputed) measures
+    acquisition step; the null (acquisition steps permuted among the runs of one checkpoint schedule, as for the
+    rates (:mod:`ckptgeo.analysis.acquisition_null`), each curve's gap recomputed) measures
     that built-in slope, and the p-value (two-sided) says whether the observed slope differs from it.
     """
     by = ["metric", "centered"]
@@ -190,8 +207,8 @@ def difficulty_slope(rows: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> pd
         def fit(order):
             return 1000.0 * st.slope(a[order].astype(np.float64), gm[idx, order])
 
-        res = st.permutation_test(fit, len(have), n_permutations=cfg.n_permutations, seed=cfg.seed,
-                                  alternative="two-sided")
+        res = st.permutation_test(fit, len(have), strata=[nc.schedule for nc, _ in have],
+                                  n_permutations=cfg.n_permutations, seed=cfg.seed, alternative="two-sided")
         out.append(dict(zip(by, key)) | {"n_runs": len(have), "slope_checkpoints_per_1k_steps": res.statistic,
                                          "null_slope": res.null_mean, "null_low": res.null_low,
                                          "null_high": res.null_high, "p_value": res.p_value,

@@ -5,8 +5,9 @@ event rules :func:`ckptgeo.analysis.analyze` applies (:mod:`ckptgeo.analysis.eve
 moves the observed rate and its null together:
 
 * :func:`status_at` -- a curve's status ("precursor", "synchronous", ...) had its run acquired at a given step;
-* :func:`permutation_null` -- acquisition steps permuted across runs that share a checkpoint schedule
-  (:func:`ckptgeo.analysis.stats.permutation_test`), the rate recomputed each time;
+* :func:`permutation_null` -- acquisition steps permuted across runs that share a checkpoint schedule, the
+  rate recomputed each time: the null ``analyze`` gives a precursor rate
+  (:func:`ckptgeo.analysis.acquisition_null.rate_null`);
 * :func:`subsample_rates` -- the precursor rates again with every k-th checkpoint kept (spacing as a factor).
 
 Nothing here reads or writes files.
@@ -21,6 +22,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ckptgeo.analysis import acquisition_null
 from ckptgeo.analysis import events as ev
 from ckptgeo.analysis import stats
 
@@ -41,7 +43,8 @@ class Curve:
     acquisition_step : int or None
         The run's own acquisition step (None: not acquired).
     stratum : str
-        Runs with the same stratum share a checkpoint schedule (their acquisition steps can be swapped).
+        Runs with the same stratum share a checkpoint schedule (their acquisition steps can be swapped):
+        :func:`ckptgeo.analysis.acquisition_null.schedule` of the steps of the run's behaviour curve.
     kind : {"recovery", "change"}
         RankMe-like measures (collapse, then recovery onset) or others (onset of change).
     """
@@ -104,37 +107,31 @@ def status_at(steps, values, acquisition_step: int | None, *, kind: str = "recov
 def permutation_null(curves: Mapping[str, Curve], judged: Sequence[str], *, config=None,
                      n_permutations: int = stats.DEFAULT_N_PERMUTATIONS, seed: int = 0,
                      alternative: str = "greater") -> stats.PermutationResult | None:
-    """Precursor rate of ``judged`` runs against acquisition steps permuted across runs of one schedule.
+    """Precursor rate of ``judged`` runs against acquisition steps permuted across runs of one schedule: the
+    null ``ckptgeo analyze`` gives the same rate (:func:`ckptgeo.analysis.acquisition_null.rate_null`, outcome
+    :func:`ckptgeo.analysis.acquisition_null.gap_at`).
 
-    Every run of ``curves`` that acquired takes part (its acquisition step can go to another run of its
-    stratum); the statistic is the fraction of ``judged`` runs whose status at the acquisition step they
-    are given is "precursor". The identity gives the observed rate.
+    Every run of ``curves`` that acquired is a donor (its acquisition step can go to another run of its
+    stratum); the statistic is the fraction of ``judged`` runs the rule calls a precursor at the acquisition
+    step they are given. The identity gives the observed rate.
 
     Returns
     -------
     PermutationResult or None
-        None when no judged run acquired.
+        None with fewer than two judged runs that acquired.
     """
     pool = [m for m, c in curves.items() if c.acquisition_step is not None]
     judged_set = set(judged)
-    who = [i for i, m in enumerate(pool) if m in judged_set]
-    if not who:
-        return None
-    strata = [curves[m].stratum for m in pool]
-    hit = np.zeros((len(pool), len(pool)), dtype=bool)
-    for i in who:
+
+    def outcome(i: int, step: int) -> float:
         c = curves[pool[i]]
-        for j, m in enumerate(pool):
-            if strata[j] == strata[i]:
-                hit[i, j] = status_at(c.steps, c.values, curves[m].acquisition_step, kind=c.kind,
-                                      config=config) == "precursor"
-    idx = np.asarray(who)
+        gap = acquisition_null.gap_at(c.steps, c.values, step, kind=c.kind, config=config)
+        return math.nan if gap is None else float(gap.precursor)
 
-    def rate(order: np.ndarray) -> float:
-        return float(hit[idx, np.asarray(order)[idx]].mean())
-
-    return stats.permutation_test(rate, len(pool), strata=strata, n_permutations=n_permutations, seed=seed,
-                                  alternative=alternative)
+    return acquisition_null.rate_null(outcome, [curves[m].acquisition_step for m in pool],
+                                      [curves[m].stratum for m in pool],
+                                      [i for i, m in enumerate(pool) if m in judged_set], keys=pool,
+                                      n_permutations=n_permutations, seed=seed, alternative=alternative)
 
 
 def _every(n: int, k: int) -> np.ndarray:

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import stats
+from ckptgeo.analysis import acquisition_null, stats
 from ckptgeo.analysis import curves as cv
 from ckptgeo.studies.claims import (ALPHA, MIN_CASES, MIN_SETTINGS, PROBE_GATE_ACCURACY, SOURCES, Claim,
                                     ClaimContext, ci_text, examples_text, fraction_text, holds_verdict, numeric, rate_of, size_params,
@@ -41,27 +41,23 @@ def _order(ctx: ClaimContext) -> Claim:
 
 
 def _order_null(ctx: ClaimContext, judged: list[str]):
-    """Permutation null of the in-order rate (collapse < recovery onset <= acquisition)."""
+    """Permutation null of the in-order rate (collapse < recovery onset <= acquisition): the shared
+    within-schedule null (:func:`ckptgeo.analysis.acquisition_null.rate_null`) with this outcome."""
     from ckptgeo.studies.chance import events_at
 
     pool = [m for m, cv in ctx.curves.items() if cv.acquisition_step is not None]
-    who = [i for i, m in enumerate(pool) if m in set(judged)]
-    if not who:
-        return None
-    strata = [ctx.curves[m].stratum for m in pool]
-    hit = np.zeros((len(pool), len(pool)), dtype=bool)
-    for i in who:
+
+    def in_order(i: int, acq: int) -> float:
         cv = ctx.curves[pool[i]]
-        for j, m in enumerate(pool):
-            if strata[j] != strata[i]:
-                continue
-            e = events_at(cv.steps, cv.values, ctx.curves[m].acquisition_step, config=ctx.config)
-            col, on = e.collapse.step if e.collapse else None, e.onset.step
-            acq = ctx.curves[m].acquisition_step
-            hit[i, j] = col is not None and on is not None and col < on <= acq
-    idx = np.asarray(who)
-    return stats.permutation_test(lambda o: float(hit[idx, np.asarray(o)[idx]].mean()), len(pool), strata=strata,
-                                  n_permutations=ctx.n_permutations, seed=ctx.seed)
+        e = events_at(cv.steps, cv.values, acq, config=ctx.config)
+        col, on = e.collapse.step if e.collapse else None, e.onset.step
+        return float(col is not None and on is not None and col < on <= acq)
+
+    judged_set = set(judged)
+    return acquisition_null.rate_null(in_order, [ctx.curves[m].acquisition_step for m in pool],
+                                      [ctx.curves[m].stratum for m in pool],
+                                      [i for i, m in enumerate(pool) if m in judged_set], keys=pool,
+                                      n_permutations=ctx.n_permutations, seed=ctx.seed)
 
 
 def _floor_p(res) -> float:
@@ -278,12 +274,13 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
         first = judged.groupby("model")["probe_step"].min()
         pool = [m for m in models if m in ctx.curves and ctx.curves[m].acquisition_step is not None]
         if pool:
-            strata = [ctx.curves[m].stratum for m in pool]
             onset = np.array([float(first.get(m)) if pd.notna(first.get(m)) else math.inf for m in pool])
-            acq = np.array([float(ctx.curves[m].acquisition_step) for m in pool])
-            res = stats.permutation_test(lambda o: float(np.mean(onset < acq[np.asarray(o)])), len(pool),
-                                         strata=strata, n_permutations=ctx.n_permutations, seed=ctx.seed)
-            null, p = res.null_mean, res.p_value
+            res = acquisition_null.rate_null(lambda i, acq: float(onset[i] < acq),
+                                             [ctx.curves[m].acquisition_step for m in pool],
+                                             [ctx.curves[m].stratum for m in pool], range(len(pool)), keys=pool,
+                                             n_permutations=ctx.n_permutations, seed=ctx.seed)
+            if res is not None:
+                null, p = res.null_mean, res.p_value
     verdict, why = holds_verdict(p, len(models), "lead rate against permuted acquisition", _floor_p(res))
     extra = (f"; {len(at_start)} acquired run(s) left out: every layer's probe reads the label at the first "
              f"checkpoint (no rise to see)") if at_start else ""

@@ -403,6 +403,7 @@ def register_claim(*, id: str, reads: tuple[str, ...] = ()):
 
 def _contexts(runs: pd.DataFrame, curves: pd.DataFrame | None, accuracy: pd.DataFrame | None) -> tuple[dict, dict]:
     """Per run: its summary-layer RankMe curve (chance.Curve) and its accuracy curve."""
+    from ckptgeo.analysis.acquisition_null import schedule
     from ckptgeo.studies.chance import Curve
 
     acc_by, cur_by = {}, {}
@@ -426,7 +427,7 @@ def _contexts(runs: pd.DataFrame, curves: pd.DataFrame | None, accuracy: pd.Data
         acq = numeric(pd.Series([r.acquisition_step])).iloc[0]
         cur_by[r.model] = Curve(g["step"].to_numpy(float), g["value"].to_numpy(float),
                                 None if (not r.counted or math.isnan(acq)) else int(acq),
-                                ",".join(str(int(x)) for x in grid), "recovery")
+                                schedule(grid), "recovery")
     return cur_by, acc_by
 
 
