@@ -97,3 +97,21 @@ def test_a_permuted_acquisition_never_leaves_its_schedule():
     assert (again.p_value, again.null_mean) == (res.p_value, res.null_mean)
     assert an.rate_null(outcome, steps, strata, [0]) is None
     assert math.isnan(an.rate_null(lambda i, s: math.nan, steps, strata, [0, 1]).statistic)
+
+
+def test_the_smallest_detectable_kendall_tau_has_its_known_size():
+    """Issue 32, item 7, for the rank rows: three settings can never reject (exact p >= 1/6), so no tau is
+    detectable; at 20 distinct settings the normal approximation puts the one-sided 5% test's 80%-power tau
+    at (1.645 + 0.842) * sqrt(2 (2n + 5) / (9 n (n - 1))) = 0.40 (a little less: the statistic's spread shrinks
+    under the alternative); more settings detect less."""
+    from ckptgeo.studies.power import kendall_mde
+
+    assert kendall_mde([1, 2, 3])[0] == math.inf
+    n = 20
+    approx = (1.645 + 0.842) * math.sqrt(2 * (2 * n + 5) / (9 * n * (n - 1)))
+    mde, table = kendall_mde(np.arange(n), seed=1)
+    assert approx == pytest.approx(0.403, abs=1e-3)
+    assert approx - 0.1 <= mde <= approx + 0.03, (mde, table)
+    assert list(table.values())[-1] >= 0.8 > max(list(table.values())[:-1])
+    assert kendall_mde(np.arange(40), seed=1)[0] < mde
+    assert kendall_mde(np.arange(20), seed=1) == (mde, table)     # seeded: the same answer

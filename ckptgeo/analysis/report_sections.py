@@ -150,8 +150,8 @@ def events_section(analysis) -> list[str]:
 
 def precursor_rates_section(analysis) -> list[str]:
     return ["## Precursor rate by metric and difficulty\n",
-            "Each rate with its Wilson interval; null_rate/p_value: acquisition steps permuted across the counted "
-            "runs (one-sided); jitter_rate / iid_rate / walk_rate: the rule on noise copies of each run's curve at its "
+            "Each rate with its Wilson interval; null_rate/p_value: acquisition steps permuted among the counted "
+            "runs of one checkpoint schedule (one-sided; docs/definitions.md#nulls); jitter_rate / iid_rate / walk_rate: the rule on noise copies of each run's curve at its "
             "own schedule (measurement jitter; iid noise at the curve's own variance; random walks of that spread; "
             "only the last two can show a verdict noise cannot give); verdict from the permutation test.\n\n",
             markdown_table(analysis.precursor_rates)]

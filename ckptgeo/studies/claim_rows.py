@@ -14,6 +14,7 @@ import pandas as pd
 
 from ckptgeo.analysis import acquisition_null, stats
 from ckptgeo.analysis import curves as cv
+from ckptgeo.studies.power import kendall_mde
 from ckptgeo.studies.claims import (ALPHA, MIN_CASES, MIN_SETTINGS, PROBE_GATE_ACCURACY, SOURCES, Claim,
                                     ClaimContext, ci_text, examples_text, fraction_text, holds_verdict, numeric, rate_of, size_params,
                                     register_claim)
@@ -183,10 +184,17 @@ def _floor_multiplication(ctx: ClaimContext) -> Claim:
     # a design that cannot reject leaves a rising floor inconclusive; a falling one is still not reproduced
     verdict, why = holds_verdict(kt.p_value, len(r), f"Kendall tau(parameters, floor) = {kt.tau:+.2f} over {len(r)} runs",
                           kt.min_p if kt.tau > 0 else math.nan)
+    mde, _ = kendall_mde(r["n_parameters"].to_numpy(float), alpha=ALPHA, seed=ctx.seed)
     return Claim("floor_multiplication", "multiplication's collapse floor rises with capacity",
-                 "floors rise with model size", f"median floor by size: {shown}; tau {kt.tau:+.2f}", verdict, why,
-                 "events/events.parquet (collapse_floor, multiplication runs)", SOURCES["floor_multiplication"],
-                 kt.tau, math.nan, math.nan, 0.0, kt.p_value, "Kendall tau-b, one-sided permutation p")
+                 "floors rise with model size", f"median floor by size: {shown}; tau {kt.tau:+.2f}; {_tau_mde_text(mde)}",
+                 verdict, why, "events/events.parquet (collapse_floor, multiplication runs)",
+                 SOURCES["floor_multiplication"], kt.tau, math.nan, math.nan, 0.0, kt.p_value,
+                 "Kendall tau-b, one-sided permutation p; mde in tau", mde=mde)
+
+
+def _tau_mde_text(mde: float) -> str:
+    return (f"MDE tau {mde:+.2f} (power >= 80%)" if math.isfinite(mde)
+            else "no tau detectable with power >= 80% at this design")
 
 
 def _across(ctx: ClaimContext, quantity: str) -> Claim:
@@ -202,7 +210,7 @@ def _across(ctx: ClaimContext, quantity: str) -> Claim:
         never = float(acq.max()) + 1.0 if acq.notna().any() else 1.0
         table = runs.assign(v=acq.fillna(never)).pivot_table(index=key, columns="size", values="v", aggfunc="mean")
         label = "acquisition order (never acquired ranked last)"
-    pairs = []
+    pairs, mdes = [], {}
     for i, small in enumerate(sizes):
         for large in sizes[i + 1:]:
             both = table[[small, large]].dropna() if {small, large} <= set(table.columns) else table.iloc[:0]
@@ -210,11 +218,15 @@ def _across(ctx: ClaimContext, quantity: str) -> Claim:
                 kt = stats.kendall_tau(both[small].to_numpy(float), both[large].to_numpy(float),
                                        n_permutations=ctx.n_permutations, seed=ctx.seed, alternative="greater")
                 pairs.append((small, large, len(both), kt.tau, kt.p_value, kt.min_p))
+                mdes[(small, large)] = kendall_mde(both[small].to_numpy(float), alpha=ALPHA, seed=ctx.seed)[0]
             else:
                 pairs.append((small, large, len(both), math.nan, math.nan, math.nan))
-    shown = "; ".join(f"{a} vs {b}: tau {t:+.2f} (p {p:.2g}, {n} settings)" if not math.isnan(t)
+    shown = "; ".join(f"{a} vs {b}: tau {t:+.2f} (p {p:.2g}, {n} settings, "
+                      f"{_tau_mde_text(mdes[(a, b)])})" if not math.isnan(t)
                       else f"{a} vs {b}: undefined ({n} settings)" for a, b, n, t, p, _ in pairs) or "one size only"
     judged = [(n, t, p, m) for _, _, n, t, p, m in pairs if n >= MIN_SETTINGS and not math.isnan(t)]
+    mde = max((mdes[(a, b)] for a, b, n, t, _, _ in pairs if n >= MIN_SETTINGS and not math.isnan(t)),
+              default=math.nan)
     failed = [(t, m) for _, t, p, m in judged if not (t > 0 and p < ALPHA)]
     if not judged:
         verdict, why = "inconclusive", f"no pair of sizes shares {MIN_SETTINGS} settings with a defined tau"
@@ -232,7 +244,8 @@ def _across(ctx: ClaimContext, quantity: str) -> Claim:
                  SOURCES[f"across_sizes_{quantity}"],
                  float(np.mean([t for _, t, _, _ in judged])) if judged else math.nan, math.nan, math.nan, 0.0,
                  max(ps) if ps else math.nan,
-                 "Kendall tau-b between sizes over matched (task, level), mean over seeds; permutation p (largest)")
+                 "Kendall tau-b between sizes over matched (task, level), mean over seeds; permutation p (largest); "
+                 "mde in tau (the largest over the judged pairs)", mde=mde)
 
 
 def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | None = None) -> Claim:

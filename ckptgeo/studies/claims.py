@@ -189,7 +189,8 @@ class Claim:
     "absent" (that it does not: judged by equivalence) or "" (no test); ``p_holm``: ``p_value`` adjusted by Holm
     over every row but the primary (:func:`claim_table`); ``margin``: the equivalence margin (absence rows, in
     checkpoints); ``mde``: the smallest lead the row detects with power >= 80% at this design (checkpoints; inf:
-    none tried).
+    none tried; rank rows, floor_multiplication and across_sizes, in Kendall tau:
+    :func:`ckptgeo.studies.power.kendall_mde`).
     """
 
     id: str
