@@ -95,7 +95,7 @@ def test_a_permuted_acquisition_never_leaves_its_schedule():
                          [order.index(k) for k in (0, 1, 3, 4, 5)], keys=[list("abcdefgh")[k] for k in order],
                          n_permutations=999)
     assert (again.p_value, again.null_mean) == (res.p_value, res.null_mean)
-    assert an.rate_null(outcome, steps, strata, [0]) is None
+    assert an.rate_null(outcome, steps, strata, [0], min_judged=an.MIN_JUDGED) is None
     assert math.isnan(an.rate_null(lambda i, s: math.nan, steps, strata, [0, 1]).statistic)
 
 

@@ -80,7 +80,7 @@ def gap_at(steps: Sequence[float], values: Sequence[float], step: float, *, kind
 
 
 def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[int], strata: Sequence,
-              judged: Sequence[int], *, keys: Sequence | None = None,
+              judged: Sequence[int], *, keys: Sequence | None = None, min_judged: int = 1,
               n_permutations: int = stats.DEFAULT_N_PERMUTATIONS, seed: int = 0,
               alternative: str = "greater") -> stats.PermutationResult | None:
     """Permutation test of the judged runs' rate against acquisition steps permuted within schedules.
@@ -100,6 +100,9 @@ def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[
         A sortable identity per run (its model name): the permutations are drawn over the pool sorted by it,
         so one pool gives one null however a caller lists it (``analyze`` and the claim table list their runs
         in different orders).
+    min_judged : int, default=1
+        Fewer judged runs give None (``analyze`` and :func:`ckptgeo.studies.chance.permutation_null` pass
+        :data:`MIN_JUDGED`: a rate of one run is not tested).
     n_permutations, seed, alternative
         As :func:`ckptgeo.analysis.stats.permutation_test` (exact enumeration when the within-schedule
         relabellings are few).
@@ -108,7 +111,7 @@ def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[
     -------
     PermutationResult or None
         ``statistic`` the observed rate (mean outcome of the judged runs, NaN outcomes left out), ``null_mean``
-        and its 95% range, ``p_value``; None with fewer than :data:`MIN_JUDGED` judged runs.
+        and its 95% range, ``p_value``; None with fewer than ``min_judged`` judged runs (or none).
     """
     n = len(acquisition_steps)
     at = sorted(range(n), key=list(keys).__getitem__) if keys is not None else list(range(n))
@@ -116,7 +119,7 @@ def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[
     labels = [list(strata)[k] for k in at]
     pos = {k: i for i, k in enumerate(at)}
     who = sorted(pos[int(i)] for i in set(judged))
-    if len(who) < MIN_JUDGED:
+    if len(who) < max(1, min_judged):
         return None
     hit = np.full((n, n), np.nan)
     for i in who:

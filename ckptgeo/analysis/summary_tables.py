@@ -96,7 +96,7 @@ def _rate_null(pool: pd.DataFrame, judged: pd.Index, nulls: dict, cfg: AnalysisC
     judged = set(judged)
     return an.rate_null(lambda i, step: have[i][1].at(step), [a for _, _, a in have],
                         [nc.schedule for _, nc, _ in have], [i for i, (ix, _, _) in enumerate(have) if ix in judged],
-                        keys=[tuple(str(x) for x in pool.loc[ix, keys]) for ix, _, _ in have],
+                        keys=[tuple(str(x) for x in pool.loc[ix, keys]) for ix, _, _ in have], min_judged=an.MIN_JUDGED,
                         n_permutations=cfg.n_permutations, seed=cfg.seed)
 
 

@@ -131,6 +131,7 @@ def permutation_null(curves: Mapping[str, Curve], judged: Sequence[str], *, conf
     return acquisition_null.rate_null(outcome, [curves[m].acquisition_step for m in pool],
                                       [curves[m].stratum for m in pool],
                                       [i for i, m in enumerate(pool) if m in judged_set], keys=pool,
+                                      min_judged=acquisition_null.MIN_JUDGED,
                                       n_permutations=n_permutations, seed=seed, alternative=alternative)
 
 

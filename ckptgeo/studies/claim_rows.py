@@ -57,7 +57,7 @@ def _order_null(ctx: ClaimContext, judged: list[str]):
     judged_set = set(judged)
     return acquisition_null.rate_null(in_order, [ctx.curves[m].acquisition_step for m in pool],
                                       [ctx.curves[m].stratum for m in pool],
-                                      [i for i, m in enumerate(pool) if m in judged_set], keys=pool,
+                                      [i for i, m in enumerate(pool) if m in judged_set],
                                       n_permutations=ctx.n_permutations, seed=ctx.seed)
 
 
@@ -290,7 +290,7 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
             onset = np.array([float(first.get(m)) if pd.notna(first.get(m)) else math.inf for m in pool])
             res = acquisition_null.rate_null(lambda i, acq: float(onset[i] < acq),
                                              [ctx.curves[m].acquisition_step for m in pool],
-                                             [ctx.curves[m].stratum for m in pool], range(len(pool)), keys=pool,
+                                             [ctx.curves[m].stratum for m in pool], range(len(pool)),
                                              n_permutations=ctx.n_permutations, seed=ctx.seed)
             if res is not None:
                 null, p = res.null_mean, res.p_value
