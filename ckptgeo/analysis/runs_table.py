@@ -14,7 +14,7 @@ Steps are training steps; ``floor`` is the collapse floor in the measure's unit 
 dimensions); ``gap_steps`` is acquisition - recovery onset; ``spacing_steps`` is the checkpoint spacing at
 acquisition (the step's resolution); ``size`` the parameter
 count the model name gives (``160M``, ``2.8B``), else the count the dataset's ``models.json`` records (a
-monitored model: ``393K``), else the size name of a ``ckptgeo train`` run (``tiny``), else empty; ``seed`` the
+monitored model: ``434K`` for a tiny copy-L1 run), else the size name of a ``ckptgeo train`` run (``tiny``), else empty; ``seed`` the
 run's seed from
 its name (``-s1``, ``-seed1``).
 """
