@@ -92,8 +92,13 @@ def safe_name(name: str, *, what: str = "name") -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     slug = re.sub(r"^\.+", lambda m: "_" * len(m.group()), slug)
     if len(slug) > NAME_MAX_BYTES:
-        slug = f"{slug[:NAME_MAX_BYTES - 9]}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+        slug = f"{slug[:NAME_MAX_BYTES - 9]}-{_tag(name)}"
     return slug
+
+
+def _tag(name: str) -> str:
+    """8 hex digits of ``name``'s sha256: the suffix :func:`safe_name` and :func:`distinct_name` append."""
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def distinct_name(name: str, *, what: str = "name") -> str:
@@ -116,7 +121,7 @@ def distinct_name(name: str, *, what: str = "name") -> str:
     slug = safe_name(name, what=what)
     if slug == name:
         return slug
-    tag = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    tag = _tag(name)
     if slug.endswith(f"-{tag}"):   # a long name safe_name already cut and tagged
         return slug
     return f"{slug[:NAME_MAX_BYTES - 9]}-{tag}"
