@@ -270,6 +270,29 @@ def test_polypythia_seed_family_lists_scans_and_resumes(polypythia, tmp_path, ca
     assert len(pd.read_parquet(tmp_path / "ds" / "geometry")) == len(g)
 
 
+def test_a_family_fetches_each_shared_file_once(local_hub, polypythia, tmp_path):
+    """The members of a family (and the branches of each) hold one config.json and one tokenizer: each is
+    fetched from the Hub once per member repo (the tokenizer once in all), not again for every revision after
+    the previous one was evicted; the cache is still emptied at the end. Counted by the loopback server."""
+    spec = "testorg/pythia-tiny-seed{1..3}"
+    members = [f"testorg/pythia-tiny-seed{k}" for k in (1, 2, 3)]
+    before = {m: local_hub.served_bytes(m) for m in members}
+    res = quiet(spec, tmp_path / "ds", revisions="step0,step1000,step2000")
+    assert len(res.measured) == 9 and not res.failed
+
+    def served(member: str, path: str) -> dict[str, int]:   # revision -> bytes served by this scan
+        now = local_hub.served_bytes(member)
+        return {rev: n - before[member].get((rev, p), 0) for (rev, p), n in now.items()
+                if p == path and n > before[member].get((rev, p), 0)}
+
+    configs = {m: served(m, "config.json") for m in members}
+    assert all(len(c) == 1 for c in configs.values()), configs   # before: one per revision (3 per member)
+    assert len({n for c in configs.values() for n in c.values()}) == 1, "each one whole config, once"
+    assert sum(len(served(m, "tokenizer.json")) for m in members) == 1
+    assert sum(len(served(m, "model.safetensors")) for m in members) == 9
+    assert cache_bytes() < 100_000, "measured revisions and the kept small files are evicted by the end"
+
+
 def test_multiberts_repo_per_checkpoint_family(multiberts, tmp_path, capsys):
     from ckptgeo.cli import main
 

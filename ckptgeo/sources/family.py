@@ -210,6 +210,16 @@ class FamilySource(CheckpointSource):
         src, inner = self._member(revision)
         return src.fetch(inner)
 
+    def expect(self, revisions: list[Revision]) -> None:
+        """Tell each member which of its revisions are still to come, so that a file its branches share (the
+        config, a weight shard) is kept between them and downloaded once (:meth:`HubSource.expect`)."""
+        todo: dict[str, list[Revision]] = {r: [] for r in self.members}
+        for r in revisions:
+            src, inner = self._member(r)
+            todo[src.repo_id].append(inner)
+        for repo_id, inner in todo.items():
+            self.members[repo_id].expect(inner)
+
     def release(self, revision: Revision) -> None:
         src, inner = self._member(revision)
         src.release(inner)

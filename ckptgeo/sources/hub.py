@@ -147,9 +147,12 @@ class HubSource(CheckpointSource):
         #: branch -> commit, as listed by :meth:`revisions` (offline: the cache's refs)
         self.branches: dict[str, str] = {}
         self._files: dict[tuple, list[WeightFile]] = {}
+        #: (commit, subfolder) -> git blob ids of the small non-LFS files a fetch takes (config.json, an index)
+        self._small: dict[tuple, set[str]] = {}
         self._preexisting = self._cached_commits()
         self._had_files: set[str] = set()
-        #: revision name -> sha256 of its weight files, for the revisions still to be fetched (:meth:`expect`)
+        #: revision name -> sha256 of its weight files and blob ids of its small files, for the revisions still to be
+        #: fetched (:meth:`expect`)
         self._pending: dict[str, set[str]] = {}
         #: held by a download and by an eviction: an eviction that scanned the cache while the prefetch of the
         #: next revision was still linking its snapshot deleted a blob that snapshot had just linked (a small
@@ -285,6 +288,8 @@ class HubSource(CheckpointSource):
         if not picked:
             raise CorruptCheckpointError(f"{self.repo_id}@{revision.name} has no weight files "
                                          f"(*.safetensors or pytorch_model*.bin)", revision=revision.name)
+        small = [files[n] for n in ("config.json", *picked) if n in files and getattr(files[n], "lfs", None) is None]
+        self._small[(ref, sub)] = {e.blob_id for e in small if getattr(e, "blob_id", None)}
         out = []
         for name in picked:
             e = files[name]
@@ -350,10 +355,12 @@ class HubSource(CheckpointSource):
 
     def expect(self, revisions: list[Revision]) -> None:
         """Announce the revisions to be fetched after the current one (in any order). :meth:`release` then
-        keeps every blob (by its sha256) that one of them still needs, so a weight file several branches
-        share (the same LFS object) is downloaded once: ``hf_hub_download`` links a blob already in the
-        cache into the next snapshot without fetching it again."""
-        self._pending = {r.name: {f.sha256 for f in self.weight_files(r) if f.sha256} for r in revisions}
+        keeps every blob that one of them still needs, so a file several branches share is downloaded once:
+        a weight file (the same LFS object, by its sha256) and a small file such as ``config.json`` (the same
+        git blob, by its id: the branches of a run, or of each member of a family, mostly hold one config).
+        ``hf_hub_download`` links a blob already in the cache into the next snapshot without fetching it."""
+        self._pending = {r.name: {f.sha256 for f in self.weight_files(r) if f.sha256}
+                         | self._small.get((r.commit or r.name, r.subfolder), set()) for r in revisions}
 
     def release(self, revision: Revision) -> None:
         self._pending.pop(revision.name, None)
@@ -379,6 +386,8 @@ class HubSource(CheckpointSource):
                 if any(r.commit_hash == revision.commit for r in repo.revisions):
                     strategy = info.delete_revisions(revision.commit)
                     needed = set().union(*self._pending.values())
+                    if strategy.repos and needed:  # its last revision: huggingface_hub would drop the whole repo
+                        strategy = _one_revision(strategy, repo, revision.commit)
                     kept = {b for b in strategy.blobs if b.name in needed}
                     if kept:  # a later revision serves the same file: keep its bytes, drop only the links
                         log.debug("%s@%s: keeping %d blob(s) a later revision shares", self.repo_id, revision.name,
@@ -532,6 +541,16 @@ def transfer_backend() -> str:
     if transfer and int(hub_version.split(".")[0]) < 1 and getattr(constants, "HF_HUB_ENABLE_HF_TRANSFER", False):
         parts.append(f"hf_transfer {transfer} for other LFS files")
     return ", ".join(parts + ["plain HTTP otherwise"]) if parts else "plain HTTP (install hf_xet for Xet-stored files)"
+
+
+def _one_revision(strategy, repo, commit: str):
+    """``strategy`` (huggingface_hub's ``DeleteCacheStrategy`` for ``commit``, the last revision of ``repo``, its
+    ``CachedRepoInfo``) narrowed to that revision's snapshot, refs and blobs: ``delete_revisions`` deletes the
+    whole repo folder then, blobs a later revision still needs included."""
+    rev = next(r for r in repo.revisions if r.commit_hash == commit)
+    return dataclasses.replace(strategy, repos=frozenset(), snapshots=frozenset({rev.snapshot_path}),
+                               refs=frozenset(repo.repo_path / "refs" / ref for ref in rev.refs),
+                               blobs=frozenset(f.blob_path for f in rev.files))
 
 
 def _files_in(folder: Path) -> list[str]:
