@@ -404,3 +404,30 @@ def test_the_console_in_tokens_gives_spacing_and_gap_range_in_tokens_and_the_acq
     assert cells["acc_at_acq"].startswith("0.90[") and cells["acc_at_acq"].endswith("]")
     lo, hi = (float(x) for x in cells["acc_at_acq"][5:-1].split(","))
     assert lo < 0.9 < hi and (lo, hi) == (round(e.acc_low, 2), round(e.acc_high, 2))
+
+
+def test_a_hand_run_analyze_uses_the_difficulty_the_dataset_records(tmp_path, capsys):
+    """`ckptgeo demo` records hard/easy (the studies' rule) in difficulty.json; a later `ckptgeo analyze` of that
+    dataset labels the same (before: copy-L1 and addition-L1 both "L1", by level); --difficulty overrides."""
+    from ckptgeo.cli import main
+    from ckptgeo.store.dataset import Dataset, read_difficulty
+
+    ds = Dataset(tmp_path / "ds")
+    _write_dataset(ds.root, [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {}),
+                             ("toy-2x16", "addition-L1", 0.1, _acc(70), _hard(2, 2.0), {})])
+    assert set(analyze(ds.root, write=False).acquisitions.difficulty) == {"L1"}   # nothing recorded: by level
+    ds.record_difficulty({"copy-L1": "easy", "addition-L1": "hard"})
+    assert read_difficulty(ds.root) == {"addition-L1": "hard", "copy-L1": "easy"}
+    assert main(["analyze", str(ds.root), "--no-plots"]) == 0
+    events = pd.read_parquet(ds.root / "events")
+    assert events.groupby("suite").difficulty.unique().map(list).to_dict() == {"addition-L1": ["hard"],
+                                                                                "copy-L1": ["easy"]}
+    rates = pd.read_parquet(ds.root / "summary" / "precursor_rates.parquet")
+    assert set(rates.difficulty) == {"easy", "hard"}
+    capsys.readouterr()
+    assert main(["analyze", str(ds.root), "--no-plots", "--difficulty", "copy-L1=L1"]) == 0
+    events = pd.read_parquet(ds.root / "events")
+    assert dict(zip(events.suite, events.difficulty)) == {"copy-L1": "L1", "addition-L1": "hard"}
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", str(ds.root), "--difficulty", "copy-L1"])
+    assert exc.value.code == 2 and "is not SUITE=CLASS" in capsys.readouterr().err

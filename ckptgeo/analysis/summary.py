@@ -48,7 +48,8 @@ Choices made where docs/definitions.md leaves room (all recorded or documented; 
   side, after the final layer norm) for per-layer measures, ``-1`` for whole-model ones. Curves
   never acquired, without data, or acquired at the first checkpoint (censored) are counted apart,
   not in the denominator.
-* Difficulty class: a user mapping (``difficulty=``) first; else ``L<level>`` from a suite named
+* Difficulty class: a user mapping (``difficulty=``, ``--difficulty``) first; else the class the dataset
+  records in ``difficulty.json`` (``ckptgeo demo`` records hard/easy by the studies' rule); else ``L<level>`` from a suite named
   ``task-L<level>``; else the ``difficulty`` of a bundled suite's header; else, per model, "early" or
   "late" acquisition around that model's median acquisition step ("not acquired" for the rest).
 * Model size is parsed from the model name (``160m``, ``2.8b``, or ``<layers>x<d_model>`` as
@@ -74,7 +75,7 @@ from ckptgeo.analysis.tables import (clean_behavior, clean_geometry, loss_curves
                                     model_size, split_seed)
 from ckptgeo.analysis.view import EVENT_VIEW, events_legend, events_text, events_view, read_runs, run_labels
 from ckptgeo.errors import DatasetLayoutError
-from ckptgeo.store.dataset import read_table
+from ckptgeo.store.dataset import read_difficulty, read_table
 from ckptgeo.store.schemas import SCHEMAS
 
 __all__ = [
@@ -130,7 +131,8 @@ def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
     out : path or None, default=None
         Where ``events/`` and ``summary/`` go; None: ``dir`` itself.
     difficulty : mapping of str to str or None, default=None
-        Difficulty class per suite, overriding the defaults (see the module docstring).
+        Difficulty class per suite, overriding the dataset's recorded classes (``difficulty.json``,
+        :func:`ckptgeo.store.dataset.read_difficulty`) and the defaults (see the module docstring).
     write : bool, default=True
         Write ``events/events.parquet`` and ``summary/*.parquet`` (atomically), each with every rule and
         threshold in its Parquet metadata (:func:`read_rules`).
@@ -178,6 +180,7 @@ def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
     inputs = read_inputs(root, keep_grouped)
     check_x(x, inputs["curves"], inputs["accuracy"])
     out = Path(out) if out is not None else root
+    difficulty = {**read_difficulty(root), **(difficulty or {})} or None   # the user's first, then recorded
     tables = run_steps(steps, inputs, config=cfg, root=root, out=out, difficulty=difficulty)
     folders = {t: s.folder for s in steps if s.folder is not None and s.writer is None for t in s.writes
                if isinstance(tables[t], pd.DataFrame)}

@@ -15,6 +15,11 @@ examples:
   ckptgeo analyze results/pythia-2.8b --keep-grouped latest   # keep the latest of each group of identical weights
   ckptgeo analyze results/pythia-160m --x tokens               # figures and events against training tokens
   ckptgeo analyze results/demo/dataset --min-drop 0.5 --n-permutations 9999 --seed 1
+  ckptgeo analyze results/addition-L1 --difficulty addition-L1=hard   # a suite's difficulty class, by name
+
+difficulty classes: --difficulty first; else the dataset's difficulty.json (`ckptgeo demo` records copy-L1
+easy, addition-L1 hard by the studies' rule); else L<level> for a task-L<level> suite, a bundled suite's own,
+or early/late acquisition within each model.
 
 outputs (inside DIR, or --out):
   events/events.parquet   one row per (model, suite, config_hash, metric, layer)
@@ -52,8 +57,28 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--keep-grouped", default=None, metavar="latest|NAME,...",
                    help="revisions whose weights another revision also serves are left out, the whole group; keep "
                         "the latest of each group, or the revisions named (default: keep none)")
+    p.add_argument("--difficulty", default=None, metavar="SUITE=CLASS,...", type=_difficulty,
+                   help="difficulty class of the suites named (e.g. copy-L1=easy,addition-L1=hard), over the "
+                        "dataset's difficulty.json and the defaults (below)")
     p.set_defaults(func=_run_analyze)
     return p
+
+
+def _difficulty(text: str) -> dict[str, str]:
+    """``--difficulty``: ``"copy-L1=easy,addition-L1=hard"`` -> ``{"copy-L1": "easy", "addition-L1": "hard"}``.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        An entry without ``=``, or with an empty suite or class.
+    """
+    out = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        suite, eq, cls = (x.strip() for x in entry.partition("="))
+        if not (eq and suite and cls):
+            raise argparse.ArgumentTypeError(f"{entry!r} is not SUITE=CLASS (e.g. --difficulty addition-L1=hard)")
+        out[suite] = cls
+    return out
 
 
 def _refuse_checkpoint_folder(folder: str) -> None:
@@ -93,7 +118,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
     keep = args.keep_grouped
     keep = keep.split(",") if keep not in (None, "latest") else keep
-    result = analyze(args.dir, out=args.out, keep_grouped=keep, x=args.x,
+    result = analyze(args.dir, out=args.out, keep_grouped=keep, x=args.x, difficulty=args.difficulty,
                      **{name: getattr(args, name) for name in args.analysis_settings})
     report = write_report(result.root, analysis=result, plots=not args.no_plots)
     events = result.events

@@ -7,6 +7,8 @@
       runs/<config_hash>.json      the full settings behind each config hash
       sources.json                 which folder or monitored run each ``model`` name stands for
       models.json                  a monitored model's parameter count (``model`` -> {"n_parameters": N})
+      difficulty.json              the difficulty class per suite an analysis uses by default (``suite`` ->
+                                   class), written by ``ckptgeo demo`` (hard/easy by the studies' rule)
       geometry/<model>--<revision>--<config_hash>.parquet
       behavior/ ... probes/ ...    same naming
       revisions/<model>--<revision>--<config_hash>.parquet   written last: the revision is done
@@ -46,7 +48,7 @@ from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 from ckptgeo.store.schemas import SCHEMAS
 
-__all__ = ["Dataset", "part_name", "read_table", "shared_shards"]
+__all__ = ["Dataset", "part_name", "read_table", "read_difficulty", "shared_shards"]
 
 
 def part_name(model: str, revision: str, config_hash: str) -> str:
@@ -163,6 +165,27 @@ def _read(root: Path, table: str, model: str | None) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     order = [c for c in ("model", "step", "suite", "layer", "metric") if c in df.columns]
     return df.sort_values(order, kind="stable", ignore_index=True) if order else df
+
+
+def read_difficulty(root: str | Path) -> dict[str, str]:
+    """``difficulty.json`` of the dataset at ``root``: suite -> difficulty class, as
+    :meth:`Dataset.record_difficulty` wrote it; empty when absent or unreadable. Read as untrusted: only
+    string -> short string entries count.
+
+    Examples
+    --------
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "difficulty.json").write_text('{"copy-L1": "easy", "x": 3, "addition-L1": "hard"}')
+    >>> read_difficulty(d)
+    {'copy-L1': 'easy', 'addition-L1': 'hard'}
+    """
+    try:
+        data = json.loads((Path(root) / "difficulty.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str) and 0 < len(v) <= 40}
 
 
 class Dataset:
@@ -387,6 +410,14 @@ class Dataset:
             if isinstance(n, int) and not isinstance(n, bool) and n > 0:
                 out[str(model)] = n
         return out
+
+    def record_difficulty(self, classes: dict[str, str]) -> None:
+        """Record the difficulty class of each suite (``{"copy-L1": "easy", "addition-L1": "hard"}``) in
+        ``difficulty.json``, merged into what is there; ``ckptgeo analyze`` of this dataset uses it unless given
+        ``--difficulty`` (:func:`read_difficulty`)."""
+        with self.lock_all():
+            known = {**read_difficulty(self.root), **{str(k): str(v) for k, v in classes.items()}}
+            atomic_write_bytes(self.root / "difficulty.json", json.dumps(known, indent=2, sort_keys=True).encode())
 
     def write_run(self, config_hash: str, settings: dict) -> None:
         """Record the settings behind ``config_hash`` (once)."""

@@ -95,6 +95,9 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
         log.info("scanning %s", run)
         scan(run, out=dataset, n_samples=n_samples, device=device, seed=seed, threads=threads)
         log.info("%s setting done in %.0f s", s.role, time.perf_counter() - t0)
-    result = analyze(dataset, difficulty=demo_difficulty(settings))
+    from ckptgeo.store.dataset import Dataset
+
+    Dataset(dataset).record_difficulty(demo_difficulty(settings))   # a later `ckptgeo analyze` of it says the same
+    result = analyze(dataset)
     write_report(dataset, analysis=result, plots=plots)
     return result
