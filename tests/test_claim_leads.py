@@ -169,3 +169,18 @@ def test_claims_command_has_examples_and_refuses_a_folder_without_tables(tmp_pat
     assert main(["claims", str(tmp_path / "empty")]) != 0
     err = capsys.readouterr().err
     assert "holds no geometry table" in err and len(err.strip().splitlines()) <= 2
+
+
+def test_not_reproduced_needs_power_and_an_upper_bound_below_the_margin():
+    """Power on planted curves ignores the spread of leads between settings: a wide interval that reaches the
+    margin keeps a failed test inconclusive, a narrow one below it gives "not reproduced"."""
+    from ckptgeo.studies.claim_leads import _holds_verdict
+    from ckptgeo.studies.inference import Interval
+
+    wide = Interval(0.2, -1.6, 2.4, 0.95, 10, "t")
+    narrow = Interval(0.2, -0.9, 1.1, 0.95, 10, "t")
+    assert _holds_verdict(0.4, wide, 1.0, 30, "RankMe")[0] == "inconclusive"
+    assert "does not exclude a 2-checkpoint lead" in _holds_verdict(0.4, wide, 1.0, 30, "RankMe")[1]
+    assert _holds_verdict(0.4, narrow, 1.0, 30, "RankMe")[0] == "not reproduced"
+    assert _holds_verdict(0.4, narrow, math.inf, 30, "RankMe")[0] == "inconclusive"
+    assert MARGIN == 2.0

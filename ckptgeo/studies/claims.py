@@ -118,7 +118,9 @@ DEFINITIONS = f"""\
   tracks behaviour's onset -- Kendall tau over pairs of runs on one schedule against behaviour permuted within
   schedules, the onset found again against each permuted acquisition (p < alpha) -- and the mean lead's interval
   lies above 0. *Not reproduced* only where the design has power >= 80% at a {MARGIN:g}-checkpoint lead
-  (planted leads on smooth curves of each run's own size with its own noise); else *inconclusive*.
+  (planted leads on smooth curves of each run's own size with its own noise) **and** the lead's upper bound is
+  below that margin (the planted curves carry no spread of leads between settings; the interval does); else
+  *inconclusive*. The primary contrast is judged the same way.
 * **Absence rows** (no precursor on easy settings; LLC, Hessian not precursors): *reproduced* only by equivalence:
   over runs whose rule found an onset (at least {MIN_CASES}), the mean lead's 95% upper bound below the margin of
   {MARGIN:g} checkpoints fixed in advance, and a minimum detectable lead at or below it. *Not reproduced* when
