@@ -157,9 +157,12 @@ class ScanConfig:
         flag="--seed", help="seed for item selection and metrics (default %(default)s)")
     batch_size: int | None = setting(
         None, "Items per forward batch (does not change values); None: on a GPU, as many as half its free memory "
-              "holds for the suite's longest item (:func:`~ckptgeo.engine.forward.auto_batch_size`), 16 on a CPU.",
+              "holds for the suite's longest item (:func:`~ckptgeo.engine.forward.auto_batch_size`); on a CPU, "
+              "the cheapest of 16, 32, 64 in CPU seconds per item, timed at the first revision and recorded in "
+              "``runs/<hash>.json`` (:func:`~ckptgeo.engine.batching.choose_batch_size`).",
         admits=(Interval(int, 1, None), None), monitor=True,
-        flag="--batch-size", help="items per forward batch (default: from the GPU's free memory; 16 on a CPU)")
+        flag="--batch-size", help="items per forward batch (default: from the GPU's free memory; on a CPU the "
+                                  "cheapest of 16, 32, 64 per item, timed at the first revision)")
     device: str = setting(
         "cpu", "Torch device; ``\"cuda\"`` maps to ``cuda:$LOCAL_RANK`` under a multi-process launcher.",
         flag="--device", help="torch device (default %(default)s)")

@@ -171,12 +171,29 @@ class SuiteInputs:
         For error messages.
     with_probes : bool
         Whether the forward sweep also collects the states only probes read.
+    batch_sizes : dict, optional
+        The scan's :class:`~ckptgeo.engine.batching.BatchChoice` by suite name, kept across revisions: when ``config.batch_size`` is None and this suite has none yet, it is chosen
+        here (:func:`~ckptgeo.engine.batching.choose_batch_size`, measured on a CPU) and logged. None: the
+        forward's own default (:func:`~ckptgeo.engine.forward.auto_batch_size`).
     """
 
-    def __init__(self, model, prepared, config, *, revision: str, with_probes: bool):
+    def __init__(self, model, prepared, config, *, revision: str, with_probes: bool, batch_sizes: dict | None = None):
         self.model, self.prepared, self.config = model, prepared, config
-        self.revision, self.with_probes = revision, with_probes
+        self.revision, self.with_probes, self.batch_sizes = revision, with_probes, batch_sizes
         self.forward_seconds = 0.0
+
+    def _batch_size(self) -> int | None:
+        from ckptgeo.engine.batching import choose_batch_size
+
+        if self.config.batch_size is not None or self.batch_sizes is None:
+            return self.config.batch_size
+        key = self.prepared.suite.name
+        if key not in self.batch_sizes:
+            choice = choose_batch_size(self.model, self.prepared, self.config, revision=self.revision,
+                                       with_probes=self.with_probes)
+            log.info("%s", choice.describe())
+            self.batch_sizes[key] = choice
+        return self.batch_sizes[key].batch_size
 
     @cached_property
     def outputs(self):
@@ -184,8 +201,9 @@ class SuiteInputs:
         per-item scores)."""
         from ckptgeo.engine.forward import run_suite
 
+        batch_size = self._batch_size()
         t0 = time.perf_counter()
-        out = run_suite(self.model, self.prepared, batch_size=self.config.batch_size, position=self.config.position,
+        out = run_suite(self.model, self.prepared, batch_size=batch_size, position=self.config.position,
                         device=self.config.device, revision=self.revision, with_probes=self.with_probes,
                         share_prefix=self.config.share_prefix)
         self.forward_seconds = time.perf_counter() - t0
@@ -296,7 +314,7 @@ ROWS: dict[str, Callable[[Measure, SuiteInputs, dict], list[dict]]] = {
 
 def measure_revision(model, prepared: list, measures: dict[str, Measure], config, row0: dict, *, revision: str,
                      states_dir: Path | None = None, seconds: dict[str, float] | None = None,
-                     artifacts: dict | None = None) -> dict[str, list[dict]]:
+                     artifacts: dict | None = None, batch_sizes: dict | None = None) -> dict[str, list[dict]]:
     """Every measure over every prepared suite at one revision: rows per table.
 
     Parameters
@@ -319,6 +337,8 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
     artifacts : dict, optional
         Filled with each cross-checkpoint measure's artifact, ``{measure: {key: ndarray}}``; when None,
         those measures are not run (a caller that cannot store artifacts).
+    batch_sizes : dict, optional
+        The forward batch size chosen per suite, kept by the caller across revisions (see :class:`SuiteInputs`).
 
     Measures whose ``revisions`` option leaves out ``revision`` are not run.
 
@@ -343,7 +363,7 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
     seconds = {} if seconds is None else seconds
     swept: dict[tuple, Any] = {}  # suites whose items are the same tokens share one forward sweep
     for i, ps in enumerate(prepared):
-        inputs = SuiteInputs(model, ps, config, revision=revision, with_probes=with_probes)
+        inputs = SuiteInputs(model, ps, config, revision=revision, with_probes=with_probes, batch_sizes=batch_sizes)
         key = suite_key(ps)
         if key in swept:
             inputs.reuse(swept[key])

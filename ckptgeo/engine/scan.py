@@ -40,6 +40,7 @@ from ckptgeo import __version__
 from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS
 from ckptgeo.engine.config import (ScanConfig, behavior_settings, merge_options, parse_size, settings_from,
                                    with_settings_doc)
+from ckptgeo.engine.batching import recorded_batch_sizes
 from ckptgeo.engine.measure import measure_revision
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype, make_plan, plan_scan, rank_device,
                                  resolve, row_settings, shard, source_identity, weights_digest)
@@ -196,11 +197,11 @@ class _Prefetcher:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+@dataclass
 class _Clock:
     """Seconds per stage of one revision: ``with clock("seconds_load"): ...``."""
 
-    def __init__(self):
-        self.seconds: dict[str, Any] = {}
+    seconds: dict[str, Any] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def __call__(self, key: str):
@@ -229,13 +230,10 @@ class _Duplicates:
         orig = self.first.get(d) if d is not None else None
         return None if orig in (None, rev.name) else orig
 
-    def needs_fetch(self, rev: Revision) -> bool:
-        return self.original_of(rev) is None
-
 
 def _fetchable(plan: ScanPlan, duplicates: _Duplicates):
     """Whether a revision is to be fetched: not a duplicate, and its metadata did not already fail."""
-    return lambda rev: rev.name not in plan.errors and duplicates.needs_fetch(rev)
+    return lambda rev: rev.name not in plan.errors and duplicates.original_of(rev) is None
 
 
 @dataclass
@@ -255,12 +253,14 @@ class _Run:
     threads: contextlib.ExitStack
     prepared: list | None = None
     same_behavior: list = field(default_factory=list)
+    batch_sizes: dict = field(default_factory=dict)  # suite name -> BatchChoice, chosen at the first revision
 
     @classmethod
     def start(cls, source, config: ScanConfig, out) -> "_Run":
         """Resolve and plan, refuse what cannot work (foreign ``out``, too little disk), record the settings,
         read the tokenizer and the architecture, tokenize the suites."""
         from ckptgeo.engine.model import ModelHolder
+        from ckptgeo.engine.progress import RevisionProgress
 
         config = forward_dtype(dataclasses.replace(config, device=rank_device(config.device)))
         resolved = resolve(source, config)
@@ -282,7 +282,8 @@ class _Run:
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
                   tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
-                  bar=_progress(plan, f"scan {source.name}"), threads=contextlib.ExitStack())
+                  bar=RevisionProgress(len(plan.todo), f"scan {source.name}", disable=NO_PROGRESS or None,
+                                       start_note=plan.cost_note()), threads=contextlib.ExitStack())
         # blobs a later revision shares survive eviction (downloaded once)
         source.expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])
         run._read_architecture()
@@ -300,10 +301,9 @@ class _Run:
         self.dataset.write_run(self.resolved.config_hash, {**self.resolved.settings, "source": self.plan.source,
                                                            "ckptgeo_version": __version__, "runtime": runtime})
         self.same_behavior = _same_behavior_runs(self.dataset, self.resolved.config_hash)
+        self.batch_sizes = recorded_batch_sizes(self.dataset.runtime(self.resolved.config_hash), self.config.device)
 
-    @property
-    def source(self):
-        return self.resolved.source
+    source = property(lambda self: self.resolved.source)
 
     def _read_architecture(self) -> None:
         """Build the model from the first selected revision's config.json (also when resumed or sharded:
@@ -397,9 +397,13 @@ class _Run:
         if self.prepared is None:
             self._prepare_suites()
         states = self.dataset.root / "states" / name[: -len(".parquet")] if self.config.save_states else None
-        row0 = {**base, **row_settings(self.config, self.resolved.config_hash)}
-        return measure_revision(model, self.prepared, self.resolved.measures, self.config, row0, revision=rev.name,
-                                states_dir=states, seconds=seconds, artifacts=artifacts)
+        row0, known = {**base, **row_settings(self.config, self.resolved.config_hash)}, len(self.batch_sizes)
+        rows = measure_revision(model, self.prepared, self.resolved.measures, self.config, row0, revision=rev.name,
+                                states_dir=states, seconds=seconds, artifacts=artifacts, batch_sizes=self.batch_sizes)
+        chosen = [c.record() for c in self.batch_sizes.values()]
+        if len(chosen) > known:  # a batch size chosen at this revision: into runs/<hash>.json
+            self.dataset.record_runtime(self.resolved.config_hash, batch_sizes=chosen)
+        return rows
 
     def write(self, name: str, rows: dict[str, list[dict]], base: dict, files: list[WeightFile], t0: float,
               clock: "_Clock | None" = None, artifacts: dict | None = None) -> None:
@@ -503,12 +507,6 @@ def _load_tokenizer(source, override: str | None = None):
         raise CorruptCheckpointError(f"cannot load the tokenizer from {path}: {err} Restore or re-save the files "
                                      f"there (the tokenizer is read once, from the first folder that holds it); "
                                      f"nothing was measured.", path=str(path)) from err
-
-
-def _progress(plan: ScanPlan, desc: str):
-    from ckptgeo.engine.progress import RevisionProgress
-
-    return RevisionProgress(len(plan.todo), desc, disable=NO_PROGRESS or None, start_note=plan.cost_note())
 
 
 def verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[WeightFile]:

@@ -425,6 +425,21 @@ class Dataset:
         if not path.exists():
             atomic_write_bytes(path, json.dumps(settings, indent=2, sort_keys=True, default=str).encode())
 
+    def runtime(self, config_hash: str) -> dict:
+        """The ``runtime`` of ``runs/<config_hash>.json`` (threads, batch sizes); ``{}`` when not recorded."""
+        path = self.root / "runs" / f"{config_hash}.json"
+        return (json.loads(path.read_text()).get("runtime") or {}) if path.exists() else {}
+
+    def record_runtime(self, config_hash: str, **entries) -> None:
+        """Add ``entries`` to the ``runtime`` of ``runs/<config_hash>.json`` (how the run ran, values unchanged:
+        the forward batch sizes chosen at its first revision), replacing entries of the same name; nothing
+        when the run was never recorded."""
+        path = self.root / "runs" / f"{config_hash}.json"
+        if path.exists():
+            record = json.loads(path.read_text())
+            record["runtime"] = {**(record.get("runtime") or {}), **entries}
+            atomic_write_bytes(path, json.dumps(record, indent=2, sort_keys=True, default=str).encode())
+
     def done_revisions(self, model: str, config_hash: str) -> set[str]:
         """Revision names whose ``revisions`` part for this model and hash says ok or duplicate."""
         df = self.read("revisions", model=model)
