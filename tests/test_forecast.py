@@ -99,6 +99,44 @@ def test_noise_geometry_ties(tmp_path):
         assert row["verdict"] != "geometry helps"
 
 
+def _task_level_runs(seed: int = 0):
+    """4 tasks x 3 seeds whose acquisition depends on the task (checkpoint 10 + 6 t, +-1) and whose RankMe is flat
+    noise around a level with a spread that depends on the task (log sd 0.02, 0.1, 0.25, 0.5; level 10 (t + 1)):
+    the curve carries the task, and so the timing, but nothing within a task (no lead)."""
+    rng = np.random.default_rng(seed)
+    n, runs = len(STEPS), []
+    for t in range(4):
+        for s in (1, 2, 3):
+            a = 10 + 6 * t + int(rng.integers(-1, 2))
+            acc = np.clip(0.02 + rng.normal(0, 0.01, n), 0, 1)
+            acc[a:] = 0.95
+            layers = {k: 10.0 * (t + 1) * np.exp(rng.normal(0, (0.02, 0.1, 0.25, 0.5)[t], n)) for k in (1, 2)}
+            runs.append(RunCurves(
+                key=(f"t{t}-L1-tiny-s{s}", f"t{t}-L1", "h"), steps=STEPS.copy(), accuracy=acc,
+                n_items=np.full(n, 200.0), chance=0.01, threshold=0.5, rankme=layers, acquisition_index=a, window=3,
+                task=f"t{t}", level=1, size="tiny", seed=s, difficulty="easy", size_order=1.0))
+    return runs
+
+
+def test_the_null_copy_carries_no_task_level_and_shows_no_skill():
+    """Noise at each run's own mean and sd kept the run's RankMe spread, which here says the task and so the
+    acquisition: that null showed skill held out by task (p = 0.0002 on these runs). Each run's geometry taken from
+    a run of another task on the same schedule shows none, while the real geometry (which does carry it) wins."""
+    runs = _task_level_runs()
+    nulls = null_copy(runs, seed=0)
+    for r, z in zip(runs, nulls):
+        assert z.accuracy is r.accuracy and z.acquisition_index == r.acquisition_index
+        donor = [d for d in runs if all(np.array_equal(z.rankme[k], d.rankme[k]) for k in d.rankme)]
+        assert len(donor) == 1 and donor[0].task != r.task          # another run's curves, of another task
+    sk = evaluate(runs, CFG)["skill"].set_index("split")
+    for split in ("task", "seed"):
+        row = sk.loc[split]
+        assert row["n_runs"] == 12
+        assert row["delta_log_score"] > 0 and row["p_value"] < 0.05, row.to_dict()
+        assert row["null_p_value"] >= 0.05 and row["null_delta_log_score"] < row["delta_log_score"], row.to_dict()
+        assert row["verdict"] == "geometry helps"
+
+
 def test_a_run_that_never_acquires_is_not_forecast_to_acquire_with_confidence():
     runs = _runs(lead=6, never={(0, 1), (1, 2), (2, 1)})
     held = next(i for i, r in enumerate(runs) if r.task == "t0" and r.seed == 1)
@@ -112,15 +150,17 @@ def test_a_run_that_never_acquires_is_not_forecast_to_acquire_with_confidence():
     assert (late["high_step"].isna() | late["median_step"].isna()).all(), late
 
 
-def test_splits_need_two_groups_and_null_copy_keeps_scale():
+def test_splits_need_two_groups_and_a_run_alone_on_its_schedule_gets_pooled_noise():
     runs = _runs(lead=6, seeds=(1,))
     assert split_groups(runs, "seed") is None
     assert split_groups(runs, "task") == [r.task for r in runs]
-    nulls = null_copy(runs, seed=0)
-    for r, z in zip(runs, nulls):
-        for k in r.rankme:
-            assert abs(np.mean(z.rankme[k]) - np.mean(r.rankme[k])) < 0.5 * np.std(r.rankme[k]) + 1
-            assert not np.allclose(z.rankme[k], r.rankme[k])
+    alone = RunCurves(**{**runs[0].__dict__, "steps": STEPS[:30] * 2, "accuracy": runs[0].accuracy[:30],
+                         "n_items": runs[0].n_items[:30], "rankme": {1: np.full(30, 500.0)}, "key": ("x", "y", "h")})
+    nulls = null_copy([*runs, alone], seed=0)
+    z = nulls[-1].rankme[1]
+    pooled = np.concatenate([v for r in (*runs, alone) for v in r.rankme.values()])
+    assert z.shape == (30,) and abs(np.mean(z) - pooled.mean()) < 0.5 * pooled.std()   # the pool's level, not 500
+    assert abs(np.std(z) - pooled.std()) < 0.5 * pooled.std()
 
 
 def test_across_sizes_uses_only_smaller_sizes():
