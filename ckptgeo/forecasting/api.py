@@ -123,21 +123,23 @@ def _check(overrides: dict) -> None:
 def forecast_text(result: ForecastResult) -> str:
     """The console summary: evaluation per split and feature set, the skill tests, the concordance."""
     cols = ["split", "feature_set", "n_runs", "log_score", "brier", "rel_error_25", "rel_error_50", "rel_error_75",
-            "coverage", "n_intervals"]
+            "coverage", "coverage_low", "coverage_high", "coverage_model", "widening", "n_intervals"]
     parts = []
     ev = result.tables.get("forecast_evaluation")
     if ev is None or ev.empty:
         return "forecast: fewer than two runs, or no split with two groups: nothing held out to evaluate on"
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.float_format", "{:.3g}".format):
         parts.append("held-out evaluation (lower log score / Brier / error is better; coverage of the "
-                     f"{result.config.coverage:.0%} intervals):\n" + ev[[c for c in cols if c in ev]].to_string(index=False))
+                     f"{result.config.coverage:.0%} intervals widened by an inner leave-one-group-out on the training "
+                     "runs, with its 95% interval, and of the model's own):\n" + ev[[c for c in cols if c in ev]].to_string(index=False))
         sk = result.tables.get("forecast_skill")
         if sk is not None and len(sk):
             parts.append("skill of geometry over behaviour (per-run log-score difference, one-sided Wilcoxon), and "
                          "on the null copy:\n" + sk.to_string(index=False))
         cc = result.tables.get("forecast_concordance")
         if cc is not None and len(cc):
-            parts.append("concordance of forecast and actual acquisition order within difficulty class:\n"
+            parts.append("concordance of forecast and actual acquisition order within difficulty class (hard / easy), "
+                         "95% interval and permutation p, beside the paper's figure:\n"
                          + cc.to_string(index=False))
         sz = result.tables.get("forecast_sizes")
         if sz is not None and len(sz):

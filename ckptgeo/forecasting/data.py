@@ -51,7 +51,8 @@ class RunCurves:
         Index in ``steps`` of the acquisition checkpoint; None when not acquired in the run (never, or censored).
     window : int
         Checkpoints above threshold that confirm an acquisition.
-    task, level, size, seed, difficulty : identity for the held-out splits (level, seed: None where unknown).
+    task, level, size, seed, difficulty : identity for the held-out splits (level, seed: None where unknown);
+        ``difficulty`` is the analysis's label (``L1``, or the user's); :attr:`difficulty_class` is hard / easy.
     size_order : float
         Orders sizes: the parameter count from the name, else the number of layers.
     tokens : ndarray of float, shape (n_checkpoints,)
@@ -86,6 +87,25 @@ class RunCurves:
     def name(self) -> str:
         """``model`` alone, or ``model / suite`` where the model has several suites."""
         return self.key[0] if self.key[1] in self.key[0] else f"{self.key[0]} / {self.key[1]}"
+
+    @property
+    def difficulty_class(self) -> str:
+        """``"hard"`` / ``"easy"``: the label where it is one already (the demo's, a user's), else the studies' rule
+        fixed before the outcome for a run with a level (:func:`ckptgeo.studies.claims.is_hard`: level >= 2, or a
+        level-1 task of the pilot's hard list), else the analysis's label as it is (e.g. ``early`` / ``late``).
+
+        Examples
+        --------
+        >>> r = RunCurves(("copy-L2-tiny-s1", "copy-L2", ""), np.arange(2), np.zeros(2), np.zeros(2), 0.0, 0.5,
+        ...               task="copy", level=2, difficulty="L2")
+        >>> r.difficulty_class
+        'hard'
+        """
+        if self.difficulty in ("hard", "easy") or self.level is None or not self.task:
+            return self.difficulty
+        from ckptgeo.studies.claims import is_hard
+
+        return "hard" if is_hard(self.task, self.level) else "easy"
 
     @property
     def acquisition_step(self) -> int | None:

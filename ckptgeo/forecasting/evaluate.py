@@ -10,17 +10,19 @@ of its checkpoints before its acquisition is known, and scored:
 * **absolute error** of the forecast's median acquisition step at the checkpoints 25%, 50% and 75% of the way
   (in steps) to the acquisition, acquired runs only (a median beyond the horizon counts as the horizon's step);
 * **coverage** of the 80% interval at those checkpoints (an interval open above where its upper end lies beyond
-  the horizon).
+  the horizon): the interval widened for the held-out fold by an inner leave-one-group-out on its training runs
+  (:mod:`ckptgeo.forecasting.calibrate`), and beside it the model's own (``coverage_model``).
 
 **Skill** of geometry over behaviour: per held-out run, the behaviour set's log score minus the geometry set's
 (positive: geometry better); a one-sided Wilcoxon signed-rank test across runs (``scipy.stats.wilcoxon``). The same
-on a **null copy** (every RankMe and cross-checkpoint curve replaced by noise at its own mean and variance,
-:func:`ckptgeo.forecasting.features.null_copy`), which must show no skill.
+on a **null copy** (each run's RankMe and cross-checkpoint curves taken from a run of another task on the same
+checkpoint schedule, :func:`ckptgeo.forecasting.features.null_copy`), which must show no skill.
 
-**Concordance** within a difficulty class: for two acquired runs of one class, their forecasts made at the same
-training step (half the earlier acquisition, before either acquired) put them in the true order; ties count a
-half. Its p-value permutes acquisition steps among the class's runs (the forecasts at each run's checkpoints
-kept), one-sided. The paper's figures for geometry alone: 52% (easy) and 69% (hard).
+**Concordance** within a difficulty class (hard / easy, :attr:`RunCurves.difficulty_class`): for two acquired runs
+of one class, their forecasts made at the same training step (half the earlier acquisition, before either
+acquired) put them in the true order; ties count a half. Its p-value permutes acquisition steps among the class's
+runs (the forecasts at each run's checkpoints kept), one-sided; its 95% interval resamples tasks, then runs within
+them. The paper's figures for geometry alone: 52% (easy) and 69% (hard).
 
 **Across sizes**: each size forecast by a model fitted to the strictly smaller sizes only.
 """
@@ -29,25 +31,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ckptgeo.analysis import stats
+from ckptgeo.forecasting.calibrate import FRACTIONS, FitCache, scoring_rows, widen, widening
 from ckptgeo.forecasting.data import RunCurves
 from ckptgeo.forecasting.features import FEATURE_SETS, null_copy, run_features
-from ckptgeo.forecasting.model import (DEFAULT_COVERAGE, DEFAULT_HORIZON, DEFAULT_MAX_HORIZON, HazardModel,
-                                    future_steps)
+from ckptgeo.forecasting.model import DEFAULT_COVERAGE, DEFAULT_HORIZON, DEFAULT_MAX_HORIZON, HazardModel
 
 __all__ = ["ForecastConfig", "SPLITS", "PAPER_CONCORDANCE", "split_groups", "out_of_fold", "run_scores",
-           "evaluation_table", "skill_table", "concordance", "concordance_table", "sizes_table", "primary_split"]
+           "evaluation_table", "skill_table", "Concordance", "concordance", "concordance_table", "sizes_table",
+           "primary_split"]
 
 #: the held-out splits, in the order tables show them
 SPLITS = ("task", "seed", "size")
 #: within-class concordance of geometry with acquisition order, arXiv:2602.15997 v3 abstract
 PAPER_CONCORDANCE = {"easy": 0.52, "hard": 0.69}
-#: where a held-out run is scored: 25%, 50%, 75% of the way to its acquisition (in steps)
-FRACTIONS = (0.25, 0.5, 0.75)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class ForecastConfig:
         Seed of the null copy and of the permutations.
     min_drop, recovery : float
         The collapse and recovery-onset rules of the geometry features (the analysis's).
+    calibrate : bool, default=True
+        Widen each held-out fold's intervals by an inner leave-one-group-out on its training runs
+        (:mod:`ckptgeo.forecasting.calibrate`); False: the model's own intervals.
     """
 
     horizon: int = DEFAULT_HORIZON
@@ -85,6 +90,7 @@ class ForecastConfig:
     seed: int = 0
     min_drop: float = 0.25
     recovery: float = 0.1
+    calibrate: bool = True
 
     def model(self) -> HazardModel:
         return HazardModel(max_horizon=self.max_horizon, max_landmarks=self.max_landmarks, C=self.C, seed=self.seed)
@@ -109,42 +115,38 @@ def primary_split(runs: list[RunCurves]) -> str | None:
 def out_of_fold(runs: list[RunCurves], groups: list, cfg: ForecastConfig, sets=FEATURE_SETS,
                 null_runs: list[RunCurves] | None = None) -> dict[str, list[pd.DataFrame]]:
     """Per feature set (and ``"geometry_null"`` with ``null_runs``), each run's forecast from a model fitted to
-    the other groups' runs; None for a run whose training set is empty."""
+    the other groups' runs, its interval widened by an inner leave-one-group-out on those runs alone
+    (:func:`ckptgeo.forecasting.calibrate.widening`; columns ``low_step_model``, ``high_step_model``, ``widening``);
+    None for a run whose training set is empty."""
     jobs = [(s, runs, s) for s in sets]
     if null_runs is not None:
         jobs.append(("geometry_null", null_runs, "geometry"))
     out: dict[str, list] = {}
     for name, rs, fset in jobs:
-        feats = [cfg.features(r, fset) for r in rs]
+        cache = FitCache(rs, [cfg.features(r, fset) for r in rs], cfg)
         res: list = [None] * len(rs)
         for g in sorted(set(groups), key=str):
             train = [i for i, v in enumerate(groups) if v != g]
             test = [i for i, v in enumerate(groups) if v == g]
             if not train:
                 continue
-            model = cfg.model().fit([rs[i] for i in train], [feats[i] for i in train])
+            model = cache.without(test)
+            q = widening(cache, train, groups, held_out=test)[0] if cfg.calibrate else 0.0
             for i in test:
-                res[i] = model.forecast_run(rs[i], feats[i], horizon=cfg.horizon, coverage=cfg.coverage)
+                fc = model.forecast_run(rs[i], cache.feats[i], horizon=cfg.horizon, coverage=cfg.coverage)
+                res[i] = widen(fc, q, rs[i])
         out[name] = res
     return out
 
 
-def _landmark_before(steps: np.ndarray, s: float) -> int:
-    return max(0, int(np.searchsorted(steps, s, side="right")) - 1)
-
-
-def _cap_step(run: RunCurves, i: int, cfg: ForecastConfig) -> float:
-    grid = future_steps(run.steps, i, cfg.max_horizon)
-    return float(grid[max(0, len(grid) - run.window)])
-
-
 def run_scores(run: RunCurves, fc: pd.DataFrame | None, cfg: ForecastConfig) -> dict:
-    """One held-out run's scores (module docstring); NaN where undefined."""
+    """One held-out run's scores (module docstring); NaN where undefined. ``covered_model`` counts the model's own
+    interval (before the widening), ``widening`` is the fold's."""
     out = {"log_score": math.nan, "brier": math.nan, "n_scored": 0}
     for f in FRACTIONS:
         out[f"abs_error_{int(f * 100)}"] = math.nan
         out[f"rel_error_{int(f * 100)}"] = math.nan
-    out.update(covered=0, n_covered=0)
+    out.update(covered=0, covered_model=0, n_covered=0, widening=math.nan)
     if fc is None or not len(fc):
         return out
     n, w, h, c = len(run.steps), run.window, cfg.horizon, run.confirmed_index
@@ -159,22 +161,16 @@ def run_scores(run: RunCurves, fc: pd.DataFrame | None, cfg: ForecastConfig) -> 
         out["log_score"] = float(-np.mean(yk * np.log(pk) + (1 - yk) * np.log(1 - pk)))
         out["brier"] = float(np.mean((pk - yk) ** 2))
         out["n_scored"] = int(known.sum())
-    acq = run.acquisition_step
-    if acq is None or acq <= 0:
-        return out
-    for f in FRACTIONS:
-        li = _landmark_before(run.steps, f * acq)
-        row = fc[fc["checkpoint"] == li]
-        if not len(row):
-            continue
-        r = row.iloc[0]
-        cap = _cap_step(run, li, cfg)
-        med = r["median_step"] if math.isfinite(r["median_step"]) else cap
+    if "widening" in fc:
+        out["widening"] = float(fc["widening"].iloc[0])
+    model_fc = (fc.assign(low_step=fc["low_step_model"], high_step=fc["high_step_model"])
+                if "low_step_model" in fc else fc)
+    for (f, _, med, lo, hi, acq), (*_, lo0, hi0, _a) in zip(scoring_rows(run, fc, cfg.max_horizon),
+                                                            scoring_rows(run, model_fc, cfg.max_horizon)):
         out[f"abs_error_{int(f * 100)}"] = abs(med - acq)
         out[f"rel_error_{int(f * 100)}"] = abs(med - acq) / acq
-        lo = r["low_step"] if math.isfinite(r["low_step"]) else cap
-        hi = r["high_step"] if math.isfinite(r["high_step"]) else math.inf
         out["covered"] += int(lo <= acq <= hi)
+        out["covered_model"] += int(lo0 <= acq <= hi0)
         out["n_covered"] += 1
     return out
 
@@ -192,7 +188,8 @@ def _scores_frame(runs, fcs: dict[str, list], cfg: ForecastConfig, split: str) -
 
 def evaluation_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
     """One row per (split, feature set): held-out runs, mean log score and Brier, median absolute and relative
-    errors at 25/50/75% of the way, and the 80% intervals' coverage with its Wilson interval."""
+    errors at 25/50/75% of the way, the 80% intervals' coverage with its Wilson interval, the model's own
+    intervals' coverage before the widening (``coverage_model``) and the median widening (in ``log1p(step)``)."""
     rows = []
     for (split, fset), g in scores.groupby(["split", "feature_set"], sort=False):
         k, n = int(g["covered"].sum()), int(g["n_covered"].sum())
@@ -204,7 +201,9 @@ def evaluation_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
         for f in FRACTIONS:
             row[f"rel_error_{int(f * 100)}"] = g[f"rel_error_{int(f * 100)}"].median()
         row.update(coverage=cov.rate if cov else math.nan, coverage_low=cov.low if cov else math.nan,
-                   coverage_high=cov.high if cov else math.nan, n_intervals=n, nominal_coverage=cfg.coverage)
+                   coverage_high=cov.high if cov else math.nan, n_intervals=n, nominal_coverage=cfg.coverage,
+                   coverage_model=int(g["covered_model"].sum()) / n if n else math.nan,
+                   widening=g["widening"].median())
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -277,44 +276,71 @@ def _pairs_concordance(steps_by_run, med_by_run, acq: np.ndarray, order: np.ndar
     return float(hit[use].mean())
 
 
-def concordance(forecasts: list[tuple[np.ndarray, np.ndarray, float]], cfg: ForecastConfig) -> tuple[int, float, float]:
-    """(n_pairs, concordance, one-sided permutation p) of acquired runs' forecasts.
+class Concordance(NamedTuple):
+    """Concordance of forecast and actual acquisition order: pairs judged, the share in the true order, its
+    one-sided permutation p, and its 95% interval (runs resampled within tasks resampled, percentile)."""
+
+    n_pairs: int
+    concordance: float
+    p_value: float
+    low: float = math.nan
+    high: float = math.nan
+
+
+def concordance(forecasts: list[tuple[np.ndarray, np.ndarray, float]], cfg: ForecastConfig,
+                clusters: list | None = None) -> Concordance:
+    """The :class:`Concordance` of acquired runs' forecasts.
 
     Parameters
     ----------
     forecasts : list of (steps, median_step, acquisition_step)
         Per acquired run: the steps of its forecast checkpoints (increasing), the median forecast at each (NaN:
         beyond the horizon, ordered after any finite step), and its acquisition step.
+    clusters : list, optional
+        Per run, its task: the interval resamples tasks, then runs within them (``stats.hierarchical_bootstrap``,
+        ``cfg.n_permutations`` resamples); None: runs alone.
     """
     if len(forecasts) < 2:
-        return 0, math.nan, math.nan
+        return Concordance(0, math.nan, math.nan)
     steps = [np.asarray(s, float) for s, _, _ in forecasts]
     meds = [np.where(np.isfinite(m), m, np.inf) for _, m, _ in forecasts]
     acq = np.array([float(a) for _, _, a in forecasts])
     n_pairs = int(sum(1 for x in range(len(acq)) for y in range(x + 1, len(acq)) if acq[x] != acq[y]))
     if not n_pairs:
-        return 0, math.nan, math.nan
+        return Concordance(0, math.nan, math.nan)
     res = stats.permutation_test(lambda o: _pairs_concordance(steps, meds, acq, np.asarray(o)), len(acq),
                                  n_permutations=cfg.n_permutations, seed=cfg.seed)
-    return n_pairs, res.statistic, res.p_value
+
+    def on(frame):
+        idx = frame["run"].to_numpy()
+        return _pairs_concordance([steps[i] for i in idx], [meds[i] for i in idx], acq[idx], np.arange(len(idx)))
+
+    frame = pd.DataFrame({"task": list(clusters) if clusters is not None else range(len(acq)),
+                          "run": np.arange(len(acq))})
+    boot = stats.hierarchical_bootstrap(frame, on, levels=("task", "run"), n_resamples=cfg.n_permutations,
+                                        seed=cfg.seed)
+    return Concordance(n_pairs, res.statistic, res.p_value, boot.low, boot.high)
 
 
-def _concordance(runs: list[RunCurves], fcs: list, cfg: ForecastConfig) -> tuple[int, float, float]:
+def _concordance(runs: list[RunCurves], fcs: list, cfg: ForecastConfig) -> Concordance:
     keep = [(r, fc) for r, fc in zip(runs, fcs) if fc is not None and r.acquisition_step is not None and len(fc)]
     return concordance([(fc["step"].to_numpy(float), fc["median_step"].to_numpy(float), r.acquisition_step)
-                        for r, fc in keep], cfg)
+                        for r, fc in keep], cfg, clusters=[r.task for r, _ in keep])
 
 
 def concordance_table(runs: list[RunCurves], fcs: dict[str, list], split: str, cfg: ForecastConfig) -> pd.DataFrame:
-    """Per feature set and difficulty class: pairs, concordance, its permutation p, the paper's figure."""
+    """Per feature set and difficulty class (:attr:`RunCurves.difficulty_class`: hard / easy): runs, acquired runs,
+    pairs, concordance with its 95% interval and permutation p, the paper's figure for that class."""
     rows = []
-    classes = sorted({r.difficulty for r in runs})
+    classes = sorted({r.difficulty_class for r in runs})
     for name, per_run in fcs.items():
         for cls in classes:
-            idx = [i for i, r in enumerate(runs) if r.difficulty == cls]
-            n, conc, p = _concordance([runs[i] for i in idx], [per_run[i] for i in idx], cfg)
-            rows.append({"split": split, "feature_set": name, "difficulty": cls, "n_runs": len(idx), "n_pairs": n,
-                         "concordance": conc, "p_value": p, "paper": PAPER_CONCORDANCE.get(cls, math.nan)})
+            idx = [i for i, r in enumerate(runs) if r.difficulty_class == cls]
+            c = _concordance([runs[i] for i in idx], [per_run[i] for i in idx], cfg)
+            rows.append({"split": split, "feature_set": name, "difficulty": cls, "n_runs": len(idx),
+                         "n_acquired": sum(runs[i].acquisition_step is not None for i in idx), "n_pairs": c.n_pairs,
+                         "concordance": c.concordance, "concordance_low": c.low, "concordance_high": c.high,
+                         "p_value": c.p_value, "paper": PAPER_CONCORDANCE.get(cls, math.nan)})
     return pd.DataFrame(rows)
 
 
@@ -322,8 +348,9 @@ def sizes_table(runs: list[RunCurves], cfg: ForecastConfig, sets=FEATURE_SETS) -
     """Each size (but the smallest) forecast from the strictly smaller sizes: (table, per-run scores).
 
     Table columns: size, fitted_on (the smaller sizes), feature_set, n_runs, n_acquired, rel_error_25/50/75
-    (medians), coverage, n_pairs, concordance (order of acquisition), p_value (permutation), kendall_tau
-    (2 x concordance - 1).
+    (medians), coverage (the widened intervals; :mod:`ckptgeo.forecasting.calibrate`, inner groups from the smaller
+    sizes), coverage_model (the model's own), widening, n_pairs, concordance (order of acquisition) with its 95%
+    interval (concordance_low/high), p_value (permutation), kendall_tau (2 x concordance - 1).
     """
     sizes: dict[str, list[float]] = {}
     for r in runs:
@@ -331,23 +358,31 @@ def sizes_table(runs: list[RunCurves], cfg: ForecastConfig, sets=FEATURE_SETS) -
             sizes.setdefault(r.size, []).append(r.size_order)
     order = sorted(sizes, key=lambda s: (np.nanmedian(sizes[s]) if np.isfinite(sizes[s]).any() else math.inf, s))
     rows, score_rows = [], []
+    caches = {fset: FitCache(runs, [cfg.features(r, fset) for r in runs], cfg) for fset in sets}
+    labels = [r.size for r in runs]
     for j, size in enumerate(order[1:], start=1):
-        train = [r for r in runs if r.size in order[:j]]
-        test = [r for r in runs if r.size == size]
+        train = [i for i, r in enumerate(runs) if r.size in order[:j]]
+        later = [i for i, r in enumerate(runs) if r.size not in order[:j]]
+        test = [i for i, r in enumerate(runs) if r.size == size]
         for fset in sets:
-            model = cfg.model().fit(train, [cfg.features(r, fset) for r in train])
-            fcs = [model.forecast_run(r, cfg.features(r, fset), horizon=cfg.horizon, coverage=cfg.coverage)
-                   for r in test]
-            sc = pd.DataFrame([{"run": r.name, "size": size, "feature_set": fset, **run_scores(r, fc, cfg)}
-                               for r, fc in zip(test, fcs)])
+            cache = caches[fset]
+            model = cache.without(later)
+            q = widening(cache, train, labels, held_out=later)[0] if cfg.calibrate else 0.0
+            fcs = [widen(model.forecast_run(runs[i], cache.feats[i], horizon=cfg.horizon, coverage=cfg.coverage), q,
+                         runs[i]) for i in test]
+            sc = pd.DataFrame([{"run": runs[i].name, "size": size, "feature_set": fset, **run_scores(runs[i], fc, cfg)}
+                               for i, fc in zip(test, fcs)])
             score_rows.append(sc)
-            n_pairs, conc, p = _concordance(test, fcs, cfg)
+            c = _concordance([runs[i] for i in test], fcs, cfg)
             k, n = int(sc["covered"].sum()), int(sc["n_covered"].sum())
             rows.append({"size": size, "fitted_on": ",".join(order[:j]), "feature_set": fset, "n_runs": len(test),
-                         "n_acquired": int(sum(r.acquisition_step is not None for r in test)),
+                         "n_acquired": int(sum(runs[i].acquisition_step is not None for i in test)),
                          **{f"rel_error_{int(f * 100)}": sc[f"rel_error_{int(f * 100)}"].median() for f in FRACTIONS},
-                         "coverage": k / n if n else math.nan, "n_pairs": n_pairs, "concordance": conc,
-                         "p_value": p, "kendall_tau": 2 * conc - 1 if math.isfinite(conc) else math.nan})
+                         "coverage": k / n if n else math.nan,
+                         "coverage_model": int(sc["covered_model"].sum()) / n if n else math.nan, "widening": q,
+                         "n_pairs": c.n_pairs, "concordance": c.concordance, "concordance_low": c.low,
+                         "concordance_high": c.high, "p_value": c.p_value,
+                         "kendall_tau": 2 * c.concordance - 1 if math.isfinite(c.concordance) else math.nan})
     return pd.DataFrame(rows), (pd.concat(score_rows, ignore_index=True) if score_rows else pd.DataFrame())
 
 

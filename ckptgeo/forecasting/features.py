@@ -24,9 +24,9 @@ have been made live). Two sets, always side by side:
     checkpoint not measured carries the last value forward; before the first, and in a run without them, all
     five are 0 (``cross_known`` 0).
 
-:func:`null_copy` gives each run the geometry of another run on the same checkpoint schedule (of another task where
-there is one): real curves that say nothing about this run's acquisition, on which the geometry set must show no
-skill.
+:func:`null_copy` replaces every run's geometry by noise drawn from one distribution for all runs (the mean and
+standard deviation pooled over every run's curves): geometry that says nothing of the run's task, size or
+acquisition, on which the geometry set must show no skill.
 """
 
 from __future__ import annotations
@@ -187,61 +187,35 @@ def run_features(run: RunCurves, feature_set: str, *, min_drop: float = 0.25, re
     return np.nan_to_num(feats, nan=0.0, posinf=0.0, neginf=0.0)
 
 
-def null_copy(runs: list[RunCurves], *, seed: int = 0, tries: int = 200) -> list[RunCurves]:
-    """``runs`` with each run's geometry (every RankMe layer and cross-checkpoint curve, so every geometry feature:
-    RankMe ratios, slopes, collapse and onset counters, CKA, weight distance) taken whole from another run on the
-    same checkpoint schedule (the same ``steps``): geometry that is real in shape and scale but says nothing about
-    this run's own acquisition. Accuracy and loss (behaviour) are kept.
+def null_copy(runs: list[RunCurves], *, seed: int = 0) -> list[RunCurves]:
+    """``runs`` with every RankMe and cross-checkpoint curve (so every geometry feature: RankMe ratios, slopes,
+    collapse and onset counters, CKA, weight distance) replaced by independent Gaussian noise at the mean and
+    standard deviation pooled over all runs' curves of that kind (RankMe over every run and layer; each
+    cross-checkpoint measure by name over every run), on the checkpoints the run measured, floored as the measure is
+    (RankMe at 1e-3, the others at 0). Every run's geometry is drawn from one distribution: it says nothing of the
+    run's task, size or acquisition. Accuracy and loss (behaviour) are kept.
 
-    The donors are a derangement within each schedule (no run keeps its own curves) drawn with ``seed``: of
-    ``tries`` random ones, the first with the fewest donors of the run's own task (a donor of the same task would
-    carry the task's timing). A run alone on its schedule gets Gaussian noise at the mean and standard deviation
-    pooled over every run's curves of that kind (RankMe over all layers; each cross-checkpoint measure by name),
-    floored as the measure is (RankMe at 1e-3, the others at 0): no level of its own either.
-
-    Noise at each run's *own* mean and sd (the rule before) keeps each run's level and spread, which differ by
-    task and size: that null still says which task or size a run is, and showed skill where the acquisition
-    depends on the task.
+    Two nulls that leak, and why they are not used: noise at each curve's *own* mean and sd keeps the run's level
+    and spread, which differ by task and size (the test then "finds" skill by recognising the task); another run's
+    curves, shuffled among the runs of a schedule, carry the donor's task, and any rule for picking donors (another
+    task, or not the run itself) ties the donor's task to the run's own.
     """
     import dataclasses
 
     rng = np.random.default_rng(seed)
-    by_schedule: dict[tuple, list[int]] = {}
-    for i, run in enumerate(runs):
-        by_schedule.setdefault(tuple(np.asarray(run.steps).tolist()), []).append(i)
-    donor = list(range(len(runs)))
-    for members in by_schedule.values():
-        if len(members) < 2:
-            continue
-        best, best_same = None, math.inf
-        for _ in range(tries):
-            order = [members[j] for j in rng.permutation(len(members))]
-            cand = {order[j]: order[(j + 1) % len(order)] for j in range(len(order))}   # a cycle: no fixed point
-            same = sum(runs[r].task == runs[d].task for r, d in cand.items())
-            if same < best_same:
-                best, best_same = cand, same
-            if same == 0:
-                break
-        for r, d in best.items():
-            donor[r] = d
-    pooled_rk = np.concatenate([np.asarray(v, float) for r in runs for v in r.rankme.values()] or [np.ones(1)])
-    pooled_x = {name: np.concatenate([np.asarray(r.cross[name], float) for r in runs if name in r.cross])
-                for name in {n for r in runs for n in r.cross}}
 
-    def pooled_noise(v, pool, floor):
-        pool = pool[np.isfinite(pool)]
-        mu, sd = (float(np.mean(pool)), float(np.std(pool))) if len(pool) else (1.0, 0.0)
+    def pooled(curves) -> tuple[float, float]:
+        v = np.concatenate([np.asarray(c, float) for c in curves] or [np.ones(1)])
+        v = v[np.isfinite(v)]
+        return (float(np.mean(v)), float(np.std(v))) if len(v) else (1.0, 0.0)
+
+    rk = pooled([v for r in runs for v in r.rankme.values()])
+    names = sorted({n for r in runs for n in r.cross})
+    cx = {name: pooled([r.cross[name] for r in runs if name in r.cross]) for name in names}
+
+    def noise(v, mu_sd, floor):
         ok = np.isfinite(np.asarray(v, float))
-        return np.where(ok, np.maximum(rng.normal(mu, sd, size=len(ok)), floor), np.nan)
+        return np.where(ok, np.maximum(rng.normal(mu_sd[0], mu_sd[1], size=len(ok)), floor), np.nan)
 
-    out = []
-    for i, run in enumerate(runs):
-        if donor[i] != i:
-            d = runs[donor[i]]
-            out.append(dataclasses.replace(run, rankme={k: np.asarray(v, float).copy() for k, v in d.rankme.items()},
-                                           cross={k: np.asarray(v, float).copy() for k, v in d.cross.items()}))
-        else:
-            out.append(dataclasses.replace(
-                run, rankme={k: pooled_noise(v, pooled_rk, 1e-3) for k, v in run.rankme.items()},
-                cross={k: pooled_noise(v, pooled_x[k], 0.0) for k, v in run.cross.items()}))
-    return out
+    return [dataclasses.replace(run, rankme={k: noise(v, rk, 1e-3) for k, v in run.rankme.items()},
+                                cross={k: noise(v, cx[k], 0.0) for k, v in run.cross.items()}) for run in runs]

@@ -5,10 +5,13 @@
     OUT/forecast/
     ├── forecast.parquet              per run, checkpoint and feature set: the forecast made there by a model not
     │                                 fitted to the run (the primary split: leave one task out, else one seed, else
-    │                                 one size, else one run): median acquisition step, 80% interval, P(next h)
+    │                                 one size, else one run): median acquisition step, 80% interval (widened
+    │                                 by the fold's inner calibration; the model's own beside it), P(next h)
     ├── forecast_evaluation.parquet   per split and feature set: log score, Brier, errors at 25/50/75%, coverage
+    │                                 (widened and the model's own), the widening
     ├── forecast_skill.parquet        per split: geometry over behaviour, paired Wilcoxon test, the null copy's
-    ├── forecast_concordance.parquet  per feature set and difficulty class: order concordance, the paper's figure
+    ├── forecast_concordance.parquet  per feature set and class (hard / easy): order concordance with its interval
+    │                                 and p, the paper's figure
     └── forecast_sizes.parquet        per larger size: forecast from the smaller sizes only
 """
 
@@ -52,16 +55,18 @@ def forecast_frame(runs: list[RunCurves], forecasts: dict[str, list], split: str
             for col, val in reversed((("model", run.key[0]), ("suite", run.key[1]), ("config_hash", run.key[2]),
                                       ("task", run.task), ("size", run.size),
                                       ("seed", -1 if run.seed is None else run.seed),
-                                      ("difficulty", run.difficulty), ("fitted_without", split))):
+                                      ("difficulty", run.difficulty), ("difficulty_class", run.difficulty_class),
+                                      ("fitted_without", split))):
                 fc.insert(0, col, val)
             fc["accuracy"] = run.accuracy[fc["checkpoint"].to_numpy()]
             fc["acquisition_step"] = math.nan if run.acquisition_step is None else float(run.acquisition_step)
             fc["horizon"] = cfg.horizon
             frames.append(fc)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["model", "suite", "config_hash", "task", "size", "seed", "difficulty", "fitted_without",
-                 "feature_set", "checkpoint", "step", "median_step", "low_step", "high_step", "p_next",
-                 "beyond_horizon", "accuracy", "acquisition_step", "horizon"])
+        columns=["model", "suite", "config_hash", "task", "size", "seed", "difficulty", "difficulty_class",
+                 "fitted_without", "feature_set", "checkpoint", "step", "median_step", "low_step", "high_step", "p_next",
+                 "beyond_horizon", "low_step_model", "high_step_model", "widening", "accuracy", "acquisition_step",
+                 "horizon"])
 
 
 def forecast_tables(accuracy: pd.DataFrame, curves: pd.DataFrame, acquisitions: pd.DataFrame,

@@ -3,9 +3,9 @@
 * ``forecast_geometry``: "geometry improves the forecast of acquisition over behaviour alone": the one-sided
   Wilcoxon test across held-out runs of the per-run log-score difference (behaviour minus behaviour + geometry),
   on the most demanding split the study allows (leave one task out, else one seed, else one run), read beside the
-  same test on the null copy (RankMe and cross-checkpoint curves replaced by noise), which must not show skill;
-  with the concordance of forecast and actual acquisition order among easy and among hard runs, beside the
-  paper's 52% and 69%.
+  same test on the null copy (each run's RankMe and cross-checkpoint curves taken from a run of another task on the
+  same schedule), which must not show skill; with the concordance of forecast and actual acquisition order among
+  easy and among hard runs (the ``forecast_concordance`` table), its interval and p, beside the paper's 52% and 69%.
 * ``forecast_across_sizes``: "small sizes forecast a larger size's acquisition": the largest size forecast by a
   model fitted to the smaller sizes only; the concordance of its forecast with the actual acquisition order of that
   size's runs, tested by permuting their acquisition steps (one-sided).
@@ -20,9 +20,8 @@ import math
 
 import pandas as pd
 
-from ckptgeo.forecasting.evaluate import PAPER_CONCORDANCE, SPLITS, ForecastConfig, concordance
-from ckptgeo.analysis.curves import grid_run
-from ckptgeo.studies.claims import ALPHA, MIN_CASES, MIN_SETTINGS, Claim, is_hard, register_claim
+from ckptgeo.forecasting.evaluate import PAPER_CONCORDANCE, SPLITS
+from ckptgeo.studies.claims import ALPHA, MIN_CASES, MIN_SETTINGS, Claim, register_claim
 
 __all__ = ["forecast_geometry", "forecast_across_sizes", "hard_easy_concordance"]
 
@@ -32,36 +31,37 @@ _SIZES = ("a secondary summary of the paper: small proxies map large runs; v3 ab
           "order reverses across scales (docs/definitions.md#claim-forecast-across-sizes)")
 
 
-def hard_easy_concordance(forecast: pd.DataFrame, feature_set: str, *, n_permutations: int = 999,
-                          seed: int = 0) -> dict:
-    """Concordance of forecast and actual acquisition order among the easy and among the hard grid runs
-    (:func:`ckptgeo.studies.claims.is_hard`) of the ``forecast`` table: class -> (n_pairs, concordance, p)."""
-    out = {}
-    if forecast is None or forecast.empty:
-        return out
-    f = forecast[(forecast["feature_set"] == feature_set) & forecast["acquisition_step"].notna()]
-    cfg = ForecastConfig(n_permutations=n_permutations, seed=seed)
-    per_class: dict[str, list] = {}
-    for (model, suite), g in f.groupby(["model", "suite"], sort=True):
-        run = grid_run(model)
-        if run is None:
-            continue
-        g = g.sort_values("step")
-        cls = "hard" if is_hard(run["task"], run["level"]) else "easy"
-        per_class.setdefault(cls, []).append((g["step"].to_numpy(float), g["median_step"].to_numpy(float),
-                                              float(g["acquisition_step"].iloc[0])))
-    for cls, items in sorted(per_class.items()):
-        out[cls] = concordance(items, cfg)
-    return out
+def hard_easy_concordance(concordance: pd.DataFrame | None, feature_set: str) -> dict:
+    """The rows of the ``forecast_concordance`` table for ``feature_set`` among the easy and among the hard runs
+    (the classes :attr:`ckptgeo.forecasting.data.RunCurves.difficulty_class` gives: the studies' rule
+    :func:`ckptgeo.studies.claims.is_hard` for a study's runs): class -> row (``n_pairs``, ``concordance``,
+    ``concordance_low``, ``concordance_high``, ``p_value``)."""
+    if concordance is None or concordance.empty or "difficulty" not in concordance:
+        return {}
+    rows = concordance[(concordance["feature_set"] == feature_set) & concordance["difficulty"].isin(("easy", "hard"))]
+    return {str(r["difficulty"]): r for _, r in rows.iterrows()}
 
 
 def _pct(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.0%}"
 
 
-@register_claim(id="forecast_geometry", reads=("forecast_skill", "forecast"))
+def _conc_text(conc: dict) -> str:
+    parts = []
+    for cls in ("easy", "hard"):
+        g, b = conc.get("geometry", {}).get(cls), conc.get("behaviour", {}).get(cls)
+        if g is None:
+            continue
+        parts.append(f"{cls} concordance geometry {_pct(g['concordance'])} [{_pct(g['concordance_low'])}, "
+                     f"{_pct(g['concordance_high'])}] (p = {g['p_value']:.3g}) behaviour "
+                     f"{_pct(b['concordance']) if b is not None else '-'} over {int(g['n_pairs'])} pairs "
+                     f"(paper {PAPER_CONCORDANCE[cls]:.0%})")
+    return "; ".join(parts)
+
+
+@register_claim(id="forecast_geometry", reads=("forecast_skill", "forecast_concordance"))
 def forecast_geometry(ctx) -> Claim:
-    skill, fc = ctx.tables.get("forecast_skill"), ctx.tables.get("forecast")
+    skill, cc = ctx.tables.get("forecast_skill"), ctx.tables.get("forecast_concordance")
     claim = "geometry improves the forecast of acquisition over behaviour alone"
     paper = "52% (easy) / 69% (hard) within-class concordance; geometry encodes coarse difficulty, not fine timing"
     evidence = "forecast/forecast_skill.parquet, forecast/forecast_evaluation.parquet, figures/forecast/"
@@ -71,12 +71,7 @@ def forecast_geometry(ctx) -> Claim:
                      "inconclusive", "nothing to hold out", evidence, _PAPER, test=test)
     order = [s for s in (*SPLITS, "run") if s in set(skill["split"])]
     row = skill.set_index("split").loc[order[0]]
-    conc = {fs: hard_easy_concordance(fc, fs, n_permutations=ctx.n_permutations, seed=ctx.seed)
-            for fs in ("behaviour", "geometry")} if fc is not None else {}
-    ctext = "; ".join(f"{cls} concordance geometry {_pct(conc['geometry'].get(cls, (0, math.nan))[1])} "
-                      f"behaviour {_pct(conc['behaviour'].get(cls, (0, math.nan))[1])} over "
-                      f"{conc['geometry'].get(cls, (0,))[0]} pairs (paper {PAPER_CONCORDANCE[cls]:.0%})"
-                      for cls in ("easy", "hard") if cls in conc.get("geometry", {}))
+    ctext = _conc_text({fs: hard_easy_concordance(cc, fs) for fs in ("behaviour", "geometry")})
     measured = (f"held out by {order[0]}: {int(row['n_runs'])} runs, log score behaviour - geometry "
                 f"{row['delta_log_score']:+.3f} (skill {_pct(row['skill'])}), p = {row['p_value']:.3g}; null copy "
                 f"{row['null_delta_log_score']:+.3f}, p = {row['null_p_value']:.3g}" + (f"; {ctext}" if ctext else ""))
@@ -84,8 +79,9 @@ def forecast_geometry(ctx) -> Claim:
     if n < 5 or not math.isfinite(p):
         verdict, why = "inconclusive", f"{n} held-out runs; a one-sided Wilcoxon test needs 5 to reach p < {ALPHA}"
     elif math.isfinite(p0) and p0 < ALPHA:
-        verdict, why = "inconclusive", (f"the null copy (RankMe as noise) shows skill too (p = {p0:.3g}): the test "
-                                        "cannot tell geometry from a feature that carries no timing on these runs")
+        verdict, why = "inconclusive", (f"the null copy (another run's geometry) shows skill too (p = {p0:.3g}): the "
+                                        "test cannot tell geometry from curves that say nothing of the run's own "
+                                        "acquisition")
     elif p < ALPHA:
         verdict, why = "reproduced", f"geometry's skill p = {p:.3g} < {ALPHA}; the null copy's p = {p0:.3g}"
     else:
@@ -108,9 +104,11 @@ def forecast_across_sizes(ctx) -> Claim:
     row = largest.loc["geometry"] if "geometry" in largest.index else largest.iloc[0]
     beh = largest.loc["behaviour"] if "behaviour" in largest.index else None
     measured = (f"{row.name if isinstance(row.name, str) else 'geometry'} set, size {sizes['size'].iloc[-1]} from "
-                f"{sizes['fitted_on'].iloc[-1]}: concordance {_pct(row['concordance'])} over {int(row['n_pairs'])} "
-                f"pairs (tau {row['kendall_tau']:+.2f}), p = {row['p_value']:.3g}; median relative error at 50% of "
-                f"the way {_pct(row['rel_error_50'])}; coverage {_pct(row['coverage'])}"
+                f"{sizes['fitted_on'].iloc[-1]}: concordance {_pct(row['concordance'])} "
+                f"[{_pct(row.get('concordance_low', math.nan))}, {_pct(row.get('concordance_high', math.nan))}] over "
+                f"{int(row['n_pairs'])} pairs (tau {row['kendall_tau']:+.2f}), p = {row['p_value']:.3g}; median "
+                f"relative error at 50% of the way {_pct(row['rel_error_50'])}; coverage of the widened 80% intervals "
+                f"{_pct(row['coverage'])} (the model's own {_pct(row.get('coverage_model', math.nan))})"
                 + (f"; behaviour alone: concordance {_pct(beh['concordance'])}, p = {beh['p_value']:.3g}"
                    if beh is not None else ""))
     n, p = int(row["n_acquired"]), float(row["p_value"])
@@ -123,4 +121,5 @@ def forecast_across_sizes(ctx) -> Claim:
     else:
         verdict, why = "not reproduced", f"order concordance p = {p:.3g} >= {ALPHA}"
     return Claim("forecast_across_sizes", claim, paper, measured, verdict, why, evidence, _SIZES,
-                 float(row["concordance"]), math.nan, math.nan, 0.5, p, test)
+                 float(row["concordance"]), float(row.get("concordance_low", math.nan)),
+                 float(row.get("concordance_high", math.nan)), 0.5, p, test)
