@@ -184,3 +184,26 @@ def test_not_reproduced_needs_power_and_an_upper_bound_below_the_margin():
     assert _holds_verdict(0.4, narrow, 1.0, 30, "RankMe")[0] == "not reproduced"
     assert _holds_verdict(0.4, narrow, math.inf, 30, "RankMe")[0] == "inconclusive"
     assert MARGIN == 2.0
+
+
+def test_calibration_holds_a_row_to_alpha_only_on_the_nulls_that_void_what_it_tests():
+    """A random walk of RankMe keeps behaviour, so the across-sizes acquisition order reproducing there is true,
+    not false; the contrast reproducing on iid noise is false; an unknown kind of null is refused."""
+    from ckptgeo.studies.calibrate import calibration_table
+    from ckptgeo.studies.claims import register_claim
+
+    runs = pd.DataFrame(
+        [{"null": "random_walk", "copy": c, "id": "across_sizes_acquisition_step", "verdict": "reproduced",
+          "p_value": 0.001} for c in range(4)]
+        + [{"null": "permuted", "copy": c, "id": "across_sizes_acquisition_step", "verdict": "inconclusive",
+            "p_value": 0.6} for c in range(4)]
+        + [{"null": "iid", "copy": c, "id": "contrast", "verdict": "reproduced" if c else "inconclusive",
+            "p_value": 0.01 if c else 0.5} for c in range(4)])
+    t = calibration_table(runs).set_index(["id", "null"])
+    walk = t.loc[("across_sizes_acquisition_step", "random_walk")]
+    assert walk["false_reproduced"] == 4 and not walk["applies"] and walk["ok"]
+    assert t.loc[("across_sizes_acquisition_step", "permuted"), "applies"]
+    iid = t.loc[("contrast", "iid")]
+    assert iid["false_reproduced"] == 3 and iid["applies"] and not iid["ok"]
+    with pytest.raises(ValueError, match="unknown null kind"):
+        register_claim(id="never_registered", nulls=("shuffled",))

@@ -10,7 +10,9 @@
 * ``permuted`` -- the geometry kept, each run's accuracy curve given to another run of its checkpoint schedule.
 
 Nothing in a copy knows the real pairing of geometry and behaviour, so a row that reads *reproduced* there is a
-false reproduction. :func:`calibration_table` gives, per row and null, that rate with its interval (Wilson) and
+false reproduction -- for the rows whose registration names that kind among the nulls that void what they test
+(a random walk of RankMe keeps the acquisition order that the across-sizes row ranks; level rows such as the
+collapse floors, and rows not rebuilt on a copy, have none). :func:`calibration_table` gives, per row and null, that rate with its interval (Wilson) and
 how the row's p-values sit against uniform (the share at or below alpha, and the one-sided binomial p that this
 share exceeds alpha). The probe row is not rerun (its table is not rebuilt on a copy).
 """
@@ -25,11 +27,9 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo.analysis import stats
-from ckptgeo.studies.claims import ALPHA, claim_table
+from ckptgeo.studies.claims import ALPHA, CLAIMS, NULLS, claim_table
 
 __all__ = ["NULLS", "dataset_claims", "null_copy", "calibrate", "calibration_table"]
-
-NULLS = ("iid", "random_walk", "permuted")
 
 
 def _schedule(accuracy: pd.DataFrame) -> dict:
@@ -121,9 +121,17 @@ def calibrate(analysis, k: int, *, n_permutations: int = 199, n_power: int = 10,
     return pd.DataFrame(rows)
 
 
+def _applies(cid: str, null: str) -> bool:
+    """Whether copies of kind ``null`` void what row ``cid`` tests (its registration's ``nulls``; True for a row
+    not registered here)."""
+    return null in CLAIMS.get(cid).nulls if cid in CLAIMS else True
+
+
 def calibration_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per claim row and null: copies, false "reproduced" count and rate with its Wilson interval, the share of
-    p-values at or below alpha and the one-sided binomial p that it exceeds alpha, and ``ok`` (rate <= alpha)."""
+    p-values at or below alpha and the one-sided binomial p that it exceeds alpha, ``applies`` (the null voids
+    what the row tests: :attr:`ckptgeo.studies.claims.ClaimRow.nulls`) and ``ok`` (rate <= alpha where it
+    applies; True elsewhere, where a "reproduced" is not false)."""
     from scipy.stats import binomtest
 
     out = []
@@ -135,5 +143,6 @@ def calibration_table(runs: pd.DataFrame) -> pd.DataFrame:
         excess = binomtest(small, len(p), ALPHA, alternative="greater").pvalue if len(p) else math.nan
         out.append({"id": cid, "null": null, "copies": len(g), "false_reproduced": k, "rate": r.rate,
                     "low": r.low, "high": r.high, "n_p": len(p), "p_at_or_below_alpha": small,
-                    "uniformity_p": float(excess), "ok": r.rate <= ALPHA})
+                    "uniformity_p": float(excess), "applies": _applies(cid, null),
+                    "ok": r.rate <= ALPHA or not _applies(cid, null)})
     return pd.DataFrame(out)

@@ -354,36 +354,36 @@ def order(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_order(ctx), kind="holds")
 
 
-@register_claim(id="top_down", reads=_RUNS)
+@register_claim(id="top_down", reads=_RUNS, nulls=("iid", "random_walk"))
 def top_down(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_top_down(ctx, ctx.tables["events"]), kind="holds")
 
 
-@register_claim(id="floor_modular", reads=("events",))
+@register_claim(id="floor_modular", reads=("events",), nulls=())
 def floor_modular(ctx: ClaimContext) -> Claim:
     return _floor_modular(ctx)
 
 
-@register_claim(id="floor_multiplication", reads=("events",))
+@register_claim(id="floor_multiplication", reads=("events",), nulls=())
 def floor_multiplication(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_floor_multiplication(ctx), kind="holds")
 
 
-@register_claim(id="across_sizes_collapse_floor", reads=("events",))
+@register_claim(id="across_sizes_collapse_floor", reads=("events",), nulls=())
 def across_sizes_collapse_floor(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_across(ctx, "collapse_floor"), kind="holds")
 
 
-@register_claim(id="across_sizes_acquisition_step", reads=("events",))
+@register_claim(id="across_sizes_acquisition_step", reads=("events",), nulls=("permuted",))
 def across_sizes_acquisition_step(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_across(ctx, "acquisition_step"), kind="holds")
 
 
-@register_claim(id="probe_lead", reads=_RUNS + ("probe_lead", "probes"))
+@register_claim(id="probe_lead", reads=_RUNS + ("probe_lead", "probes"), nulls=())
 def probe_lead(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_probe(ctx, ctx.tables["probe_lead"], ctx.tables["probes"]), kind="holds")
 
 
-@register_claim(id="pythia_deduction")
+@register_claim(id="pythia_deduction", nulls=())
 def pythia_deduction(ctx: ClaimContext) -> Claim:
     return _pythia()

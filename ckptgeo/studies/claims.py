@@ -40,7 +40,7 @@ from ckptgeo.analysis import stats
 from ckptgeo.analysis.curves import (NOT_COUNTED, grid_run, preferred_variant, run_identity, run_rows,
                                     summary_rows)
 
-__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "register_claim", "claim_table", "runs_table", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
+__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_table", "runs_table", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
            "ALPHA", "MARGIN", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table", "claim_context"]
 
 #: fewest cases (runs, settings) a test is run on; fewer: inconclusive.
@@ -355,13 +355,21 @@ def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan) -> tup
 
 # ------------------------------------------------------------------------------------------- the registry
 
+#: kinds of null copy (:mod:`ckptgeo.studies.calibrate`): ``iid`` and ``random_walk`` void the geometry's timing
+#: (each curve keeps its level), ``permuted`` voids which accuracy curve goes with which run of a schedule.
+NULLS = ("iid", "random_walk", "permuted")
+
+
 @dataclass(frozen=True)
 class ClaimRow:
-    """One row of the claim table: ``fn(ctx: ClaimContext) -> Claim`` and the analysis tables it reads."""
+    """One row of the claim table: ``fn(ctx: ClaimContext) -> Claim``, the analysis tables it reads, and ``nulls``:
+    the kinds of :data:`NULLS` that void what the row tests (a copy of another kind keeps it, so a "reproduced"
+    there is not false: e.g. a random walk of RankMe keeps the acquisition order the across-sizes row ranks)."""
 
     id: str
     fn: Callable[[ClaimContext], Claim]
     reads: tuple[str, ...] = ()
+    nulls: tuple[str, ...] = NULLS
 
 
 def _check_row(name: str, obj) -> None:
@@ -384,21 +392,28 @@ CLAIMS = Registry("claim", "ckptgeo.claims", {
     check=_check_row)
 
 
-def register_claim(*, id: str, reads: tuple[str, ...] = ()):
+def register_claim(*, id: str, reads: tuple[str, ...] = (), nulls: tuple[str, ...] = NULLS):
     """Decorator registering ``fn(ctx: ClaimContext) -> Claim`` (or a dict of :class:`Claim`'s fields) as claim row
     ``id`` in :data:`CLAIMS`.
 
     ``reads`` names the analysis tables the row uses (``events``, ``curves``, ``accuracy``, ``probe_lead``,
     ``probes``, or any table an analysis step writes, given to :func:`claim_table` as ``tables=``); they are
-    ``ctx.tables`` (None where not given). Returns ``fn``.
+    ``ctx.tables`` (None where not given). ``nulls``: the null copies that void what the row tests (default
+    all of :data:`NULLS`; ``()`` for a row the calibration does not rebuild). Returns ``fn``.
 
     Raises
     ------
     DuplicateNameError
         ``id`` already registered to another function.
+    ValueError
+        ``nulls`` names a kind not in :data:`NULLS`.
     """
+    unknown = sorted(set(nulls) - set(NULLS))
+    if unknown:
+        raise ValueError(f"claim {id!r}: unknown null kind(s) {unknown}; known: {', '.join(NULLS)}")
+
     def deco(fn):
-        CLAIMS.register(id, ClaimRow(id=id, fn=fn, reads=tuple(reads)))
+        CLAIMS.register(id, ClaimRow(id=id, fn=fn, reads=tuple(reads), nulls=tuple(nulls)))
         return fn
 
     return deco

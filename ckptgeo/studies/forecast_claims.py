@@ -59,7 +59,7 @@ def _conc_text(conc: dict) -> str:
     return "; ".join(parts)
 
 
-@register_claim(id="forecast_geometry", reads=("forecast_skill", "forecast_concordance"))
+@register_claim(id="forecast_geometry", reads=("forecast_skill", "forecast_concordance"), nulls=())
 def forecast_geometry(ctx) -> Claim:
     skill, cc = ctx.tables.get("forecast_skill"), ctx.tables.get("forecast_concordance")
     claim = "geometry improves the forecast of acquisition over behaviour alone"
@@ -90,7 +90,7 @@ def forecast_geometry(ctx) -> Claim:
                  float(row["delta_log_score"]), math.nan, math.nan, float(row["null_delta_log_score"]), p, test)
 
 
-@register_claim(id="forecast_across_sizes", reads=("forecast_sizes",))
+@register_claim(id="forecast_across_sizes", reads=("forecast_sizes",), nulls=())
 def forecast_across_sizes(ctx) -> Claim:
     sizes = ctx.tables.get("forecast_sizes")
     claim = "small sizes forecast a larger size's acquisition (step and order)"

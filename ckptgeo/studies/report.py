@@ -205,7 +205,8 @@ def _calibration_view(calib):
                                             calib[["false_reproduced", "copies", "rate", "low", "high"]].to_numpy()],
         "p <= alpha": [f"{int(k)}/{int(n)}" for k, n in calib[["p_at_or_below_alpha", "n_p"]].to_numpy()],
         "p(share > alpha)": [f"{v:.3g}" if v == v else "-" for v in calib["uniformity_p"]],
-        "at or below alpha": ["yes" if ok else "NO" for ok in calib["ok"]]})
+        "at or below alpha": ["not a null for this row" if not ap else "yes" if ok else "NO"
+                              for ok, ap in calib[["ok", "applies"]].to_numpy()]})
 
 
 _CALIBRATION_HEAD = "## Calibration on null copies\n"
@@ -214,8 +215,10 @@ _CALIBRATION_NOTE = (
     "curve by Gaussian noise at its own mean and variance, `random_walk` by a walk with its own step spread, "
     "`permuted` gives each run another run's accuracy on its schedule. A 'reproduced' there is false; each row "
     "must stay at or below alpha. `p <= alpha`: the share of the row's p-values at or below alpha, and the "
-    "one-sided binomial p that this share exceeds alpha (uniform p-values give about alpha). The probe row is not "
-    "rerun.\n")
+    "one-sided binomial p that this share exceeds alpha (uniform p-values give about alpha). A row is held to "
+    "alpha only on the nulls that void what it tests: `iid` and `random_walk` keep behaviour and each curve's level "
+    "(so they are no null for the across-sizes acquisition order or the collapse floors), `permuted` keeps the "
+    "geometry (no null for top-down); the probe and forecast rows are not rerun.\n")
 
 
 def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | None = None) -> list[Path]:
