@@ -40,6 +40,9 @@ def test_train_scan_and_analyze_each_name_the_next_command(run, tmp_path, capsys
     ds = tmp_path / "ds"
     assert main(["scan", str(folder), "--out", str(ds), "--n-samples", "8"]) == 0
     assert _last(capsys.readouterr().out) == f"next: ckptgeo analyze {ds}"
+    assert main(["revisions", str(folder), "--revisions", "all"]) == 0   # before: it ended at "2 revisions"
+    assert capsys.readouterr().out.strip().splitlines()[-2:] == ["2 revisions",
+                                                                 f"next: ckptgeo scan {folder} --revisions all"]
 
 
 def test_dry_run_lists_measures_suites_time_and_the_total_over_ranks(run, tmp_path, capsys, monkeypatch):

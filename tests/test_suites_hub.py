@@ -61,7 +61,7 @@ def test_cli_revisions_shows_stage_step_tokens(olmo, capsys):
     assert lines[0].split()[:4] == ["revision", "stage", "step", "tokens"]
     row = next(line for line in lines if line.startswith("stage2-ingredient2-step1000-tokens14B"))
     assert row.split()[1:4] == ["stage2-ingredient2", "1000", "14B"]
-    assert lines[-1] == "7 revisions"
+    assert lines[-2] == "7 revisions"
 
 
 def test_olmo2_scan_measures_each_stage_once_and_resumes(olmo, tmp_path):
@@ -201,7 +201,7 @@ def test_offline_cli_in_a_fresh_process(local_hub, tmp_path):
                               text=True, timeout=120)
 
     ok = run("revisions", local_hub.repo_id)
-    assert ok.returncode == 0 and ok.stdout.split()[-2:] == ["1", "revision"], ok.stderr
+    assert ok.returncode == 0 and ok.stdout.splitlines()[-2].split() == ["1", "revision"], ok.stderr
     bad = run("revisions", local_hub.repo_id, "--revisions", "step8")
     assert bad.returncode != 0 and "'step8' not found" in bad.stderr and "local cache" in bad.stderr
 
@@ -255,7 +255,7 @@ def test_polypythia_seed_family_lists_scans_and_resumes(polypythia, tmp_path, ca
     out = capsys.readouterr().out
     print(out)
     lines = out.splitlines()
-    assert lines[0].split()[:5] == ["revision", "stage", "step", "tokens", "seed"] and lines[-1] == "9 revisions"
+    assert lines[0].split()[:5] == ["revision", "stage", "step", "tokens", "seed"] and lines[-2] == "9 revisions"
     row = next(line for line in lines if line.startswith("pythia-tiny-seed2@step1000"))
     assert row.split()[2:5] == ["1000", "2.1B", "2"]  # the pythia scheme: 2,097,152 tokens a step, 3 significant digits
     assert polypythia[1].commits["step1000"] in row
@@ -300,7 +300,7 @@ def test_multiberts_repo_per_checkpoint_family(multiberts, tmp_path, capsys):
     assert main(["revisions", spec]) == 0
     out = capsys.readouterr().out
     print(out)
-    assert out.splitlines()[-1] == "4 revisions"
+    assert out.splitlines()[-2:] == ["4 revisions", f"next: ckptgeo scan '{spec}'"]
     from ckptgeo.sources.registry import open_source
 
     fam = open_source(spec)

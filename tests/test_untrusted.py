@@ -476,7 +476,7 @@ def test_offline_says_how_many_revisions_came_from_the_cache(local_hub, tmp_path
     assert lines[0] == (f"offline: 2 revisions from the local cache (HF_HUB_OFFLINE=1); revisions of {repo} not in "
                         f"the cache could not be known (the cache names step3000 without weights); run `ckptgeo "
                         f"fetch {repo}` where the Hub is reachable to add them")
-    assert lines[-1] == "2 revisions" and lines[1].startswith("revision")
+    assert lines[-2] == "2 revisions" and lines[1].startswith("revision")
     monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
     assert main(["revisions", repo]) == 0 and "offline" not in capsys.readouterr().out   # online: nothing added
 
@@ -501,8 +501,8 @@ def test_a_plain_revision_name_selects_it_in_every_member_of_a_family(local_hub,
         select_revisions(revs, "step3000")
     assert main(["revisions", "testorg/pythia-tiny-seed{1..3}", "--revisions", "step2000"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines[1:-1]] == [f"pythia-tiny-seed{k}@step2000" for k in (1, 2, 3)]
-    assert lines[-1] == "3 revisions"
+    assert [line.split()[0] for line in lines[1:-2]] == [f"pythia-tiny-seed{k}@step2000" for k in (1, 2, 3)]
+    assert lines[-2:] == ["3 revisions", "next: ckptgeo scan 'testorg/pythia-tiny-seed{1..3}' --revisions step2000"]
 
 
 def test_a_suite_name_with_control_characters_is_refused_and_names_are_inert_in_report_md(tmp_path):

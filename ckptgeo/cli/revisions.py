@@ -66,7 +66,7 @@ def _cmd_revisions(args) -> int:
         revs = select_revisions(revs, args.revisions, source=args.source, note=source.missing_note,
                                 genuine=None if report is None else {r.name for r in report.genuine})
     offline = source.listing_note(revs, args.revisions)
-    if offline:  # above the table, so that its last line stays the count
+    if offline:  # above the table, so that the count and the next command end it
         print(offline)
     if args.integrity:
         print(report.text())
@@ -76,6 +76,10 @@ def _cmd_revisions(args) -> int:
     if args.sizes:
         sizes = {r.name: sum(f.size or 0 for f in source.weight_files(r)) for r in revs}
     print(format_revisions(revs, sizes))
+    import shlex
+
+    selector = f" --revisions {shlex.quote(args.revisions)}" if args.revisions else ""
+    print(f"next: ckptgeo scan {shlex.quote(args.source)}{selector}")
     return 0
 
 
