@@ -247,3 +247,27 @@ def test_a_budget_inside_a_restarted_cycle_keeps_the_better_lower_bounds():
         # Ritz values of "LA" are lower bounds: never below the first cycle's, never above the truth
         assert all(v >= f.value - 1e-12 for v, f in zip(values, first)), (values, [f.value for f in first])
         assert values[0] <= 9.0 + 1e-9 and values[1] <= 5.0 + 1e-9 and values[0] >= values[1]
+
+
+def test_a_basis_beyond_host_memory_is_refused_before_any_download(local_hub, tmp_path, monkeypatch, capsys):
+    """The README's `--metrics ...,hessian` on pythia-160m (162M parameters: an 8-vector basis of 7.3 GiB) on a
+    machine with 14.3 GiB free: each revision was downloaded and measured (rankme, behaviour, probes), then failed
+    as a whole at the Hessian, its other rows lost, and the next revision did the same. Now the check runs on the
+    model built from config.json, before a weight file is fetched: one line, nothing downloaded. (Free memory is
+    set small here so that the tiny repo's basis does not fit.)"""
+    import ckptgeo.metrics.hessian as hmod
+    from ckptgeo.cli import main
+    from tests._checkpoints import SUITE
+
+    monkeypatch.setattr(hmod, "_available_host_bytes", lambda: 100_000)
+    before = local_hub.served_bytes(local_hub.repo_id)
+    code = main(["scan", local_hub.repo_id, "--revisions", "step0,step1000", "--suite", SUITE, "--n-samples", "8",
+                 "--metrics", "rankme,hessian", "--out", str(tmp_path / "ds")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    line = next(e for e in err if e.startswith("ckptgeo: error:"))
+    assert line.startswith("ckptgeo: error: hessian needs about") and "more than half of the" in line, err
+    assert "hessian.params=layers.5.*" in line
+    fetched = {k: v for k, v in local_hub.served_bytes(local_hub.repo_id).items() if before.get(k) != v}
+    assert not any(path.endswith(".safetensors") for _, path in fetched), fetched
+    assert not (tmp_path / "ds" / "revisions").exists()

@@ -12,11 +12,10 @@ Each revision of this process's share goes through the same story, one function 
              ``revisions`` part last (it marks the revision done)
     release  the lock, and the revision's files from the cache
 
-At the end, under the dataset's lock, the artifacts of every revision (this process's, other
-processes', earlier runs') are compared into the ``compare`` table (:func:`ckptgeo.metrics.cross.combine`).
-
-A rerun with the same settings skips finished revisions; other settings add rows beside them.
-Settings and their checks live in :mod:`ckptgeo.engine.config`, planning in :mod:`ckptgeo.engine.plan`.
+At the end, under the dataset's lock, the artifacts of every revision (this process's, other processes', earlier
+runs') are compared into the ``compare`` table (:func:`ckptgeo.metrics.cross.combine`). A rerun with the same
+settings skips finished revisions; other settings add rows beside them. Settings and their checks live in
+:mod:`ckptgeo.engine.config`, planning in :mod:`ckptgeo.engine.plan`.
 """
 
 from __future__ import annotations
@@ -307,8 +306,8 @@ class _Run:
 
     def _read_architecture(self) -> None:
         """Build the model from the first selected revision's config.json (also when resumed or sharded:
-        that is the architecture to match); its context length bounds prompts, so suites are tokenized,
-        and checked, before any download."""
+        that is the architecture to match); its context length bounds prompts, so suites are tokenized, and
+        checked, before any download, as are the measures' settings (``MetricSpec.preflight``: memory)."""
         if not self.plan.todo:
             return
         reference = self.plan.selected[0]
@@ -318,6 +317,8 @@ class _Run:
             log.warning("cannot read the architecture of %s (%s); later revisions are checked against %s",
                         reference.name, err, self.plan.todo[0].name)
         else:
+            for m in (m for m in self.resolved.measures.values() if m.spec.preflight is not None):
+                m.spec.preflight(self.holder.model, m.config, self.config.device)
             self._prepare_suites()
 
     def _prepare_suites(self) -> None:

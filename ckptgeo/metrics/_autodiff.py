@@ -276,8 +276,8 @@ def check_host_memory(need: int, *, metric: str, what: str, free: int | None = N
     free = available_host_bytes() if free is None else free
     if free is not None and need > free // 2:
         raise InvalidParameterError(
-            f"{metric} needs about {need / 2**30:.1f} GiB of host memory for {what}; {free / 2**30:.1f} GiB is "
-            f"free. Choose a parameter subset with 'params' (e.g. {metric}.params=layers.5.*) "
+            f"{metric} needs about {need / 2**30:.1f} GiB of host memory for {what}, more than half of the "
+            f"{free / 2**30:.1f} GiB free (a measure may take at most half). Choose a parameter subset with 'params' (e.g. {metric}.params=layers.5.*) "
             f"or smaller buffers.", name="params", value=need)
 
 

@@ -292,10 +292,8 @@ def hessian_eigenvalues(hvp: HessianVectorProduct, *, k: int = 5, which: str = "
                                     f"{n} parameters). Got {k!r}.", name="k", value=k)
     basis = min(max(ncv if ncv is not None else max(k + 3, 8), k + 1), n)
     dtype, device = hvp.dtype, hvp.device
-    itemsize = torch.finfo(dtype).bits // 8
     if device.type == "cpu":
-        check_host_memory((basis + 4) * n * itemsize, metric="hessian", free=_available_host_bytes(),
-                          what=f"a Lanczos basis of {basis} vectors over {n:,} parameters")
+        _check_basis(basis, n, torch.finfo(dtype).bits // 8)
     V = torch.empty(basis, n, dtype=dtype, device=device)
     v = torch.from_numpy(np.random.default_rng(seed).standard_normal(n)).to(device=device, dtype=dtype)
     v /= v.norm()
@@ -405,6 +403,33 @@ def _loss_parts(ctx: ModelContext):
     return parts
 
 
+def _check_basis(basis: int, n: int, itemsize: int) -> None:
+    """Refuse a Lanczos basis of ``basis`` vectors over ``n`` parameters (and 4 work vectors) of ``itemsize``
+    bytes that would take more than half the free host memory (:func:`check_host_memory`)."""
+    check_host_memory((basis + 4) * n * itemsize, metric="hessian", free=_available_host_bytes(),
+                      what=f"a Lanczos basis of {basis} vectors over {n:,} parameters")
+
+
+def hessian_preflight(model, config: HessianConfig, device: str) -> None:
+    """The host-memory check of :func:`hessian_eigenvalues` on ``model`` as built from its config (no weights),
+    before a scan downloads any: the parameters ``config.params`` selects, the basis size ``ncv`` (default
+    ``max(k + 3, 8)``) and the model's dtype; nothing to check on a GPU (``device`` not "cpu").
+
+    Raises
+    ------
+    InvalidParameterError
+        The basis would take more than half the free host memory (choose a subset with ``params``), or
+        ``params`` selects nothing.
+    """
+    if not str(device).startswith("cpu"):
+        return
+    chosen = [p for _, p in select_parameters(model, config.params, metric="hessian")]
+    n = sum(p.numel() for p in chosen)
+    if n > config.k:
+        basis = min(max(config.ncv if config.ncv is not None else max(config.k + 3, 8), config.k + 1), n)
+        _check_basis(basis, n, torch.finfo(chosen[0].dtype).bits // 8)
+
+
 def _available_host_bytes() -> int | None:
     return available_host_bytes()
 
@@ -462,7 +487,7 @@ def hutchinson_trace(hvp: HessianVectorProduct, *, n_samples: int, seed: int = 0
 
 
 @register_metric(name="hessian", needs="model", cost="expensive", unit="nats per squared parameter unit",
-                 range=(float("-inf"), float("inf")), config=HessianConfig)
+                 range=(float("-inf"), float("inf")), config=HessianConfig, preflight=hessian_preflight)
 def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[MetricValue]:
     """Top-k eigenvalues of the Hessian of the batch loss (and optionally its trace).
 

@@ -70,6 +70,9 @@ class MetricSpec:
     compare: Callable | None = None  # cross-checkpoint: compare(artifact, partner_artifact, config)
     partners: tuple[str, ...] = ()   # which revisions each one is compared with (PARTNERS)
     interval: Callable | None = None  # hidden_states only: interval(states, config, seed) -> (low, high)
+    # preflight(model, config, device): checked on the model built from config.json alone, before any weights are
+    # downloaded; raises InvalidParameterError for settings that cannot fit (a buffer beyond host memory)
+    preflight: Callable | None = None
     # how its curve is read (ckptgeo.analysis.curves.reading): the variant read where a dataset holds several,
     # as (column, value) pairs; whether higher is better; which way it moves at a collapse (COLLAPSE)
     preferred: tuple[tuple[str, Any], ...] = ()
@@ -158,7 +161,7 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
                     config: type | None = None, table: str = "geometry", columns: Mapping[str, str] | None = None,
                     compare: Callable | None = None, partners: tuple[str, ...] = (), interval: Callable | None = None,
                     preferred: Mapping[str, Any] | None = None, higher_is_better: bool | None = None,
-                    collapse: str | None = None):
+                    collapse: str | None = None, preflight: Callable | None = None):
     """Decorator registering ``fn`` as metric ``name`` in :data:`METRICS` (``fn`` itself is returned).
 
     ``preferred``, ``higher_is_better`` and ``collapse`` say how its curve is read
@@ -168,6 +171,9 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
 
     ``compare`` and ``partners`` make it a cross-checkpoint measure (module docstring); its rows go to
     the ``compare`` table. ``interval`` gives a hidden-state measure's per-checkpoint error (module docstring).
+``preflight(model, config, device)`` checks the settings against the architecture (the model built from the
+first revision's config.json, weights not loaded) before a scan downloads anything; it raises
+:class:`~ckptgeo.errors.InvalidParameterError` where they cannot fit.
 
     Raises
     ------
@@ -195,7 +201,8 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
                                           columns=tuple((columns or {}).items()), compare=compare,
                                           partners=tuple(partners), interval=interval,
                                           preferred=tuple((preferred or {}).items()),
-                                          higher_is_better=higher_is_better, collapse=collapse))
+                                          higher_is_better=higher_is_better, collapse=collapse,
+                                          preflight=preflight))
         return fn
 
     return deco
