@@ -106,15 +106,19 @@ def pythia_hazards(local_hub):
                               share_shard={"step3000": "step2000"})
 
 
-def test_weightless_branch_fails_alone_and_shared_shard_is_flagged(pythia_hazards, tmp_path):
+def test_weightless_branch_fails_alone_and_shared_shard_is_flagged(pythia_hazards, tmp_path, caplog):
     from ckptgeo.errors import DuplicateWeightsWarning
 
     out = tmp_path / "ds"
+    caplog.set_level("INFO", logger="ckptgeo.progress")
     with pytest.warns(DuplicateWeightsWarning, match=r"step3000 has model-00001-of-00002\.safetensors of step2000"):
         res = scan(pythia_hazards.repo_id, out=out, revisions="all", suites=(SUITE,), n_samples=8,
                    on_error="skip")
     assert res.measured == ["step0", "step2000", "step3000"]
     assert list(res.failed) == ["step1000"] and "no weight files" in res.failed["step1000"]
+    said = [r.getMessage().split(": ", 1)[1].split(";")[0] for r in caplog.records if r.name == "ckptgeo.progress"]
+    assert said[2] == "step1000 failed (the warning above says why) (2/4, 50%)", said   # before: "finished"
+    assert said[1].startswith("step0 finished (1/4, 25%)"), said
     rv = pd.read_parquet(out / "revisions").set_index("revision").sort_values("step")
     print(rv[["step", "status", "error", "files", "duplicate_of", "shared_shards_with"]].to_string())
     assert rv.status.to_dict() == {"step0": "ok", "step1000": "failed", "step2000": "ok", "step3000": "ok"}

@@ -447,7 +447,7 @@ class _Run:
     def release(self, rev: Revision, lock) -> None:
         lock.close()
         self.source.release(rev)
-        self.bar.update(1)
+        self.bar.update(1, note="failed (the warning above says why)" if rev.name in self.result.failed else "")
 
     # -- the end --------------------------------------------------------------------------------------
     def close(self) -> None:
