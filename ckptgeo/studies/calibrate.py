@@ -6,7 +6,9 @@
 
 * ``iid`` -- every geometric curve replaced by independent Gaussian values at its own mean and standard deviation;
 * ``random_walk`` -- by a random walk from its first value whose steps have the spread of its own
-  checkpoint-to-checkpoint changes;
+  checkpoint-to-checkpoint changes (in both, each checkpoint's measurement interval, ``value_low`` /
+  ``value_high``, moves with its new value and keeps its half-width, so the rule's error margin on a copy is the
+  real curve's);
 * ``permuted`` -- the geometry kept, each run's accuracy curve given to another run of its checkpoint schedule.
 
 Nothing in a copy knows the real pairing of geometry and behaviour, so a row that reads *reproduced* there is a
@@ -73,6 +75,12 @@ def null_copy(curves: pd.DataFrame, accuracy: pd.DataFrame, kind: str,
         else:
             raise ValueError(f"unknown null {kind!r}; one of {NULLS}")
         out.loc[g.index, "value"] = new
+        if "value_low" in out.columns and "value_high" in out.columns:
+            # the measurement interval moves with the value, its half-width kept: the rule on a copy (an onset or
+            # collapse only where the change exceeds the interval) is the rule on the real curve
+            half = (pd.to_numeric(g["value_high"], errors="coerce") - pd.to_numeric(g["value_low"], errors="coerce")
+                    ).to_numpy(float) / 2
+            out.loc[g.index, "value_low"], out.loc[g.index, "value_high"] = new - half, new + half
     return out, accuracy
 
 

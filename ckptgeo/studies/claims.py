@@ -5,8 +5,8 @@
 ``<task>-L<level>-<size>-s<seed>`` (:func:`ckptgeo.training.trainer.run_name`). It reads nothing and
 writes nothing; :mod:`ckptgeo.studies.reproduce` writes its result into ``reproduction.md``.
 
-Every row carries the measured value with its interval (a hierarchical bootstrap over tasks and seeds,
-:func:`ckptgeo.analysis.stats.hierarchical_bootstrap`, or a binomial interval), the value the same rule gives
+Every row carries the measured value with its interval (over settings, :mod:`ckptgeo.studies.inference`; a
+rate's never narrower than the exact binomial interval of its count), the value the same rule gives
 by chance (:mod:`ckptgeo.studies.chance`: acquisition steps permuted across runs of one checkpoint schedule,
 noise curves at each run's schedule), the test's p-value, and a verdict from that test (:data:`DEFINITIONS`,
 :func:`rules`). The rules and thresholds are :func:`rules` (written into the study's metadata).
@@ -113,7 +113,8 @@ DEFINITIONS = f"""\
 * **Intervals** over tasks and seeds: the mean over settings (each the mean of its seeds) with Student's t on the
   setting means from 5 settings on; below 5, the exact range of the setting means (its coverage printed, e.g. 75%
   at 3) or, for the contrast, the permutation test inverted over shifts; never narrower than one checkpoint. A
-  rate's interval (order, probes) is a hierarchical bootstrap over tasks and seeds (Wilson below {MIN_CASES} tasks).
+  rate's interval (order, probes) is the same over the settings' rates, widened where narrower to the exact
+  (Clopper-Pearson) interval of the count: never of zero width (54/54 gives [93%, 100%]).
 * **Holds rows** (a precursor on hard settings; RankMe leads the loss): *reproduced* when the geometric onset
   tracks behaviour's onset -- Kendall tau over pairs of runs on one schedule against behaviour permuted within
   schedules, the onset found again against each permuted acquisition (p < alpha) -- and the mean lead's interval
@@ -131,8 +132,8 @@ DEFINITIONS = f"""\
   Kendall tau-b of block depth (layers 1..L-1) against the collapse onset step (ties counted), the
   post-final-norm layer L reported apart; the mean tau is tested against onsets permuted between the blocks
   of each run (one-sided, tau < 0).
-  **Floors**: modular reproduces when every size's bootstrap interval of the median floor lies within
-  2.0 +- 0.5, fails when one lies wholly outside; multiplication's floor rising with size: Kendall tau of
+  **Floors**: modular reproduces when every size's 95% interval of the mean floor over seeds (t; fewer than
+  5 seeds: no 95% interval, inconclusive) lies within 2.0 +- 0.5, fails when one lies wholly outside; multiplication's floor rising with size: Kendall tau of
   parameters against floor over runs, one-sided permutation p. **Across sizes**: per matched (task, level),
   the mean over seeds; Kendall tau between each pair of sizes over at least {MIN_SETTINGS} settings (never
   acquired ranked last), permutation p; reproduced when every pair has tau > 0 with p < alpha (inconclusive when
@@ -174,9 +175,9 @@ def rules() -> dict:
             "lead": "accuracy onset (a tenth of the way from chance to its maximum) minus the geometric onset, "
                     "same fraction",
             "interval": "t on setting means from 5 settings; below 5 the exact range (contrast: inverted "
-                        "permutation test); rates: hierarchical bootstrap (Wilson below min_cases tasks)",
+                        "permutation test); rates: the same on setting rates, at least Clopper-Pearson of the count",
             "null": "behaviour permuted among runs sharing a checkpoint schedule, onsets found again",
-            "floor_modular": "every size's bootstrap interval of the median floor within 2.0 +- 0.5",
+            "floor_modular": "every size's 95% t interval of the mean floor over seeds (>= 5) within 2.0 +- 0.5",
             "subsample_factors": list(SUBSAMPLE_FACTORS), "analysis": AnalysisConfig().__dict__,
             "sources": SOURCES}
 
@@ -321,18 +322,16 @@ class ClaimContext:
 
 
 def rate_of(ctx: ClaimContext, rows: pd.DataFrame, flag: pd.Series) -> tuple[float, float, float, str]:
-    """A rate over runs with its interval: hierarchical bootstrap over tasks and seeds where there are at least
-    MIN_CASES tasks, else Wilson. Returns (rate, low, high, method)."""
-    k, n = int(flag.sum()), int(len(flag))
-    if n == 0:
+    """A rate over runs with its interval (:func:`ckptgeo.studies.inference.rate_interval`: over settings, the
+    seeds of a setting averaged first, never narrower than the exact interval of the count, never of zero width).
+    Returns (rate, low, high, method; the method names a flag below 5 settings)."""
+    from ckptgeo.studies.inference import rate_interval
+
+    if not len(flag):
         return math.nan, math.nan, math.nan, "none"
-    if rows["task"].nunique() >= MIN_CASES:
-        frame = rows.assign(_hit=flag.astype(float).to_numpy())
-        b = stats.hierarchical_bootstrap(frame, lambda f: float(f["_hit"].mean()), levels=("task", "seed"),
-                                         n_resamples=ctx.n_resamples, seed=ctx.seed)
-        return k / n, b.low, b.high, "hierarchical bootstrap over tasks and seeds"
-    r = stats.binomial_interval(k, n)
-    return r.rate, r.low, r.high, "Wilson"
+    setting = [f"{t}-L{lv}-{sz}" for t, lv, sz in zip(rows["task"], rows["level"], rows["size"])]
+    r = rate_interval(flag.astype(float).to_numpy(), setting)
+    return r.value, r.low, r.high, r.method + (f" ({r.flag})" if r.flag else "")
 
 
 def _powerless(floor_p: float) -> bool:

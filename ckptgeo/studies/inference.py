@@ -6,6 +6,9 @@ for absence, rank association and Holm's adjustment.
   hierarchical percentile bootstrap it replaces covered 74-86% at 3 tasks), below 5 the range of the setting
   means with its exact distribution-free coverage of their median (1 - 2^(1-G): 75% at 3), flagged. Never of
   zero width: a floor half-width (the grid's resolution, one checkpoint) is kept.
+* :func:`rate_interval` -- a rate over runs (a share of yes/no outcomes): the setting-level interval of
+  :func:`cluster_interval` on the settings' rates, widened where narrower to the exact Clopper-Pearson interval of
+  the pooled count, so a rate of 0% or 100% (or any constant) never gets a zero-width interval.
 * :func:`contrast` -- hard minus easy difference in lead, settings paired within checkpoint schedules: a
   stratified rank statistic tested by permuting the difficulty labels among the settings of a schedule (seeds
   of a setting move together, as difficulty is assigned per setting), the estimate in checkpoints with a t
@@ -27,7 +30,7 @@ import pandas as pd
 from scipy import stats as sps
 
 
-__all__ = ["MIN_TASKS", "Interval", "cluster_interval", "Contrast", "contrast", "holm"]
+__all__ = ["MIN_TASKS", "Interval", "cluster_interval", "rate_interval", "Contrast", "contrast", "holm"]
 
 #: fewest settings (tasks) for a t interval; below it the exact fall-back, flagged.
 MIN_TASKS = 5
@@ -102,6 +105,59 @@ def cluster_interval(values: Sequence[float], clusters: Sequence, *, confidence:
     cov = 1.0 - 2.0 ** (1 - g)
     return Interval(centre, lo, hi, cov, g, f"range of {g} setting means (exact for their median)",
                     f"{g} settings (< {MIN_TASKS}): exact range, {cov:.0%} coverage")
+
+
+def rate_interval(hits: Sequence[float], clusters: Sequence, *, confidence: float = 0.95) -> Interval:
+    """A rate over runs (``k / n``) with an interval of real coverage that is never of zero width.
+
+    Seeds of one setting are replicates, settings are not: with two or more settings the interval is
+    :func:`cluster_interval` on the settings' rates (t from :data:`MIN_TASKS` settings, the exact range below,
+    flagged), clipped to [0, 1]; it is then widened, where narrower, to the exact (Clopper-Pearson) interval of the
+    pooled count, the narrowest a rate of ``n`` independent runs can honestly have. At 0% or 100% (every setting
+    the same) the settings' spread is zero and the exact interval is what remains: 54/54 gives [93.4%, 100%], not
+    [100%, 100%]. One setting: the exact interval alone (its seeds are independent replicates).
+
+    Parameters
+    ----------
+    hits : array-like of shape (n_runs,)
+        1.0 / 0.0 per run (True / False); NaN runs are left out.
+    clusters : array-like of shape (n_runs,)
+        Each run's setting (task, level and size).
+    confidence : float, default=0.95
+
+    Returns
+    -------
+    Interval
+        ``value`` the pooled rate k / n, ``low`` / ``high`` in [0, 1], ``coverage`` (that of the setting-level
+        interval below :data:`MIN_TASKS` settings, else ``confidence``), ``flag`` below :data:`MIN_TASKS`
+        settings. NaN without a run.
+
+    Examples
+    --------
+    >>> r = rate_interval([1.0] * 54, [i // 3 for i in range(54)])
+    >>> r.value, round(r.low, 3), r.high, r.flag
+    (1.0, 0.934, 1.0, '')
+    >>> r = rate_interval([0, 0, 0], ["a", "a", "a"])
+    >>> r.value, (round(r.low, 3), round(r.high, 3)), r.method
+    (0.0, (0.0, 0.708), 'exact (Clopper-Pearson) on 3 runs of one setting')
+    """
+    v = np.asarray(hits, dtype=float)
+    c = np.asarray(list(clusters), dtype=object)
+    ok = np.isfinite(v)
+    v, c = v[ok], c[ok]
+    n = int(v.size)
+    if not n:
+        return Interval(math.nan, math.nan, math.nan, math.nan, 0, "none")
+    k = int(round(float(v.sum())))
+    exact = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    g = len(set(map(str, c)))
+    if g < 2:
+        return Interval(k / n, float(exact.low), float(exact.high), confidence, g,
+                        f"exact (Clopper-Pearson) on {n} runs of one setting")
+    ci = cluster_interval(v, c, confidence=confidence)
+    lo, hi = min(max(ci.low, 0.0), float(exact.low)), max(min(ci.high, 1.0), float(exact.high))
+    return Interval(k / n, lo, hi, ci.coverage, g, f"{ci.method} of the rate, at least the exact interval of "
+                                                   f"{k}/{n}", ci.flag)
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:

@@ -1,0 +1,77 @@
+"""The claim table's rates and their intervals (never of zero width), the power each row states before its
+verdict, and the precursor rate it shares with ``analyze``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ckptgeo.studies.claim_rows import floor_modular
+from ckptgeo.studies.claims import ClaimContext, rate_of
+
+
+def _runs(n_settings: int, seeds: int = 3) -> pd.DataFrame:
+    return pd.DataFrame([dict(model=f"t{k}-L1-tiny-s{s}", task=f"t{k}", level=1, size="tiny", seed=s)
+                         for k in range(n_settings) for s in range(1, seeds + 1)])
+
+
+def test_a_rate_of_100_or_0_percent_has_the_exact_interval_not_zero_width():
+    """The cpu study's order row read 54/54 [100%, 100%] (a bootstrap of a constant); the exact interval of
+    54/54 is [93.4%, 100%], of 0/18 [0%, 18.5%]."""
+    rows = _runs(18)
+    rate, lo, hi, how = rate_of(ClaimContext(rows), rows, pd.Series([True] * 54))
+    assert rate == 1.0 and lo == pytest.approx(0.025 ** (1 / 54), abs=1e-4) and hi == 1.0, (lo, hi)
+    assert lo == pytest.approx(0.9340, abs=1e-3) and "exact" in how
+    rows = _runs(6)
+    rate, lo, hi, _ = rate_of(ClaimContext(rows), rows, pd.Series([False] * 18))
+    assert (rate, lo) == (0.0, 0.0) and hi == pytest.approx(1 - 0.025 ** (1 / 18), abs=1e-4)
+
+
+def test_a_rate_over_settings_is_as_wide_as_their_spread_and_flagged_below_five():
+    """2 of 18 runs over 6 settings (both hits in one setting): t on the 6 setting rates (0, 0, 0, 0, 0, 2/3)
+    reaches below 0, clipped, and above the exact upper bound 34.7%; 3 settings: the exact range, flagged."""
+    rows = _runs(6)
+    hits = pd.Series([True, True] + [False] * 16)
+    rate, lo, hi, how = rate_of(ClaimContext(rows), rows, hits)
+    means = np.array([2 / 3, 0, 0, 0, 0, 0])
+    from scipy.stats import t
+
+    t_hi = means.mean() + t.ppf(0.975, 5) * means.std(ddof=1) / np.sqrt(6)
+    assert rate == pytest.approx(2 / 18) and lo == 0.0 and hi == pytest.approx(t_hi) and hi > 0.347
+    rows = _runs(3)
+    rate, lo, hi, how = rate_of(ClaimContext(rows), rows, pd.Series([True] * 9))
+    assert lo == pytest.approx(0.025 ** (1 / 9), abs=1e-4) and "3 settings" in how and "75%" in how
+
+
+def _floors(values: dict) -> ClaimContext:
+    rows = [dict(model=f"modular-L1-{size}-s{s}", task="modular", level=1, size=size, seed=s, collapse_floor=v)
+            for size, vs in values.items() for s, v in enumerate(vs, 1)]
+    return ClaimContext(pd.DataFrame(rows))
+
+
+def test_the_modular_floor_needs_a_95_percent_interval_at_every_size():
+    """Three identical seeds per size gave a zero-width bootstrap interval [1.80, 1.80] and "reproduced"; three
+    seeds have no 95% interval (their range covers the median 75% of the time)."""
+    few = floor_modular(_floors({"tiny": [1.8, 1.8, 1.8], "mini": [2.1, 2.1, 2.1]}))
+    assert few.verdict == "inconclusive" and "75% coverage" in few.reason, few
+    six = floor_modular(_floors({"tiny": [1.7, 1.8, 1.9, 1.8, 1.75, 1.85], "mini": [2.0, 2.1, 2.2, 2.1, 2.05, 2.15]}))
+    assert six.verdict == "reproduced" and "tiny 1.80 [1.73, 1.87]" in six.measured  # 1.80 +- t(5) 0.0707 / sqrt 6, six
+
+
+@pytest.mark.parametrize("kind", ["iid", "random_walk"])
+def test_a_null_copy_moves_each_measurement_interval_with_its_value(kind):
+    """The rule reads each checkpoint's half-width (an onset or collapse only where the change exceeds it): a
+    copy keeps the real half-widths, centred on the new values (the copy used to keep the real bounds, which its
+    new values left)."""
+    from ckptgeo.studies.calibrate import null_copy
+
+    steps = np.arange(0, 120, 10)
+    value = np.linspace(20, 4, 12)
+    half = np.linspace(0.1, 0.6, 12)
+    curves = pd.DataFrame(dict(model="m", suite="s", metric="rankme", layer=2, step=steps, value=value,
+                               value_low=value - half, value_high=value + half))
+    out, _ = null_copy(curves, pd.DataFrame(), kind, np.random.default_rng(0))
+    assert not np.allclose(out["value"], value)
+    assert np.allclose((out["value_high"] - out["value_low"]) / 2, half)
+    assert np.allclose((out["value_high"] + out["value_low"]) / 2, out["value"])
