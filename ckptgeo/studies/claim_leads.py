@@ -30,7 +30,7 @@ from ckptgeo.analysis.curves import grid_run, summary_rows
 from ckptgeo.studies.claims import ALPHA, MARGIN, MIN_CASES, SOURCES, Claim, ClaimContext, register_claim
 from ckptgeo.studies.inference import Interval, cluster_interval, contrast
 from ckptgeo.studies.leads import Behaviour, LeadMatrix, lead_matrix
-from ckptgeo.studies.power import LEADS, minimum_detectable
+from ckptgeo.studies.power import mde_text, minimum_detectable
 
 __all__ = ["behaviour", "lead_frame", "leads_table", "tracking_test", "whole_model_curves"]
 
@@ -174,12 +174,6 @@ def _fmt(x: float, f: str = "{:.2g}") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f.format(x)
 
 
-def _mde_text(mde: float, table: dict) -> str:
-    shown = ", ".join(f"{d}: {p:.0%}" for d, p in table.items())
-    return (f"MDE {mde:g} checkpoints" if math.isfinite(mde) else f"MDE > {max(LEADS)} checkpoints") + \
-        f" (power by planted lead: {shown})"
-
-
 def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, power: bool = True):
     """The lead matrix, the judged runs' leads and interval, the tracking test and the MDE."""
     lm = lead_matrix(curves, beh, config=ctx.config)
@@ -268,7 +262,7 @@ def _lead_row(ctx: ClaimContext, row_id: str, claim: str, paper: str, curves: di
     steps = with_onset["lead_steps"].median() if len(with_onset) else math.nan
     measured = (f"mean lead {iv.text(' ckpt')} over {len(with_onset)} of {len(mine)} runs with an onset "
                 f"({iv.n_settings} settings; median {_fmt(steps, '{:+.0f}')} steps); by chance (behaviour of its "
-                f"schedule) {_fmt(null, '{:+.1f}')}; tracking tau {_fmt(tau, '{:+.2f}')}; {_mde_text(mde, table)}")
+                f"schedule) {_fmt(null, '{:+.1f}')}; tracking tau {_fmt(tau, '{:+.2f}')}; {mde_text(mde, table)}")
     if kind == "absent":
         verdict, why = _absent_verdict(p, iv, mde, len(with_onset), len(mine), what)
     else:
@@ -325,7 +319,7 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     hi = "inf" if c.high == math.inf else f"{c.high:+.1f}"
     measured = (f"hard minus easy lead {c.estimate:+.1f} checkpoints [{lo}, {hi}] over {c.n_hard} hard and "
                 f"{c.n_easy} easy runs matched on acquisition ({c.n_strata} schedule x checkpoint cells); rank statistic {c.statistic:+.2f}; "
-                + (_mde_text(mde, table) if table else f"no labelling of these settings could give p < {ALPHA}"))
+                + (mde_text(mde, table) if table else f"no labelling of these settings could give p < {ALPHA}"))
     if c.p_value != c.p_value:
         verdict, why = "inconclusive", c.flag
     elif c.p_value < ALPHA:

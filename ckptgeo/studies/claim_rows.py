@@ -15,8 +15,8 @@ import pandas as pd
 from ckptgeo.analysis import acquisition_null, stats
 from ckptgeo.analysis import curves as cv
 from ckptgeo.studies.inference import cluster_interval
-from ckptgeo.studies.power import kendall_mde
-from ckptgeo.studies.claims import (ALPHA, MIN_CASES, MIN_SETTINGS, PROBE_GATE_ACCURACY, SOURCES, Claim,
+from ckptgeo.studies.power import LEADS, POWER, kendall_mde, mde_text, mean_kendall_mde, minimum_detectable, tau_mde_text
+from ckptgeo.studies.claims import (ALPHA, MIN_CASES, MIN_SETTINGS, PROBE_GATE_ACCURACY, SOURCES, TAU_MARGIN, Claim,
                                     ClaimContext, ci_text, examples_text, fraction_text, holds_verdict, numeric, rate_of, size_params,
                                     register_claim)
 
@@ -26,40 +26,64 @@ def _order(ctx: ClaimContext) -> Claim:
     col, rec, acq = numeric(c["collapse_step"]), numeric(c["onset_step"]), numeric(c["acquisition_step"])
     ok = (col < rec) & (rec <= acq)  # NaN compares False: a missing collapse or recovery is out of order
     rate, lo, hi, how = rate_of(ctx, c, ok)
-    null, p, res = math.nan, math.nan, None
+    null, p, res, mde, table = math.nan, math.nan, None, math.nan, {}
     if ctx.curves and len(c):
         # the order under permuted acquisition: collapse and recovery are found before the acquisition given
-        res = _order_null(ctx, list(c["model"]))
+        res = _order_null(ctx, ctx.curves, list(c["model"]))
         if res is not None:
             null, p = res.null_mean, res.p_value
-    verdict, why = holds_verdict(p, len(c), "order rate against permuted acquisition", _floor_p(res))
+            mde, table = _order_power(ctx, list(c["model"]))
+    verdict, why = holds_verdict(p, len(c), "order rate against permuted acquisition", _floor_p(res), mde=mde)
     missing = c.loc[~ok.to_numpy(), "model"]
     return Claim("order", "collapse -> recovery -> acquisition, in that order, in every run",
                  "the shape holds across tasks and sizes",
-                 f"{fraction_text(int(ok.sum()), len(c))} acquired runs {ci_text(lo, hi)}", verdict,
+                 f"{fraction_text(int(ok.sum()), len(c))} acquired runs {ci_text(lo, hi)}"
+                 + (f"; {mde_text(mde, table)}" if table else ""), verdict,
                  why + (f"; out of order: {examples_text(missing)}" if len(missing) else ""),
                  "events/events.parquet (metric rankme, summary layer); figures/grid.png", SOURCES["order"],
-                 rate, lo, hi, null, p, f"permutation of acquisition steps within a schedule; interval: {how}")
+                 rate, lo, hi, null, p, f"permutation of acquisition steps within a schedule; interval: {how}",
+                 mde=mde)
 
 
-def _order_null(ctx: ClaimContext, judged: list[str]):
-    """Permutation null of the in-order rate (collapse < recovery onset <= acquisition): the shared
+def _order_null(ctx: ClaimContext, curves: dict, judged: list[str], n_permutations: int | None = None):
+    """Permutation null of the in-order rate (collapse < recovery onset <= acquisition) of ``curves``: the shared
     within-schedule null (:func:`ckptgeo.analysis.acquisition_null.rate_null`) with this outcome."""
     from ckptgeo.studies.chance import events_at
 
-    pool = [m for m, cv in ctx.curves.items() if cv.acquisition_step is not None]
+    pool = [m for m, cv in curves.items() if cv.acquisition_step is not None]
 
     def in_order(i: int, acq: int) -> float:
-        cv = ctx.curves[pool[i]]
+        cv = curves[pool[i]]
         e = events_at(cv.steps, cv.values, acq, config=ctx.config)
         col, on = e.collapse.step if e.collapse else None, e.onset.step
         return float(col is not None and on is not None and col < on <= acq)
 
     judged_set = set(judged)
-    return acquisition_null.rate_null(in_order, [ctx.curves[m].acquisition_step for m in pool],
-                                      [ctx.curves[m].stratum for m in pool],
+    return acquisition_null.rate_null(in_order, [curves[m].acquisition_step for m in pool],
+                                      [curves[m].stratum for m in pool],
                                       [i for i, m in enumerate(pool) if m in judged_set],
-                                      n_permutations=ctx.n_permutations, seed=ctx.seed)
+                                      n_permutations=n_permutations or ctx.n_permutations, seed=ctx.seed)
+
+
+def _order_power(ctx: ClaimContext, judged: list[str]) -> tuple[float, dict]:
+    """The order row's MDE: RankMe curves planted with a collapse, then a recovery ``d`` checkpoints before
+    accuracy's onset (:mod:`ckptgeo.studies.power`), the row's permutation test rerun on them."""
+    from ckptgeo.analysis.summary import AnalysisConfig
+    from ckptgeo.studies.claim_leads import behaviour
+
+    beh = behaviour(ctx)
+    judged = [m for m in judged if m in ctx.curves and m in beh]
+
+    def detects(planted: dict) -> bool:
+        r = _order_null(ctx, planted, judged, n_permutations=min(ctx.n_permutations, _POWER_PERMUTATIONS))
+        return r is not None and r.p_value < ALPHA
+
+    return minimum_detectable(detects, ctx.curves, beh, judged, n_power=ctx.n_power,
+                              fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed)
+
+
+#: permutations inside each planted replicate of a power analysis.
+_POWER_PERMUTATIONS = 199
 
 
 def _floor_p(res) -> float:
@@ -75,7 +99,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     runs = ctx.runs
     e = events[(events["metric"] == "rankme") & events["model"].isin(set(runs["model"]))] if len(events) else events
     e = cv.preferred_variant(e)
-    per_run, items, labels, post_first, ties, small, few = [], [], [], 0, 0, 0, 0
+    per_run, depths, items, labels, post_first, ties, small, few = [], [], [], [], 0, 0, 0, 0
     for model, g in (e.groupby("model", sort=True) if len(e) else []):
         n_layers = int(g["layer"].max())
         if n_layers < 4:
@@ -91,6 +115,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
         if math.isnan(kt.tau):
             continue
         per_run.append(kt.tau)
+        depths.append(x)
         ties += kt.n_tied_y
         items += list(zip(x, y))
         labels += [model] * len(x)
@@ -117,17 +142,22 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     res = stats.permutation_test(mean_tau, len(arr), strata=list(lab), n_permutations=ctx.n_permutations,
                                  seed=ctx.seed, alternative="less")
     k = int(sum(t < 0 for t in per_run))
-    verdict, why = holds_verdict(res.p_value, n, "mean Kendall tau < 0 against onsets permuted within runs")
+    mde, _ = mean_kendall_mde(depths, alpha=ALPHA, seed=ctx.seed)
+    mde = -mde   # the row tests tau < 0
+    verdict, why = holds_verdict(res.p_value, n, "mean Kendall tau < 0 against onsets permuted within runs",
+                                 mde=mde, margin=TAU_MARGIN, unit="in mean Kendall tau")
     return Claim("top_down", "collapse reaches output-side layers first (Kendall tau(depth, collapse onset) < 0)",
                  "28/32 task x model pairs (v3); 32/32 (v1-v2)",
                  f"mean tau {res.statistic:+.2f} over {n} runs of >= 4 layers ({k} with tau < 0; {ties} tied onset "
-                 f"pair(s)); post-final-norm layer at or before the last block in {post_first}/{n}",
+                 f"pair(s)); post-final-norm layer at or before the last block in {post_first}/{n}; "
+                 f"{tau_mde_text(mde)}",
                  verdict, why + (f"; {small} run(s) of < 4 layers not tested" if small else "")
                  + (f"; {few} run(s) of >= 4 layers not tested: fewer than 3 blocks collapse" if few else "")
                  + "; collapse onset = first step at the collapse fraction of the layer's first RankMe",
                  "events/events.parquet (collapse_onset_step per layer)", SOURCES["top_down"],
                  float(res.statistic), math.nan, math.nan, res.null_mean, res.p_value,
-                 "Kendall tau-b per run, mean tau vs onsets permuted among a run's blocks (one-sided)")
+                 "Kendall tau-b per run, mean tau vs onsets permuted among a run's blocks (one-sided); mde in "
+                 "mean tau", mde=mde)
 
 
 def _floor_rows(runs: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -184,19 +214,15 @@ def _floor_multiplication(ctx: ClaimContext) -> Claim:
     kt = stats.kendall_tau(r["n_parameters"].to_numpy(float), r["collapse_floor"].to_numpy(float),
                            n_permutations=ctx.n_permutations, seed=ctx.seed, alternative="greater")
     # a design that cannot reject leaves a rising floor inconclusive; a falling one is still not reproduced
-    verdict, why = holds_verdict(kt.p_value, len(r), f"Kendall tau(parameters, floor) = {kt.tau:+.2f} over {len(r)} runs",
-                          kt.min_p if kt.tau > 0 else math.nan)
     mde, _ = kendall_mde(r["n_parameters"].to_numpy(float), alpha=ALPHA, seed=ctx.seed)
+    verdict, why = holds_verdict(kt.p_value, len(r), f"Kendall tau(parameters, floor) = {kt.tau:+.2f} over {len(r)} runs",
+                                 kt.min_p if kt.tau > 0 else math.nan, mde=mde, margin=TAU_MARGIN,
+                                 unit="in Kendall tau")
     return Claim("floor_multiplication", "multiplication's collapse floor rises with capacity",
-                 "floors rise with model size", f"median floor by size: {shown}; tau {kt.tau:+.2f}; {_tau_mde_text(mde)}",
+                 "floors rise with model size", f"median floor by size: {shown}; tau {kt.tau:+.2f}; {tau_mde_text(mde)}",
                  verdict, why, "events/events.parquet (collapse_floor, multiplication runs)",
                  SOURCES["floor_multiplication"], kt.tau, math.nan, math.nan, 0.0, kt.p_value,
                  "Kendall tau-b, one-sided permutation p; mde in tau", mde=mde)
-
-
-def _tau_mde_text(mde: float) -> str:
-    return (f"MDE tau {mde:+.2f} (power >= 80%)" if math.isfinite(mde)
-            else "no tau detectable with power >= 80% at this design")
 
 
 def _across(ctx: ClaimContext, quantity: str) -> Claim:
@@ -224,19 +250,23 @@ def _across(ctx: ClaimContext, quantity: str) -> Claim:
             else:
                 pairs.append((small, large, len(both), math.nan, math.nan, math.nan))
     shown = "; ".join(f"{a} vs {b}: tau {t:+.2f} (p {p:.2g}, {n} settings, "
-                      f"{_tau_mde_text(mdes[(a, b)])})" if not math.isnan(t)
+                      f"{tau_mde_text(mdes[(a, b)])})" if not math.isnan(t)
                       else f"{a} vs {b}: undefined ({n} settings)" for a, b, n, t, p, _ in pairs) or "one size only"
     judged = [(n, t, p, m) for _, _, n, t, p, m in pairs if n >= MIN_SETTINGS and not math.isnan(t)]
     mde = max((mdes[(a, b)] for a, b, n, t, _, _ in pairs if n >= MIN_SETTINGS and not math.isnan(t)),
               default=math.nan)
-    failed = [(t, m) for _, t, p, m in judged if not (t > 0 and p < ALPHA)]
+    failed = [(t, m, mdes[(a, b)]) for a, b, n, t, p, m in pairs
+              if n >= MIN_SETTINGS and not math.isnan(t) and not (t > 0 and p < ALPHA)]
     if not judged:
         verdict, why = "inconclusive", f"no pair of sizes shares {MIN_SETTINGS} settings with a defined tau"
     elif not failed:
         verdict, why = "reproduced", f"tau > 0 with p < {ALPHA} for every pair of sizes"
-    elif all(t > 0 and m >= ALPHA for t, m in failed):
+    elif all(t > 0 and m >= ALPHA for t, m, _ in failed):
         verdict, why = "inconclusive", (f"tau > 0 for every pair of sizes, but for some pair no order of its "
                                         f"settings could give p < {ALPHA}")
+    elif not all(math.isfinite(d) and d <= TAU_MARGIN for _, _, d in failed):
+        verdict, why = "inconclusive", (f"some pair of sizes has tau <= 0 or p >= {ALPHA}, but its design detects a "
+                                        f"tau of {TAU_MARGIN:g} with power < 80% (not evidence either way)")
     else:
         verdict, why = "not reproduced", f"some pair of sizes has tau <= 0 or p >= {ALPHA}"
     ps = [p for _, _, p, _ in judged]
@@ -283,8 +313,8 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
         counted.iloc[:0]
     flag = rows["model"].isin(leads)
     rate, lo, hi, how = rate_of(ctx, rows, flag)
-    null = p = math.nan
-    res = None
+    null = p = mde = math.nan
+    res, table = None, {}
     if models and "probe_step" in judged.columns:
         first = judged.groupby("model")["probe_step"].min()
         pool = [m for m in models if m in ctx.curves and ctx.curves[m].acquisition_step is not None]
@@ -296,17 +326,43 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
                                              n_permutations=ctx.n_permutations, seed=ctx.seed)
             if res is not None:
                 null, p = res.null_mean, res.p_value
-    verdict, why = holds_verdict(p, len(models), "lead rate against permuted acquisition", _floor_p(res))
+                mde, table = _probe_power(ctx, pool)
+    verdict, why = holds_verdict(p, len(models), "lead rate against permuted acquisition", _floor_p(res), mde=mde)
     extra = (f"; {len(at_start)} acquired run(s) left out: every layer's probe reads the label at the first "
              f"checkpoint (no rise to see)") if at_start else ""
     extra += f"; {len(not_measured)} acquired run(s) not measured (probe undefined)" if not_measured else ""
     return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
                  "probes lead acquisition",
                  f"{fraction_text(len(leads), len(models))} acquired runs have a layer whose probe leads {ci_text(lo, hi)}"
-                 + ("" if math.isnan(null) else f"; permuted {null:.0%}"),
+                 + ("" if math.isnan(null) else f"; permuted {null:.0%}") + (f"; {mde_text(mde, table)}" if table else ""),
                  verdict, why + extra + gate + "; onset: beats max(chance, control) by the margin with p < alpha",
                  "summary/probe_lead.parquet", SOURCES["probe_lead"], rate, lo, hi, null, p,
-                 f"permutation of acquisition steps within a schedule; interval: {how}")
+                 f"permutation of acquisition steps within a schedule; interval: {how}", mde=mde)
+
+
+def _probe_power(ctx: ClaimContext, pool: list[str]) -> tuple[float, dict]:
+    """The probe row's MDE in checkpoints: every run's probe onset planted ``d`` checkpoints (of its accuracy
+    grid) before its acquisition, give or take one (an onset is known to its checkpoint), never at the first
+    checkpoint (that is *readable at start*); the row's permutation test rerun on ``n_power`` such studies. The
+    smallest ``d`` of :data:`ckptgeo.studies.power.LEADS` detected with power >= 80%; inf when none."""
+    rng = np.random.default_rng(ctx.seed)
+    acq = [int(ctx.curves[m].acquisition_step) for m in pool]
+    grids = [np.asarray(ctx.accuracy[m][0] if m in ctx.accuracy else ctx.curves[m].steps, dtype=float) for m in pool]
+    at = [int(np.searchsorted(g, a)) for g, a in zip(grids, acq)]
+    table = {}
+    for d in LEADS:
+        hits = 0
+        for _ in range(ctx.n_power):
+            idx = [min(max(i - d + int(rng.integers(-1, 2)), 1), len(g) - 1) for i, g in zip(at, grids)]
+            onset = np.array([g[i] for i, g in zip(idx, grids)])
+            r = acquisition_null.rate_null(lambda i, a: float(onset[i] < a), acq, [ctx.curves[m].stratum for m in pool],
+                                           range(len(pool)), n_permutations=min(ctx.n_permutations,
+                                                                                _POWER_PERMUTATIONS), seed=ctx.seed)
+            hits += r is not None and r.p_value < ALPHA
+        table[d] = hits / ctx.n_power if ctx.n_power else math.nan
+        if table[d] >= POWER:
+            return float(d), table
+    return math.inf, table
 
 
 def _failed_gate(ctx: ClaimContext, probes: pd.DataFrame | None, models: set) -> tuple[int, list[str]] | None:

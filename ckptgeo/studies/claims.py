@@ -41,7 +41,7 @@ from ckptgeo.analysis.curves import (NOT_COUNTED, grid_run, preferred_variant, r
                                     summary_rows)
 
 __all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_table", "runs_table", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
-           "ALPHA", "MARGIN", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table", "claim_context"]
+           "ALPHA", "MARGIN", "TAU_MARGIN", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table", "claim_context"]
 
 #: fewest cases (runs, settings) a test is run on; fewer: inconclusive.
 MIN_CASES = 3
@@ -61,6 +61,9 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive")
 #: equivalence margin of the absence rows, and the lead the holds rows need power at, in checkpoints: twice the
 #: +-1 checkpoint to which each of a lead's two onsets is known. Fixed before any outcome.
 MARGIN = 2.0
+#: the rank rows' margin (top-down, floors rising with size, across sizes): a failure to reject is "not reproduced"
+#: only where a Kendall tau of this size is detected with power >= 80%. Fixed before any outcome.
+TAU_MARGIN = 0.5
 
 #: Where each claim comes from (docs/definitions.md#claims: the paper's version and section, in our words; the
 #: figures of the paper were not checked here).
@@ -171,7 +174,7 @@ def rules() -> dict:
             "probe_gate_accuracy": PROBE_GATE_ACCURACY, "probe_target": "first answer token, exact",
             "primary": "contrast: hard minus easy lead, difficulty labels permuted among settings within schedules",
             "multiplicity": "Holm over every tested row but the primary",
-            "margin_checkpoints": MARGIN, "power": 0.8,
+            "margin_checkpoints": MARGIN, "margin_tau": TAU_MARGIN, "power": 0.8,
             "lead": "accuracy onset (a tenth of the way from chance to its maximum) minus the geometric onset, "
                     "same fraction",
             "interval": "t on setting means from 5 settings; below 5 the exact range (contrast: inverted "
@@ -338,9 +341,14 @@ def _powerless(floor_p: float) -> bool:
     return floor_p is not None and not math.isnan(floor_p) and floor_p >= ALPHA
 
 
-def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan) -> tuple[str, str]:
+def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan, *, mde: float | None = None,
+                  margin: float = MARGIN, unit: str = "checkpoints") -> tuple[str, str]:
     """Verdict of a claim that something holds, from its test's p-value over n cases (``floor_p``: the smallest
-    p-value the test could give; at or above alpha the test cannot reject and the verdict is inconclusive)."""
+    p-value the test could give; at or above alpha the test cannot reject and the verdict is inconclusive).
+
+    ``mde``: the smallest effect the test detects with power >= 80% at this design (:mod:`ckptgeo.studies.power`);
+    a failure to reject is *not reproduced* only where it is at or below ``margin`` (in ``unit``), else
+    *inconclusive*. None (a row that states no power) keeps the failure as *not reproduced*."""
     if n < MIN_CASES or p is None or math.isnan(p):
         return "inconclusive", f"only {n} case(s); at least {MIN_CASES} are needed" if n < MIN_CASES else \
             "no test possible"
@@ -349,7 +357,11 @@ def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan) -> tup
     if _powerless(floor_p):
         return "inconclusive", (f"{what}: p = {p:.3g}; the test cannot reject (no outcome of these cases could: "
                                 f"its smallest possible p is {floor_p:.2g} >= {ALPHA})")
-    return "not reproduced", f"{what}: p = {p:.3g} >= {ALPHA} (not distinguishable from chance)"
+    if mde is not None and not (math.isfinite(mde) and abs(mde) <= margin):
+        return "inconclusive", (f"{what}: p = {p:.3g} >= {ALPHA}, but this design detects an effect of {margin:g} "
+                                f"{unit} with power < 80% (not evidence either way)")
+    power = "" if mde is None else f", and this design detects {abs(mde):g} {unit} with power >= 80%"
+    return "not reproduced", f"{what}: p = {p:.3g} >= {ALPHA} (not distinguishable from chance){power}"
 
 
 # ------------------------------------------------------------------------------------------- the registry

@@ -1,6 +1,9 @@
 """Power before verdicts: the smallest lead a claim row could detect at this design.
 
-Rank rows (a Kendall tau between sizes or against parameters) state theirs in tau: :func:`kendall_mde`.
+Rank rows (a Kendall tau between sizes or against parameters) state theirs in tau: :func:`kendall_mde`; the
+top-down row (a mean tau over runs, each its own depth) :func:`mean_kendall_mde`. A row may say "not reproduced"
+only where its MDE is at or below the margin fixed in advance (:data:`ckptgeo.studies.claims.MARGIN`
+checkpoints, :data:`ckptgeo.studies.claims.TAU_MARGIN` in tau).
 
 Each judged run's curve is replaced by a smooth curve of its own size (RankMe: a fall by the run's own drop, then
 a recovery; other measures: a step by the run's own largest departure) with its onset planted ``d``
@@ -23,7 +26,8 @@ import numpy as np
 from ckptgeo.analysis import stats
 from ckptgeo.studies.leads import grid_index
 
-__all__ = ["LEADS", "POWER", "planted_curve", "plant", "power_at", "minimum_detectable", "kendall_mde"]
+__all__ = ["LEADS", "POWER", "planted_curve", "plant", "power_at", "minimum_detectable", "kendall_mde",
+           "mean_kendall_mde", "mde_text", "tau_mde_text"]
 
 #: planted leads tried, in checkpoints.
 LEADS = (1, 2, 3, 4, 6, 8)
@@ -95,6 +99,19 @@ def minimum_detectable(detects: Callable[[dict], bool], curves: Mapping, behavio
     return math.inf, table
 
 
+def mde_text(mde: float, table: Mapping) -> str:
+    """The MDE in checkpoints with the power at each planted lead tried, as a row prints it."""
+    shown = ", ".join(f"{d}: {p:.0%}" for d, p in table.items())
+    return (f"MDE {mde:g} checkpoints" if math.isfinite(mde) else f"MDE > {max(LEADS)} checkpoints") + \
+        f" (power by planted lead: {shown})"
+
+
+def tau_mde_text(mde: float) -> str:
+    """The MDE in Kendall tau as a row prints it."""
+    return (f"MDE tau {mde:+.2f} (power >= 80%)" if math.isfinite(mde)
+            else "no tau detectable with power >= 80% at this design")
+
+
 def _tau_b_many(x: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """Kendall tau-b of ``x`` (n,) against each row of ``ys`` (m, n) (rows without ties)."""
     iu = np.triu_indices(x.size, 1)
@@ -148,6 +165,51 @@ def kendall_mde(x, *, alpha: float = 0.05, n_sim: int = 400, n_null: int = 1999,
         ge = null.size - np.searchsorted(null, taus - 1e-12, side="left")
         p = (ge + extra) / den
         effect, power = float(np.round(np.mean(taus), 2)), float(np.mean(p < alpha))
+        table[effect] = power
+        if power >= POWER:
+            return effect, table
+    return math.inf, table
+
+
+def mean_kendall_mde(xs, *, alpha: float = 0.05, n_sim: int = 200, n_null: int = 999, seed: int = 0,
+                     rhos=tuple(np.round(np.arange(0.05, 1.0, 0.05), 2))) -> tuple[float, dict]:
+    """(MDE in mean Kendall tau, {tau: power}) of a test of the mean tau over runs, each run's outcome permuted
+    among its own items (the top-down row: depth against collapse onset within each run).
+
+    ``xs`` holds each run's ``x`` (its block depths, without ties). Each run's outcome is drawn from a Gaussian
+    copula at correlation rho on its ``x`` (``n_sim`` studies per rho); the effect is the mean over studies of the
+    mean tau; a study is detected when its one-sided permutation p against ``n_null`` joint within-run
+    permutations is below alpha. A magnitude: a test of tau < 0 has the same MDE by symmetry. inf when no rho
+    reaches :data:`POWER`.
+
+    Examples
+    --------
+    >>> mean_kendall_mde([[1, 2, 3]])[0]
+    inf
+    """
+    from scipy.stats import norm, rankdata
+
+    runs = [np.asarray(x, dtype=float) for x in xs]
+    runs = [x[np.isfinite(x)] for x in runs]
+    runs = [x for x in runs if x.size >= 2 and np.unique(x).size == x.size]
+    if not runs:
+        return math.inf, {}
+    rng = np.random.default_rng(seed)
+    null = np.mean([_tau_b_many(x, np.stack([rng.permutation(x.size).astype(float) for _ in range(n_null)]))
+                    for x in runs], axis=0)
+    null = np.sort(null)
+    table = {}
+    for rho in rhos:
+        taus = []
+        for x in runs:
+            score = norm.ppf((rankdata(x) - 0.5) / x.size)
+            score = (score - score.mean()) / (score.std() or 1.0)
+            y = rho * score + math.sqrt(1.0 - rho ** 2) * rng.standard_normal((n_sim, x.size))
+            taus.append(_tau_b_many(x, y))
+        mean = np.mean(taus, axis=0)
+        ge = null.size - np.searchsorted(null, mean - 1e-12, side="left")
+        p = (ge + 1) / (null.size + 1)
+        effect, power = float(np.round(np.mean(mean), 2)), float(np.mean(p < alpha))
         table[effect] = power
         if power >= POWER:
             return effect, table
