@@ -3,6 +3,8 @@ verdict, and the precursor rate it shares with ``analyze``."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -75,3 +77,80 @@ def test_a_null_copy_moves_each_measurement_interval_with_its_value(kind):
     assert not np.allclose(out["value"], value)
     assert np.allclose((out["value_high"] - out["value_low"]) / 2, half)
     assert np.allclose((out["value_high"] + out["value_low"]) / 2, out["value"])
+
+
+# ------------------------------------------------------------------------------------- power before verdicts
+
+GRID = np.arange(0, 300, 10, dtype=float)     # 30 checkpoints, one schedule
+
+
+def _order_context(n_runs: int, *, shape: str = "in order", n_power: int = 10):
+    """``n_runs`` runs on one schedule acquiring at checkpoints 10, 12, 14, ...: RankMe falls by checkpoint 2 and
+    recovers 3 checkpoints before acquisition ("in order"), falls and recovers after it ("late"), or stays flat."""
+    from ckptgeo.studies.chance import Curve
+
+    rows, curves, acc = [], {}, {}
+    for k in range(n_runs):
+        model, acq_idx = f"t{k}-L1-tiny-s1", 10 + 2 * (k % 8)
+        v = np.where(np.arange(30) < 2, 20.0, 4.0)
+        v[acq_idx - 3:] = 14.0
+        col, rec = GRID[2], GRID[acq_idx - 3]
+        if shape == "late":
+            v = np.where(np.arange(30) < acq_idx + 1, 20.0, np.where(np.arange(30) < acq_idx + 4, 4.0, 14.0))
+            col, rec = GRID[acq_idx + 1], GRID[acq_idx + 4]
+        elif shape == "flat":
+            v, col, rec = np.full(30, 9.0), np.nan, np.nan
+        rows.append(dict(model=model, task=f"t{k}", level=1, size="tiny", seed=1, counted=True, hard=False,
+                         acquisition_step=GRID[acq_idx], collapse_step=col, onset_step=rec))
+        curves[model] = Curve(GRID, v, int(GRID[acq_idx]), "A", "recovery")
+        acc[model] = (GRID, np.where(np.arange(30) >= acq_idx, 0.95, 0.0), 0.01)
+    return ClaimContext(pd.DataFrame(rows), curves, acc, n_permutations=199, n_power=n_power)
+
+
+def test_holds_verdict_says_not_reproduced_only_with_power_at_the_margin():
+    from ckptgeo.studies.claims import holds_verdict
+
+    assert holds_verdict(0.5, 10, "x", 0.001, mde=1.0)[0] == "not reproduced"
+    verdict, why = holds_verdict(0.5, 10, "x", 0.001, mde=float("inf"))
+    assert verdict == "inconclusive" and "power < 80%" in why
+    assert holds_verdict(0.5, 10, "x", 0.001, mde=-0.6, margin=0.5, unit="in Kendall tau")[0] == "inconclusive"
+    assert holds_verdict(0.01, 10, "x", 0.001, mde=float("inf"))[0] == "reproduced"
+
+
+def test_the_order_row_states_its_minimum_detectable_lead():
+    """16 runs in order, 3 checkpoints ahead: reproduced, and a planted 1-checkpoint recovery lead is found
+    (MDE 1). Collapse and recovery after acquisition: 0/16, not reproduced at MDE 1. Flat curves (a detector that
+    never fires: nothing to plant) state no detectable lead and stay inconclusive (they read "not reproduced")."""
+    from ckptgeo.studies.claim_rows import order
+
+    row = order(_order_context(16))
+    assert row.verdict == "reproduced" and row.mde == 1.0 and "MDE 1 checkpoints" in row.measured, row
+    late = order(_order_context(16, shape="late"))
+    assert late.value == 0.0 and late.mde == 1.0 and late.verdict == "not reproduced", late
+    flat = order(_order_context(16, shape="flat"))
+    assert flat.value == 0.0 and flat.mde == float("inf") and flat.verdict == "inconclusive", flat
+    assert "MDE > 8 checkpoints" in flat.measured and "power < 80%" in flat.reason
+
+
+def _probe_lead(ctx: ClaimContext, leads: int) -> pd.DataFrame:
+    """The first ``leads`` runs' probes read the target 2 checkpoints before acquisition, the rest 2 after."""
+    rows = []
+    for k, r in enumerate(ctx.runs.itertuples()):
+        at = np.searchsorted(GRID, r.acquisition_step) + (-2 if k < leads else 2)
+        rows.append(dict(model=r.model, layer=1, status="leads" if k < leads else "lags", probe_step=GRID[at]))
+    return pd.DataFrame(rows)
+
+
+def test_the_probe_row_is_inconclusive_without_power_and_not_reproduced_with_it():
+    """The cpu study's probe row read "not reproduced (0.11, p = 0.87)" with no power stated. 16 runs on one
+    schedule, 2 leading: a planted lead of 1 checkpoint is found (MDE 1): not reproduced. 4 runs: 24 relabellings,
+    the smallest p 1/24, but a planted lead is found too rarely: inconclusive."""
+    from ckptgeo.studies.claim_rows import probe_lead
+
+    ctx = _order_context(16)
+    row = probe_lead(dataclasses.replace(ctx, tables={"probe_lead": _probe_lead(ctx, 2), "probes": None}))
+    assert row.value == pytest.approx(2 / 16) and row.p_value >= 0.05, row
+    assert row.verdict == "not reproduced" and row.mde <= 2 and "MDE" in row.measured, row
+    few = _order_context(4)
+    row = probe_lead(dataclasses.replace(few, tables={"probe_lead": _probe_lead(few, 0), "probes": None}))
+    assert row.p_value >= 0.05 and row.verdict == "inconclusive" and "power < 80%" in row.reason, row

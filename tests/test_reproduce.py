@@ -565,3 +565,28 @@ def test_reproduction_notes_say_which_rows_ran_on_a_subset_and_how_to_raise_a_bu
     note = _subset_note(PRESETS["cpu"])
     assert note.startswith("The rows of hessian, llc come from a subset") and "counts of those runs only" in note
     assert "preset's metric_options" in _raise_hint("max_hvp") and "ckptgeo scan" in _raise_hint("max_hvp")
+
+
+def test_the_precursor_rate_row_matches_analyze_number_for_number(tmp_path):
+    """The claim table's descriptive precursor_rate row gives, per difficulty, the counts, rate, permuted rate and
+    p that ``analyze`` writes in summary/precursor_rates.parquet (half the tasks recover 3 checkpoints before
+    acquisition, half at it; RankMe noisy so the null is not degenerate)."""
+    import dataclasses
+
+    from ckptgeo.studies.claim_rows import precursor_rates
+    from ckptgeo.studies.claims import claim_context
+
+    spec = {"tiny": {task: dict(acq=ACQ[task], floor=3.0, recover=ACQ[task] - (30 if k % 2 else 0))
+                     for k, task in enumerate(TASKS)}}
+    root = _grid(tmp_path / "ds", spec, seeds=(1, 2))
+    a = analyze(root, write=False, n_permutations=99, n_noise_curves=0)
+    ctx = dataclasses.replace(claim_context(a.events, a.curves, a.accuracy, config=a.config),
+                              tables={"events": a.events})
+    mine = precursor_rates(ctx).set_index("group")
+    theirs = a.tables["precursor_rates"]
+    theirs = theirs[theirs["metric"] == "rankme"].set_index("difficulty")
+    assert len(theirs) and set(theirs.index) <= set(mine.index), (theirs.index, mine.index)
+    cols = ["n_counted", "n_precursor", "precursor_rate", "null_rate", "p_value"]
+    for d in theirs.index:
+        assert mine.loc[d, cols].astype(float).tolist() == pytest.approx(theirs.loc[d, cols].astype(float).tolist())
+    assert 0 < theirs["precursor_rate"].iloc[0] < 1 and theirs["p_value"].iloc[0] < 1

@@ -22,7 +22,7 @@ BUILTIN_STEPS = ["acquisitions", "events", "null_curves", "precursor_rates", "pr
                  "probe_lead", "across_sizes", "seed_spread", "difficulty_slope", "seed_events", "compare", "runs"]
 BUILTIN_CLAIMS = ["contrast", "order", "precursor_hard", "precursor_easy", "tracking", "loss", "top_down", "llc",
                   "hessian", "floor_modular", "floor_multiplication", "across_sizes_collapse_floor",
-                  "across_sizes_acquisition_step", "probe_lead", "pythia_deduction"]
+                  "across_sizes_acquisition_step", "probe_lead", "precursor_rate", "pythia_deduction"]
 #: ckptgeo's own steps, claim rows and figures outside analysis/ and claim_rows (the acquisition forecast)
 PACKAGE_STEPS = ["forecast"]
 PACKAGE_CLAIMS = ["forecast_geometry", "forecast_across_sizes"]

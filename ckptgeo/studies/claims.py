@@ -57,7 +57,9 @@ PILOT_HARD = frozenset({("parity", 1), ("addition", 1), ("modular", 1), ("multip
 #: the probe's sanity gate: where the model's accuracy at the last probed checkpoint is at least this, some
 #: layer's probe must decode the target there (beat max(chance, control) by the margin with p < alpha).
 PROBE_GATE_ACCURACY = 0.95
-VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+#: "descriptive": a number shown beside the verdicts for comparison (RankMe's precursor rate as ``analyze`` gives
+#: it), never judged, never in Holm's family.
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "descriptive")
 #: equivalence margin of the absence rows, and the lead the holds rows need power at, in checkpoints: twice the
 #: +-1 checkpoint to which each of a lead's two onsets is known. Fixed before any outcome.
 MARGIN = 2.0
@@ -192,6 +194,7 @@ class Claim:
     ``value``, ``low``, ``high``: the measured statistic and its 95% interval (NaN when none); ``null``: the
     statistic's mean under the null (NaN when none); ``p_value``: the test's (NaN when none); ``test``: which.
     ``kind``: "primary" (the declared primary row, judged at alpha), "holds" (a claim that something happens),
+    "descriptive" (a number shown for comparison, verdict "descriptive", never in Holm's family),
     "absent" (that it does not: judged by equivalence) or "" (no test); ``p_holm``: ``p_value`` adjusted by Holm
     over every row but the primary (:func:`claim_table`); ``margin``: the equivalence margin (absence rows, in
     checkpoints); ``mde``: the smallest lead the row detects with power >= 80% at this design (checkpoints; inf:
@@ -398,7 +401,7 @@ CLAIMS = Registry("claim", "ckptgeo.claims", {
     name: ("ckptgeo.studies.claim_leads" if name in _LEAD_ROWS else "ckptgeo.studies.claim_rows") for name in (
         "contrast", "order", "precursor_hard", "precursor_easy", "tracking", "loss", "top_down", "llc", "hessian",
         "floor_modular", "floor_multiplication", "across_sizes_collapse_floor", "across_sizes_acquisition_step",
-        "probe_lead", "pythia_deduction")
+        "probe_lead", "precursor_rate", "pythia_deduction")
 } | {name: "ckptgeo.studies.forecast_claims" for name in ("forecast_geometry", "forecast_across_sizes")},
     check=_check_row)
 
@@ -531,7 +534,7 @@ def _adjusted(rows: list[Claim]) -> list[Claim]:
     on a significant excess)."""
     from ckptgeo.studies.inference import holm
 
-    family = [i for i, r in enumerate(rows) if r.kind != "primary" and r.p_value == r.p_value]
+    family = [i for i, r in enumerate(rows) if r.kind not in ("primary", "descriptive") and r.p_value == r.p_value]
     adj = holm([rows[i].p_value for i in family])
     out = list(rows)
     for i, q in zip(family, adj):
