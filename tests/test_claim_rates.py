@@ -56,7 +56,7 @@ def test_the_modular_floor_needs_a_95_percent_interval_at_every_size():
     """Three identical seeds per size gave a zero-width bootstrap interval [1.80, 1.80] and "reproduced"; three
     seeds have no 95% interval (their range covers the median 75% of the time)."""
     few = floor_modular(_floors({"tiny": [1.8, 1.8, 1.8], "mini": [2.1, 2.1, 2.1]}))
-    assert few.verdict == "inconclusive" and "75% coverage" in few.reason, few
+    assert few.verdict == "inconclusive" and "tiny: 3 seed(s) give 75% coverage" in few.reason, few
     six = floor_modular(_floors({"tiny": [1.7, 1.8, 1.9, 1.8, 1.75, 1.85], "mini": [2.0, 2.1, 2.2, 2.1, 2.05, 2.15]}))
     assert six.verdict == "reproduced" and "tiny 1.80 [1.73, 1.87]" in six.measured  # 1.80 +- t(5) 0.0707 / sqrt 6, six
 
@@ -113,7 +113,8 @@ def test_holds_verdict_says_not_reproduced_only_with_power_at_the_margin():
     assert holds_verdict(0.5, 10, "x", 0.001, mde=1.0)[0] == "not reproduced"
     verdict, why = holds_verdict(0.5, 10, "x", 0.001, mde=float("inf"))
     assert verdict == "inconclusive" and "power < 80%" in why
-    assert holds_verdict(0.5, 10, "x", 0.001, mde=-0.6, margin=0.5, unit="in Kendall tau")[0] == "inconclusive"
+    assert holds_verdict(0.5, 10, "x", 0.001, mde=-0.8, margin=0.75, unit="in Kendall tau")[0] == "inconclusive"
+    assert holds_verdict(0.5, 10, "x", 0.001, mde=-0.7, margin=0.75, unit="in Kendall tau")[0] == "not reproduced"
     assert holds_verdict(0.01, 10, "x", 0.001, mde=float("inf"))[0] == "reproduced"
 
 

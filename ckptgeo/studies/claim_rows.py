@@ -182,7 +182,8 @@ def _floor_modular(ctx: ClaimContext) -> Claim:
         inside.append(1.5 <= iv.low and iv.high <= 2.5)
         outside.append(iv.high < 1.5 or iv.low > 2.5)
         if iv.coverage < 0.95 - 1e-9:
-            weak.append(f"{size}: {iv.flag}")
+            weak.append(f"{size}: {len(v)} seed(s) give " + ("no interval" if len(v) < 2 else
+                                                              f"{iv.coverage:.0%} coverage"))
     shown = "; ".join(parts) or "no collapse measured"
     if len(parts) < 2:
         verdict, why = "inconclusive", f"floors at {len(parts)} size(s); at least 2 are needed"
