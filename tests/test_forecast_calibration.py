@@ -111,3 +111,21 @@ def test_concordance_within_hard_and_easy_classes_by_the_studies_rule():
     rev = concordance([(STEPS, np.full(len(STEPS), 1000.0 - r.acquisition_step), r.acquisition_step)
                        for r in runs[3:]], cfg, clusters=[r.task for r in runs[3:]])
     assert rev.concordance == 0.0 and rev.p_value > 0.9 and rev.low == 0.0
+
+
+def test_the_live_forecast_is_widened_as_a_held_out_fold_is():
+    from ckptgeo.forecasting.live import LiveForecaster
+
+    runs = _shifted_runs()
+    cfg = ForecastConfig(max_horizon=32)
+    live = LiveForecaster(runs, feature_set="behaviour", config=cfg)
+    raw = LiveForecaster(runs, feature_set="behaviour", config=ForecastConfig(max_horizon=32, calibrate=False))
+    assert live.widening > 0 and raw.widening == 0
+    r = _run("t9", 1, 30)
+    kw = dict(chance=0.01, rankme={}, n_items=200.0)
+    a = live.forecast("t", r.steps[:12], r.accuracy[:12], **kw)
+    b = raw.forecast("t", r.steps[:12], r.accuracy[:12], **kw)
+    assert a.median_step == b.median_step
+    assert a.low_step <= b.low_step and (math.isnan(a.high_step) or a.high_step > b.high_step), (a, b)
+    assert math.isnan(b.high_step) or math.isnan(a.high_step) or math.isclose(
+        math.log1p(a.high_step) - math.log1p(b.high_step), live.widening)

@@ -6,8 +6,10 @@ behaviour + geometry set by default) and asked at each measuring step of a :clas
 
     acquisition forecast: step 1200 [900, 1600], P(next 5 checkpoints) 0.31
 
-The live run is another run than those it was fitted to, so its forecast is out of sample. Future checkpoints
-are the monitor's schedule (past its end, at its last spacing).
+The live run is another run than those it was fitted to, so its forecast is out of sample. Its interval is
+widened as a held-out fold's is (:mod:`ckptgeo.forecasting.calibrate`: the dataset's runs held out a group at a
+time, by task where they have two tasks or more, else seed). Future checkpoints are the monitor's schedule (past
+its end, at its last spacing).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import numpy as np
 
 from ckptgeo.analysis import events as ev
 from ckptgeo.forecasting.data import RunCurves, runs_from_tables
-from ckptgeo.forecasting.evaluate import ForecastConfig
-from ckptgeo.forecasting.model import HazardModel
+from ckptgeo.forecasting.calibrate import FitCache, widen, widening
+from ckptgeo.forecasting.evaluate import ForecastConfig, primary_split, split_groups
 
 __all__ = ["LiveForecaster", "LiveForecast", "read_runs", "forecast_line"]
 
@@ -104,14 +106,22 @@ class LiveForecaster:
         The finished runs to fit on (two or more; at least one acquired).
     feature_set : {"geometry", "behaviour"}, default="geometry"
     config : ForecastConfig, optional
+
+    Attributes
+    ----------
+    widening : float
+        The interval's widening in ``log1p(step)`` (0 with ``config.calibrate`` False).
     """
 
     def __init__(self, runs: list[RunCurves], *, feature_set: str = "geometry", config: ForecastConfig | None = None):
         self.config = config or ForecastConfig()
         self.feature_set = feature_set
-        self.model = HazardModel(max_horizon=self.config.max_horizon, max_landmarks=self.config.max_landmarks,
-                                 C=self.config.C).fit(runs, [self.config.features(r, feature_set) for r in runs])
+        cache = FitCache(runs, [self.config.features(r, feature_set) for r in runs], self.config)
+        self.model = cache.without(())
         self.n_runs = len(runs)
+        split = primary_split(runs)
+        labels = split_groups(runs, split) if split else [""] * len(runs)
+        self.widening = widening(cache, list(range(len(runs))), labels)[0] if self.config.calibrate else 0.0
 
     @classmethod
     def from_dataset(cls, root: str | os.PathLike, **kwargs) -> "LiveForecaster":
@@ -170,7 +180,8 @@ class LiveForecaster:
                         rankme={k: pad(v) for k, v in rankme.items() if k > 0},
                         loss=None if loss is None else pad(loss), cross={k: pad(v) for k, v in (cross or {}).items()})
         feats = self.config.features(run, self.feature_set)
-        fc = self.model.forecast_run(run, feats, horizon=h, coverage=self.config.coverage, landmarks=[n - 1])
+        fc = widen(self.model.forecast_run(run, feats, horizon=h, coverage=self.config.coverage, landmarks=[n - 1]),
+                   self.widening, run)
         r = fc.iloc[0]
         return LiveForecast(suite, int(steps[-1]), float(r["median_step"]), float(r["low_step"]),
                             float(r["high_step"]), float(r["p_next"]), h, self.feature_set)
