@@ -95,7 +95,12 @@ def plot_forecast(table: pd.DataFrame, accuracy: pd.DataFrame, model: str, suite
     bottom.set_ylim(max(x0 / 2, ymin), ymax)
     bottom.set_xlabel("training step (forecast made here)")
     bottom.set_ylabel("forecast acquisition step")
-    top.set_title(f"{model} · {suite}" + ("" if math.isfinite(acq) else " (not acquired in the run)"), fontsize=9)
+    cls = str(t["difficulty_class"].iloc[0]) if "difficulty_class" in t else ""
+    held = str(t["fitted_without"].iloc[0]) if "fitted_without" in t else ""
+    top.set_title(f"{model} · {suite}" + (f" · {cls}" if cls else "")
+                  + ("" if math.isfinite(acq) else " (not acquired in the run)")
+                  + (f"\nforecast by models fitted without this run's {held}; 80% intervals widened for that"
+                     if held else ""), fontsize=9)
     top.legend(fontsize=7, loc="upper left")
     p_ax.legend(fontsize=7, loc="center left")
     bottom.legend(fontsize=7, loc="upper left")
