@@ -51,6 +51,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -85,8 +86,9 @@ class RunStats:
     rankme: dict[str, list[float]] = field(default_factory=dict)          # revision -> per layer
     stages: object = None          # scripts.roofline.Stages of A: load / verify / forward, whole process clocks
     cpu: tuple[float, float] = (0.0, 0.0)   # (user, system) seconds of the whole run
-    sweep_flops: int = 0           # FLOPs of one revision's forward sweep (FlopCounterMode)
+    sweep_flops: int = 0           # FLOPs of every forward sweep, the batch-size trial's included (FlopCounterMode)
     threads: int = 0               # torch intra-op threads during the forward
+    batch_sizes: list = field(default_factory=list)  # A: the run record's batch-size choices (runs/<hash>.json)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -178,9 +180,14 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: S
     stages.wrap(forward_module, "run_suite", "forward")
     timed_sweep = forward_module.run_suite
 
-    def sweep(*a, **kw):   # the first sweep is counted once more, untimed, for its FLOPs
-        if not stats.sweep_flops:
-            stats.sweep_flops, stats.threads = forward_flops(lambda: originals[0][2](*a, **kw)), torch.get_num_threads()
+    flops_by_items: dict[int, int] = {}
+
+    def sweep(*a, **kw):   # the first sweep of each item count is counted once more, untimed, for its FLOPs
+        n = len(a[1].items)   # the batch-size trial of the first revision runs fewer items than the sweeps
+        if n not in flops_by_items:
+            flops_by_items[n] = forward_flops(lambda: originals[0][2](*a, **kw))
+            stats.threads = torch.get_num_threads()
+        stats.sweep_flops += flops_by_items[n]
         return timed_sweep(*a, **kw)
 
     forward_module.run_suite = sweep
@@ -196,6 +203,8 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: S
         for owner, attribute, fn in originals:
             setattr(owner, attribute, fn)
     stats.wall, c1 = time.perf_counter() - t0, os.times()
+    stats.batch_sizes = json.loads((Path(out) / "runs" / f"{result.config_hash}.json").read_text()).get(
+        "runtime", {}).get("batch_sizes", [])
     stats.cpu = (c1.user - c0.user, c1.system - c0.system)
     stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = hwm(), sampler.peak_rss, sampler.peak_cache
     stats.n_revisions = len(result.measured)
@@ -367,14 +376,17 @@ def _roofline(a: RunStats) -> str:
 
     forward = a.stages.times.get("forward")
     peak = matmul_peak(a.threads or 1)
-    work = {"forward (all revisions)": (a.sweep_flops * forward.calls, forward)} if forward else {}
+    work = {"forward (all revisions)": (a.sweep_flops, forward)} if forward else {}
     reads = {}
     if a.loads:
         nbytes, warm = sum(r.bytes for r in a.loads.values()), sum(r.warm for r in a.loads.values())
         reads = {"read rate": (nbytes / warm, 1.0),
                  "load (revisions read)": (nbytes, sum(r.load for r in a.loads.values()))}
     user, system = a.cpu
+    chosen = [f"{c['suite']}: {c['batch_size']} ({c['chosen_by']}; CPU s per item "
+              f"{', '.join(f'{b}: {v:.4f}' for b, v in c['cpu_seconds_per_item'].items())})" for c in a.batch_sizes]
     lines = [f"{a.name}: roofline ({uptime()}; {a.threads} torch thread(s))",
+             *([f"  forward batch size chosen: {'; '.join(chosen)}"] if chosen else []),
              *roofline_lines(peak=peak, work=work, reads=reads),
              "  CPU time per stage (whole process, all threads):", *a.stages.lines("    "),
              f"  whole run: user {user:.2f} s, system {system:.2f} s: system {system / max(user + system, 1e-9):.1%} "

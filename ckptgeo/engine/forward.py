@@ -260,6 +260,14 @@ def _prompt_pass(model, prompts: list[tuple[int, ...]], pad_id: int, device, pos
     return out, mask, _read(hidden, mask if pre_hidden is not None or not k else mask[:, k:], last, position)
 
 
+def _token_logprob(model, final: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n,) log-probabilities of the ``target`` tokens and (n,) greedy predictions, from the (n, d) final states
+    that predict them: the output layer on those states only, log p = logit - logsumexp (no log-softmax over
+    every position of the batch, no copy of it)."""
+    logits = model.get_output_embeddings()(final).float()
+    return logits.gather(-1, target[:, None])[:, 0] - torch.logsumexp(logits, -1), logits.argmax(-1)
+
+
 @torch.no_grad()
 def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_size: int, position: str,
             with_probes: bool, share_prefix: bool = True, count: Padding | None = None):
@@ -289,9 +297,8 @@ def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_s
         tok_lp[:, 0] = first_lp[row_item, cont_ids[:, 0]]
         if cont_ids.shape[1] > 1:
             scored = cont_mask[:, 1:].bool()  # position t predicts choice token t + 1
-            logits = model.get_output_embeddings()(out2.hidden_states[-1][:, :-1][scored]).float()
-            target = cont_ids[:, 1:][scored]
-            tok_lp[:, 1:][scored] = logits.gather(-1, target[:, None])[:, 0] - torch.logsumexp(logits, -1)
+            tok_lp[:, 1:][scored] = _token_logprob(model, out2.hidden_states[-1][:, :-1][scored],
+                                                   cont_ids[:, 1:][scored])[0]
         score = (tok_lp * cont_mask).sum(1).cpu()
         choice_states = None
         if need_choice_states:
@@ -338,7 +345,8 @@ def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_
         full = torch.cat([torch.ones(len(batch), k, dtype=mask.dtype, device=device), mask], 1) if k else mask
         after = {"position_ids": k + torch.arange(ids.shape[1], device=device)[None].expand(len(batch), -1),
                  "cache": cache} if k else {}
-        out = model(input_ids=ids, attention_mask=full, output_hidden_states=True, **after)
+        # logits only at the target's positions (the output layer on their final states), as for multiple choice
+        out = model(input_ids=ids, attention_mask=full, output_hidden_states=True, logits_to_keep=1, **after)
         plen = torch.tensor([len(p.prompt) for p in batch], device=device)
         hidden, read_mask, offset = out.hidden_states, mask, k
         if pre_hidden is not None:  # "mean" averages the prefix's tokens too
@@ -346,13 +354,15 @@ def _run_gen(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_
             read_mask, offset = full, 0
         span = (torch.arange(hidden[0].shape[1], device=device)[None] < (plen - offset)[:, None]).long()
         st = _read(hidden, read_mask, plen - 1 - offset, position, span)
-        pred = out.logits.argmax(-1)
+        ends = np.cumsum([0] + [len(p.conts[0]) for p in batch])
+        final = torch.cat([out.hidden_states[-1][b, len(p.prompt) - k - 1:len(p.prompt) - k - 1 + len(p.conts[0])]
+                           for b, p in enumerate(batch)])  # position n - 1 predicts the target's first token
+        target = torch.tensor([tok for p in batch for tok in p.conts[0]], device=device)
+        lp, pred = _token_logprob(model, final, target)
         for b, p in enumerate(batch):
-            n, t = len(p.prompt) - k, len(p.conts[0])
-            correct[idx[b]] = float(torch.equal(pred[b, n - 1:n + t - 1].cpu(), torch.tensor(p.conts[0])))
-            target = torch.tensor(p.conts[0], device=out.logits.device)
-            lp = torch.log_softmax(out.logits[b, n - 1:n + t - 1].float(), -1).gather(-1, target[:, None])
-            losses[idx[b]] = -float(lp.mean())
+            span = slice(ends[b], ends[b + 1])
+            correct[idx[b]] = float(bool((pred[span] == target[span]).all()))
+            losses[idx[b]] = -float(lp[span].mean())
             states[idx[b]] = st[:, b:b + 1]
             labels[idx[b]] = str(p.item.label if p.item.label is not None else p.conts[0][0])
     st = torch.cat(states, 1)
@@ -370,10 +380,11 @@ def _run_pairs(model, items: list[PreparedItem], ps: PreparedSuite, device, batc
     for idx in _batches(order, batch_size):
         ids, mask = _pad([seqs[i] for i in idx], ps.pad_id, left=False, count=count)
         ids, mask = ids.to(device), mask.to(device)
-        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-        lp = torch.log_softmax(out.logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
-        tok_mask = mask[:, 1:].clone()
-        tok_lp = (lp * tok_mask).sum(1).cpu().numpy()
+        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True, logits_to_keep=1)
+        scored = mask[:, 1:].bool()  # position t predicts token t + 1: logits only where that is not padding
+        lp = torch.zeros(scored.shape, device=device)
+        lp[scored] = _token_logprob(model, out.hidden_states[-1][:, :-1][scored], ids[:, 1:][scored])[0]
+        tok_lp = lp.sum(1).cpu().numpy()
         span = mask.clone()
         span[:, :skip] = 0
         st = _read(out.hidden_states, mask, mask.sum(1) - 1, position, span)

@@ -1,0 +1,98 @@
+"""Generation and minimal pairs get logits only at the positions they score (the output layer on those final
+states), with the values of a plain full-logits computation per item."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests._checkpoints import tiny_config
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from tests._checkpoints import train_tokenizer
+
+    return train_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model():
+    from transformers import GPTNeoXForCausalLM
+
+    torch.manual_seed(11)
+    return GPTNeoXForCausalLM(tiny_config()).eval()
+
+
+def _suite(tokenizer):
+    from ckptgeo.engine.forward import prepare_suite
+    from ckptgeo.suites.items import Item, Suite
+
+    shots = "Q: one two three? A: four. Q: five six seven? A: eight. "   # a shared few-shot prefix
+    gen = [Item(id=f"g{i}", suite="s", kind="generation", prompt=shots + f"Q: {w}? A:", target=t)
+           for i, (w, t) in enumerate([("red blue", " green."), ("one", " two"), ("the cat sat on", " the mat"),
+                                       ("a b c d e f", " g h"), ("up", " down and out")])]
+    gen += [Item(id=f"h{i}", suite="s", kind="generation", prompt=p, target=t)
+            for i, (p, t) in enumerate([("count to three: one two", " three"), ("hello", " world")])]
+    pairs = [Item(id=f"p{i}", suite="s", kind="minimal_pair", good=g, bad=b)
+             for i, (g, b) in enumerate([("the dogs run fast", "the dogs runs fast"), ("a cat sleeps", "a cat sleep"),
+                                         ("they were here yesterday evening", "they was here yesterday evening")])]
+    return prepare_suite(Suite("s", tuple(gen + pairs)), tokenizer, n_samples=None)
+
+
+@torch.no_grad()
+def _plain(model, ps):
+    """Per item, one sequence, full logits and log-softmax: (loss, correct) per generation item and the summed
+    log-probability of each pair's good and bad sentence."""
+    gen, pairs = {}, {}
+    for p in ps.items:
+        if p.item.kind == "generation":
+            seq = torch.tensor([p.prompt + p.conts[0]])
+            logits = model(input_ids=seq).logits[0].float()
+            n, t = len(p.prompt), len(p.conts[0])
+            lp = torch.log_softmax(logits[n - 1:n + t - 1], -1).gather(-1, seq[0, n:, None])[:, 0]
+            gen[p.item.id] = (-float(lp.mean()), float(logits[n - 1:n + t - 1].argmax(-1).tolist() == list(p.conts[0])))
+        else:
+            sums = []
+            for s in (p.good, p.bad):
+                seq = torch.tensor([s])
+                lp = torch.log_softmax(model(input_ids=seq).logits[0, :-1].float(), -1).gather(-1, seq[0, 1:, None])
+                sums.append(float(lp.sum()))
+            pairs[p.item.id] = sums
+    return gen, pairs
+
+
+def test_output_layer_runs_at_scored_positions_only_with_plain_values(model, tokenizer):
+    """Batch 3 (shared prefixes, padding): the output layer sees the scored positions plus one row per
+    sequence per model call (transformers' last position), not every position of every batch (the old
+    sweep's 300-odd rows); per-item losses within 1e-6 of a plain full-logits run, correct answers equal."""
+    from ckptgeo.engine.forward import run_suite
+
+    ps = _suite(tokenizer)
+    rows = []
+    head = model.get_output_embeddings()
+    handle = head.register_forward_hook(lambda mod, inp, out: rows.append(inp[0].numel() // inp[0].shape[-1]))
+    try:
+        out = run_suite(model, ps, batch_size=3)
+    finally:
+        handle.remove()
+    gen_items = [p for p in ps.items if p.item.kind == "generation"]
+    pair_seqs = [s for p in ps.items if p.item.kind == "minimal_pair" for s in (p.good, p.bad)]
+    scored = sum(len(p.conts[0]) for p in gen_items) + sum(len(s) - 1 for s in pair_seqs)
+    every = sum(len(p.prompt) + len(p.conts[0]) for p in gen_items) + sum(map(len, pair_seqs))
+    calls_rows = len(gen_items) + len(pair_seqs) + 3          # a last row per sequence, a prefix pass per batch
+    assert scored < sum(rows) <= scored + calls_rows < every
+    gen, pairs = _plain(model, ps)
+    kinds = [p.item.kind for p in ps.items]
+    ids = [p.item.id for p in ps.items if p.item.kind == "generation"]
+    ids += [p.item.id for p in ps.items if p.item.kind == "minimal_pair"]
+    assert kinds.count("generation") == 7 and len(out.loss) == len(ids) == 10
+    for i, item_id in enumerate(ids):
+        if item_id in gen:
+            assert out.loss[i] == pytest.approx(gen[item_id][0], rel=1e-6, abs=1e-6)
+            assert out.correct[i] == gen[item_id][1]
+        else:
+            good, bad = pairs[item_id]
+            assert out.correct[i] == float(good > bad)
+            p = next(p for p in ps.items if p.item.id == item_id)
+            assert out.loss[i] == pytest.approx(-good / (len(p.good) - 1), rel=1e-6, abs=1e-6)
