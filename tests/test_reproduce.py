@@ -279,6 +279,12 @@ def test_cli_parser_and_dry_run(capsys, monkeypatch):
     # whole-model measures from their work: 40 checkpoints x 0.5 s x (2 x 40 products + 4 x (200 + 50 burn-in) / 4
     # SGLD steps)
     assert f"whole-model measures {432 * 40 * 0.5 * (80 + 250) / 3600:.2f} h" in out
+    # and by size: 72 runs each (24 of each budget), whose hours sum to the totals
+    assert f"     xl: 72 runs, training {24 * 60000 * 0.5 / 3600:.2f} h + measuring" in out
+    est = real(PRESETS["paper"], bench=fake)
+    assert sum(c["runs"] for c in est["by_size"].values()) == 432
+    for key in ("train_hours", "scan_hours", "model_hours", "total_hours"):
+        assert sum(c[key] for c in est["by_size"].values()) == pytest.approx(est[key])
 
 
 def test_estimate_measures_steps_per_second():

@@ -190,7 +190,7 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
     -------
     dict
         ``bench`` (per size), ``train_hours``, ``scan_hours``, ``model_hours``, ``total_hours``, ``runs``,
-        ``device``.
+        ``device``, and ``by_size``: the runs and the same hours for each size (they sum to the totals).
     """
     preset = get_preset(preset)
     if threads is None and device == "cpu":
@@ -211,7 +211,6 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
         b = bench[r.size]
         return b["step_s"] + b.get("step_token_s", 0.0) * (tokens[r.task, r.level] - b.get("step_tokens", 0))
 
-    train_s = sum(r.steps * step_cost(r) for r in runs)
     held = max(preset.n_heldout, preset.n_samples)
 
     def scan_cost(b: Mapping) -> float:
@@ -221,18 +220,25 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
         probes = preset.probe_checkpoints * b["n_layers"] * b["rankme_probe_per_layer_s"] * max(held / 128, 1.0)
         return preset.n_checkpoints * per_checkpoint + 2 * b.get("scan_fixed_s", 0.0) + probes
 
-    scan_s = sum(scan_cost(bench[r.size]) for r in runs)
     hessian = preset.metric_options.get("hessian", {}).get("max_hvp") or 0
     llc = preset.metric_options.get("llc", {})
     from ckptgeo.metrics.llc import LLCConfig
 
     burn_in = llc.get("num_burnin_steps", LLCConfig.num_burnin_steps)
     sgld = (llc.get("num_chains") or 0) * ((llc.get("num_draws") or 0) + burn_in)
-    model_s = sum(preset.model_checkpoints * bench[r.size]["step_s"]
-                  * (2 * hessian * ("hessian" in r.model_metrics) + sgld / 4 * ("llc" in r.model_metrics))
-                  for r in runs if r.model_metrics)
-    return {"bench": bench, "train_hours": train_s / 3600, "scan_hours": scan_s / 3600, "model_hours": model_s / 3600,
-            "total_hours": (train_s + scan_s + model_s) / 3600, "runs": len(runs), "device": device}
+    by_size = {s: {"runs": 0, "train_hours": 0.0, "scan_hours": 0.0, "model_hours": 0.0} for s in preset.sizes}
+    for r in runs:
+        cost = by_size[r.size]
+        cost["runs"] += 1
+        cost["train_hours"] += r.steps * step_cost(r) / 3600
+        cost["scan_hours"] += scan_cost(bench[r.size]) / 3600
+        work = 2 * hessian * ("hessian" in r.model_metrics) + sgld / 4 * ("llc" in r.model_metrics)
+        cost["model_hours"] += preset.model_checkpoints * bench[r.size]["step_s"] * work / 3600
+    for cost in by_size.values():
+        cost["total_hours"] = cost["train_hours"] + cost["scan_hours"] + cost["model_hours"]
+    total = {k: sum(c[k] for c in by_size.values())
+             for k in ("train_hours", "scan_hours", "model_hours", "total_hours")}
+    return {"bench": bench, **total, "runs": len(runs), "device": device, "by_size": by_size}
 
 
 def estimate_text(preset: str | Preset, est: dict) -> str:
@@ -250,6 +256,9 @@ def estimate_text(preset: str | Preset, est: dict) -> str:
     lines.append(f"  training {est['train_hours']:.2f} h + measuring {est['scan_hours']:.2f} h + whole-model measures "
                  f"{est.get('model_hours', 0.0):.2f} h (from their work budgets) = {est['total_hours']:.2f} "
                  f"device-hours for {est['runs']} runs")
+    for s, c in est.get("by_size", {}).items():
+        lines.append(f"    {s:>7}: {c['runs']} runs, training {c['train_hours']:.2f} h + measuring "
+                     f"{c['scan_hours']:.2f} h + whole-model {c['model_hours']:.2f} h = {c['total_hours']:.2f} h")
     if est["device"] == "cpu":
         wall_h = est["total_hours"] / 2
         lines.append("  on 2 idle cores (torchrun --nproc_per_node 2 ... --threads 1): about "
