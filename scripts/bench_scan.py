@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import ckptgeo  # noqa: E402,F401  (first: it sets OMP_WAIT_POLICY before torch loads libgomp, as for a user)
 from scripts.roofline import Sampler, dir_bytes, hwm, reset_hwm, rss  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
