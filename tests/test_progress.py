@@ -88,3 +88,35 @@ def test_a_batch_log_of_a_hub_scan_has_no_download_bars(local_hub, tmp_path):
     text = log.read_text()
     assert code == 0, text
     assert "finished (2/2, 100%)" in text and "Fetching" not in text, text
+
+
+def test_duplicates_by_metadata_are_said_so_and_left_out_of_the_eta():
+    """`scan EleutherAI/pythia-2.8b --revisions every-1000` on a pythia#205-shaped loopback repo: step0 took 11 min 47 s,
+    then step1000 and step2000 (step0's weights, not fetched) were logged "finished ... in 0 s" and the ETA fell from
+    47 min to 7 min 51 s with two 12-minute revisions left. A fake clock: 600 s per measured revision."""
+    import logging
+
+    from ckptgeo.engine.progress import LOGGER, RevisionProgress
+
+    now, lines = [0.0], []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    LOGGER.addHandler(handler)
+    old = LOGGER.level
+    LOGGER.setLevel("INFO")
+    try:
+        bar = RevisionProgress(5, "scan m", disable=True, clock=lambda: now[0], free=2)
+        for name, took, dup in (("step0", 600, None), ("step1000", 0, "step0"), ("step2000", 0, "step0"),
+                                ("step3000", 600, None)):
+            bar.set_postfix_str(name)
+            now[0] += took
+            bar.finish(duplicate_of=dup)
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.setLevel(old)
+    assert lines == [
+        "scan m: 5 revisions to measure (2 of them duplicates by metadata: recorded, not fetched)",
+        "scan m: step0 finished (1/5, 20%) in 10 min 00 s; 10 min 00 s elapsed, ETA 20 min 00 s",
+        "scan m: step1000 duplicate of step0: recorded, not fetched (2/5, 40%); 10 min 00 s elapsed, ETA 20 min 00 s",
+        "scan m: step2000 duplicate of step0: recorded, not fetched (3/5, 60%); 10 min 00 s elapsed, ETA 20 min 00 s",
+        "scan m: step3000 finished (4/5, 80%) in 10 min 00 s; 20 min 00 s elapsed, ETA 10 min 00 s"]

@@ -32,16 +32,20 @@ def duration(seconds: float) -> str:
 
 
 def progress_line(desc: str, name: str, done: int, total: int, took: float, elapsed: float,
-                  measuring: float | None = None, note: str = "") -> str:
+                  measuring: float | None = None, note: str = "", work: tuple[int, int] | None = None) -> str:
     """One revision's line: which, how many of how many, its own wall time, the elapsed time and the ETA (the
     mean time per revision so far, over ``measuring`` seconds since the first revision began, default
-    ``elapsed``, times the revisions left).
+    ``elapsed``, times the revisions left). ``work`` = (revisions done, revisions left) that take time, where
+    some take none (a duplicate recorded without a download); default (``done``, ``total - done``).
 
     >>> progress_line("scan EleutherAI/pythia-160m", "step3000", 3, 12, 41.0, 120.0)
     'scan EleutherAI/pythia-160m: step3000 finished (3/12, 25%) in 41 s; 2 min 00 s elapsed, ETA 6 min 00 s'
+    >>> progress_line("scan m", "step2000", 3, 5, 0.0, 600.0, note="duplicate of step0", work=(1, 2))
+    'scan m: step2000 duplicate of step0 (3/5, 60%); 10 min 00 s elapsed, ETA 20 min 00 s'
     """
     measuring = elapsed if measuring is None else measuring
-    left = measuring / done * (total - done) if done else math.inf
+    worked, work_left = work if work is not None else (done, total - done)
+    left = measuring / worked * work_left if worked else (0.0 if not work_left else math.inf)
     what = f"{note}" if note else f"finished ({done}/{total}, {100 * done / max(total, 1):.0f}%) in {duration(took)}"
     if note:
         what += f" ({done}/{total}, {100 * done / max(total, 1):.0f}%)"
@@ -55,7 +59,8 @@ class RevisionProgress:
     time source (seconds), for tests.
     """
 
-    def __init__(self, total: int, desc: str, *, disable=None, clock=time.perf_counter, start_note: str = ""):
+    def __init__(self, total: int, desc: str, *, disable=None, clock=time.perf_counter, start_note: str = "",
+                 free: int = 0):
         from tqdm.auto import tqdm
 
         self.bar = tqdm(total=total, desc=desc, unit="rev", disable=disable, dynamic_ncols=True)
@@ -63,8 +68,10 @@ class RevisionProgress:
         self.done, self.current = 0, ""
         self.t0 = self.t_rev = clock()
         self.t_first: float | None = None   # when the first revision began (setting up is not in the ETA)
+        self.free, self.free_done = free, 0   # revisions known to take no time (duplicates by metadata), done
         if total:
-            LOGGER.info("%s: %d revision%s to measure%s", desc, total, "" if total == 1 else "s",
+            dup = f" ({free} of them duplicates by metadata: recorded, not fetched)" if free else ""
+            LOGGER.info("%s: %d revision%s to measure%s%s", desc, total, "" if total == 1 else "s", dup,
                         f"; {start_note}" if start_note else "")
 
     def set_postfix_str(self, name: str) -> None:
@@ -73,14 +80,29 @@ class RevisionProgress:
             self.t_first = self.t_rev
         self.bar.set_postfix_str(name)
 
-    def update(self, n: int = 1, *, note: str = "") -> None:
-        """``n`` revisions finished (``note``: what happened instead of measuring, e.g. skipped)."""
+    def update(self, n: int = 1, *, note: str = "", free: bool = False) -> None:
+        """``n`` revisions finished (``note``: what happened instead of measuring, e.g. skipped; ``free``: they
+        took no work, as a duplicate or a skipped revision, and are not in the ETA's time per revision)."""
         self.bar.update(n)
         self.done += n
+        self.free_done += n if free else 0
+        worked = self.done - self.free_done
+        work_left = max(self.total - self.done - max(self.free - self.free_done, 0), 0)
         now = self.clock()
         LOGGER.info("%s", progress_line(self.desc, self.current or "revision", self.done, self.total,
                                         now - self.t_rev, now - self.t0,
-                                        now - (self.t0 if self.t_first is None else self.t_first), note))
+                                        now - (self.t0 if self.t_first is None else self.t_first), note,
+                                        (worked, work_left)))
+
+    def finish(self, *, failed: bool = False, duplicate_of: str | None = None) -> None:
+        """The revision in progress is done: measured, ``failed``, or recorded as a duplicate of ``duplicate_of``
+        (no download, no work: left out of the ETA's time per revision)."""
+        if failed:
+            self.update(1, note="failed (the warning above says why)")
+        elif duplicate_of is not None:
+            self.update(1, note=f"duplicate of {duplicate_of}: recorded, not fetched", free=True)
+        else:
+            self.update(1)
 
     def close(self) -> None:
         self.bar.close()

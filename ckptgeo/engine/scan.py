@@ -274,6 +274,7 @@ class _Run:
             log.warning("%s moved to commit %s since it was measured at %s; measuring it again", rev_name, new[:12],
                         old[:12])
         duplicates = _Duplicates(plan.selected, plan.files)
+        n_dup = sum(duplicates.original_of(r) is not None for r in plan.todo)   # recorded, not fetched
         run = cls(config=config, resolved=resolved, plan=plan, dataset=dataset,
                   result=ScanResult(out=out, skipped=plan.done, config_hash=resolved.config_hash,
                                     groups=list(plan.integrity.groups) if plan.integrity is not None else [],
@@ -282,9 +283,8 @@ class _Run:
                   tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
                   prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
                   bar=RevisionProgress(len(plan.todo), f"scan {source.name}", disable=NO_PROGRESS or None,
-                                       start_note=plan.cost_note()), threads=contextlib.ExitStack())
-        # blobs a later revision shares survive eviction (downloaded once)
-        source.expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])
+                                       start_note=plan.cost_note(), free=n_dup), threads=contextlib.ExitStack())
+        source.expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])   # shared blobs: downloaded once
         run._read_architecture()
         run._set_threads()
         return run
@@ -339,7 +339,7 @@ class _Run:
         lock = self.claim(rev, name)
         if lock is None:
             self.prefetcher.drop(i)
-            self.bar.update(1, note="skipped: another process has it, or finished it")
+            self.bar.update(1, note="skipped: another process has it, or finished it", free=True)
             return
         clock = _Clock()
         try:
@@ -447,7 +447,7 @@ class _Run:
     def release(self, rev: Revision, lock) -> None:
         lock.close()
         self.source.release(rev)
-        self.bar.update(1, note="failed (the warning above says why)" if rev.name in self.result.failed else "")
+        self.bar.finish(failed=rev.name in self.result.failed, duplicate_of=self.duplicates.original_of(rev))
 
     # -- the end --------------------------------------------------------------------------------------
     def close(self) -> None:
