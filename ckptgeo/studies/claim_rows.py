@@ -444,7 +444,8 @@ def _precursor_rate(ctx: ClaimContext) -> Claim:
                  "100% on hard tasks (v4 abstract)", shown, "descriptive",
                  "not a verdict: the rate dichotomises the lead (an onset at a tenth of a change before the 50% "
                  "crossing, which anything that moves early satisfies); the verdicts are the lead rows. The same "
-                 "numbers as summary/precursor_rates.parquet (metric rankme, by difficulty)",
+                 "numbers as `ckptgeo analyze` writes in summary/precursor_rates.parquet (metric rankme, by "
+                 "difficulty; a table an older version wrote may differ: rerun analyze)",
                  "summary/precursor_rates.parquet; events/events.parquet", SOURCES["precursor_hard"],
                  test="acquisition steps permuted within schedules (the null analyze uses); interval: over settings, "
                       "at least the exact interval of the count", kind="descriptive")
