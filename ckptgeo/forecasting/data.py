@@ -91,7 +91,7 @@ class RunCurves:
     @property
     def difficulty_class(self) -> str:
         """``"hard"`` / ``"easy"``: the label where it is one already (the demo's, a user's), else the studies' rule
-        fixed before the outcome for a run with a level (:func:`ckptgeo.studies.claims.is_hard`: level >= 2, or a
+        fixed before the outcome for a run with a level (:func:`ckptgeo.suites.tasks.is_hard`: level >= 2, or a
         level-1 task of the pilot's hard list), else the analysis's label as it is (e.g. ``early`` / ``late``).
 
         Examples
@@ -103,7 +103,7 @@ class RunCurves:
         """
         if self.difficulty in ("hard", "easy") or self.level is None or not self.task:
             return self.difficulty
-        from ckptgeo.studies.claims import is_hard
+        from ckptgeo.suites.tasks import is_hard
 
         return "hard" if is_hard(self.task, self.level) else "easy"
 

@@ -39,6 +39,7 @@ from ckptgeo._registry import Registry
 from ckptgeo.analysis import stats
 from ckptgeo.analysis.curves import (NOT_COUNTED, grid_run, preferred_variant, run_identity, run_rows,
                                     summary_rows)
+from ckptgeo.suites.tasks import PILOT_HARD, is_hard  # the difficulty rule, re-exported here
 
 __all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_table", "runs_table", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
            "ALPHA", "MARGIN", "TAU_MARGIN", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table", "claim_context"]
@@ -49,11 +50,6 @@ MIN_CASES = 3
 MIN_SETTINGS = 5
 #: significance level of every test.
 ALPHA = 0.05
-#: (task, level 1) pairs that are hard: acquired at or after step 150 (or not within 1000-1500 steps) on
-#: ``tiny`` at seed 0 in the pilot recorded in :mod:`ckptgeo.suites.tasks` (parity 175, addition 525-555,
-#: modular and multiplication later); copy 75, compare 75, reverse 100, sort 50 are easy. Every level >= 2 is
-#: hard. Fixed before this study's runs; the presets leave seed 0 out.
-PILOT_HARD = frozenset({("parity", 1), ("addition", 1), ("modular", 1), ("multiplication", 1)})
 #: the probe's sanity gate: where the model's accuracy at the last probed checkpoint is at least this, some
 #: layer's probe must decode the target there (beat max(chance, control) by the margin with p < alpha).
 PROBE_GATE_ACCURACY = 0.95
@@ -160,17 +156,6 @@ DEFINITIONS = f"""\
   checkpoint must have a layer whose probe decodes the target there; runs that fail are reported, and the row
   is *not measured (failed gate)* when none passes.
 """
-
-
-def is_hard(task: str, level: int) -> bool:
-    """The study's difficulty rule, fixed before the outcome: level >= 2, or a level-1 task of :data:`PILOT_HARD`.
-
-    Examples
-    --------
-    >>> is_hard("copy", 1), is_hard("copy", 2), is_hard("modular", 1)
-    (False, True, True)
-    """
-    return int(level) >= 2 or (task, int(level)) in PILOT_HARD
 
 
 def rules() -> dict:

@@ -47,7 +47,7 @@ DEMO_SETTINGS = (
 
 def demo_difficulty(settings=DEMO_SETTINGS) -> dict[str, str]:
     """Suite -> ``"hard"`` / ``"easy"`` for the demo's runs, by the studies' rule fixed before the outcome
-    (:func:`ckptgeo.studies.claims.is_hard`: level >= 2, or a level-1 task of ``PILOT_HARD``), so the demo's
+    (:func:`ckptgeo.suites.tasks.is_hard`: level >= 2, or a level-1 task of ``PILOT_HARD``), so the demo's
     ``difficulty`` column says what a study's would (by level alone both demo settings are ``L1``).
 
     Examples
@@ -55,7 +55,7 @@ def demo_difficulty(settings=DEMO_SETTINGS) -> dict[str, str]:
     >>> demo_difficulty()
     {'copy-L1': 'easy', 'addition-L1': 'hard'}
     """
-    from ckptgeo.studies.claims import is_hard
+    from ckptgeo.suites.tasks import is_hard
     from ckptgeo.suites.tasks import suite_name
 
     return {suite_name(s.task, s.level): "hard" if is_hard(s.task, s.level) else "easy" for s in settings}

@@ -34,7 +34,7 @@ _SIZES = ("a secondary summary of the paper: small proxies map large runs; v3 ab
 def hard_easy_concordance(concordance: pd.DataFrame | None, feature_set: str) -> dict:
     """The rows of the ``forecast_concordance`` table for ``feature_set`` among the easy and among the hard runs
     (the classes :attr:`ckptgeo.forecasting.data.RunCurves.difficulty_class` gives: the studies' rule
-    :func:`ckptgeo.studies.claims.is_hard` for a study's runs): class -> row (``n_pairs``, ``concordance``,
+    :func:`ckptgeo.suites.tasks.is_hard` for a study's runs): class -> row (``n_pairs``, ``concordance``,
     ``concordance_low``, ``concordance_high``, ``p_value``)."""
     if concordance is None or concordance.empty or "difficulty" not in concordance:
         return {}

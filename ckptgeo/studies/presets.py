@@ -128,7 +128,7 @@ _CPU_STEPS = {
 }
 _LARGER = {t: {1: SCHEDULES["larger"]} for t in _FAST + ("addition",)} | {"modular": {1: 600},
                                                                           "multiplication": {1: 600}}
-#: Seeds of the studies: seed 0 was the pilot that fixed which settings are hard (claims.PILOT_HARD), so it
+#: Seeds of the studies: seed 0 was the pilot that fixed which settings are hard (ckptgeo.suites.tasks.PILOT_HARD), so it
 #: is left out.
 _SEEDS = (1, 2, 3)
 #: Whole-model measures stopped by work, never by wall time: Lanczos products; SGLD chains x draws.
