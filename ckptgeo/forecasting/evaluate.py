@@ -15,8 +15,9 @@ of its checkpoints before its acquisition is known, and scored:
 
 **Skill** of geometry over behaviour: per held-out run, the behaviour set's log score minus the geometry set's
 (positive: geometry better); a one-sided Wilcoxon signed-rank test across runs (``scipy.stats.wilcoxon``). The same
-on a **null copy** (each run's RankMe and cross-checkpoint curves taken from a run of another task on the same
-checkpoint schedule, :func:`ckptgeo.forecasting.features.null_copy`), which must show no skill.
+on a **null copy** (every RankMe and cross-checkpoint curve replaced by noise at the mean and sd pooled over all
+runs, :func:`ckptgeo.forecasting.features.null_copy`), which must show no skill. The test the other way
+(``p_value_worse``) says where geometry made the forecast worse.
 
 **Concordance** within a difficulty class (hard / easy, :attr:`RunCurves.difficulty_class`): for two acquired runs
 of one class, their forecasts made at the same training step (half the earlier acquisition, before either
@@ -208,19 +209,20 @@ def evaluation_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _wilcoxon(d: np.ndarray) -> float:
+def _wilcoxon(d: np.ndarray, alternative: str = "greater") -> float:
     from scipy.stats import wilcoxon
 
     d = d[np.isfinite(d)]
     if not len(d) or not np.any(d != 0):
         return math.nan if not len(d) else 1.0
-    return float(wilcoxon(d, alternative="greater").pvalue)
+    return float(wilcoxon(d, alternative=alternative).pvalue)
 
 
 def skill_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
     """Per split: geometry's skill over behaviour (mean per-run log-score difference, positive = geometry better,
-    relative skill 1 - LS_geometry / LS_behaviour) with its one-sided Wilcoxon p-value across held-out runs, and
-    the same for the null copy; ``verdict`` reads both."""
+    relative skill 1 - LS_geometry / LS_behaviour) with its one-sided Wilcoxon p-value across held-out runs
+    (``p_value``: geometry better; ``p_value_worse``: geometry worse), and the same for the null copy; ``verdict``
+    reads both."""
     rows = []
     for split, g in scores.groupby("split", sort=False):
         piv = g.pivot_table(index="run", columns="feature_set", values="log_score")
@@ -230,29 +232,32 @@ def skill_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
         for name, label in (("geometry", ""), ("geometry_null", "null_")):
             if name not in piv:
                 row.update({f"{label}n_runs": 0, f"{label}delta_log_score": math.nan, f"{label}skill": math.nan,
-                            f"{label}p_value": math.nan})
+                            f"{label}p_value": math.nan, f"{label}p_value_worse": math.nan})
                 continue
             both = piv[["behaviour", name]].dropna()
             d = (both["behaviour"] - both[name]).to_numpy(float)
             row.update({f"{label}n_runs": len(d), f"{label}delta_log_score": float(np.mean(d)) if len(d) else math.nan,
                         f"{label}skill": float(1 - both[name].mean() / both["behaviour"].mean())
                         if len(d) and both["behaviour"].mean() > 0 else math.nan,
-                        f"{label}p_value": _wilcoxon(d)})
+                        f"{label}p_value": _wilcoxon(d), f"{label}p_value_worse": _wilcoxon(d, "less")})
         row["verdict"] = skill_verdict(row, cfg.alpha)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def skill_verdict(row: dict, alpha: float, min_runs: int = 5) -> str:
-    """``geometry helps`` / ``no skill shown`` / ``inconclusive`` (fewer than ``min_runs`` held-out runs: 5 is
-    the fewest at which a one-sided Wilcoxon test can reach p < 0.05, or the null copy showing
-    skill too, so the test cannot be trusted on these data)."""
+    """``geometry helps`` / ``geometry worse`` (the one-sided test the other way) / ``no skill shown`` (neither:
+    not evidence of no skill) / ``inconclusive`` (fewer than ``min_runs`` held-out runs: 5 is the fewest at which a
+    one-sided Wilcoxon test can reach p < 0.05, or the null copy showing skill too, so the test cannot be trusted
+    on these data)."""
     n, p, p0 = row.get("n_runs", 0), row.get("p_value", math.nan), row.get("null_p_value", math.nan)
     if n < min_runs or not math.isfinite(p):
         return "inconclusive"
     if math.isfinite(p0) and p0 < alpha:
         return "inconclusive"
-    return "geometry helps" if p < alpha else "no skill shown"
+    if p < alpha:
+        return "geometry helps"
+    return "geometry worse" if row.get("p_value_worse", math.nan) < alpha else "no skill shown"
 
 
 def _pairs_concordance(steps_by_run, med_by_run, acq: np.ndarray, order: np.ndarray) -> float:

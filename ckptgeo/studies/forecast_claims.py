@@ -2,9 +2,10 @@
 
 * ``forecast_geometry``: "geometry improves the forecast of acquisition over behaviour alone": the one-sided
   Wilcoxon test across held-out runs of the per-run log-score difference (behaviour minus behaviour + geometry),
-  on the most demanding split the study allows (leave one task out, else one seed, else one run), read beside the
-  same test on the null copy (each run's RankMe and cross-checkpoint curves taken from a run of another task on the
-  same schedule), which must not show skill; with the concordance of forecast and actual acquisition order among
+  on the most demanding split the study allows (leave one task out, else one seed, else one run), "not reproduced"
+  only where the same test the other way shows geometry worse (else inconclusive), read beside the same test on the
+  null copy (RankMe and cross-checkpoint curves replaced by noise pooled over all runs), which must not show skill;
+  with the concordance of forecast and actual acquisition order among
   easy and among hard runs (the ``forecast_concordance`` table), its interval and p, beside the paper's 52% and 69%.
 * ``forecast_across_sizes``: "small sizes forecast a larger size's acquisition": the largest size forecast by a
   model fitted to the smaller sizes only; the concordance of its forecast with the actual acquisition order of that
@@ -76,6 +77,7 @@ def forecast_geometry(ctx) -> Claim:
                 f"{row['delta_log_score']:+.3f} (skill {_pct(row['skill'])}), p = {row['p_value']:.3g}; null copy "
                 f"{row['null_delta_log_score']:+.3f}, p = {row['null_p_value']:.3g}" + (f"; {ctext}" if ctext else ""))
     n, p, p0 = int(row["n_runs"]), float(row["p_value"]), float(row["null_p_value"])
+    pw = float(row.get("p_value_worse", math.nan))
     if n < 5 or not math.isfinite(p):
         verdict, why = "inconclusive", f"{n} held-out runs; a one-sided Wilcoxon test needs 5 to reach p < {ALPHA}"
     elif math.isfinite(p0) and p0 < ALPHA:
@@ -84,8 +86,12 @@ def forecast_geometry(ctx) -> Claim:
                                         "acquisition")
     elif p < ALPHA:
         verdict, why = "reproduced", f"geometry's skill p = {p:.3g} < {ALPHA}; the null copy's p = {p0:.3g}"
+    elif pw < ALPHA:
+        verdict, why = "not reproduced", (f"geometry forecasts worse than behaviour alone: one-sided p = {pw:.3g} < "
+                                          f"{ALPHA} (skill p = {p:.3g})")
     else:
-        verdict, why = "not reproduced", f"geometry's skill p = {p:.3g} >= {ALPHA} (no skill over behaviour shown)"
+        verdict, why = "inconclusive", (f"no skill shown (p = {p:.3g}) and geometry not shown worse (p = {pw:.3g}): "
+                                        "a test that fails to reject is not evidence of no skill")
     return Claim("forecast_geometry", claim, paper, measured, verdict, why, evidence, _PAPER,
                  float(row["delta_log_score"]), math.nan, math.nan, float(row["null_delta_log_score"]), p, test)
 
