@@ -336,6 +336,9 @@ def test_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DatasetLayoutError, match="neither a geometry"):
         analyze(tmp_path / "empty")
+    (tmp_path / "study" / "dataset").mkdir(parents=True)    # a study folder: the error names its dataset/
+    with pytest.raises(DatasetLayoutError, match=r"study folder: give .*study/dataset"):
+        analyze(tmp_path / "study")
     with pytest.raises(InvalidParameterError, match="window"):
         analyze(tmp_path / "empty", window=0)
     (tmp_path / "bad" / "geometry").mkdir(parents=True)

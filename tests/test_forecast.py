@@ -212,6 +212,15 @@ def test_analyze_writes_the_forecast_tables_figures_and_report(tmp_path):
     assert f"Per run and checkpoint ({len(fc)} rows): `forecast/forecast.parquet`" in report
 
 
+def test_the_forecast_command_reads_a_study_folders_dataset(tmp_path, capsys):
+    from ckptgeo.cli import main
+
+    _write_dataset(tmp_path / "study" / "dataset", _runs(lead=6, n_tasks=3, seeds=(1, 2)))
+    assert main(["forecast", str(tmp_path / "study"), "--no-plots"]) == 0
+    assert (tmp_path / "study" / "dataset" / "forecast" / "forecast.parquet").is_file()
+    assert not (tmp_path / "study" / "forecast").exists()
+
+
 def test_the_live_forecaster_reads_a_dataset_and_forecasts_from_the_curves_so_far(tmp_path):
     from ckptgeo.forecasting.live import LiveForecaster, forecast_line
 

@@ -211,8 +211,9 @@ def read_inputs(root: Path, keep_grouped=None) -> dict[str, pd.DataFrame]:
         ``root`` holds neither a geometry nor a behaviour table, or one lacks required columns."""
     geo, beh = read_table(root, "geometry"), read_table(root, "behavior")
     if geo.empty and beh.empty:
-        raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table; is it a ckptgeo "
-                                 "dataset (the --out folder of `ckptgeo scan`)?", path=str(root))
+        hint = (f" It is a study folder: give {Path(root) / 'dataset'}." if (Path(root) / "dataset").is_dir() else
+                " Is it a ckptgeo dataset (the --out folder of `ckptgeo scan`)?")
+        raise DatasetLayoutError(f"{root} holds neither a geometry/ nor a behavior/ table.{hint}", path=str(root))
     probes, revs = read_table(root, "probes"), read_table(root, "revisions")
     kept, left_out = leave_out_grouped({"geometry": geo, "behavior": beh, "probes": probes}, revs, keep=keep_grouped)
     geo, beh, probes = kept["geometry"], kept["behavior"], kept["probes"]

@@ -45,7 +45,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Forecast acquisition on a dataset of runs, behaviour and behaviour + geometry side by side, "
                     "evaluated on held-out runs only.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dir", metavar="DATASET", help="a ckptgeo dataset of two runs or more (a study's dataset/)")
+    p.add_argument("dir", metavar="DATASET", help="a ckptgeo dataset of two runs or more, or a study folder "
+                                                  "(`ckptgeo reproduce --out`: its dataset/ is read)")
     p.add_argument("--horizon", type=int, default=None,
                    help="h of P(acquired within the next h checkpoints) (default 5)")
     p.add_argument("--max-horizon", type=int, default=None,
@@ -60,8 +61,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_forecast(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ckptgeo.forecasting import forecast, forecast_text
 
+    if (Path(args.dir) / "dataset").is_dir() and not (Path(args.dir) / "geometry").exists():
+        args.dir = str(Path(args.dir) / "dataset")
     res = forecast(args.dir, out=args.out, horizon=args.horizon, max_horizon=args.max_horizon,
                    coverage=args.coverage, plots=not args.no_plots, seed=args.seed)
     print(forecast_text(res))
