@@ -155,3 +155,24 @@ def test_figures_of_a_deep_model_are_readable_and_mark_left_out_revisions_at_the
     assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) <= 2
     onset = [line for line in fig.axes[0].lines if line.get_label().startswith("probe onset")]
     assert onset and len(onset[0].get_xdata()) >= n_layers // 2   # one triangle per layer with an onset
+
+
+def test_a_narrow_log_axis_has_distinct_tick_labels():
+    """A 160m-shaped three_objects RankMe spans 1.3-1.9: every tick of its log axis read "2" (no digits below 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ckptgeo.analysis.plotting import log_ticks
+
+    for lo, hi in ((1.3, 1.9), (1.0, 15.0), (120.0, 180.0)):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [lo, hi])
+        ax.set_yscale("log")
+        log_ticks(ax.yaxis, [lo, hi])
+        fig.canvas.draw()
+        lo_v, hi_v = ax.get_ylim()
+        labels = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks()) if lo_v <= v <= hi_v]
+        plt.close(fig)
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), (lo, hi, labels)

@@ -57,7 +57,9 @@ def log_ticks(axis, values) -> None:
     narrow = v.size and v.max() / v.min() < 3
     subs = tuple(float(k) for k in range(1, 10)) if narrow else (1.0, 2.0, 5.0)
     axis.set_major_locator(LogLocator(base=10.0, subs=subs))
-    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+    # 3 significant digits below 100: where the span is under one tick of 1..9 matplotlib places ticks at 1.5, 1.6,
+    # ... (a RankMe of 1.3-1.9 read "2" at every tick)
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 100 else f"{x:.3g}"))
     axis.set_minor_formatter(NullFormatter())
 
 
