@@ -41,7 +41,7 @@ from ckptgeo.analysis.curves import (NOT_COUNTED, grid_run, preferred_variant, r
                                     summary_rows)
 from ckptgeo.suites.tasks import PILOT_HARD, is_hard  # the difficulty rule, re-exported here
 
-__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_table", "runs_table", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
+__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_table", "holm_permutations", "runs_table", "is_hard", "rules", "MIN_CASES", "MIN_SETTINGS",
            "ALPHA", "MARGIN", "TAU_MARGIN", "PILOT_HARD", "PROBE_GATE_ACCURACY", "VERDICTS", "DEFINITIONS", "SOURCES", "spacing_table", "claim_context"]
 
 #: fewest cases (runs, settings) a test is run on; fewer: inconclusive.
@@ -302,7 +302,8 @@ class ClaimContext:
         model -> (steps, accuracy, chance) arrays.
     config : AnalysisConfig or None
     n_permutations, n_resamples, n_noise_curves, seed : int
-        Work of the tests (counts, never seconds) and their seed.
+        Work of the tests (counts, never seconds) and their seed; ``n_permutations`` is raised to
+        :func:`holm_permutations` of the row count where smaller.
     n_power : int
         Planted replicates per lead of the power analysis (:mod:`ckptgeo.studies.power`).
     tables : mapping of str to DataFrame or None
@@ -484,7 +485,8 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
     hard : callable (task, level) -> bool, optional
         The difficulty rule (default :func:`is_hard`).
     n_permutations, n_resamples, n_noise_curves, seed : int
-        Work of the tests (counts, never seconds) and their seed.
+        Work of the tests (counts, never seconds) and their seed; ``n_permutations`` is raised to
+        :func:`holm_permutations` of the row count where smaller.
     tables : mapping of str to DataFrame, optional
         Further analysis tables by name (``Analysis.tables``), for rows an installed package registers.
     n_power : int, default=40
@@ -511,15 +513,28 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
     given.update((name, t) for name, t in (("events", events), ("top_down", top_down), ("probe_lead", probe_lead),
                                            ("curves", curves), ("accuracy", accuracy), ("probes", probes))
                  if t is not None or name not in given)
-    ctx = ClaimContext(runs, cur_by, acc_by, config, n_permutations, n_resamples, n_noise_curves, seed,
-                       n_power=n_power)
+    names = CLAIMS.names(sorted_=False)
+    ctx = ClaimContext(runs, cur_by, acc_by, config, max(int(n_permutations), holm_permutations(len(names))),
+                       n_resamples, n_noise_curves, seed, n_power=n_power)
     rows = []
-    for name in CLAIMS.names(sorted_=False):
+    for name in names:
         row = CLAIMS.get(name)
         view = MappingProxyType({t: given.get(t) for t in row.reads})
         claim = row.fn(dataclasses.replace(ctx, tables=view))
         rows.append(Claim(**claim) if isinstance(claim, Mapping) else claim)
     return pd.DataFrame([r.__dict__ for r in _adjusted(rows)], columns=list(Claim.__dataclass_fields__))
+
+
+def holm_permutations(n_rows: int) -> int:
+    """Fewest relabellings per permutation test that let Holm over ``n_rows`` rows reject: the smallest
+    p-value, 1 / (N + 1), times ``n_rows`` must fall below alpha. :func:`claim_table` raises a smaller
+    ``n_permutations`` to this (the calibration's copies ask for 199, at which Holm over 20 rows could never
+    reject, so no row could read "reproduced" on a copy and the calibration would pass by construction).
+
+    >>> holm_permutations(20)
+    400
+    """
+    return math.ceil(n_rows / ALPHA - 1e-9)
 
 
 def _adjusted(rows: list[Claim]) -> list[Claim]:
