@@ -98,14 +98,19 @@ class _Oracle:
     def train(self, mode=True):
         self.training = mode
 
-    def __call__(self, input_ids, attention_mask, output_hidden_states=False):
+    def get_output_embeddings(self):
+        import torch
+
+        return torch.nn.Identity()   # the final "state" is already the one-hot logits
+
+    def __call__(self, input_ids, attention_mask, output_hidden_states=False, **unused):
         import torch
 
         nxt = torch.roll(input_ids, -1, dims=1)
         if self.wrong:
             nxt = torch.zeros_like(nxt)
         logits = torch.nn.functional.one_hot(nxt, 146).float()
-        # one "layer" of hidden states (the scan's scoring reads them too)
+        # one "layer" of hidden states (the scan's scoring reads them too, and scores from the last)
         return SimpleNamespace(logits=logits, hidden_states=(logits,) if output_hidden_states else None)
 
 
