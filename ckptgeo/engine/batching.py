@@ -25,8 +25,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ckptgeo.metrics._autodiff import available_host_bytes
+
 __all__ = ["BatchChoice", "CPU_BATCH_CANDIDATES", "CPU_TOLERANCE", "choose_batch_size", "measure_batch_size",
-           "recorded_batch_sizes", "process_cpu_seconds", "available_memory"]
+           "recorded_batch_sizes", "process_cpu_seconds"]
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +42,6 @@ def process_cpu_seconds() -> float:
     """User + system CPU seconds of this process so far, every thread (``os.times``)."""
     t = os.times()
     return t.user + t.system
-
-
-def available_memory() -> int | None:
-    """Bytes the kernel says a new allocation can take without swapping (``MemAvailable`` in
-    ``/proc/meminfo``); None where that is not known."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 @dataclass(frozen=True)
@@ -128,7 +117,7 @@ def choose_batch_size(model, ps, config, *, revision: str = "", with_probes: boo
 
     ``config.batch_size`` set: that. On a GPU: :func:`~ckptgeo.engine.forward.auto_batch_size`. On a CPU: the
     candidates of :data:`CPU_BATCH_CANDIDATES`, each capped at the suite's items and at what half of
-    ``free_bytes`` (default: :func:`available_memory`) holds at the suite's longest item, timed on the suite's
+    ``free_bytes`` (default: :func:`ckptgeo.metrics._autodiff.available_host_bytes`) holds at the suite's longest item, timed on the suite's
     first items (:func:`measure_batch_size` with ``clock``); when the caps leave one candidate, nothing is
     timed.
     """
@@ -143,7 +132,7 @@ def choose_batch_size(model, ps, config, *, revision: str = "", with_probes: boo
     if device.type == "cuda":
         return BatchChoice(auto_batch_size(model, ps, device), "GPU memory", name)
     n = len(ps.items)
-    free = available_memory() if free_bytes is None else free_bytes
+    free = available_host_bytes() if free_bytes is None else free_bytes
     cap = auto_batch_size(model, ps, device, free_bytes=free) if free is not None else max(n, 1)  # <= items
     candidates = tuple(sorted({min(b, cap) for b in CPU_BATCH_CANDIDATES}))
     if len(candidates) == 1:
