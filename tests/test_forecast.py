@@ -10,7 +10,7 @@ import pytest
 
 from ckptgeo.forecasting.data import RunCurves
 from ckptgeo.forecasting.evaluate import ForecastConfig, evaluate, split_groups
-from ckptgeo.forecasting.features import feature_names, null_copy, run_features
+from ckptgeo.forecasting.features import feature_names, null_copy, run_features, sibling_copy
 from ckptgeo.forecasting.model import HazardModel
 from tests._models import single_thread  # noqa: F401  (fixture)
 
@@ -86,7 +86,9 @@ def test_a_planted_geometric_lead_makes_the_geometry_model_win(planted):
     assert task["n_runs"] == 8
     assert task["delta_log_score"] > 0 and task["p_value"] < 0.05, task.to_dict()
     assert task["verdict"] == "geometry helps"
-    # the null copy (RankMe replaced by noise at its own variance) shows no skill
+    # the run's own lead beats its sibling's (the other seed's recovery is tied to the other seed's acquisition)
+    assert task["sibling_n_runs"] == 8 and task["timing_delta_log_score"] > 0 and task["timing_p_value"] < 0.05
+    # the null copy (RankMe replaced by noise pooled over all runs) shows no skill
     assert task["null_p_value"] >= 0.05, task.to_dict()
     ev = planted["evaluation"].set_index(["split", "feature_set"])
     assert ev.loc[("task", "geometry"), "log_score"] < ev.loc[("task", "behaviour"), "log_score"]
@@ -121,7 +123,9 @@ def _task_level_runs(seed: int = 0):
 def test_the_null_copy_carries_no_task_level_and_shows_no_skill():
     """Noise at each run's own mean and sd kept the run's RankMe spread, which here says the task and so the
     acquisition: that null showed skill held out by task (p = 0.0002 on these runs). Noise pooled over all runs
-    shows none, while the real geometry (which does carry the task) wins."""
+    shows none, while the real geometry (which does carry the task) beats behaviour; but another seed's geometry of
+    the same task beats it as much (sibling skill 0.45 against 0.39 held out by task): the verdict is the
+    setting's level, not "geometry helps"."""
     runs = _task_level_runs()
     nulls = null_copy(runs, seed=0)
     pooled = np.concatenate([v for r in runs for v in r.rankme.values()])
@@ -136,7 +140,24 @@ def test_the_null_copy_carries_no_task_level_and_shows_no_skill():
         assert row["n_runs"] == 12
         assert row["delta_log_score"] > 0 and row["p_value"] < 0.05, row.to_dict()
         assert row["null_p_value"] >= 0.05 and row["null_delta_log_score"] < row["delta_log_score"], row.to_dict()
-        assert row["verdict"] == "geometry helps"
+        assert row["sibling_n_runs"] == 12 and row["sibling_delta_log_score"] > 0.5 * row["delta_log_score"]
+        assert not row["timing_p_value"] < 0.05, row.to_dict()
+        assert row["verdict"] == "setting level only"
+
+
+def test_the_sibling_copy_swaps_geometry_among_seeds_of_one_setting_only():
+    runs = _runs(n_tasks=2, seeds=(1, 2, 3))
+    lone = RunCurves(**{**runs[0].__dict__, "key": ("t9-L1-tiny-s1", "t9-L1", "h"), "task": "t9"})
+    copies, swapped = sibling_copy([*runs, lone], seed=0)
+    assert swapped.tolist() == [True] * 6 + [False]
+    assert copies[-1] is lone   # a setting with one seed keeps its own curves
+    donors = []
+    for r, c in zip(runs, copies):
+        (d,) = [x for x in runs if x.rankme[1] is c.rankme[1]]   # the curves are another run's, whole
+        assert d is not r and d.task == r.task and d.seed != r.seed
+        assert c.accuracy is r.accuracy and c.acquisition_index == r.acquisition_index
+        donors.append(d.name)
+    assert sorted(donors) == sorted(r.name for r in runs)   # a cycle: every run gives once
 
 
 def test_a_run_that_never_acquires_is_not_forecast_to_acquire_with_confidence():
@@ -205,7 +226,7 @@ def test_analyze_writes_the_forecast_tables_figures_and_report(tmp_path):
     assert {"median_step", "low_step", "high_step", "p_next"} <= set(fc.columns)
     ev = res.forecast_evaluation
     assert set(ev["split"]) == {"task", "seed"} and set(ev["feature_set"]) == {"behaviour", "geometry",
-                                                                                "geometry_null"}
+                                                                                "geometry_null", "geometry_sibling"}
     assert len(res.figures) == 6 and all(p.stat().st_size > 10_000 for p in res.figures)
     report = (ds / "report.md").read_text()
     assert "### forecast_skill" in report and "figures/forecast/" in report and "## forecast\n" not in report
@@ -325,6 +346,11 @@ def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_
         none = planted["skill"].assign(p_value=0.4, p_value_worse=p_worse)
         t = claim_table(empty, tables={**tables, "forecast_skill": none}, n_permutations=9, n_resamples=9)
         assert t.set_index("id").loc["forecast_geometry", "verdict"] == verdict, (p_worse, verdict)
+    # skill that a sibling's geometry (another seed of the setting) gives as well is the setting's level
+    for change, said in (({"timing_p_value": 0.4}, "forecasts as well"), ({"sibling_n_runs": 0}, "5 are needed")):
+        t = claim_table(empty, tables={**tables, "forecast_skill": planted["skill"].assign(**change)},
+                        n_permutations=9, n_resamples=9).set_index("id").loc["forecast_geometry"]
+        assert t["verdict"] == "inconclusive" and said in t["reason"], (change, t["reason"])
     # too few held-out runs for the test to reach p < 0.05
     few = planted["skill"].assign(n_runs=4)
     t = claim_table(empty, tables={**tables, "forecast_skill": few}, n_permutations=9, n_resamples=9)

@@ -14,7 +14,7 @@ from ckptgeo.analysis import analyze
 from ckptgeo.cli import build_parser, main
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.analysis.curves import grid_run as parse_run
-from ckptgeo.studies.claims import CLAIMS, claim_table, runs_table
+from ckptgeo.studies.claims import CLAIMS, VERDICTS, claim_table, runs_table
 from ckptgeo.studies.reproduce import PRESETS, Preset, checkpoint_subset, plan_study, run_reproduce
 
 STEPS = list(range(0, 201, 10))
@@ -323,7 +323,9 @@ def test_a_tiny_study_end_to_end_and_resumes(tmp_path, caplog):
     assert res.analysed and res.report.is_file() and (tmp_path / "study" / "figures" / "grid.png").is_file()
     text = res.report.read_text()
     assert "| collapse -> recovery -> acquisition" in text and "## Recipe" in text
-    assert set(res.claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"} and len(res.claims) == len(CLAIMS.names())
+    assert set(res.claims["verdict"]) <= set(VERDICTS) and len(res.claims) == len(CLAIMS.names())
+    # the one descriptive row is a number beside the verdicts, never a verdict of its own
+    assert list(res.claims.loc[res.claims["verdict"] == "descriptive", "id"]) == ["precursor_rate"]
     manifest = json.loads((tmp_path / "study" / "runs" / "copy-L1-tiny-s0" / "manifest.json").read_text())
     assert manifest["recipe"]["schedule_horizon"] == 400 and manifest["complete"]
     # no terminal here, so no bar: one progress line per stage, with an ETA

@@ -21,7 +21,9 @@ task loss and its slope) and behaviour + geometry (RankMe of three layers agains
 slope, checkpoints since collapse and since recovery onset; CKA and weight distance against the previous and
 first checkpoint where the scan measured them). Runs that never acquire are censored. Every score is on held-out
 runs (leave one task, seed or size out); geometry's skill over behaviour is tested across held-out runs
-(Wilcoxon) and on a null copy whose geometry is noise pooled over all runs. Each held-out fold's 80% intervals
+(Wilcoxon) and on a null copy whose geometry is noise pooled over all runs; "geometry helps" also needs the
+run's own geometry to beat a sibling's (another seed of the same setting), else the gain is "setting level
+only". Each held-out fold's 80% intervals
 are widened by an inner leave-one-group-out on its training runs only (coverage and the model's own beside it).
 
 outputs (inside DATASET, or --out):
@@ -29,7 +31,8 @@ outputs (inside DATASET, or --out):
                                           P(acquired within the next h checkpoints)
   forecast/forecast_evaluation.parquet    per split and feature set: log score, Brier, errors, coverage (widened
                                           and the model's own)
-  forecast/forecast_skill.parquet         geometry over behaviour, p-value, the null copy's
+  forecast/forecast_skill.parquet         geometry over behaviour, p-value, the null copy's, the run's own geometry
+                                          over a sibling's (timing_p_value), verdict
   forecast/forecast_concordance.parquet   order concordance among hard and among easy runs, interval, p (paper:
                                           52% easy, 69% hard)
   forecast/forecast_sizes.parquet         each size forecast from the smaller sizes only

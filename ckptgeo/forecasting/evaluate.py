@@ -17,7 +17,10 @@ of its checkpoints before its acquisition is known, and scored:
 (positive: geometry better); a one-sided Wilcoxon signed-rank test across runs (``scipy.stats.wilcoxon``). The same
 on a **null copy** (every RankMe and cross-checkpoint curve replaced by noise at the mean and sd pooled over all
 runs, :func:`ckptgeo.forecasting.features.null_copy`), which must show no skill. The test the other way
-(``p_value_worse``) says where geometry made the forecast worse.
+(``p_value_worse``) says where geometry made the forecast worse. Skill may come from the setting alone (a hard
+task's RankMe differs from an easy one's, and so does its acquisition step): the **sibling copy** gives each run
+the geometry of another seed of its own setting (:func:`ckptgeo.forecasting.features.sibling_copy`), and
+"geometry helps" needs the run's own geometry to beat it too (``timing_p_value``, the same test).
 
 **Concordance** within a difficulty class (hard / easy, :attr:`RunCurves.difficulty_class`): for two acquired runs
 of one class, their forecasts made at the same training step (half the earlier acquisition, before either
@@ -40,12 +43,12 @@ import pandas as pd
 from ckptgeo.analysis import stats
 from ckptgeo.forecasting.calibrate import FRACTIONS, FitCache, scoring_rows, widen, widening
 from ckptgeo.forecasting.data import RunCurves
-from ckptgeo.forecasting.features import FEATURE_SETS, null_copy, run_features
+from ckptgeo.forecasting.features import FEATURE_SETS, null_copy, run_features, sibling_copy
 from ckptgeo.forecasting.model import DEFAULT_COVERAGE, DEFAULT_HORIZON, DEFAULT_MAX_HORIZON, HazardModel
 
-__all__ = ["ForecastConfig", "SPLITS", "PAPER_CONCORDANCE", "split_groups", "out_of_fold", "run_scores",
-           "evaluation_table", "skill_table", "Concordance", "concordance", "concordance_table", "sizes_table",
-           "primary_split"]
+__all__ = ["ForecastConfig", "SPLITS", "PAPER_CONCORDANCE", "SKILL_VERDICTS", "split_groups", "out_of_fold",
+           "run_scores", "evaluation_table", "skill_table", "skill_verdict", "Concordance", "concordance",
+           "concordance_table", "sizes_table", "primary_split"]
 
 #: the held-out splits, in the order tables show them
 SPLITS = ("task", "seed", "size")
@@ -114,14 +117,13 @@ def primary_split(runs: list[RunCurves]) -> str | None:
 
 
 def out_of_fold(runs: list[RunCurves], groups: list, cfg: ForecastConfig, sets=FEATURE_SETS,
-                null_runs: list[RunCurves] | None = None) -> dict[str, list[pd.DataFrame]]:
-    """Per feature set (and ``"geometry_null"`` with ``null_runs``), each run's forecast from a model fitted to
-    the other groups' runs, its interval widened by an inner leave-one-group-out on those runs alone
+                copies: dict[str, list[RunCurves]] | None = None) -> dict[str, list[pd.DataFrame]]:
+    """Per feature set, and per named copy of the runs in ``copies`` (the geometry set fitted to and forecast on
+    the copy: ``geometry_null``, ``geometry_sibling``), each run's forecast from a model fitted to the other
+    groups' runs, its interval widened by an inner leave-one-group-out on those runs alone
     (:func:`ckptgeo.forecasting.calibrate.widening`; columns ``low_step_model``, ``high_step_model``, ``widening``);
     None for a run whose training set is empty."""
-    jobs = [(s, runs, s) for s in sets]
-    if null_runs is not None:
-        jobs.append(("geometry_null", null_runs, "geometry"))
+    jobs = [(s, runs, s) for s in sets] + [(name, rs, "geometry") for name, rs in (copies or {}).items()]
     out: dict[str, list] = {}
     for name, rs, fset in jobs:
         cache = FitCache(rs, [cfg.features(r, fset) for r in rs], cfg)
@@ -221,8 +223,11 @@ def _wilcoxon(d: np.ndarray, alternative: str = "greater") -> float:
 def skill_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
     """Per split: geometry's skill over behaviour (mean per-run log-score difference, positive = geometry better,
     relative skill 1 - LS_geometry / LS_behaviour) with its one-sided Wilcoxon p-value across held-out runs
-    (``p_value``: geometry better; ``p_value_worse``: geometry worse), and the same for the null copy; ``verdict``
-    reads both."""
+    (``p_value``: geometry better; ``p_value_worse``: geometry worse), and the same for the null copy (``null_``);
+    the sibling copy's skill over behaviour (``sibling_n_runs``, ``sibling_delta_log_score``: what knowing the
+    setting's geometry gives) and the run's own geometry against it (``timing_delta_log_score``: the sibling's log
+    score minus the run's own, positive = the run's own timing helps; ``timing_p_value``, one-sided) on the runs
+    that took a sibling's geometry; ``verdict`` reads them all (:func:`skill_verdict`)."""
     rows = []
     for split, g in scores.groupby("split", sort=False):
         piv = g.pivot_table(index="run", columns="feature_set", values="log_score")
@@ -240,23 +245,48 @@ def skill_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
                         f"{label}skill": float(1 - both[name].mean() / both["behaviour"].mean())
                         if len(d) and both["behaviour"].mean() > 0 else math.nan,
                         f"{label}p_value": _wilcoxon(d), f"{label}p_value_worse": _wilcoxon(d, "less")})
+        sib = piv[["behaviour", "geometry", "geometry_sibling"]].dropna() if "geometry_sibling" in piv else None
+        if sib is None or not len(sib):
+            row.update(sibling_n_runs=0, sibling_delta_log_score=math.nan, timing_delta_log_score=math.nan,
+                       timing_p_value=math.nan)
+        else:
+            d = (sib["geometry_sibling"] - sib["geometry"]).to_numpy(float)
+            row.update(sibling_n_runs=len(sib),
+                       sibling_delta_log_score=float((sib["behaviour"] - sib["geometry_sibling"]).mean()),
+                       timing_delta_log_score=float(np.mean(d)), timing_p_value=_wilcoxon(d))
         row["verdict"] = skill_verdict(row, cfg.alpha)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+#: the verdicts of :func:`skill_verdict`, in the order of how much they say
+SKILL_VERDICTS = ("geometry helps", "setting level only", "timing untested", "no skill shown", "geometry worse",
+                  "inconclusive")
+
+
 def skill_verdict(row: dict, alpha: float, min_runs: int = 5) -> str:
-    """``geometry helps`` / ``geometry worse`` (the one-sided test the other way) / ``no skill shown`` (neither:
-    not evidence of no skill) / ``inconclusive`` (fewer than ``min_runs`` held-out runs: 5 is the fewest at which a
-    one-sided Wilcoxon test can reach p < 0.05, or the null copy showing skill too, so the test cannot be trusted
-    on these data)."""
+    """One of :data:`SKILL_VERDICTS`:
+
+    * ``geometry helps``: better than behaviour alone (``p_value`` < ``alpha``) *and* better than a sibling's
+      geometry of the same setting (``timing_p_value`` < ``alpha``): the run's own geometry tells its timing;
+    * ``setting level only``: better than behaviour, not shown better than a sibling's geometry: the gain is what
+      the geometry says of the task, size and schedule (the paper's "coarse difficulty, not fine timing");
+    * ``timing untested``: better than behaviour, and fewer than ``min_runs`` runs with a sibling to test timing;
+    * ``geometry worse`` (the one-sided test the other way) / ``no skill shown`` (neither: not evidence of no
+      skill);
+    * ``inconclusive``: fewer than ``min_runs`` held-out runs (5 is the fewest at which a one-sided Wilcoxon test
+      can reach p < 0.05), or the null copy showing skill too, so the test cannot be trusted on these data.
+    """
     n, p, p0 = row.get("n_runs", 0), row.get("p_value", math.nan), row.get("null_p_value", math.nan)
     if n < min_runs or not math.isfinite(p):
         return "inconclusive"
     if math.isfinite(p0) and p0 < alpha:
         return "inconclusive"
     if p < alpha:
-        return "geometry helps"
+        pt = row.get("timing_p_value", math.nan)
+        if row.get("sibling_n_runs", 0) < min_runs or not math.isfinite(pt):
+            return "timing untested"
+        return "geometry helps" if pt < alpha else "setting level only"
     return "geometry worse" if row.get("p_value_worse", math.nan) < alpha else "no skill shown"
 
 
@@ -391,6 +421,14 @@ def sizes_table(runs: list[RunCurves], cfg: ForecastConfig, sets=FEATURE_SETS) -
     return pd.DataFrame(rows), (pd.concat(score_rows, ignore_index=True) if score_rows else pd.DataFrame())
 
 
+def _held_out(runs: list[RunCurves], groups: list, cfg: ForecastConfig, copies: dict, swapped: np.ndarray) -> dict:
+    """:func:`out_of_fold` with the copies; the sibling copy's forecasts kept only for the runs that took a
+    sibling's geometry (the others carry their own, and would compare the run with itself)."""
+    out = out_of_fold(runs, groups, cfg, copies=copies)
+    out["geometry_sibling"] = [fc if ok else None for fc, ok in zip(out["geometry_sibling"], swapped)]
+    return out
+
+
 def evaluate(runs: list[RunCurves], cfg: ForecastConfig) -> dict:
     """Every split's out-of-fold forecasts and scores, and the tables built on them.
 
@@ -400,18 +438,19 @@ def evaluate(runs: list[RunCurves], cfg: ForecastConfig) -> dict:
         ``forecasts`` (split -> feature set -> per-run forecast or None), ``scores`` (per held-out run),
         ``evaluation``, ``skill``, ``concordance`` (on the primary split), ``sizes``, ``primary`` (split name).
     """
-    nulls = null_copy(runs, seed=cfg.seed)
+    siblings, swapped = sibling_copy(runs, seed=cfg.seed)
+    copies = {"geometry_null": null_copy(runs, seed=cfg.seed), "geometry_sibling": siblings}
     forecasts, frames = {}, []
     for split in SPLITS:
         groups = split_groups(runs, split)
         if groups is None:
             continue
-        forecasts[split] = out_of_fold(runs, groups, cfg, null_runs=nulls)
+        forecasts[split] = _held_out(runs, groups, cfg, copies, swapped)
         frames.append(_scores_frame(runs, forecasts[split], cfg, split))
     primary = primary_split(runs)
     if primary is None and len(runs) >= 2:   # one group only: leave one run out
         primary = "run"
-        forecasts["run"] = out_of_fold(runs, list(range(len(runs))), cfg, null_runs=nulls)
+        forecasts["run"] = _held_out(runs, list(range(len(runs))), cfg, copies, swapped)
         frames.append(_scores_frame(runs, forecasts["run"], cfg, "run"))
     scores = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["split", "feature_set", "run", "log_score", "covered", "n_covered"])

@@ -26,7 +26,9 @@ have been made live). Two sets, always side by side:
 
 :func:`null_copy` replaces every run's geometry by noise drawn from one distribution for all runs (the mean and
 standard deviation pooled over every run's curves): geometry that says nothing of the run's task, size or
-acquisition, on which the geometry set must show no skill.
+acquisition, on which the geometry set must show no skill. :func:`sibling_copy` gives every run the geometry of
+another seed of its own setting: geometry that knows the run's task, size and schedule but not its timing, the
+level the geometry must beat before it is said to forecast *this* run's acquisition.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ import numpy as np
 
 from ckptgeo.forecasting.data import CROSS_CURVES, RunCurves
 
-__all__ = ["FEATURE_SETS", "behaviour_names", "geometry_names", "feature_names", "run_features", "null_copy"]
+__all__ = ["FEATURE_SETS", "behaviour_names", "geometry_names", "feature_names", "run_features", "null_copy",
+           "sibling_copy"]
 
 #: the two feature sets, in the order every table shows them
 FEATURE_SETS = ("behaviour", "geometry")
@@ -219,3 +222,41 @@ def null_copy(runs: list[RunCurves], *, seed: int = 0) -> list[RunCurves]:
 
     return [dataclasses.replace(run, rankme={k: noise(v, rk, 1e-3) for k, v in run.rankme.items()},
                                 cross={k: noise(v, cx[k], 0.0) for k, v in run.cross.items()}) for run in runs]
+
+
+def setting_of(run: RunCurves) -> tuple:
+    """What two runs must share for one's geometry to stand in for the other's: task, level, size, suite,
+    difficulty, the checkpoint steps and the measured layers (only the seed may differ)."""
+    return (run.task, run.level, run.size, run.key[1], run.difficulty, tuple(np.asarray(run.steps).tolist()),
+            tuple(sorted(run.rankme)), tuple(sorted(run.cross)))
+
+
+def sibling_copy(runs: list[RunCurves], *, seed: int = 0) -> tuple[list[RunCurves], np.ndarray]:
+    """``runs`` with each run's RankMe and cross-checkpoint curves taken from a *sibling*: another seed's run of
+    the same setting (:func:`setting_of`), so its geometry knows the task, size and schedule but not this run's
+    timing. Within a setting the runs are put in a random order (``seed``) and each takes the next one's curves
+    (a cycle: every run gives and takes once). Accuracy and loss are the run's own.
+
+    Returns
+    -------
+    copies : list of RunCurves, len(runs)
+        A run without a sibling (a setting with one seed, or seeds of unknown number) keeps its own curves.
+    swapped : ndarray of bool, shape (len(runs),)
+        Which runs took a sibling's curves: only these say anything in a comparison with the run's own geometry.
+    """
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(runs):
+        if r.seed is not None:
+            groups.setdefault(setting_of(r), []).append(i)
+    copies, swapped = list(runs), np.zeros(len(runs), bool)
+    for members in groups.values():
+        if len({runs[i].seed for i in members}) < len(members) or len(members) < 2:
+            continue   # one seed, or two runs with one seed: no sibling to take from
+        order = [members[j] for j in rng.permutation(len(members))]
+        for a, b in zip(order, order[1:] + order[:1]):
+            copies[a] = dataclasses.replace(runs[a], rankme=dict(runs[b].rankme), cross=dict(runs[b].cross))
+            swapped[a] = True
+    return copies, swapped
