@@ -270,6 +270,8 @@ class _Run:
         _check_disk(plan, config)
         dataset = Dataset(out)
         dataset.record_source(plan.model, source_identity(source))
+        for note in plan.elsewhere:
+            log.warning("%s", note)
         for rev_name, (old, new) in plan.moved.items():
             log.warning("%s moved to commit %s since it was measured at %s; measuring it again", rev_name, new[:12],
                         old[:12])
