@@ -164,6 +164,8 @@ def test_a_rerun_with_other_settings_says_which_and_how_to_continue_the_earlier_
     assert main(common + ["--metric-option", "hessian.max_seconds=90.0", "--dry-run"]) == 0
     out_text = capsys.readouterr().out
     assert "2 already done, 0 to measure" in out_text and "note: " not in out_text
-    # a run of other measures beside it (a probe scan, a RankMe-only scan) is another run on purpose: no note
+    # a run of other measures or suites beside it (a probe scan, a RankMe-only scan) is another run on purpose
     assert main(["scan", str(folder), "--suite", "copy-L1", "--n-samples", "8", "--out", str(out), "--dry-run"]) == 0
+    assert "note: " not in capsys.readouterr().out
+    assert main(common[:2] + ["--suite", "logic"] + common[4:] + ["--dry-run"]) == 0
     assert "note: " not in capsys.readouterr().out

@@ -445,8 +445,8 @@ def _option_text(key: str, value) -> str | None:
 
 
 def other_settings(ds: Dataset, model: str, settings: dict, config_hash: str, *, limit: int = 3) -> list[str]:
-    """Lines saying which runs of ``model`` the dataset holds with the same measures under config hashes other
-    than ``config_hash`` (revisions ok or duplicate), and which settings (``runs/<hash>.json``) differ: a scan
+    """Lines saying which runs of ``model`` the dataset holds with the same measures and suites under config
+    hashes other than ``config_hash`` (revisions ok or duplicate), and which settings (``runs/<hash>.json``) differ: a scan
     whose settings differ in anything that changes values, a new default included (the Hessian's and the LLC's
     ``max_seconds``, 90 s before, none now), measures again under its own hash, beside the earlier rows; the
     line says so and how to add to the earlier run instead (its measure options as flags). At most ``limit``
@@ -463,8 +463,9 @@ def other_settings(ds: Dataset, model: str, settings: dict, config_hash: str, *,
             recorded = json.loads(path.read_text())
         except (OSError, ValueError):   # not recorded: nothing to compare
             continue
-        if not isinstance(recorded, dict) or set(recorded.get("metrics") or {}) != set(settings.get("metrics") or {}):
-            continue   # other measures (a probe scan beside a RankMe scan): another run on purpose
+        if not isinstance(recorded, dict) or any(set(recorded.get(k) or {}) != set(settings.get(k) or {})
+                                                 for k in ("metrics", "suites")):
+            continue   # other measures or suites (a probe scan beside a RankMe scan): another run on purpose
         there = _flat({k: v for k, v in recorded.items() if k != "runtime"})
         differ = sorted(k for k in set(here) | set(there) if here.get(k, ...) != there.get(k, ...))
         shown = [f"{k} ({there.get(k, 'absent')!s} there, {here.get(k, 'absent')!s} here)" for k in differ[:4]]
