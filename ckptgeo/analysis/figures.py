@@ -365,7 +365,7 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
                         int(deepest["layer"].iloc[0]))
     if len(per_model) < 2:
         return None
-    values = pd_concat_aligned([v for v, _, _ in per_model.values()])
+    values = pl.aligned([v for v, _, _ in per_model.values()])
     if values.empty:
         return None
     fig = pl.figure(8.0, 4.8)
@@ -382,7 +382,7 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
     accs = [a.groupby("step")["accuracy"].mean() for _, a, _ in per_model.values() if not a.empty]
     handles, labels = ax.get_legend_handles_labels()
     if len(accs) >= 2:
-        acc = pd_concat_aligned(accs)
+        acc = pl.aligned(accs)
         ax2 = ax.twinx()
         ax2.fill_between(acc.index, acc.min(axis=1), acc.max(axis=1), color="0.3", alpha=0.15, lw=0)
         (line,) = ax2.plot(acc.index, acc.mean(axis=1), color="black", lw=1.8)
@@ -392,13 +392,6 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
     pl.title(ax, f"{base} · {suite}: seeds {', '.join(per_model)}")
     ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=2, frameon=False)
     return pl.save(fig, Path(path))
-
-
-def pd_concat_aligned(series):
-    """Series indexed by step side by side, on the steps all of them have."""
-    import pandas as pd
-
-    return pd.concat(list(series), axis=1, join="inner").sort_index()
 
 
 def _grid_interval(e, model: str, suites: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ import pandas as pd
 from ckptgeo._io import atomic_path, safe_name
 
 __all__ = ["slug", "figure", "save", "plain", "log_ticks", "title", "layer_colours", "log_x", "constant_layers",
-           "axis_label", "isna", "int_or_none", "left_out_steps", "with_gaps", "events_of", "mark_events",
+           "axis_label", "isna", "int_or_none", "left_out_steps", "aligned", "with_gaps", "events_of", "mark_events",
            "layer_bar", "MAX_LAYER_LEGEND", "spread", "labelled_layers", "line_ends", "end_labels",
            "END_LABEL_FONTSIZE", "MAX_END_LABELS"]
 
@@ -139,6 +139,11 @@ def left_out_steps(analysis, model: str, xcol: str = "step") -> np.ndarray:
     names = [m if isna(st) else f"{m}@{st}" for m, st in zip(lo["model"], lo["stage"])]
     values = pd.to_numeric(lo[xcol], errors="coerce").to_numpy(dtype=float)
     return np.sort(values[[n == model for n in names]])
+
+
+def aligned(series) -> pd.DataFrame:
+    """Series indexed by step side by side (one column each), on the steps all of them have."""
+    return pd.concat(list(series), axis=1, join="inner").sort_index()
 
 
 def with_gaps(x, y, gaps) -> tuple[np.ndarray, np.ndarray]:

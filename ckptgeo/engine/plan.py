@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ckptgeo._settings import flat_settings
 from ckptgeo.engine.config import ScanConfig, hashed_settings, settings_from, validate_scan_config
 from ckptgeo.engine.measure import Measure, configure_metrics, restrict_to_revisions
 from ckptgeo.errors import CorruptCheckpointError, InvalidParameterError, RevisionNotFoundError
@@ -427,13 +428,6 @@ def peak_bytes(files: list[list[WeightFile]], prefetch: int, *, keep_all: bool =
     return peak
 
 
-def _flat(tree, prefix: str = "") -> dict:
-    """Nested settings as ``{"metrics.hessian.max_seconds": 90.0, ...}``, values as JSON gives them back."""
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}.{key}" if prefix else str(key)).items()}
-
-
 def _option_text(key: str, value) -> str | None:
     """``metrics.hessian.max_seconds`` = 90.0 -> ``--metric-option hessian.max_seconds=90.0``; None for a key that
     is not a measure's option."""
@@ -446,16 +440,16 @@ def _option_text(key: str, value) -> str | None:
 
 def other_settings(ds: Dataset, model: str, settings: dict, config_hash: str, *, limit: int = 3) -> list[str]:
     """Lines saying which runs of ``model`` the dataset holds with the same measures and suites under config
-    hashes other than ``config_hash`` (revisions ok or duplicate), and which settings (``runs/<hash>.json``) differ: a scan
-    whose settings differ in anything that changes values, a new default included (the Hessian's and the LLC's
-    ``max_seconds``, 90 s before, none now), measures again under its own hash, beside the earlier rows; the
-    line says so and how to add to the earlier run instead (its measure options as flags). At most ``limit``
-    hashes, those with the most revisions first; ``[]`` when there are none."""
+    hashes other than ``config_hash`` (revisions ok or duplicate), and which settings (``runs/<hash>.json``)
+    differ: a scan whose settings differ in anything that changes values, a new default included (the Hessian's
+    and the LLC's ``max_seconds``, 90 s before, none now), measures again under its own hash, beside the earlier
+    rows; the line says so and how to add to the earlier run instead (its measure options as flags). At most
+    ``limit`` hashes, those with the most revisions first; ``[]`` when there are none."""
     rev = ds.read("revisions", model=model)
     if rev.empty or "config_hash" not in rev.columns:
         return []
     rev = rev[(rev["model"] == model) & rev["status"].isin(["ok", "duplicate"]) & (rev["config_hash"] != config_hash)]
-    here = _flat(json.loads(json.dumps(settings, sort_keys=True, default=str)))
+    here = flat_settings(json.loads(json.dumps(settings, sort_keys=True, default=str)))
     lines = []
     for other, n in rev.groupby("config_hash")["revision"].nunique().sort_values(ascending=False).head(limit).items():
         path = ds.root / "runs" / f"{other}.json"
@@ -466,7 +460,7 @@ def other_settings(ds: Dataset, model: str, settings: dict, config_hash: str, *,
         if not isinstance(recorded, dict) or any(set(recorded.get(k) or {}) != set(settings.get(k) or {})
                                                  for k in ("metrics", "suites")):
             continue   # other measures or suites (a probe scan beside a RankMe scan): another run on purpose
-        there = _flat({k: v for k, v in recorded.items() if k != "runtime"})
+        there = flat_settings({k: v for k, v in recorded.items() if k != "runtime"})
         differ = sorted(k for k in set(here) | set(there) if here.get(k, ...) != there.get(k, ...))
         shown = [f"{k} ({there.get(k, 'absent')!s} there, {here.get(k, 'absent')!s} here)" for k in differ[:4]]
         flags = [t for t in (_option_text(k, there[k]) for k in differ if k in there and k in here) if t]
