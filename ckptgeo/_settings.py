@@ -44,7 +44,7 @@ from ckptgeo._params import (Boolean, Interval, NonEmptyStr, Options, constraint
 
 __all__ = ["Setting", "setting", "declared", "defaults", "settings_doc", "with_settings_doc", "flag_keywords",
            "add_flags", "Interval", "Options", "NonEmptyStr", "Boolean", "validate_params", "replace_params",
-           "parse_value", "constraints_of", "describe"]
+           "parse_value", "constraints_of", "describe", "flat_settings"]
 
 #: the key of a field's metadata that holds its :class:`Setting`
 KEY = "setting"
@@ -195,3 +195,19 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, *, only: Callable[[Set
         parser.add_argument(s.flag, **flag_keywords(cls, f, s, **fill))
         names.append(f.name)
     return names
+
+
+def flat_settings(tree, prefix: str = "") -> dict:
+    """Nested recorded settings (``runs/<hash>.json``) as one level of dotted keys: what tells two runs apart
+    (:func:`ckptgeo.analysis.view.run_labels`, a scan's note on the dataset's other runs).
+
+    >>> flat_settings({"metrics": {"hessian": {"max_seconds": 90.0}}, "seed": 0})
+    {'metrics.hessian.max_seconds': 90.0, 'seed': 0}
+    """
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(flat_settings(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

@@ -157,6 +157,61 @@ def test_figures_of_a_deep_model_are_readable_and_mark_left_out_revisions_at_the
     assert onset and len(onset[0].get_xdata()) >= n_layers // 2   # one triangle per layer with an onset
 
 
+@pytest.mark.parametrize("n_layers", [12, 32])
+def test_deep_rankme_lines_are_named_at_their_ends_without_overlap(tmp_path, drawn, n_layers):
+    """Every block of the deep model ends at RankMe 18 (step 80, the last analysed): the lines end on one point,
+    so a colour bar alone cannot tell them apart. Each drawn layer (12 layers), or every k-th from the deepest
+    with the summary layer (32 layers: the names would not fit), is named at its end in its line's colour, the
+    names spread apart (no two overlap on screen) and inside the axes; the legend stays short."""
+    from matplotlib.colors import to_rgba
+    from matplotlib.text import Text
+
+    a = analyze(_deep_dataset(tmp_path / "ds", n_layers), write=False)
+    fig_mod.plot_suite(a, "deep", "sort-L2", tmp_path / "r.png")
+    fig = drawn[-1]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert len(_labels(ax)) <= 8, _labels(ax)
+    names = [t for t in ax.texts if getattr(t, "layer", None) is not None]
+    layers = [t.layer for t in names]
+    assert [t.get_text() for t in names] == [f"L{layer}" for layer in layers]
+    drawn_layers = list(range(1, n_layers + 1))   # layer 0 is constant (grey, in the legend as such)
+    if n_layers == 12:
+        assert sorted(layers) == drawn_layers
+    else:
+        from ckptgeo.analysis.curves import summary_rows
+
+        summary = int(summary_rows(a.events[a.events.metric == "rankme"])["layer"].iloc[0])
+        assert n_layers in layers and summary in layers and 10 <= len(layers) < n_layers, layers
+        steps = np.diff(sorted(set(layers) - {summary}))
+        assert len(set(steps)) == 1, layers   # every k-th layer
+    deep_lines = [ln for ln in ax.lines if ln.get_linestyle() == "-" and len(ln.get_xdata()) > 2]
+    for t in names:   # in its line's colour, its leader from the line's end: step 80 (90 is left out), RankMe 18
+        assert any(np.allclose(to_rgba(t.get_color()), to_rgba(ln.get_color())) for ln in deep_lines), t.layer
+        assert t.xy == (80.0, 18.0), t.xy
+    renderer = fig.canvas.get_renderer()
+    boxes = sorted((Text.get_window_extent(t, renderer) for t in names), key=lambda b: b.y0)   # the name, no leader
+    for below, above in zip(boxes, boxes[1:]):
+        assert above.y0 >= below.y1 - 0.5, (below, above)   # no two names overlap
+    axbox = ax.get_window_extent(renderer)
+    assert all(axbox.y0 - 1 <= b.y0 and b.y1 <= axbox.y1 + 1 for b in boxes)
+    assert all(b.x0 >= ax.transData.transform((80.0, 19.0))[0] for b in boxes)   # right of the lines' ends
+    assert all(b.x1 <= axbox.x1 + 1 for b in boxes), "names inside the axes, clear of the accuracy axis' ticks"
+
+
+def test_spread_keeps_order_and_gap_and_stays_inside():
+    from ckptgeo.analysis.plotting import spread
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 20))
+        t = np.sort(rng.uniform(0, 100, n))
+        y = spread(t, 4.0, 0.0, 100.0)
+        assert (np.diff(y) >= 4.0 - 1e-9).all() and y[0] >= -1e-9 and y[-1] <= 100 + 1e-9, (t, y)
+    assert spread([50.0] * 3, 4.0, 0.0, 100.0).tolist() == [46.0, 50.0, 54.0]   # centred on where they end
+    assert spread([99.0, 99.5], 4.0, 0.0, 100.0).tolist() == [96.0, 100.0]      # pushed inside at the top
+
+
 def test_a_narrow_log_axis_has_distinct_tick_labels():
     """A 160m-shaped three_objects RankMe spans 1.9-2.25: every tick of its log axis read "2" (no digits below 1)."""
     import matplotlib

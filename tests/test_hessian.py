@@ -271,3 +271,19 @@ def test_a_basis_beyond_host_memory_is_refused_before_any_download(local_hub, tm
     fetched = {k: v for k, v in local_hub.served_bytes(local_hub.repo_id).items() if before.get(k) != v}
     assert not any(path.endswith(".safetensors") for _, path in fetched), fetched
     assert not (tmp_path / "ds" / "revisions").exists()
+
+
+def test_the_default_budget_counts_products_not_seconds(monkeypatch):
+    """A machine so busy that every product takes 1000 s gives the same eigenvalues under the defaults."""
+    import time as _time
+
+    from ckptgeo.metrics.llc import LLCConfig
+
+    lam = torch.cat([torch.tensor([9.0, 5.0]), torch.linspace(0.0, 4.0, 200)]).double()
+    quiet = hessian(_quadratic_context(lam), HessianConfig(k=2))
+    clock = iter(range(0, 10**9, 1000))
+    monkeypatch.setattr(_time, "perf_counter", lambda: float(next(clock)))
+    busy = hessian(_quadratic_context(lam), HessianConfig(k=2))
+    assert [r.value for r in busy] == [r.value for r in quiet]
+    assert busy[0].extra["stopped_by"] == quiet[0].extra["stopped_by"] != "max_seconds"
+    assert HessianConfig().max_seconds is None and LLCConfig().max_seconds is None

@@ -249,3 +249,21 @@ def test_negative_llc_is_flagged_in_the_row():
     from ckptgeo.metrics.registry import get_metric
 
     assert get_metric("llc").out_of_range(-1.5) is not None and get_metric("llc").out_of_range(3.0) is None
+
+
+def test_the_default_budget_counts_sgld_steps_not_seconds():
+    """A machine so busy that every SGLD step takes 1000 s of the clock: the defaults run every chain to its end
+    and give the estimate an idle machine gives (before: max_seconds=90 cut the chains after their first step)."""
+    model, base = _regression(3, n=64)
+    cfg = dict(lr=1e-3, nbeta=10.0, num_chains=2, num_draws=20, batch_size=64, num_burnin_steps=5)
+    quiet = estimate_llc(model, base, 64, LLCConfig(**cfg), seed=0)
+    now = [0.0]
+
+    def slow(m, idx):
+        now[0] += 1000.0
+        return base(m, idx)
+
+    busy = estimate_llc(model, slow, 64, LLCConfig(**cfg), seed=0, clock=lambda: now[0])
+    assert busy.stopped_by == quiet.stopped_by == "completed" and busy.converged
+    assert list(busy.n_steps_per_chain) == list(quiet.n_steps_per_chain) == [20, 20]   # draws after burn-in
+    assert busy.llc_mean == quiet.llc_mean

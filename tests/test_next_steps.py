@@ -56,8 +56,8 @@ def test_dry_run_lists_measures_suites_time_and_the_total_over_ranks(run, tmp_pa
     assert "  measures: rankme, behavior, hessian" in out
     assert "  suites: copy-L1 (50 items), logic (50 items)" in out
     took = next(line for line in out if line.startswith("estimated time: "))
-    # one revision in this rank's share: at least the Hessian's 90 s budget, well under an hour
-    assert took.startswith(("estimated time: 1 min", "estimated time: 2 min")) and "rough" in took, took
+    # one revision in this rank's share of a 0.4M-parameter model: seconds, the Hessian's work counted
+    assert took.startswith("estimated time: ") and " s (rough: " in took and "full work" in took, took
     assert out[-1] == "next: the same command without --dry-run"
     assert main(["scan", str(folder), "--suite", "copy-L1", "--n-samples", "8", "--out", str(tmp_path / "ds")]) == 0
     out = capsys.readouterr().out.splitlines()   # rank 1 of 2 measured its one revision of the two
@@ -116,3 +116,57 @@ def test_help_texts_match_the_code(capsys):
         main(["analyze", "--help"])
     text = capsys.readouterr().out
     assert "ckptgeo analyze results/demo/dataset" in text and "ckptgeo analyze results/demo " not in text
+
+
+def test_the_estimate_counts_whole_model_work_not_a_time_budget():
+    """The Hessian and the LLC stop by work (products, SGLD steps), not by wall time: the dry run's estimate counts
+    that work (before: the 90 s budget in full, whatever max_hvp said), capped by a max_seconds where one is set,
+    at the revisions the measure runs at."""
+    from ckptgeo.engine.config import ScanConfig
+    from ckptgeo.engine.measure import configure_metrics, restrict_to_revisions
+    from ckptgeo.engine.plan import estimate_seconds
+    from ckptgeo.sources.revisions import Revision
+
+    def est(options, revisions=("step0",), metrics=("rankme", "hessian")):
+        measures = configure_metrics(ScanConfig(metrics=metrics, metric_options=options))
+        measures = restrict_to_revisions(measures, [Revision(name=r, step=int(r[4:])) for r in revisions])
+        return estimate_seconds([400_000_000] * len(revisions), [("logic", 200)], measures, downloads=True,
+                                revisions=list(revisions))
+
+    base = estimate_seconds([400_000_000], [("logic", 200)], {}, downloads=True)   # 72 s: download and forward
+    one = est({}) - base                                 # 40 products x 2 passes x 32 items at 6 FLOPs/param/token
+    assert one == pytest.approx(2 * 40 * 32 * 6 * 1e8 * 32 / 20e9, rel=1e-3)   # 245.8 s
+    assert est({"hessian": {"max_hvp": 80}}) - base == pytest.approx(2 * one, rel=1e-3)
+    assert est({"hessian": {"max_seconds": 60.0}}) - base == pytest.approx(60.0, abs=0.1)   # a cap, where set
+    two = est({"hessian": {"revisions": "step0"}}, revisions=("step0", "step1000"))
+    assert two == pytest.approx(2 * base + one, rel=1e-3)   # the Hessian at one of the two revisions
+    sgld = est({}, metrics=("rankme", "llc")) - base     # 2 chains x (50 + 50) steps x 32 items
+    assert sgld == pytest.approx(2 * 100 * 32 * 6 * 1e8 * 32 / 20e9, rel=1e-3)
+
+
+def test_a_rerun_with_other_settings_says_which_and_how_to_continue_the_earlier_run(run, tmp_path, capsys):
+    """A dataset measured with the Hessian's old default (a 90 s budget): the new default (none) measures under a
+    new config hash, never mixing with the old rows, and the scan says so, naming the setting and the flag that
+    adds to the old run; with that flag the old run's revisions are done."""
+    folder, _ = run
+    out = tmp_path / "ds"
+    common = ["scan", str(folder), "--suite", "copy-L1", "--n-samples", "8", "--out", str(out), "--revisions", "all",
+              "--metrics", "rankme,hessian", "--metric-option", "hessian.k=1", "--metric-option", "hessian.max_hvp=2"]
+    assert main(common + ["--metric-option", "hessian.max_seconds=90"]) == 0
+    capsys.readouterr()
+    assert main(common + ["--dry-run"]) == 0
+    out_text = capsys.readouterr().out
+    note = next(line for line in out_text.splitlines() if line.startswith("note: "))
+    assert "holds 2 revisions of copy-L1 under config hash" in note, note
+    assert "metrics.hessian.max_seconds (90.0 there, None here)" in note and "beside them" in note, note
+    assert "ckptgeo_version" not in note and "source" not in note, note   # what runs/<hash>.json adds: not settings
+    assert note.endswith("(--metric-option hessian.max_seconds=90.0)"), note
+    assert "0 already done, 2 to measure" in out_text
+    assert main(common + ["--metric-option", "hessian.max_seconds=90.0", "--dry-run"]) == 0
+    out_text = capsys.readouterr().out
+    assert "2 already done, 0 to measure" in out_text and "note: " not in out_text
+    # a run of other measures or suites beside it (a probe scan, a RankMe-only scan) is another run on purpose
+    assert main(["scan", str(folder), "--suite", "copy-L1", "--n-samples", "8", "--out", str(out), "--dry-run"]) == 0
+    assert "note: " not in capsys.readouterr().out
+    assert main(common[:2] + ["--suite", "logic"] + common[4:] + ["--dry-run"]) == 0
+    assert "note: " not in capsys.readouterr().out

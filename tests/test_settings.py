@@ -21,7 +21,9 @@ PINNED = [({}, "63388db6066c"), ({"n_samples": 50}, "fbb5b7bc80b7"), ({"centered
           ({"epsilon": 1e-6}, "c5c2431652b6"), ({"tokenizer": "runs/x"}, "07d95d1cae41"),
           ({"model_items": 8}, "4292887348b4"), ({"dtype": "float64"}, "44439492b2d1"),
           ({"position": "mean"}, "504097d92535"), ({"seed": 3}, "b3faa7f8cf69"),
-          ({"metrics": ("rankme", "hessian"), "metric_options": {"hessian": {"k": 3}}}, "2acb9b31015b"),
+          # the Hessian without a wall-clock budget by default (was max_seconds=90: its values depended on the
+          # machine's load); the old default's hash stays that of max_seconds=90.0, below
+          ({"metrics": ("rankme", "hessian"), "metric_options": {"hessian": {"k": 3}}}, "414e56187f24"),
           ({"suites": ("logic",)}, "58ae0730a51b")]
 
 
@@ -31,6 +33,19 @@ def test_config_hashes_of_existing_datasets_do_not_change(options, expected):
     # settings that do not change values leave it alone
     assert _hash(**options, device="meta", batch_size=3, prefetch=0, keep_cache=True, threads=2,
                  share_prefix=False, on_error="raise", max_disk=10) == expected
+
+
+def test_a_dataset_measured_with_the_old_whole_model_budget_keeps_its_hash_under_that_setting():
+    """Datasets written when the Hessian's and the LLC's max_seconds defaulted to 90 s: their parts carry the hash
+    of max_seconds 90.0 (pinned before the default changed), which ``--metric-option hessian.max_seconds=90``
+    gives again (so a scan adds to them), while the new default hashes apart (never mixed with them)."""
+    from ckptgeo.cli._options import parse_metric_options
+
+    old = parse_metric_options(["hessian.k=3", "hessian.max_seconds=90"])
+    assert _hash(metrics=("rankme", "hessian"), metric_options=old) == "2acb9b31015b"
+    assert _hash(metrics=("rankme", "hessian"), metric_options={"hessian": {"k": 3}}) != "2acb9b31015b"
+    both = parse_metric_options(["llc.max_seconds=90"])
+    assert _hash(metrics=("rankme", "llc"), metric_options=both) != _hash(metrics=("rankme", "llc"))
 
 
 def test_rows_carry_the_same_settings_columns():

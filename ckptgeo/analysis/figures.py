@@ -45,6 +45,9 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     """RankMe per layer against step (log scales), accuracy on a second axis, events marked; below it, the
     collapse -> acquisition window of the summary layer at linear scale.
 
+    Up to :data:`~ckptgeo.analysis.plotting.MAX_LAYER_LEGEND` layers get a legend entry each; deeper models'
+    layers are named at their lines' ends (:func:`~ckptgeo.analysis.plotting.end_labels`) and by a colour bar.
+
     The summary layer's collapse (dotted) and recovery onset (dashed) are drawn in that layer's colour,
     acquisition in red, the precursor gap (recovery onset -> acquisition) shaded green. The lower panel
     appears when the curve has a collapse and an acquisition.
@@ -78,7 +81,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
         ax, zoom = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
     else:
         ax, zoom = fig.add_subplot(1, 1, 1), None
-    many = len(layers) > pl.MAX_LAYER_LEGEND   # deep models: a colour bar of layers instead of a legend entry each
+    many = len(layers) > pl.MAX_LAYER_LEGEND   # deep models: a colour bar and names at the lines' ends, no legend
     for layer in layers:
         g = sub[sub["layer"] == layer].sort_values("step")
         if layer in flat:   # constant by construction: drawn thin and grey, and said so
@@ -113,6 +116,8 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     if gaps.size:
         title += f" ({gaps.size} revisions left out: grey dotted lines)"
     pl.title(ax, title)
+    if many:   # last: the names are placed for the axes' final limits
+        pl.end_labels(ax, pl.line_ends(sub, xcol, skip=flat), colours, keep=(marks["layer"],) if marks else ())
     handles, labels = ax.get_legend_handles_labels()
     if acc_line is not None:
         handles, labels = handles + [acc_line], labels + ["accuracy (right axis)"]
@@ -360,7 +365,7 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
                         int(deepest["layer"].iloc[0]))
     if len(per_model) < 2:
         return None
-    values = pd_concat_aligned([v for v, _, _ in per_model.values()])
+    values = pl.aligned([v for v, _, _ in per_model.values()])
     if values.empty:
         return None
     fig = pl.figure(8.0, 4.8)
@@ -377,7 +382,7 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
     accs = [a.groupby("step")["accuracy"].mean() for _, a, _ in per_model.values() if not a.empty]
     handles, labels = ax.get_legend_handles_labels()
     if len(accs) >= 2:
-        acc = pd_concat_aligned(accs)
+        acc = pl.aligned(accs)
         ax2 = ax.twinx()
         ax2.fill_between(acc.index, acc.min(axis=1), acc.max(axis=1), color="0.3", alpha=0.15, lw=0)
         (line,) = ax2.plot(acc.index, acc.mean(axis=1), color="black", lw=1.8)
@@ -387,13 +392,6 @@ def plot_seeds(analysis, base: str, models, suite: str, path: str | os.PathLike,
     pl.title(ax, f"{base} · {suite}: seeds {', '.join(per_model)}")
     ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=2, frameon=False)
     return pl.save(fig, Path(path))
-
-
-def pd_concat_aligned(series):
-    """Series indexed by step side by side, on the steps all of them have."""
-    import pandas as pd
-
-    return pd.concat(list(series), axis=1, join="inner").sort_index()
 
 
 def _grid_interval(e, model: str, suites: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,7 @@ from typing import Mapping
 
 import pandas as pd
 
+from ckptgeo._settings import flat_settings
 from ckptgeo.analysis.config import AnalysisConfig
 from ckptgeo.analysis.curves import summary_rows
 
@@ -38,16 +39,6 @@ def read_runs(root: str | os.PathLike) -> dict[str, dict]:
     return out
 
 
-def _flat(d: Mapping, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, Mapping):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def run_labels(hashes, runs: Mapping[str, dict] | None = None, *, width: int = 48) -> dict[str, str]:
     """A short label per config hash saying what tells the runs apart: the settings that differ between
     them (``centered=True``), else the hash itself.
@@ -63,7 +54,8 @@ def run_labels(hashes, runs: Mapping[str, dict] | None = None, *, width: int = 4
     runs = runs or {}
     if not all(h in runs for h in hashes):
         return {h: h for h in hashes}
-    flat = {h: _flat({k: v for k, v in runs[h].items() if k not in ("ckptgeo_version", "source")}) for h in hashes}
+    flat = {h: flat_settings({k: v for k, v in runs[h].items() if k not in ("ckptgeo_version", "source")})
+            for h in hashes}
     keys = sorted({k for f in flat.values() for k in f})
     differ = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat.values()}) > 1]
     labels = {}

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ckptgeo._settings import flat_settings
 from ckptgeo.engine.config import ScanConfig, hashed_settings, settings_from, validate_scan_config
 from ckptgeo.engine.measure import Measure, configure_metrics, restrict_to_revisions
 from ckptgeo.errors import CorruptCheckpointError, InvalidParameterError, RevisionNotFoundError
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ScanPlan", "Resolved", "plan_scan", "peak_bytes", "resolve", "default_out", "shard", "rank_device",
            "scan_settings", "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity",
-           "estimate_seconds"]
+           "estimate_seconds", "other_settings"]
 
 
 @dataclass
@@ -59,6 +60,9 @@ class ScanPlan:
     total_todo: int = 0
     #: a rough wall time for this process's share, in seconds (:func:`estimate_seconds`); None if unknown
     estimate: float | None = None
+    #: the dataset's revisions of this model under other config hashes, one line each: which settings differ
+    #: (:func:`other_settings`); a scan logs them as warnings, --dry-run prints them
+    elsewhere: list[str] = field(default_factory=list)
 
     def cost_note(self) -> str:
         """``"8 suites x 200 items (1600 prompts per revision), measures rankme, behavior; rough estimate 3 h"``."""
@@ -89,6 +93,7 @@ class ScanPlan:
                          + (f"  fails: {self.errors[r.name]}" if r.name in self.errors else ""))
         lines.append(f"bytes to fetch: {fmt(self.bytes_to_fetch)}; peak disk: {fmt(self.peak_disk)}; "
                      f"config hash {self.config_hash}")
+        lines += [f"note: {note}" for note in self.elsewhere]
         if self.integrity is not None and self.integrity.groups:
             lines += [f"left out of the analysis by default: {g.describe()}" for g in self.integrity.groups]
         if self.todo:
@@ -102,7 +107,7 @@ class ScanPlan:
 
 #: what :func:`estimate_seconds` assumes, as printed
 _ESTIMATE_BASIS = ("downloads at 50 MB/s, forward passes at 20 GFLOP/s, 32 tokens per item, "
-                   "budgeted measures at their full max_seconds")
+                   "whole-model measures at their full work (backward = 2 forwards), capped by any max_seconds")
 _DOWNLOAD_BPS, _FLOPS, _TOKENS_PER_ITEM = 50e6, 20e9, 32
 
 
@@ -113,13 +118,29 @@ def _duration(seconds: float) -> str:
 
 
 def estimate_seconds(revision_bytes: list[int | None], suites: list[tuple[str, int]], measures,
-                     *, downloads: bool) -> float | None:
+                     *, downloads: bool, revisions: list[str] | None = None, model_items: int = 32) -> float | None:
     """A rough wall time for measuring revisions of these sizes, in seconds; None if a size is unknown.
 
     Per revision: its download (when the source downloads), one forward pass over each suite's items
-    (2 FLOPs per parameter per token, the parameters counted as weight bytes / 4), and the time budget
-    (``max_seconds``) of each measure that has one (Hessian, LLC), taken in full. The rates are fixed
-    guesses (:data:`_ESTIMATE_BASIS`), not measured here: the number says minutes or days, not seconds.
+    (2 FLOPs per parameter per token, the parameters counted as weight bytes / 4), and the work of each
+    whole-model measure that declares it (``config.item_passes(model_items)``: the Hessian's products, the
+    LLC's SGLD steps) at 6 FLOPs per parameter per token, at the revisions it runs at, capped by its
+    ``max_seconds`` where one is set (a measure declaring no work: its ``max_seconds`` in full). The rates are
+    fixed guesses (:data:`_ESTIMATE_BASIS`), not measured here: the number says minutes or days, not seconds.
+
+    Parameters
+    ----------
+    revision_bytes : list of int or None
+        Weight bytes of each revision to measure.
+    suites : list of (str, int)
+        Each suite's name and item count.
+    measures : dict of str to Measure
+    downloads : bool
+    revisions : list of str, optional
+        The revisions' names, in the order of ``revision_bytes`` (a measure with a ``revisions`` option runs at
+        those it selects); None: every measure at every revision.
+    model_items : int, default=32
+        The items whole-model measures differentiate (the scan's ``model_items``).
 
     Examples
     --------
@@ -129,12 +150,17 @@ def estimate_seconds(revision_bytes: list[int | None], suites: list[tuple[str, i
     if any(b is None for b in revision_bytes):
         return None
     items = sum(k for _, k in suites)
-    budgets = sum(float(getattr(m.config, "max_seconds", None) or 0) for m in measures.values()
-                  if getattr(m, "config", None) is not None)
     total = 0.0
-    for b in revision_bytes:
+    for i, b in enumerate(revision_bytes):
+        per_pass = 6 * (b / 4) * _TOKENS_PER_ITEM / _FLOPS   # one forward and backward of one item
         total += (b / _DOWNLOAD_BPS if downloads else 0.0) + 2 * (b / 4) * _TOKENS_PER_ITEM * items / _FLOPS
-        total += budgets
+        for m in measures.values():
+            config = getattr(m, "config", None)
+            if config is None or (revisions is not None and not m.runs_at(revisions[i])):
+                continue
+            cap = getattr(config, "max_seconds", None)   # a measure declaring no work: its time budget in full
+            work = config.item_passes(model_items) * per_pass if hasattr(config, "item_passes") else None
+            total += (float(cap or 0.0) if work is None else work if cap is None else min(work, float(cap)))
     return round(total, 1)
 
 
@@ -402,6 +428,49 @@ def peak_bytes(files: list[list[WeightFile]], prefetch: int, *, keep_all: bool =
     return peak
 
 
+def _option_text(key: str, value) -> str | None:
+    """``metrics.hessian.max_seconds`` = 90.0 -> ``--metric-option hessian.max_seconds=90.0``; None for a key that
+    is not a measure's option."""
+    parts = key.split(".")
+    if len(parts) != 3 or parts[0] != "metrics":
+        return None
+    shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else value
+    return f"--metric-option {parts[1]}.{parts[2]}={shown}"
+
+
+def other_settings(ds: Dataset, model: str, settings: dict, config_hash: str, *, limit: int = 3) -> list[str]:
+    """Lines saying which runs of ``model`` the dataset holds with the same measures and suites under config
+    hashes other than ``config_hash`` (revisions ok or duplicate), and which settings (``runs/<hash>.json``)
+    differ: a scan whose settings differ in anything that changes values, a new default included (the Hessian's
+    and the LLC's ``max_seconds``, 90 s before, none now), measures again under its own hash, beside the earlier
+    rows; the line says so and how to add to the earlier run instead (its measure options as flags). At most
+    ``limit`` hashes, those with the most revisions first; ``[]`` when there are none."""
+    rev = ds.read("revisions", model=model)
+    if rev.empty or "config_hash" not in rev.columns:
+        return []
+    rev = rev[(rev["model"] == model) & rev["status"].isin(["ok", "duplicate"]) & (rev["config_hash"] != config_hash)]
+    here = flat_settings(json.loads(json.dumps(settings, sort_keys=True, default=str)))
+    lines = []
+    for other, n in rev.groupby("config_hash")["revision"].nunique().sort_values(ascending=False).head(limit).items():
+        path = ds.root / "runs" / f"{other}.json"
+        try:
+            recorded = json.loads(path.read_text())
+        except (OSError, ValueError):   # not recorded: nothing to compare
+            continue
+        if not isinstance(recorded, dict) or any(set(recorded.get(k) or {}) != set(settings.get(k) or {})
+                                                 for k in ("metrics", "suites")):
+            continue   # other measures or suites (a probe scan beside a RankMe scan): another run on purpose
+        there = flat_settings({k: v for k, v in recorded.items() if k not in ("runtime", "source", "ckptgeo_version")})
+        differ = sorted(k for k in set(here) | set(there) if here.get(k, ...) != there.get(k, ...))
+        shown = [f"{k} ({there.get(k, 'absent')!s} there, {here.get(k, 'absent')!s} here)" for k in differ[:4]]
+        flags = [t for t in (_option_text(k, there[k]) for k in differ if k in there and k in here) if t]
+        lines.append(f"{ds.root} holds {n} revision{'s' if n != 1 else ''} of {model} under config hash {other}, "
+                     f"whose settings differ from these in {', '.join(shown)}{' ...' if len(differ) > 4 else ''}: "
+                     f"the selected revisions are measured under {config_hash}, beside them"
+                     + (f"; to add to that run instead, give its settings ({' '.join(flags)})" if flags else ""))
+    return lines
+
+
 def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     """The plan of a resolved scan: this process's share of the selection, less what ``out`` holds."""
     source, selected = resolved.source, resolved.selected
@@ -418,6 +487,8 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
                 done.add(r.name)
             elif r.commit and ds.is_done(name) and ds.recorded_commit(name) not in (None, r.commit):
                 moved[r.name] = (ds.recorded_commit(name), r.commit)
+    elsewhere = other_settings(ds, model, resolved.settings, resolved.config_hash) \
+        if exists and not config.overwrite and len(done) < len(selected) else []
     rank, world = shard()
     mine = [r for i, r in enumerate(selected) if i % world == rank]
     todo = [r for r in mine if r.name not in done]
@@ -456,4 +527,6 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
                     done=sorted(done), files=files, bytes_to_fetch=fetch, peak_disk=peak,
                     config_hash=resolved.config_hash, errors=errors, integrity=integrity, model=model, moved=moved,
                     metrics=list(resolved.measures), suites=suite_items, rank=(rank, world), total_todo=total_todo,
-                    estimate=estimate_seconds(sizes, suite_items, resolved.measures, downloads=source.downloads))
+                    estimate=estimate_seconds(sizes, suite_items, resolved.measures, downloads=source.downloads,
+                                              revisions=[r.name for r in todo], model_items=config.model_items),
+                    elsewhere=elsewhere)

@@ -270,9 +270,9 @@ class _Run:
         _check_disk(plan, config)
         dataset = Dataset(out)
         dataset.record_source(plan.model, source_identity(source))
-        for rev_name, (old, new) in plan.moved.items():
-            log.warning("%s moved to commit %s since it was measured at %s; measuring it again", rev_name, new[:12],
-                        old[:12])
+        for note in plan.elsewhere + [f"{r} moved to commit {new[:12]} since it was measured at {old[:12]}; measuring "
+                                      f"it again" for r, (old, new) in plan.moved.items()]:
+            log.warning("%s", note)
         duplicates = _Duplicates(plan.selected, plan.files)
         n_dup = sum(duplicates.original_of(r) is not None for r in plan.todo)   # recorded, not fetched
         run = cls(config=config, resolved=resolved, plan=plan, dataset=dataset,

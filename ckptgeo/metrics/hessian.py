@@ -15,11 +15,11 @@ on a pythia-14m-shaped model (P = 14.1M) with 32 BIG-bench items about 3-16 s on
 (the second figure on a machine with several other CPU-bound processes), and the graph takes about
 2 GB. The basis holds ``ncv`` vectors of P values (pythia-14m, float32: 56 MB each), so ARPACK-style
 defaults (``ncv = max(2k + 1, 20)``, 200 products) meant 1.1 GB of basis and 10-50 minutes. The
-defaults here are ``ncv = max(k + 3, 8)`` (0.45 GB there), at most 40 products and 90 s of Lanczos:
+defaults here are ``ncv = max(k + 3, 8)`` (0.45 GB there), at most 40 products (no time limit unless asked):
 the top eigenvalue is usually within ``tol`` after 10-20 products, the k-th later; what the budget
 leaves unconverged is its Ritz estimate (a lower bound on the true eigenvalue for "LA"), flagged
-``converged=False`` with ``stopped_by`` and its residual bound. Raise ``max_hvp`` / ``max_seconds``
-(``--metric-option hessian.max_seconds=600``) where all k must converge.
+``converged=False`` with ``stopped_by`` and its residual bound. Raise ``max_hvp``
+(``--metric-option hessian.max_hvp=200``) where all k must converge.
 """
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ class HessianConfig:
         Lanczos basis size; None = ``max(k + 3, 8)`` capped at P. Memory: ``ncv × P`` values.
     max_hvp : int or None, default=40
         Budget: stop after this many Hessian-vector products (None: no limit).
-    max_seconds : float or None, default=90.0
-        Budget: stop after this many seconds of Lanczos (None: no limit).
+    max_seconds : float or None, default=None
+        Budget: stop after this many seconds of Lanczos (None: no limit). Off by default: a time budget makes
+        which values converge depend on how busy the machine is; ``max_hvp`` bounds the work instead.
     hutchinson_samples : int, default=0
         When > 0, also estimate tr(H) from this many Rademacher probes (one extra row).
     retain_graph : bool, default=False
@@ -87,9 +88,17 @@ class HessianConfig:
     max_iter: int = setting(100, admits=(Interval(int, 1, None),))
     ncv: int | None = setting(None, admits=(Interval(int, 2, None), None))
     max_hvp: int | None = setting(40, admits=(Interval(int, 1, None), None))
-    max_seconds: float | None = setting(90.0, admits=(Interval(float, 0.0, None), None))
+    max_seconds: float | None = setting(None, admits=(Interval(float, 0.0, None), None))
     hutchinson_samples: int = setting(0, admits=(Interval(int, 0, None),))
     retain_graph: bool = setting(False, admits=(Boolean,))
+
+    def item_passes(self, n_items: int) -> float:
+        """The work at one revision, for a scan's ``--dry-run`` estimate: forward-and-backward passes of one item
+        over ``n_items`` items, at most (a Hessian-vector product costs about two of them per item; products:
+        ``max_hvp``, else ``max_iter`` restarts of ``ncv``, plus ``hutchinson_samples``). ``max_seconds`` is
+        not counted here (the estimate caps the time by it)."""
+        products = self.max_hvp if self.max_hvp is not None else self.max_iter * (self.ncv or max(self.k + 3, 8))
+        return 2.0 * (products + self.hutchinson_samples) * n_items
 
 
 @dataclass(frozen=True)
@@ -499,7 +508,7 @@ def hessian(ctx: ModelContext, config: HessianConfig | None = None) -> list[Metr
         cross-entropy in nats over the answer tokens only, logits computed only there.
     config : HessianConfig, optional
         ``k`` (5), ``which`` ("LA"), ``params`` ("all"), ``tol`` (1e-3), ``max_iter`` (100),
-        ``ncv`` (None: ``max(k + 3, 8)``), ``max_hvp`` (40), ``max_seconds`` (90), ``hutchinson_samples`` (0);
+        ``ncv`` (None: ``max(k + 3, 8)``), ``max_hvp`` (40), ``max_seconds`` (None), ``hutchinson_samples`` (0);
         see the module docstring for why.
 
     Returns

@@ -31,9 +31,10 @@ Each SGLD step is one forward and backward of the task loss on a minibatch, so t
 ``num_chains × (num_burnin_steps + num_draws × num_steps_bw_draws)`` such passes: on a pythia-14m-shaped
 model with 32 BIG-bench items about 1-3 s each on 2 CPU cores. devinterp's own defaults (4 chains × 200
 draws) are 800 passes, 20-40 minutes there. The defaults here are 2 chains × 50 draws (100 passes;
-two chains still give a spread, ``llc_std``) after 50 burn-in steps per chain (100 more passes), and a
-wall-clock budget ``max_seconds=90``, shared out
-between the chains: a chain that starts with r seconds left and k chains to go runs for r / k seconds
+two chains still give a spread, ``llc_std``) after 50 burn-in steps per chain (100 more passes): a budget
+in work, so the estimate does not depend on how busy the machine is. An optional wall-clock budget
+``max_seconds`` (off by default) is shared out between the chains: a chain that starts with r seconds left and
+k chains to go runs for r / k seconds
 (its draws so far count when it has at least one; time a chain leaves unused passes on), and
 ``converged`` is recorded False with ``stopped_by="max_seconds"``. Fewer draws make λ̂ noisier, not
 biased in a known direction; raise ``num_draws`` / ``num_chains`` (and ``max_seconds``) where the
@@ -97,7 +98,7 @@ class LLCConfig:
     params : str, default="all"
         Parameters that move: ``"all"``, globs or ``"re:<regex>"`` (others are frozen: a
         restricted LLC).
-    max_seconds : float or None, default=90.0
+    max_seconds : float or None, default=None
         Budget: wall-clock seconds of SGLD over all chains, from the first step, shared out between the
         chains (None: no limit). Where it cuts chains short, the estimate uses the draws made so far and
         records ``converged=False``.
@@ -112,7 +113,15 @@ class LLCConfig:
     num_steps_bw_draws: int = setting(1, admits=(Interval(int, 1, None),))
     batch_size: int = setting(32, admits=(Interval(int, 1, None),))
     params: str = setting("all", admits=(NonEmptyStr,))
-    max_seconds: float | None = setting(90.0, admits=(Interval(float, 0.0, None), None))
+    max_seconds: float | None = setting(None, admits=(Interval(float, 0.0, None), None))
+
+    def item_passes(self, n_items: int) -> float:
+        """The work at one revision, for a scan's ``--dry-run`` estimate: forward-and-backward passes of one item
+        (each SGLD step is one over a minibatch of ``min(batch_size, n_items)`` items; steps: ``num_chains`` x
+        (``num_burnin_steps`` + ``num_draws`` x ``num_steps_bw_draws``)). ``max_seconds`` is not counted here
+        (the estimate caps the time by it)."""
+        steps = self.num_chains * (self.num_burnin_steps + self.num_draws * self.num_steps_bw_draws)
+        return float(steps * min(self.batch_size, n_items))
 
 
 @dataclass(frozen=True)
@@ -404,7 +413,7 @@ def llc(ctx: ModelContext, config: LLCConfig | None = None) -> list[MetricValue]
     config : LLCConfig, optional
         ``lr`` (1e-4), ``nbeta`` (None → m/ln m), ``localization`` (100), ``num_chains`` (2),
         ``num_draws`` (50), ``num_burnin_steps`` (50), ``num_steps_bw_draws`` (1),
-        ``batch_size`` (32), ``params`` ("all"), ``max_seconds`` (90).
+        ``batch_size`` (32), ``params`` ("all"), ``max_seconds`` (None).
 
     Returns
     -------
