@@ -191,10 +191,12 @@ def rankme_interval(hidden_states: torch.Tensor, config: RankMeConfig | None = N
     validate_params(config, owner="rankme")
     n_res = int(config.n_resamples)
     z = _checked(hidden_states, config.centered)
-    u, sigma, _ = torch.linalg.svd(z, full_matrices=False)
-    value = entropy_rank_from_spectrum(sigma, eps=config.eps)
+    # the value from svdvals, as rankme() computes it: the full SVD's singular values can differ in the last bit
+    # (LAPACK takes another path), and value must equal rankme() on the same states
+    value = entropy_rank_from_spectrum(torch.linalg.svdvals(z), eps=config.eps)
     if n_res == 0 or not math.isfinite(value):
         return RankMeInterval(value, math.nan, math.nan, math.nan, n_res, float(config.confidence))
+    u, sigma, _ = torch.linalg.svd(z, full_matrices=False)
     n = z.shape[0]
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     # normalised Exp(1) draws are Dirichlet(1, ..., 1)
