@@ -210,7 +210,7 @@ def test_two_concurrent_processes_give_the_values_of_one(ckpts, tmp_path):
     run(ckpts, one)
     code = ("from ckptgeo import scan; "
             f"scan({str(ckpts)!r}, out={str(two)!r}, suites=({SUITE!r},), n_samples=24, "
-            "metrics=('rankme', 'cka', 'weight_distance'))")
+            "metrics=('rankme', 'cka', 'weight_distance'), batch_size=16)")   # the batch run() fixes
     root = Path(__file__).resolve().parents[1]
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=root,
                               env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2", "CKPTGEO_NO_PROGRESS": "1"})
