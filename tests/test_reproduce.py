@@ -428,7 +428,7 @@ def test_top_down_says_how_many_deep_runs_it_could_not_test():
 
 
 @pytest.mark.slow
-def test_the_smoke_preset_end_to_end(tmp_path):
+def test_the_smoke_preset_end_to_end(tmp_path, capsys):
     """`--preset smoke` (9 runs, about 5 minutes on 2 idle cores) through every stage: the claim rows carry
     their source, interval, null and p-value; probes read the first answer token; the whole-model measures
     sit at 10 checkpoints and were stopped by work; every rule is in the metadata."""
@@ -468,6 +468,8 @@ def test_the_smoke_preset_end_to_end(tmp_path):
     # than alpha (4 copies each of iid noise, random walks, permuted accuracy; about a minute on 2 cores)
     assert main(["claims", str(tmp_path / "smoke"), "--calibrate", "4", "--n-permutations", "199",
                  "--power", "10"]) == 0
+    err = capsys.readouterr().err   # a batch log shows the work under way: a line first, then one per copy
+    assert "claims: analysing" in err and "claims: " in err and "calibration 12/12: permuted copy 4/4" in err, err
     calib = pd.read_parquet(tmp_path / "smoke" / "dataset" / "summary" / "claims_calibration.parquet")
     assert set(calib["null"]) == {"iid", "random_walk", "permuted"} and calib["copies"].eq(4).all()
     assert calib["ok"].all(), calib[~calib["ok"]].to_string()

@@ -56,8 +56,13 @@ def _run_claims(args: argparse.Namespace) -> int:
     if not (dataset / "geometry").exists():
         raise DatasetLayoutError(f"{dataset} holds no geometry table: give a study folder or a scanned dataset "
                                  f"(`ckptgeo scan ... --out DIR`).", path=str(dataset))
+    # the analysis and the claim table take minutes on a study of 60 runs: say what is under way
+    print(f"claims: analysing {dataset} and judging each claim ({args.n_permutations} relabellings a test, "
+          f"{args.power} planted replicates a lead for power) ...", file=sys.stderr, flush=True)
     table, analysis = dataset_claims(dataset, n_permutations=args.n_permutations, n_power=args.power,
                                      seed=args.seed)
+    print(f"claims: {len(table)} rows judged" + (f"; calibrating on {args.calibrate} null copies of each kind"
+                                                  if args.calibrate > 0 else ""), file=sys.stderr, flush=True)
     calib = None
     if args.calibrate > 0:
         def progress(i, total, text):
