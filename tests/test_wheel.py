@@ -83,3 +83,8 @@ def test_wheel_finds_bundled_suites_and_scans_from_another_folder(wheel_venv, lo
     g = pd.read_parquet(elsewhere / "ds" / "geometry")
     assert sorted(g.suite.unique()) == suites.split(",")
     assert sorted(g.revision.unique()) == ["step0", "step1"]
+    # the analysis runs from the wheel too (its forecast step imports ckptgeo.forecasting, which the wheel once
+    # left out: `ckptgeo analyze` then ended in ModuleNotFoundError for every pip user)
+    an = _run([str(wheel_venv / "ckptgeo"), "analyze", "ds"], cwd=elsewhere, env=_env())
+    assert an.returncode == 0, an.stderr[-2000:]
+    assert (elsewhere / "ds" / "report.md").is_file()
