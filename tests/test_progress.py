@@ -120,3 +120,29 @@ def test_duplicates_by_metadata_are_said_so_and_left_out_of_the_eta():
         "scan m: step1000 duplicate of step0: recorded, not fetched (2/5, 40%); 10 min 00 s elapsed, ETA 20 min 00 s",
         "scan m: step2000 duplicate of step0: recorded, not fetched (3/5, 60%); 10 min 00 s elapsed, ETA 20 min 00 s",
         "scan m: step3000 finished (4/5, 80%) in 10 min 00 s; 20 min 00 s elapsed, ETA 10 min 00 s"]
+
+
+def test_a_revision_stopped_by_ctrl_c_is_not_logged_as_finished(ckpts, tmp_path, monkeypatch, caplog):
+    """Ctrl-C inside step1's measures: step0's line says finished, step1 gets none (nothing of it was saved; the
+    line once said 'step1 finished' and the batch log then claimed work that was not there)."""
+    import logging
+
+    from ckptgeo import scan
+    from ckptgeo.engine import scan as engine_scan
+    from ckptgeo.store.dataset import Dataset
+
+    real = engine_scan._Run.measure
+
+    def measure(self, model, rev, *args, **kw):
+        if rev.name == "step1":
+            raise KeyboardInterrupt
+        return real(self, model, rev, *args, **kw)
+
+    monkeypatch.setattr(engine_scan._Run, "measure", measure)
+    monkeypatch.delenv("CKPTGEO_NO_PROGRESS", raising=False)
+    caplog.set_level(logging.INFO, logger="ckptgeo.progress")
+    with pytest.raises(KeyboardInterrupt):
+        scan(ckpts, out=tmp_path / "ds", suites=(SUITE,), n_samples=8, batch_size=8)
+    lines = [r.getMessage() for r in caplog.records if " finished " in r.getMessage()]
+    assert [m.group(1) for m in map(LINE.search, lines) if m] == ["step0"], lines
+    assert sorted(Dataset(tmp_path / "ds").read("revisions")["revision"]) == ["step0"]

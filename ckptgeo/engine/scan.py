@@ -341,7 +341,7 @@ class _Run:
             self.prefetcher.drop(i)
             self.bar.update(1, note="skipped: another process has it, or finished it", free=True)
             return
-        clock = _Clock()
+        clock, stopped = _Clock(), False
         try:
             if rev.name in self.plan.errors:
                 raise self.plan.errors[rev.name]
@@ -372,8 +372,14 @@ class _Run:
                 "write": clock.seconds.get("seconds_write", 0.0), "load_bytes": float(self.holder.last_load.bytes)}
         except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
             self.fail(rev, name, base, err, t0)
+        except BaseException:   # Ctrl-C, SIGTERM: nothing of this revision saved, so no line may say it finished
+            stopped = True
+            raise
         finally:
-            self.release(rev, lock)
+            lock.close()
+            self.source.release(rev)
+            if not stopped:
+                self.bar.finish(failed=rev.name in self.result.failed, duplicate_of=self.duplicates.original_of(rev))
 
     def claim(self, rev: Revision, name: str):
         """The revision's lock, or None when another process holds it or has finished it meanwhile."""
@@ -443,11 +449,6 @@ class _Run:
             raise err
         log.warning("%s failed: %s", rev.name, err)
         self.result.failed[rev.name] = f"{type(err).__name__}: {err}"
-
-    def release(self, rev: Revision, lock) -> None:
-        lock.close()
-        self.source.release(rev)
-        self.bar.finish(failed=rev.name in self.result.failed, duplicate_of=self.duplicates.original_of(rev))
 
     # -- the end --------------------------------------------------------------------------------------
     def close(self) -> None:
