@@ -87,28 +87,26 @@ def forecast_geometry(ctx) -> Claim:
         measured += (f"; a sibling's geometry (another seed of the setting) {row['sibling_delta_log_score']:+.3f}, "
                      f"the run's own over it {row['timing_delta_log_score']:+.3f}, p = {pt:.3g} over {ns} runs")
     measured += f"; {ctext}" if ctext else ""
-    verdict = {"geometry helps": "reproduced", "geometry worse": "not reproduced"}.get(
-        skill_verdict(row.to_dict(), ALPHA), "inconclusive")
+    said = skill_verdict(row.to_dict(), ALPHA)   # the forecast's own verdict; the row's reason says why in words
+    verdict = {"geometry helps": "reproduced", "geometry worse": "not reproduced"}.get(said, "inconclusive")
     if n < 5 or not math.isfinite(p):
         why = f"{n} held-out runs; a one-sided Wilcoxon test needs 5 to reach p < {ALPHA}"
     elif math.isfinite(p0) and p0 < ALPHA:
         why = (f"the null copy (geometry made of noise) shows skill too (p = {p0:.3g}): the test cannot tell "
                "geometry from curves that say nothing of the run's own acquisition")
-    elif p < ALPHA and verdict == "reproduced":
-        why = (f"geometry's skill p = {p:.3g} < {ALPHA}, and the run's own geometry beats a sibling's (p = {pt:.3g}); "
-               f"the null copy's p = {p0:.3g}")
-    elif p < ALPHA and ns >= 5:
-        why = (f"geometry's skill p = {p:.3g}, but a sibling's geometry of the same setting forecasts as well (the "
-               f"run's own over it p = {pt:.3g}): the gain is what the geometry says of the setting, not of this "
-               "run's timing")
-    elif p < ALPHA:
-        why = (f"geometry's skill p = {p:.3g}, but {ns} held-out runs have a sibling (another seed of the setting) "
-               "to test whether the gain is the setting's level; 5 are needed")
-    elif verdict == "not reproduced":
-        why = f"geometry forecasts worse than behaviour alone: one-sided p = {pw:.3g} < {ALPHA} (skill p = {p:.3g})"
     else:
-        why = (f"no skill shown (p = {p:.3g}) and geometry not shown worse (p = {pw:.3g}): a test that fails to "
-               "reject is not evidence of no skill")
+        why = {
+            "geometry helps": f"geometry's skill p = {p:.3g} < {ALPHA}, and the run's own geometry beats a sibling's "
+                              f"(p = {pt:.3g}); the null copy's p = {p0:.3g}",
+            "setting level only": f"geometry's skill p = {p:.3g}, but a sibling's geometry of the same setting "
+                                  f"forecasts as well (the run's own over it p = {pt:.3g}): the gain is what the "
+                                  "geometry says of the setting, not of this run's timing",
+            "timing untested": f"geometry's skill p = {p:.3g}, but {ns} held-out runs have a sibling (another seed "
+                               "of the setting) to test whether the gain is the setting's level; 5 are needed",
+            "geometry worse": f"geometry forecasts worse than behaviour alone: one-sided p = {pw:.3g} < {ALPHA} "
+                              f"(skill p = {p:.3g})",
+        }.get(said, f"no skill shown (p = {p:.3g}) and geometry not shown worse (p = {pw:.3g}): a test that fails to "
+                    "reject is not evidence of no skill")
     return Claim("forecast_geometry", claim, paper, measured, verdict, why, evidence, _PAPER,
                  float(row["delta_log_score"]), math.nan, math.nan, float(row["null_delta_log_score"]), p, test)
 
