@@ -224,14 +224,14 @@ def test_hard_is_relative_to_each_size():
 
 def test_presets_cover_the_grid():
     cpu = plan_study("cpu", "out")
-    assert len(cpu) == 63 and {r.size for r in cpu} == {"tiny", "mini"} and {r.seed for r in cpu} == {1, 2, 3}
+    assert len(cpu) == 81 and {r.size for r in cpu} == {"tiny", "mini", "small"} and {r.seed for r in cpu} == {1, 2, 3}
     assert {r.task for r in cpu} == set(TASKS) and {r.level for r in cpu if r.size != "tiny"} == {1}
     # every setting has 3 seeds; floors and orders compare sizes at matched (task, level)
     per = pd.Series([(r.task, r.level, r.size) for r in cpu]).value_counts()
     assert set(per) == {3}
-    shared = {(r.task, r.level) for r in cpu if r.size == "mini"}
-    assert len(shared) == 8 and shared <= {(r.task, r.level) for r in cpu if r.size == "tiny"}
-    # >= 4 layers for top-down: mini; whole-model measures on 3 settings x 3 seeds at 12 checkpoints
+    shared = {(r.task, r.level) for r in cpu if r.size == "small"}
+    assert len(shared) == 6 and shared <= {(r.task, r.level) for r in cpu if r.size == "mini"}
+    # >= 4 layers for top-down: mini and small; whole-model measures on 3 settings x 3 seeds at 12 checkpoints
     assert sum(1 for r in cpu if r.model_metrics) == 9 and PRESETS["cpu"].model_checkpoints >= 10
     assert all(v.get("max_seconds", 0) is None for v in PRESETS["cpu"].metric_options.values())
     from ckptgeo.studies.reproduce import assign

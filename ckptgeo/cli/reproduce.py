@@ -12,7 +12,7 @@ __all__ = ["add_parser"]
 _EPILOG = """\
 examples:
   ckptgeo reproduce --preset smoke --out results/smoke          # 9 runs, about 5 minutes on 2 cores
-  torchrun --nproc_per_node 2 -m ckptgeo reproduce --preset cpu --threads 1   # 63 runs, about 2 hours on 2 cores
+  torchrun --nproc_per_node 2 -m ckptgeo reproduce --preset cpu --threads 1   # 81 runs, about 2 hours on 2 cores
   ckptgeo reproduce --preset cpu --dry-run --threads 1          # the plan, and hours from steps/s measured here
   ckptgeo reproduce --preset paper --dry-run --device cuda      # the plan, and GPU-hours from measured steps/s
   torchrun --nproc_per_node 8 -m ckptgeo reproduce --preset paper --device cuda --out /data/reproduce
@@ -22,7 +22,7 @@ examples:
 presets:
   smoke  copy, compare, parity at level 1 on tiny x seeds 1-3 (9 runs): the pipeline end to end in about
          5 minutes on 2 cores; too small to judge a claim (its verdicts are mostly inconclusive)
-  cpu    tiny (2 layers), mini (4) x seeds 1-3 (63 runs): about 2 hours on 2 idle cores
+  cpu    tiny (2 layers), mini (4), small (6) x seeds 1-3 (81 runs): about 2 hours on 2 cores
          (`--dry-run` measures the steps and scans here and plans it)
   paper  8 tasks x 3 levels x 6 sizes x seeds 1-3 (432 runs), for GPUs
   Seed 0 was the pilot that fixed which settings are hard; it is left out of every preset.
@@ -42,7 +42,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "and interval, the value by chance, a p-value and the verdict of that test.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", metavar="{smoke,cpu,paper,FILE.json}",
-                   help="smoke: 9 runs, about 5 minutes on 2 cores; cpu: 63 runs on tiny/mini, about 2 hours on "
+                   help="smoke: 9 runs, about 5 minutes on 2 cores; cpu: 81 runs on tiny/mini/small, about 2 hours on "
                         "2 cores; paper: 432 runs for GPUs (default cpu; details below); or a JSON file of Preset's "
                         "fields (name, tasks, levels, sizes, seeds, steps {task: {level: steps}}, ...) for a grid of "
                         "your own")

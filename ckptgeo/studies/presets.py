@@ -117,7 +117,7 @@ _FAST = ("copy", "reverse", "compare", "sort", "parity")
 #: hard and easy settings share each schedule (one within-schedule null serves both, and the hard-minus-easy
 #: contrast of leads compares runs on one grid). ``short``: copy, reverse, compare (easy) and parity at level 1,
 #: the five fast tasks at level 2 (hard), on tiny. ``long``: sort at level 1 (easy) beside the three slow tasks at
-#: level 1 (hard), on tiny. ``larger``: the fast tasks and addition at level 1 on mini (parity the hard
+#: level 1 (hard), on tiny. ``larger``: the fast tasks and addition at level 1 on mini and small (parity the hard
 #: one); modular and multiplication there keep 600 steps, for the collapse floor only (they are not acquired).
 SCHEDULES = {"short": 600, "long": 3000, "larger": 300}
 _CPU_STEPS = {
@@ -149,11 +149,10 @@ PRESETS: dict[str, Preset] = {
         description="3 tasks (copy, compare: easy; parity: hard) x level 1 x 3 seeds on tiny, one 300-step "
                     "schedule: 9 runs, about 6 minutes on 2 cores; checks the pipeline end to end, too small to "
                     "judge a claim"),
-    # About 1.7 hours on 2 idle cores (`--dry-run`: 3.3 device-hours, 2026-12-03). The 6-layer size (`small`, 18
-    # runs: 2.8 of 6.1 device-hours, most of it in its probes and 300-step runs) was cut to fit 2 hours; top-down
-    # rests on the 4-layer runs and the across-size rows on tiny against mini.
+    # About 1.5 hours on 2 idle cores (`--dry-run`: 3.0 device-hours, 2026-12-04; small is 1.5 of them). Three
+    # sizes give the across-size rows and the forecast's size split two smaller sizes to learn from.
     "cpu": Preset(
-        "cpu", _ALL, (1, 2), ("tiny", "mini"), _SEEDS, _CPU_STEPS, n_checkpoints=40, n_samples=200,
+        "cpu", _ALL, (1, 2), ("tiny", "mini", "small"), _SEEDS, _CPU_STEPS, n_checkpoints=40, n_samples=200,
         probe_checkpoints=6, model_metrics=("hessian", "llc"),
         # whole-model measures on one schedule (short), easy and hard: one within-schedule null for both
         model_runs=(("copy", 1, "tiny"), ("parity", 1, "tiny"), ("reverse", 2, "tiny")), model_checkpoints=12,
@@ -163,11 +162,12 @@ PRESETS: dict[str, Preset] = {
         metric_options=_WORK, n_heldout=400, probe_min_class=10,
         settings_by_size={
             "tiny": tuple((t, 1) for t in _ALL) + tuple((t, 2) for t in _FAST),
-            "mini": tuple((t, 1) for t in _FAST + ("addition", "modular", "multiplication"))},
-        # modular and multiplication on mini: long enough for the collapse floor, not for acquisition
-        steps_by_size={"mini": _LARGER},
-        description="8 tasks at level 1 and 5 at level 2 on tiny (2 layers), 8 tasks on mini (4 layers), 3 seeds "
-                    "each: 63 runs, about 2 hours on 2 CPU cores"),
+            "mini": tuple((t, 1) for t in _FAST + ("addition", "modular", "multiplication")),
+            "small": tuple((t, 1) for t in _FAST + ("modular",))},
+        # modular and multiplication at the larger sizes: long enough for the collapse floor, not for acquisition
+        steps_by_size={"mini": _LARGER, "small": _LARGER},
+        description="8 tasks at level 1 and 5 at level 2 on tiny (2 layers), 8 tasks on mini (4 layers), 6 on "
+                    "small (6 layers), 3 seeds each: 81 runs, about 2 hours on 2 CPU cores"),
     "paper": Preset(
         "paper", _ALL, (1, 2, 3), ("tiny", "mini", "small", "medium", "large", "xl"), _SEEDS,
         {t: {1: 10000, 2: 20000, 3: 30000} for t in _ALL}, n_checkpoints=200, n_samples=500,

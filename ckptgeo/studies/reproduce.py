@@ -59,7 +59,7 @@ def run_reproduce(preset: str | Preset = "cpu", out: str | Path = "results/repro
     Parameters
     ----------
     preset : str or Preset, default="cpu"
-        ``"smoke"`` (9 runs), ``"cpu"`` (63 runs, 2 CPU cores), ``"paper"`` (432 runs, GPUs), or a
+        ``"smoke"`` (9 runs), ``"cpu"`` (81 runs, 2 CPU cores), ``"paper"`` (432 runs, GPUs), or a
         :class:`Preset`.
     out : path, default="results/reproduce"
     device : str, default="cpu"
