@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 
 import pandas as pd
@@ -148,13 +149,95 @@ def test_status_of_a_scan_folder_without_a_submission(ckpts, tmp_path, capsys):
         assert main(["status", str(out)]) == 1
         text = capsys.readouterr().out
     lines = text.splitlines()
-    assert lines[1].split()[:2] == ["step0", "done"] and lines[2].split()[:2] == ["step1", "done"]
-    assert lines[3].startswith("step2") and "in progress" in lines[3] and f"pid {os.getpid()}" in lines[3]
+    run = f"{res.config_hash[:8]} (behavior, rankme)"
+    assert lines[0].split() == ["revision", "run", "status", "detail"]
+    assert lines[1].startswith(f"step0     {run}  done") and lines[2].startswith(f"step1     {run}  done")
+    assert lines[3].startswith(f"step2     {run}  in progress") and f"pid {os.getpid()}" in lines[3]
     assert "3 revisions: 2 done, 0 failed, 1 in progress, 0 not started" in text
     # beside a live process (its heartbeat), no advice to rerun the same scan next to it
     assert "next: 1 revision in progress" in text and "wait for it" in text and "rerun the same scan" not in text
     assert main(["status", str(out)]) == 0
     assert "2 revisions: 2 done" in capsys.readouterr().out
+
+
+def _status(out, capsys) -> tuple[int, dict, str]:
+    """``ckptgeo status out``: exit code, {(revision, run's short hash): (status, run label)}, the text."""
+    code = main(["status", str(out)])
+    text = capsys.readouterr().out
+    rows = {}
+    for line in text.splitlines()[1:]:
+        m = re.match(r"(step\d+) +(\w{8}) (\([^)]*\)) +(done|failed|in progress|not started)", line)
+        if m:
+            rows[m.group(1), m.group(2)] = (m.group(4), f"{m.group(2)} {m.group(3)}")
+        elif line.startswith("step"):   # a row without a run
+            rows[line.split()[0], None] = (line.split(maxsplit=1)[1], None)
+    return code, rows, text
+
+
+def test_status_of_a_scan_and_a_probe_of_the_same_revisions_is_per_run(ckpts, tmp_path, capsys):
+    """Two configs over the same revisions (a scan, a probe) are two runs: one row per run and revision, a run
+    column naming each by hash and measures, totals per run; a rerun on more revisions adds to its run's
+    planned revisions; a run record without them (an older ckptgeo) falls back to what the tables name."""
+    out = tmp_path / "ds"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = scan(ckpts, out=out, revisions="step0,step1", **KW).config_hash
+        b = scan(ckpts, out=out, revisions="step0,step1", metrics=["behavior", "probe"], **KW).config_hash
+    code, rows, text = _status(out, capsys)
+    assert code == 0, text
+    assert rows == {("step0", a[:8]): ("done", f"{a[:8]} (behavior, rankme)"),
+                    ("step1", a[:8]): ("done", f"{a[:8]} (behavior, rankme)"),
+                    ("step0", b[:8]): ("done", f"{b[:8]} (behavior, probe)"),
+                    ("step1", b[:8]): ("done", f"{b[:8]} (behavior, probe)")}, text
+    assert f"{a[:8]} (behavior, rankme): 2 revisions: 2 done, 0 failed, 0 in progress, 0 not started" in text
+    assert "4 revisions of 2 runs: 4 done, 0 failed, 0 in progress, 0 not started" in text
+    assert "no planned revisions" not in text
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scan(ckpts, out=out, revisions="step2,step1", **KW)   # the same config on one more revision
+    record = json.loads((out / "runs" / f"{a}.json").read_text())
+    assert record["planned"] == {"tiny": ["step0", "step1", "step2"]}
+    assert record["metrics"]["rankme"] and record["source"] == "tiny" and "runtime" in record   # the rest kept
+    code, rows, text = _status(out, capsys)
+    assert code == 0 and rows["step2", a[:8]][0] == "done" and ("step2", b[:8]) not in rows, text
+    assert "5 revisions of 2 runs: 5 done" in text
+
+    del record["planned"]   # a record an older ckptgeo wrote: what the tables name, and a note saying so
+    (out / "runs" / f"{a}.json").write_text(json.dumps(record))
+    code, rows, text = _status(out, capsys)
+    assert code == 0 and sorted(rows) == sorted([(r, h[:8]) for r in ("step0", "step1", "step2") for h in (a, b)
+                                                  if (r, h) != ("step2", b)]), text
+    assert f"(runs/{a}.json: no planned revisions recorded" in text
+
+
+def test_status_of_an_interrupted_run_lists_its_planned_revisions_as_not_started(ckpts, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """Ctrl-C inside the first measure of a probe beside a finished scan: none of the probe's revisions is
+    saved, yet status lists them, not started, and exits 1 (it once said "2 revisions: 2 done" and 0)."""
+    from ckptgeo.engine import scan as engine_scan
+
+    out = tmp_path / "ds"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = scan(ckpts, out=out, revisions="step0,step1", **KW).config_hash
+
+        def measure(self, model, rev, *args, **kw):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(engine_scan._Run, "measure", measure)
+        with pytest.raises(KeyboardInterrupt):
+            scan(ckpts, out=out, revisions="step0,step1", metrics=["behavior", "probe"], **KW)
+    monkeypatch.undo()
+    (b,) = {p.stem for p in (out / "runs").glob("*.json")} - {a}
+    assert sorted(pd.read_parquet(out / "revisions").config_hash.unique()) == [a]   # nothing of the probe saved
+    code, rows, text = _status(out, capsys)
+    assert code == 1, text
+    assert {k: v[0] for k, v in rows.items()} == {("step0", a[:8]): "done", ("step1", a[:8]): "done",
+                                                  ("step0", b[:8]): "not started", ("step1", b[:8]): "not started"}
+    assert f"{b[:8]} (behavior, probe): 2 revisions: 0 done, 0 failed, 0 in progress, 2 not started" in text
+    assert "4 revisions of 2 runs: 2 done, 0 failed, 0 in progress, 2 not started" in text
+    assert f"next: rerun the same scan (or probe) command of {b[:8]} (behavior, probe)" in text
 
 
 def test_status_of_a_reproduce_folder_and_of_a_dataset_of_several_models(ckpts, tmp_path, capsys):

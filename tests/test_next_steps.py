@@ -159,7 +159,7 @@ def test_a_rerun_with_other_settings_says_which_and_how_to_continue_the_earlier_
     note = next(line for line in out_text.splitlines() if line.startswith("note: "))
     assert "holds 2 revisions of copy-L1 under config hash" in note, note
     assert "metrics.hessian.max_seconds (90.0 there, None here)" in note and "beside them" in note, note
-    assert "ckptgeo_version" not in note and "source" not in note, note   # what runs/<hash>.json adds: not settings
+    assert "ckptgeo_version" not in note and "source" not in note and "planned" not in note, note  # not settings
     assert note.endswith("(--metric-option hessian.max_seconds=90.0)"), note
     assert "0 already done, 2 to measure" in out_text
     assert main(common + ["--metric-option", "hessian.max_seconds=90.0", "--dry-run"]) == 0

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-__all__ = ["add_parser", "collect", "read_record", "STATUSES", "RECORD", "COMMANDS"]
+__all__ = ["add_parser", "collect", "read_record", "run_label", "planned", "STATUSES", "RECORD", "COMMANDS"]
 
 #: the submission record ``ckptgeo submit`` writes, relative to OUT
 RECORD = Path("slurm") / "submit.json"
@@ -20,7 +20,8 @@ STATUSES = ("done", "failed", "in progress", "not started")
 _EPILOG = """\
 examples:
   ckptgeo status /scratch/p1b             # after ckptgeo submit scan ... --out /scratch/p1b
-  ckptgeo status results/pythia-160m      # any scan folder: what its revisions table and claims say
+  ckptgeo status results/pythia-160m      # any scan folder: one row per run and revision (a scan and a
+                                          # probe of it are two runs: config hash and measures)
   ckptgeo status results/reproduce        # a reproduce --out: one row per run
   ckptgeo status results/reproduce/dataset   # several models: one row per model
 
@@ -34,8 +35,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``ckptgeo status`` to an argparse ``subparsers`` object and return its parser."""
     p = subparsers.add_parser(
         "status", help="done / failed / in progress / not started, per revision (or run) of an output folder",
-        description="Per revision of a scan or probe folder (per run of a reproduce folder): done, failed (with "
-                    "the error), in progress (which worker, since when), or not started; then totals.",
+        description="Per revision of each run of a scan or probe folder (a run: one config hash, named by its "
+                    "first 8 digits and its measures; per run of a reproduce folder, per model of a dataset of "
+                    "several): done, failed (with the error), in progress (which worker, since when), or not "
+                    "started (planned by the run, runs/<hash>.json, and not saved); then totals, per run.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", help="the --out folder of a scan, probe or reproduce (submitted or not)")
     p.set_defaults(func=_cmd_status)
@@ -59,48 +62,83 @@ def _claim_status(info: dict, now: float) -> tuple[str, str]:
     return "in progress", f"{_worker(info)}, heartbeat {now - info['heartbeat']:.0f} s ago"
 
 
-def _scan_rows(out: Path, rec: dict | None) -> list[dict]:
-    import pandas as pd
+def run_label(config_hash: str, record: dict | None) -> str:
+    """What a run of a scan folder is called in ``ckptgeo status``: the config hash's first 8 digits and the
+    measures its ``runs/<config_hash>.json`` names, e.g. ``49f3ebef (behavior, rankme)``; the hash alone when
+    not recorded."""
+    metrics = record.get("metrics") if isinstance(record, dict) else None
+    return f"{config_hash[:8]} ({', '.join(map(str, metrics))})" if isinstance(metrics, dict) and metrics \
+        else config_hash[:8]
 
+
+def planned(record: dict | None) -> dict[str, list[str]] | None:
+    """The revisions a run planned, per model (``planned`` of ``runs/<config_hash>.json``, written when its
+    scans start); None for a record without it (written by an older ckptgeo) or with something else there."""
+    got = record.get("planned") if isinstance(record, dict) else None
+    if not isinstance(got, dict) or not all(isinstance(v, list) for v in got.values()):
+        return None
+    return {str(m): [str(r) for r in revs] for m, revs in got.items()}
+
+
+def _scan_rows(out: Path, rec: dict | None) -> list[dict]:
+    from ckptgeo.analysis.view import read_runs
     from ckptgeo.store.dataset import Dataset, part_name, read_table
 
     revisions = read_table(out, "revisions")
     claims = Dataset(out, create=False).claims() if (out / "ckptgeo.json").exists() else {}
+    records = read_runs(out)
     now = time.time()
-    rows = []
-    if rec is not None:
-        names = [(n, part_name(rec["model"], n, rec["config_hash"])[: -len(".parquet")])
-                 for n in rec["revisions"]]
+    names: dict[str, list[tuple[str, str]]] = {}   # config hash -> (revision name, part name without .parquet)
+    seen: set[str] = set()
+
+    def add(chash: str, name: str, part: str) -> None:
+        if part not in seen:
+            seen.add(part)
+            names.setdefault(chash, []).append((name, part))
+
+    if rec is not None:   # submitted: the record's revisions, under its config hash
+        for n in rec["revisions"]:
+            add(rec["config_hash"], n, part_name(rec["model"], n, rec["config_hash"])[: -len(".parquet")])
         if not revisions.empty:
             revisions = revisions[revisions.config_hash == rec["config_hash"]]
-    else:   # a folder scanned without ckptgeo submit: what its tables and claims name
-        seen = (revisions[["model", "revision", "config_hash"]].drop_duplicates() if not revisions.empty
-                else pd.DataFrame(columns=["model", "revision", "config_hash"]))
-        names = [(r, part_name(m, r, h)[: -len(".parquet")]) for m, r, h in seen.itertuples(index=False)]
-        names += [(k.split("--")[1] if k.count("--") == 2 else k, k) for k in claims
-                  if k not in {p for _, p in names}]
+    else:   # each run's planned revisions (runs/<hash>.json), then what the tables and claims name besides
+        for chash, record in records.items():
+            for model, revs in (planned(record) or {}).items():
+                for n in revs:
+                    add(chash, n, part_name(model, n, chash)[: -len(".parquet")])
+        if not revisions.empty:
+            for m, r, h in revisions[["model", "revision", "config_hash"]].drop_duplicates().itertuples(index=False):
+                add(h, r, part_name(m, r, h)[: -len(".parquet")])
+        for k in claims:   # a part name: model--revision--hash
+            parts = k.split("--")
+            if len(parts) == 3:
+                add(parts[2], parts[1], k)
+            else:
+                add("", k, k)
     by_part = {}
     if not revisions.empty:
         for m, r, h, s, e in revisions[["model", "revision", "config_hash", "status", "error"]].itertuples(index=False):
             by_part[part_name(m, r, h)[: -len(".parquet")]] = (s, e)
-    for name, part in names:
-        status, detail = "not started", ""
-        model = part.split("--")[0] if part.count("--") == 2 else ""
-        claim = _claim_status(claims[part], now) if part in claims else None
-        if claim is not None and claim[0] == "in progress":
-            status, detail = claim
-        elif part in by_part:
-            s, e = by_part[part]
-            status, detail = ("done", "" if s == "ok" else s) if s in ("ok", "duplicate") else ("failed", e or "")
-        elif claim is not None:
-            status, detail = claim
-        rows.append({"name": name, "status": status, "detail": detail, "model": model})
+    rows = []
+    for chash, entries in names.items():
+        for name, part in entries:
+            status, detail = "not started", ""
+            claim = _claim_status(claims[part], now) if part in claims else None
+            if claim is not None and claim[0] == "in progress":
+                status, detail = claim
+            elif part in by_part:
+                s, e = by_part[part]
+                status, detail = ("done", "" if s == "ok" else s) if s in ("ok", "duplicate") else ("failed", e or "")
+            elif claim is not None:
+                status, detail = claim
+            rows.append({"name": name, "status": status, "detail": detail, "run": run_label(chash, records.get(chash)),
+                         "model": part.split("--")[0] if part.count("--") == 2 else ""})
     return rows
 
 
 def by_model(rows: list[dict]) -> list[dict]:
     """One row per model of per-revision ``rows`` (a dataset of several models, e.g. a study's ``dataset/``):
-    done when all its revisions are; else the first not done, with how many of each status."""
+    done when all its revisions (of every run) are; else the first not done, with how many of each status."""
     models: dict[str, list[dict]] = {}
     for r in rows:
         models.setdefault(r.get("model") or "?", []).append(r)
@@ -111,7 +149,9 @@ def by_model(rows: list[dict]) -> list[dict]:
         first = next((r for r in rs if r["status"] == worst), None)
         detail = ", ".join(f"{n} {s}" for s, n in counts.items() if n) + (
             f"; {first['name']}: {first['detail']}" if worst != "done" and first and first["detail"] else "")
-        out.append({"name": model, "status": worst, "detail": f"{len(rs)} revisions: {detail}"})
+        n_runs = len({r.get("run") for r in rs})
+        of = f" of {n_runs} runs" if n_runs > 1 else ""
+        out.append({"name": model, "status": worst, "detail": f"{len(rs)} revisions{of}: {detail}"})
     return out
 
 
@@ -202,8 +242,10 @@ def collect(out: str | Path, rec: dict | None = None) -> list[dict]:
     """One row per revision (scan, probe) or run (reproduce) of ``out``: ``name``, ``status`` (one of
     :data:`STATUSES`) and ``detail`` (the error, or the worker holding it and since when).
 
-    ``rec`` is the submission record (``OUT/slurm/submit.json``), read when present; without one, only the
-    revisions the tables or claims name are listed (a revision never started is then not known)."""
+    ``rec`` is the submission record (``OUT/slurm/submit.json``), read when present: its revisions under its
+    config hash. Without one, every run's planned revisions (``planned`` of ``runs/<hash>.json``), then those
+    the tables or claims name besides (all a run written by an older ckptgeo tells). A scan folder's rows also
+    carry ``run`` (:func:`run_label`) and ``model``."""
     out = Path(out)
     if rec is None and (out / RECORD).is_file():
         rec = read_record(out)
@@ -232,17 +274,34 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if unit == "revision" and len({r.get("model") for r in rows}) > 1:
         per_revision, rows, unit = rows, by_model(rows), "model"
         print(f"{len(per_revision)} revisions of {len(rows)} models; one row per model")
+    runs = list(dict.fromkeys(r["run"] for r in rows)) if unit == "revision" else []
     width = max([len(unit)] + [len(r["name"]) for r in rows])
-    print(f"{unit:<{width}}  {'status':<11}  detail")
+    run_w = max([len("run")] + [len(r) for r in runs])
+    print(f"{unit:<{width}}  " + (f"{'run':<{run_w}}  " if runs else "") + f"{'status':<11}  detail")
     for r in rows:
-        print(f"{r['name']:<{width}}  {r['status']:<11}  {r['detail']}".rstrip())
-    counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
-    print(f"{len(rows)} {unit}s: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        run = f"{r['run']:<{run_w}}  " if runs else ""
+        print(f"{r['name']:<{width}}  {run}{r['status']:<11}  {r['detail']}".rstrip())
+    if len(runs) > 1:
+        for run in runs:
+            mine = [r for r in rows if r["run"] == run]
+            print(f"{run}: {len(mine)} revisions: {_totals(mine)}")
+        print(f"{len(rows)} revisions of {len(runs)} runs: {_totals(rows)}")
+    else:
+        print(f"{len(rows)} {unit}s: {_totals(rows)}")
     if study:
         print("(a reproduce folder: one row per run of study.json, or per run folder training has made so far)")
     elif not submitted:
-        print(f"(no {RECORD}: revisions no worker has started are not listed)")
-    left = len(rows) - counts["done"]
+        from ckptgeo.analysis.view import read_runs
+
+        records = read_runs(out)
+        monitored = {h for h, rec in records.items()   # a monitored run plans no revisions: it measures as it trains
+                     if isinstance(rec, dict) and str(rec.get("source", "")).startswith("monitor:")}
+        older = [f"runs/{h}.json" for h, rec in records.items() if planned(rec) is None and h not in monitored]
+        if older or not records:
+            which = ", ".join(older[:3]) + (" ..." if len(older) > 3 else "") if older else "no runs/<hash>.json"
+            print(f"({which}: no planned revisions recorded (written by an older ckptgeo): revisions no worker has "
+                  f"started are not listed for {'that run' if len(older) < 2 else 'those runs'})")
+    left = [r for r in rows if r["status"] != "done"]
     if live:
         print(f"next: {len(live)} {unit}{'s' if len(live) != 1 else ''} in progress (a live process sends a "
               f"heartbeat); wait for it and run `ckptgeo status {out}` again; rerun or resubmit only once none "
@@ -250,5 +309,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
     elif left:
         print(f"next: ckptgeo submit --resubmit {out}" if submitted else
               "next: rerun the same reproduce command to finish it" if study else
-              "next: rerun the same scan command to finish it")
+              "next: rerun the same scan command to finish it" if len(runs) < 2 else
+              f"next: rerun the same scan (or probe) command of "
+              f"{'; '.join(dict.fromkeys(r['run'] for r in left))} to finish it")
     return 1 if left else 0
+
+
+def _totals(rows: list[dict]) -> str:
+    """``"2 done, 0 failed, 1 in progress, 0 not started"``."""
+    return ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in STATUSES)

@@ -460,7 +460,8 @@ def other_settings(ds: Dataset, model: str, settings: dict, config_hash: str, *,
         if not isinstance(recorded, dict) or any(set(recorded.get(k) or {}) != set(settings.get(k) or {})
                                                  for k in ("metrics", "suites")):
             continue   # other measures or suites (a probe scan beside a RankMe scan): another run on purpose
-        there = flat_settings({k: v for k, v in recorded.items() if k not in ("runtime", "source", "ckptgeo_version")})
+        there = flat_settings({k: v for k, v in recorded.items()
+                               if k not in ("runtime", "source", "ckptgeo_version", "planned")})
         differ = sorted(k for k in set(here) | set(there) if here.get(k, ...) != there.get(k, ...))
         shown = [f"{k} ({there.get(k, 'absent')!s} there, {here.get(k, 'absent')!s} here)" for k in differ[:4]]
         flags = [t for t in (_option_text(k, there[k]) for k in differ if k in there and k in here) if t]

@@ -298,7 +298,8 @@ class _Run:
         self.threads.enter_context(torch_threads(n_params, self.config.threads))
         runtime = thread_record("threads" if self.config.threads else "default rule")
         self.dataset.write_run(self.resolved.config_hash, {**self.resolved.settings, "source": self.plan.source,
-                                                           "ckptgeo_version": __version__, "runtime": runtime})
+                                                           "ckptgeo_version": __version__, "runtime": runtime},
+                               planned=(self.plan.model, [r.name for r in self.plan.selected]))
         self.same_behavior = _same_behavior_runs(self.dataset, self.resolved.config_hash)
         self.batch_sizes = recorded_batch_sizes(self.dataset.runtime(self.resolved.config_hash), self.config.device)
 
@@ -555,8 +556,6 @@ def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, cha
         log.warning("could not record the failure of %s in revisions/%s: %s", base["revision"], name,
                     getattr(failed, "strerror", None) or failed)
         log.debug("recording the failure of %s", base["revision"], exc_info=True)
-
-
 
 
 def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:

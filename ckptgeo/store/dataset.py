@@ -5,6 +5,7 @@
     DIR/
       ckptgeo.json                 marks a ckptgeo dataset: format, schema_version, writer version
       runs/<config_hash>.json      the full settings behind each config hash
+                                   (and ``planned``: the revisions its scans selected, per model)
       sources.json                 which folder or monitored run each ``model`` name stands for
       models.json                  a monitored model's parameter count (``model`` -> {"n_parameters": N})
       difficulty.json              the difficulty class per suite an analysis uses by default (``suite`` ->
@@ -419,11 +420,22 @@ class Dataset:
             known = {**read_difficulty(self.root), **{str(k): str(v) for k, v in classes.items()}}
             atomic_write_bytes(self.root / "difficulty.json", json.dumps(known, indent=2, sort_keys=True).encode())
 
-    def write_run(self, config_hash: str, settings: dict) -> None:
-        """Record the settings behind ``config_hash`` (once)."""
+    def write_run(self, config_hash: str, settings: dict, *, planned: tuple[str, list[str]] | None = None) -> None:
+        """Record the settings behind ``config_hash`` (once) and, with ``planned`` = (model, revision names in
+        order), add those names to the run's ``planned`` entry (``{model: [names]}``: a rerun on more revisions
+        appends the new ones), so ``ckptgeo status`` lists the revisions a run has not saved yet. Under the
+        dataset-wide lock (workers of one dataset start runs at once)."""
         path = self.root / "runs" / f"{config_hash}.json"
-        if not path.exists():
-            atomic_write_bytes(path, json.dumps(settings, indent=2, sort_keys=True, default=str).encode())
+        with self.lock_all():
+            old = json.loads(path.read_text()) if path.exists() else None
+            record = dict(old if old is not None else settings)
+            if planned is not None:
+                model, names = planned
+                have = list((record.get("planned") or {}).get(model) or [])
+                record["planned"] = {**(record.get("planned") or {}),
+                                     model: have + [n for n in dict.fromkeys(names) if n not in have]}
+            if record != old:
+                atomic_write_bytes(path, json.dumps(record, indent=2, sort_keys=True, default=str).encode())
 
     def runtime(self, config_hash: str) -> dict:
         """The ``runtime`` of ``runs/<config_hash>.json`` (threads, batch sizes); ``{}`` when not recorded."""
@@ -435,10 +447,11 @@ class Dataset:
         the forward batch sizes chosen at its first revision), replacing entries of the same name; nothing
         when the run was never recorded."""
         path = self.root / "runs" / f"{config_hash}.json"
-        if path.exists():
-            record = json.loads(path.read_text())
-            record["runtime"] = {**(record.get("runtime") or {}), **entries}
-            atomic_write_bytes(path, json.dumps(record, indent=2, sort_keys=True, default=str).encode())
+        with self.lock_all():   # not to lose another worker's planned revisions (write_run)
+            if path.exists():
+                record = json.loads(path.read_text())
+                record["runtime"] = {**(record.get("runtime") or {}), **entries}
+                atomic_write_bytes(path, json.dumps(record, indent=2, sort_keys=True, default=str).encode())
 
     def done_revisions(self, model: str, config_hash: str) -> set[str]:
         """Revision names whose ``revisions`` part for this model and hash says ok or duplicate."""
