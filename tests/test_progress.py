@@ -146,3 +146,34 @@ def test_a_revision_stopped_by_ctrl_c_is_not_logged_as_finished(ckpts, tmp_path,
     lines = [r.getMessage() for r in caplog.records if " finished " in r.getMessage()]
     assert [m.group(1) for m in map(LINE.search, lines) if m] == ["step0"], lines
     assert sorted(Dataset(tmp_path / "ds").read("revisions")["revision"]) == ["step0"]
+
+
+def _seconds(text: str) -> float:
+    """``"63 s"``, ``"2 min 06 s"``, ``"3 min"``, ``"1.8 h"`` (the start line's and the progress lines' durations)."""
+    total = 0.0
+    for value, unit in re.findall(r"([\d.]+) (h|min|s)\b", text):
+        total += float(value) * {"h": 3600, "min": 60, "s": 1}[unit]
+    return total
+
+
+def test_the_readme_sample_batch_log_is_what_a_run_prints_today():
+    """README's sample for `ckptgeo probe --suite logic` said a 160m revision finished 'in 10 min 11 s ... ETA 20 min
+    21 s' where a run took 63 s and --dry-run said 58 s: the sample's start line and revision line are in today's
+    format (progress_line), and the revision's time agrees with the start line's estimate per revision within 2x."""
+    from ckptgeo.engine.progress import progress_line
+
+    text = (ROOT / "README.md").read_text()
+    lines = [line.split("INFO ckptgeo.progress: ", 1)[1] for line in text.splitlines()
+             if line.startswith("INFO ckptgeo.progress: ")]
+    start = next((m for m in map(re.compile(r"^(scan \S+): (\d+) revisions to measure; .*rough estimate (.+)$").match,
+                                 lines) if m), None)
+    assert start is not None, lines
+    desc, total, estimate = start.group(1), int(start.group(2)), _seconds(start.group(3))
+    revision = next(m for m in map(re.compile(r"^(scan \S+): (step\d+) finished \((\d+)/(\d+), \d+%\) in (.+); "
+                                              r"(.+) elapsed, ETA (.+)$").match, lines) if m)
+    took, elapsed = _seconds(revision.group(5)), _seconds(revision.group(6))
+    done = int(revision.group(3))
+    assert revision.group(1) == desc and int(revision.group(4)) == total
+    assert lines[lines.index(revision.group(0))] == progress_line(desc, revision.group(2), done, total, took, elapsed,
+                                                                  took * done)
+    assert 0.5 < took / (estimate / total) < 2, (took, estimate)
