@@ -12,7 +12,7 @@ import pytest
 from tests._checkpoints import SUITE, make_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
-LINE = re.compile(r"scan tiny: (step\d+) finished \((\d)/3, \d+%\) in [\d.]+ (s|min).*; .* elapsed, ETA ")
+LINE = re.compile(r"scan tiny: (step\d+) finished \((\d)/\d, \d+%\) in [\d.]+ (s|min).*; .* elapsed, ETA ")
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +177,44 @@ def test_the_readme_sample_batch_log_is_what_a_run_prints_today():
     assert lines[lines.index(revision.group(0))] == progress_line(desc, revision.group(2), done, total, took, elapsed,
                                                                   took * done)
     assert 0.5 < took / (estimate / total) < 2, (took, estimate)
+
+
+_FACADE_SCRIPT = """
+import logging, sys
+import ckptgeo
+if sys.argv[3] == "configured":
+    logging.basicConfig(level=logging.INFO, format="USER %(name)s: %(message)s")
+ckptgeo.scan(sys.argv[1], out=sys.argv[2], suites=("{suite}",), n_samples=8, revisions="step0,step1")
+logging.getLogger("ckptgeo.progress").info("after the call")   # shown only where the user configured logging
+print("handlers", len(logging.getLogger("ckptgeo.progress").handlers), logging.getLogger("ckptgeo.progress").level)
+"""
+
+
+@pytest.mark.parametrize("setting", ["plain", "configured", "quiet"])
+def test_the_facade_shows_its_progress_lines_on_stderr(ckpts, tmp_path, setting):
+    """``ckptgeo.scan(...)`` in a batch script with no logging configured printed no progress line (only the CLI
+    showed them): now one line per revision on stderr for the duration of the call, the handler removed after; a
+    user's own logging configuration alone shows them (once); CKPTGEO_NO_PROGRESS=1 silences them."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CKPTGEO_NO_PROGRESS", None)
+    if setting == "quiet":
+        env["CKPTGEO_NO_PROGRESS"] = "1"
+    err = tmp_path / "stderr"
+    with err.open("w") as f:   # a batch script: stderr in a file, no terminal
+        proc = subprocess.run([sys.executable, "-c", _FACADE_SCRIPT.format(suite=SUITE), str(ckpts),
+                               str(tmp_path / "ds"), "configured" if setting == "configured" else "-"],
+                              stdout=subprocess.PIPE, stderr=f, stdin=subprocess.DEVNULL, env=env, cwd=tmp_path,
+                              text=True, timeout=600)
+    text = err.read_text()
+    assert proc.returncode == 0, text
+    progress = [line for line in text.splitlines() if "ckptgeo.progress: " in line]
+    prefix = {"plain": "INFO ckptgeo.progress: ", "configured": "USER ckptgeo.progress: ", "quiet": None}[setting]
+    if prefix is None:
+        assert progress == [], text
+    else:
+        assert all(line.startswith(prefix) for line in progress), text
+        finished = [m.group(1) for m in map(LINE.search, progress) if m]
+        assert len(progress) == 3 + (setting == "configured") and finished == ["step0", "step1"], text
+        assert progress[0].startswith(prefix + "scan tiny: 2 revisions to measure; 1 suite x 8 items"), text
+        assert ("after the call" in progress[-1]) == (setting == "configured"), text
+    assert proc.stdout.strip().endswith("handlers 0 0"), proc.stdout
