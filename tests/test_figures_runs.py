@@ -231,3 +231,25 @@ def test_a_narrow_log_axis_has_distinct_tick_labels():
         labels = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks()) if lo_v <= v <= hi_v]
         plt.close(fig)
         assert len(labels) >= 2 and len(set(labels)) == len(labels), (lo, hi, labels)
+
+
+def test_a_log_axis_over_a_factor_of_three_labels_at_least_three_ticks():
+    """A RankMe figure whose values span about 1 to 3.3 (pythia-2.8b-shaped, 4 layers) labelled only "1" and "2":
+    the upper half, where every layer lay, had no label. Now 1, 2, 3 (and 2, 3, 5 for 2 to 9)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ckptgeo.analysis.plotting import log_ticks
+
+    for lo, hi, want in ((1.0, 3.3, ["1", "2", "3"]), (2.0, 9.0, ["2", "3", "5"]), (1.0, 15.0, ["1", "2", "5", "10"])):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1, 2], [lo, (lo * hi) ** 0.5, hi])
+        ax.set_yscale("log")
+        log_ticks(ax.yaxis, [lo, hi])
+        fig.canvas.draw()
+        lo_v, hi_v = ax.get_ylim()
+        labels = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks()) if lo_v <= v <= hi_v and t.get_text()]
+        plt.close(fig)
+        assert labels == want, (lo, hi, labels)

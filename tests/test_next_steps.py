@@ -118,30 +118,86 @@ def test_help_texts_match_the_code(capsys):
     assert "ckptgeo analyze results/demo/dataset" in text and "ckptgeo analyze results/demo " not in text
 
 
-def test_the_estimate_counts_whole_model_work_not_a_time_budget():
-    """The Hessian and the LLC stop by work (products, SGLD steps), not by wall time: the dry run's estimate counts
-    that work (before: the 90 s budget in full, whatever max_hvp said), capped by a max_seconds where one is set,
-    at the revisions the measure runs at."""
+def _hessian_estimate(options, revisions=("step0",), metrics=("rankme", "hessian"), suites=(("logic", 200),),
+                      shares=None):
+    """The dry run's estimate for 400 MB revisions (1e8 parameters as it counts them), less its download and forward."""
     from ckptgeo.engine.config import ScanConfig
     from ckptgeo.engine.measure import configure_metrics, restrict_to_revisions
     from ckptgeo.engine.plan import estimate_seconds
     from ckptgeo.sources.revisions import Revision
 
-    def est(options, revisions=("step0",), metrics=("rankme", "hessian")):
-        measures = configure_metrics(ScanConfig(metrics=metrics, metric_options=options))
-        measures = restrict_to_revisions(measures, [Revision(name=r, step=int(r[4:])) for r in revisions])
-        return estimate_seconds([400_000_000] * len(revisions), [("logic", 200)], measures, downloads=True,
-                                revisions=list(revisions))
+    measures = configure_metrics(ScanConfig(metrics=metrics, metric_options=options))
+    measures = restrict_to_revisions(measures, [Revision(name=r, step=int(r[4:])) for r in revisions])
+    base = estimate_seconds([400_000_000] * len(revisions), list(suites), {}, downloads=True)
+    return estimate_seconds([400_000_000] * len(revisions), list(suites), measures, downloads=True,
+                            revisions=list(revisions), shares=shares) - base
 
-    base = estimate_seconds([400_000_000], [("logic", 200)], {}, downloads=True)   # 72 s: download and forward
-    one = est({}) - base                                 # 40 products x 2 passes x 32 items at 6 FLOPs/param/token
-    assert one == pytest.approx(2 * 40 * 32 * 6 * 1e8 * 32 / 20e9, rel=1e-3)   # 245.8 s
-    assert est({"hessian": {"max_hvp": 80}}) - base == pytest.approx(2 * one, rel=1e-3)
-    assert est({"hessian": {"max_seconds": 60.0}}) - base == pytest.approx(60.0, abs=0.1)   # a cap, where set
-    two = est({"hessian": {"revisions": "step0"}}, revisions=("step0", "step1000"))
-    assert two == pytest.approx(2 * base + one, rel=1e-3)   # the Hessian at one of the two revisions
-    sgld = est({}, metrics=("rankme", "llc")) - base     # 2 chains x (50 + 50) steps x 32 items
-    assert sgld == pytest.approx(2 * 100 * 32 * 6 * 1e8 * 32 / 20e9, rel=1e-3)
+
+#: seconds of one item's forward and backward pass through 1e8 parameters at 32 tokens and 60 GFLOP/s
+_PASS = 6 * 1e8 * 32 / 60e9
+
+
+def test_the_estimate_counts_whole_model_work_not_a_time_budget():
+    """The Hessian and the LLC stop by work (products, SGLD steps), not by wall time: the dry run's estimate counts
+    that work (before: the 90 s budget in full, whatever max_hvp said), capped by a max_seconds where one is set,
+    at the revisions the measure runs at."""
+    from ckptgeo.engine.plan import estimate_seconds
+
+    assert estimate_seconds([400_000_000], [("logic", 200)], {}, downloads=True) == 72.0   # download and forward
+    one = _hessian_estimate({})   # the gradient (1 pass), then 40 products of 3.5 passes, over 32 items
+    assert one == pytest.approx((1 + 40 * 3.5) * 32 * _PASS, rel=1e-3)   # 451.2 s
+    assert _hessian_estimate({"hessian": {"max_hvp": 80}}) == pytest.approx((1 + 80 * 3.5) * 32 * _PASS, rel=1e-3)
+    assert _hessian_estimate({"hessian": {"max_seconds": 60.0}}) == pytest.approx(60.0, abs=0.1)   # a cap, where set
+    two = _hessian_estimate({"hessian": {"revisions": "step0"}}, revisions=("step0", "step1000"))
+    assert two == pytest.approx(one, rel=1e-3)   # the Hessian at one of the two revisions
+    sgld = _hessian_estimate({}, metrics=("rankme", "llc"))   # 2 chains x (50 + 50) steps x 32 items
+    assert sgld == pytest.approx(2 * 100 * 32 * _PASS, rel=1e-3)
+
+
+def test_the_hessian_estimate_counts_what_the_measure_does():
+    """README's 160m Hessian example (two suites, ``hessian.params=layers.11.*``) was estimated at 35 min a
+    revision against 7-8 min measured: the estimate counted 2 passes per product over the whole model, once per
+    revision. The measure runs once per suite, on that suite's first ``model_items`` items; it builds the gradient
+    once (a forward, 1/3 of a pass, and a backward to the parameters it spans, 2/3 x their share), and each product
+    is a double backward over the spanned parameters (2.5 passes x share) after rebuilding the gradient (none with
+    ``retain_graph``)."""
+    per_run = (1 + 40 * 3.5) * 32 * _PASS
+    assert _hessian_estimate({}, suites=(("logic", 200), ("icl", 200))) == pytest.approx(2 * per_run, rel=1e-3)
+    assert _hessian_estimate({}, suites=(("copy-L1", 8),)) == pytest.approx(per_run / 4, rel=1e-3)   # 8 of 32 items
+    assert _hessian_estimate({"hessian": {"retain_graph": True}}) == pytest.approx((1 + 40 * 2.5) * 32 * _PASS,
+                                                                                  rel=1e-3)
+    share = 0.044   # pythia-160m's layers.11.*: 7.1M of 162.3M parameters
+    gradient = 1 / 3 + 2 / 3 * share
+    sub = _hessian_estimate({"hessian": {"params": "layers.11.*"}}, shares={"hessian": share})
+    assert sub == pytest.approx((gradient + 40 * (gradient + 2.5 * share)) * 32 * _PASS, rel=1e-3)
+    assert sub / per_run == pytest.approx(0.136, abs=0.002)   # mostly the forward of each product
+    llc = _hessian_estimate({"llc": {"params": "layers.11.*"}}, metrics=("llc",), shares={"llc": share})
+    assert llc == pytest.approx(2 * 100 * 32 * (1 / 3 + 2 / 3 * share) * _PASS, rel=1e-3)
+
+
+def test_a_dry_run_counts_the_share_of_parameters_the_hessian_spans(tmp_path):
+    """The plan builds the first revision's architecture from its config.json on the meta device (no weights) to
+    learn what share of the parameters ``hessian.params`` spans."""
+    from ckptgeo.engine.plan import plan_scan
+    from ckptgeo.metrics._autodiff import select_parameters
+    from tests._checkpoints import make_checkpoints, tiny_config
+    from transformers import GPTNeoXForCausalLM
+
+    folder = make_checkpoints(tmp_path / "tiny", steps=(0,))
+    model = GPTNeoXForCausalLM(tiny_config())
+    share = (sum(p.numel() for _, p in select_parameters(model, "layers.1.*", metric="hessian"))
+             / sum(p.numel() for p in model.parameters()))
+    assert 0.05 < share < 0.5
+
+    def hessian_part(**options):
+        kw = dict(suites=("copy-L1",), n_samples=32, out=tmp_path / "ds")
+        return plan_scan(folder, metrics=("hessian",), **kw, **options).estimate - plan_scan(folder, **kw).estimate
+
+    many = {"max_hvp": 100_000}   # seconds of work on a tiny model, beyond the estimate's rounding to 0.1 s
+    full = hessian_part(metric_options={"hessian": many})
+    sub = hessian_part(metric_options={"hessian": {**many, "params": "layers.1.*"}})
+    assert full > 100
+    assert sub / full == pytest.approx((1 / 3 + 2 / 3 * share + 2.5 * share) / 3.5, rel=1e-3)
 
 
 def test_a_rerun_with_other_settings_says_which_and_how_to_continue_the_earlier_run(run, tmp_path, capsys):

@@ -12,7 +12,7 @@ import pytest
 from tests._checkpoints import SUITE, make_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
-LINE = re.compile(r"scan tiny: (step\d+) finished \((\d)/3, \d+%\) in [\d.]+ (s|min).*; .* elapsed, ETA ")
+LINE = re.compile(r"scan tiny: (step\d+) finished \((\d)/\d, \d+%\) in [\d.]+ (s|min).*; .* elapsed, ETA ")
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +146,75 @@ def test_a_revision_stopped_by_ctrl_c_is_not_logged_as_finished(ckpts, tmp_path,
     lines = [r.getMessage() for r in caplog.records if " finished " in r.getMessage()]
     assert [m.group(1) for m in map(LINE.search, lines) if m] == ["step0"], lines
     assert sorted(Dataset(tmp_path / "ds").read("revisions")["revision"]) == ["step0"]
+
+
+def _seconds(text: str) -> float:
+    """``"63 s"``, ``"2 min 06 s"``, ``"3 min"``, ``"1.8 h"`` (the start line's and the progress lines' durations)."""
+    total = 0.0
+    for value, unit in re.findall(r"([\d.]+) (h|min|s)\b", text):
+        total += float(value) * {"h": 3600, "min": 60, "s": 1}[unit]
+    return total
+
+
+def test_the_readme_sample_batch_log_is_what_a_run_prints_today():
+    """README's sample for `ckptgeo probe --suite logic` said a 160m revision finished 'in 10 min 11 s ... ETA 20 min
+    21 s' where a run took 63 s and --dry-run said 58 s: the sample's start line and revision line are in today's
+    format (progress_line), and the revision's time agrees with the start line's estimate per revision within 2x."""
+    from ckptgeo.engine.progress import progress_line
+
+    text = (ROOT / "README.md").read_text()
+    lines = [line.split("INFO ckptgeo.progress: ", 1)[1] for line in text.splitlines()
+             if line.startswith("INFO ckptgeo.progress: ")]
+    start = next((m for m in map(re.compile(r"^(scan \S+): (\d+) revisions to measure; .*rough estimate (.+)$").match,
+                                 lines) if m), None)
+    assert start is not None, lines
+    desc, total, estimate = start.group(1), int(start.group(2)), _seconds(start.group(3))
+    revision = next(m for m in map(re.compile(r"^(scan \S+): (step\d+) finished \((\d+)/(\d+), \d+%\) in (.+); "
+                                              r"(.+) elapsed, ETA (.+)$").match, lines) if m)
+    took, elapsed = _seconds(revision.group(5)), _seconds(revision.group(6))
+    done = int(revision.group(3))
+    assert revision.group(1) == desc and int(revision.group(4)) == total
+    assert lines[lines.index(revision.group(0))] == progress_line(desc, revision.group(2), done, total, took, elapsed,
+                                                                  took * done)
+    assert 0.5 < took / (estimate / total) < 2, (took, estimate)
+
+
+_FACADE_SCRIPT = """
+import logging, sys
+import ckptgeo
+if sys.argv[3] == "configured":
+    logging.basicConfig(level=logging.INFO, format="USER %(name)s: %(message)s")
+ckptgeo.scan(sys.argv[1], out=sys.argv[2], suites=("{suite}",), n_samples=8, revisions="step0,step1")
+logging.getLogger("ckptgeo.progress").info("after the call")   # shown only where the user configured logging
+print("handlers", len(logging.getLogger("ckptgeo.progress").handlers), logging.getLogger("ckptgeo.progress").level)
+"""
+
+
+@pytest.mark.parametrize("setting", ["plain", "configured", "quiet"])
+def test_the_facade_shows_its_progress_lines_on_stderr(ckpts, tmp_path, setting):
+    """``ckptgeo.scan(...)`` in a batch script with no logging configured printed no progress line (only the CLI
+    showed them): now one line per revision on stderr for the duration of the call, the handler removed after; a
+    user's own logging configuration alone shows them (once); CKPTGEO_NO_PROGRESS=1 silences them."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CKPTGEO_NO_PROGRESS", None)
+    if setting == "quiet":
+        env["CKPTGEO_NO_PROGRESS"] = "1"
+    err = tmp_path / "stderr"
+    with err.open("w") as f:   # a batch script: stderr in a file, no terminal
+        proc = subprocess.run([sys.executable, "-c", _FACADE_SCRIPT.format(suite=SUITE), str(ckpts),
+                               str(tmp_path / "ds"), "configured" if setting == "configured" else "-"],
+                              stdout=subprocess.PIPE, stderr=f, stdin=subprocess.DEVNULL, env=env, cwd=tmp_path,
+                              text=True, timeout=600)
+    text = err.read_text()
+    assert proc.returncode == 0, text
+    progress = [line for line in text.splitlines() if "ckptgeo.progress: " in line]
+    prefix = {"plain": "INFO ckptgeo.progress: ", "configured": "USER ckptgeo.progress: ", "quiet": None}[setting]
+    if prefix is None:
+        assert progress == [], text
+    else:
+        assert all(line.startswith(prefix) for line in progress), text
+        finished = [m.group(1) for m in map(LINE.search, progress) if m]
+        assert len(progress) == 3 + (setting == "configured") and finished == ["step0", "step1"], text
+        assert progress[0].startswith(prefix + "scan tiny: 2 revisions to measure; 1 suite x 8 items"), text
+        assert ("after the call" in progress[-1]) == (setting == "configured"), text
+    assert proc.stdout.strip().endswith("handlers 0 0"), proc.stdout

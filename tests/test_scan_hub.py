@@ -127,6 +127,21 @@ def test_cli_scan_and_revisions(local_hub, tmp_path, capsys):
     assert "closest existing: step4" in capsys.readouterr().err
 
 
+def test_revisions_prints_a_size_column_only_where_sizes_are_known(local_hub, capsys):
+    """`ckptgeo revisions REPO` printed a `size` header over an all-empty column (a Hub listing has no sizes);
+    with --sizes the column is there, with each revision's weight bytes."""
+    from ckptgeo.cli import main
+
+    assert main(["revisions", local_hub.repo_id, "--revisions", "step0,step1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["revision", "stage", "step", "tokens", "commit"], lines
+    assert lines[0] == lines[0].rstrip()
+    assert main(["revisions", local_hub.repo_id, "--revisions", "step0,step1", "--sizes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["revision", "stage", "step", "tokens", "commit", "size"], lines
+    assert all(line.endswith(" MB") for line in lines[1:3]), lines
+
+
 def test_probe_logic_end_to_end_over_the_hub(local_hub, tmp_path):
     from ckptgeo.cli import main
 

@@ -50,14 +50,20 @@ def plain(axis) -> None:
 
 
 def log_ticks(axis, values) -> None:
-    """Major ticks of a log axis at 1, 2, 5 x 10^k (every integer multiple when the data span less than a
-    factor 3), labelled as plain numbers: a RankMe axis from 1 to 15 reads 1, 2, 5, 10, not only 1."""
+    """Major ticks of a log axis at 1, 2, 5 x 10^k, or 1, 2, 3, 5 x 10^k, or every integer multiple: the first of
+    these that puts at least 3 ticks within the data (the last otherwise), labelled as plain numbers: a RankMe axis
+    from 1 to 15 reads 1, 2, 5, 10, from 1 to 3.3 reads 1, 2, 3 (not only 1 and 2)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    narrow = v.size and v.max() / v.min() < 3
-    subs = tuple(float(k) for k in range(1, 10)) if narrow else (1.0, 2.0, 5.0)
+    subs = (1.0, 2.0, 5.0)
+    if v.size:
+        lo, hi = float(v.min()), float(v.max())
+        decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+        for subs in ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), tuple(float(k) for k in range(1, 10))):
+            if sum(lo <= m * 10.0 ** d <= hi for d in decades for m in subs) >= 3:
+                break
     axis.set_major_locator(LogLocator(base=10.0, subs=subs))
     # 3 significant digits below 100: where the span is under one tick of 1..9 matplotlib places ticks at 1.5, 1.6,
     # ... (a RankMe of 1.3-1.9 read "2" at every tick)

@@ -35,13 +35,14 @@ def _tokens(n: int | None) -> str:
 
 def format_revisions(revs, sizes: dict | None = None) -> str:
     """The table ``ckptgeo revisions`` prints: revision, stage, step, tokens, seed (families only),
-    commit and size, one line per revision, then the count."""
+    commit and size (where ``sizes`` or the listing gives one), one line per revision, then the count."""
     sizes = sizes or {}
     seeds = any(r.seed is not None for r in revs)
+    with_size = any(sizes.get(r.name, r.size) is not None for r in revs)
     w = max([12] + [len(r.name) for r in revs])
     ws = max([5] + [len(r.stage or "-") for r in revs])
     head = f"{'revision':<{w}}  {'stage':<{ws}}  {'step':>7}  {'tokens':>8}  " + ("seed  " if seeds else "")
-    lines = [head + f"{'commit':<40}  size"]
+    lines = [(head + f"{'commit':<40}" + ("  size" if with_size else "")).rstrip()]
     for r in revs:
         size = sizes.get(r.name, r.size)
         seed = (f"{'-' if r.seed is None else r.seed:>4}  " if seeds else "")

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ScanPlan", "Resolved", "plan_scan", "peak_bytes", "resolve", "default_out", "shard", "rank_device",
            "scan_settings", "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity",
-           "estimate_seconds", "other_settings"]
+           "estimate_seconds", "parameter_shares", "other_settings"]
 
 
 @dataclass
@@ -107,8 +107,13 @@ class ScanPlan:
 
 #: what :func:`estimate_seconds` assumes, as printed
 _ESTIMATE_BASIS = ("downloads at 50 MB/s, forward passes at 20 GFLOP/s, 32 tokens per item, "
-                   "whole-model measures at their full work (backward = 2 forwards), capped by any max_seconds")
-_DOWNLOAD_BPS, _FLOPS, _TOKENS_PER_ITEM = 50e6, 20e9, 32
+                   "whole-model measures at their full work, once per suite, at 60 GFLOP/s (backward = 2 forwards), "
+                   "capped by any max_seconds")
+#: the forward sweep's rate covers what a sweep does besides its matrix products (probes, RankMe, scoring); the passes
+#: of whole-model measures are autograd alone, 60 GFLOP/s as measured on 2 shared CPU cores: the Hessian's default 40
+#: products on a 5M-parameter GPT-NeoX took 62 CPU s (this rate: 72 s), README's 160m Hessian scan 7-8 min a revision
+#: (this rate: 8 min), bench_lm_metrics' pythia-14m Hessian 85 s (this rate: 101 s)
+_DOWNLOAD_BPS, _FLOPS, _PASS_FLOPS, _TOKENS_PER_ITEM = 50e6, 20e9, 60e9, 32
 
 
 def _duration(seconds: float) -> str:
@@ -118,15 +123,18 @@ def _duration(seconds: float) -> str:
 
 
 def estimate_seconds(revision_bytes: list[int | None], suites: list[tuple[str, int]], measures,
-                     *, downloads: bool, revisions: list[str] | None = None, model_items: int = 32) -> float | None:
+                     *, downloads: bool, revisions: list[str] | None = None, model_items: int = 32,
+                     shares: dict[str, float] | None = None) -> float | None:
     """A rough wall time for measuring revisions of these sizes, in seconds; None if a size is unknown.
 
     Per revision: its download (when the source downloads), one forward pass over each suite's items
     (2 FLOPs per parameter per token, the parameters counted as weight bytes / 4), and the work of each
-    whole-model measure that declares it (``config.item_passes(model_items)``: the Hessian's products, the
-    LLC's SGLD steps) at 6 FLOPs per parameter per token, at the revisions it runs at, capped by its
-    ``max_seconds`` where one is set (a measure declaring no work: its ``max_seconds`` in full). The rates are
-    fixed guesses (:data:`_ESTIMATE_BASIS`), not measured here: the number says minutes or days, not seconds.
+    whole-model measure that declares it, once per suite, as :func:`~ckptgeo.engine.measure.measure_revision`
+    runs it (on the suite's first ``model_items`` items; ``config.item_passes(items, share)``: the Hessian's
+    gradient and products, the LLC's SGLD steps, in passes of one item forward and backward through the whole
+    model, 6 FLOPs per parameter per token at autograd's own rate), at the revisions it runs at, each run capped
+    by its ``max_seconds`` where one is set (a measure declaring no work: its ``max_seconds`` in full). The rates
+    are fixed (:data:`_ESTIMATE_BASIS`), not measured at run time: the number says minutes or days, not seconds.
 
     Parameters
     ----------
@@ -141,6 +149,9 @@ def estimate_seconds(revision_bytes: list[int | None], suites: list[tuple[str, i
         those it selects); None: every measure at every revision.
     model_items : int, default=32
         The items whole-model measures differentiate (the scan's ``model_items``).
+    shares : dict of str to float, optional
+        Per measure, the fraction of the model's parameters it differentiates (its ``params``;
+        :func:`parameter_shares`); a measure not named: 1.
 
     Examples
     --------
@@ -152,16 +163,46 @@ def estimate_seconds(revision_bytes: list[int | None], suites: list[tuple[str, i
     items = sum(k for _, k in suites)
     total = 0.0
     for i, b in enumerate(revision_bytes):
-        per_pass = 6 * (b / 4) * _TOKENS_PER_ITEM / _FLOPS   # one forward and backward of one item
+        per_pass = 6 * (b / 4) * _TOKENS_PER_ITEM / _PASS_FLOPS   # one forward and backward of one item
         total += (b / _DOWNLOAD_BPS if downloads else 0.0) + 2 * (b / 4) * _TOKENS_PER_ITEM * items / _FLOPS
-        for m in measures.values():
+        for name, m in measures.items():
             config = getattr(m, "config", None)
             if config is None or (revisions is not None and not m.runs_at(revisions[i])):
                 continue
             cap = getattr(config, "max_seconds", None)   # a measure declaring no work: its time budget in full
-            work = config.item_passes(model_items) * per_pass if hasattr(config, "item_passes") else None
-            total += (float(cap or 0.0) if work is None else work if cap is None else min(work, float(cap)))
+            share = (shares or {}).get(name, 1.0)
+            for _, k in suites:   # one run per suite (engine.measure.measure_revision), on its first model_items
+                work = (config.item_passes(min(model_items, k), share) * per_pass if hasattr(config, "item_passes")
+                        else None)
+                total += (float(cap or 0.0) if work is None else work if cap is None else min(work, float(cap)))
     return round(total, 1)
+
+
+def parameter_shares(source, revision: Revision, measures) -> dict[str, float]:
+    """Per whole-model measure whose ``params`` names a subset, the fraction of the model's parameters it spans,
+    on the model built from ``revision``'s ``config.json`` on the meta device (no weights, no memory); ``{}``
+    when no measure names a subset, and no share for one whose model cannot be built (the estimate then counts
+    all parameters: at most)."""
+    wanted = {n: m.config.params for n, m in measures.items()
+              if hasattr(getattr(m, "config", None), "item_passes")
+              and str(getattr(m.config, "params", "all")).strip() != "all"}
+    if not wanted:
+        return {}
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        from ckptgeo.metrics._autodiff import select_parameters
+
+        config = AutoConfig.from_pretrained(source.config_folder(revision), trust_remote_code=False)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+        total = sum(p.numel() for p in model.parameters())
+        return {n: sum(p.numel() for _, p in select_parameters(model, params, metric=n)) / total
+                for n, params in wanted.items()}
+    except Exception as err:   # the estimate is rough; the scan itself reports a config it cannot read
+        log.debug("parameter shares for the estimate: %s", err)
+        return {}
 
 
 @dataclass
@@ -529,5 +570,7 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
                     config_hash=resolved.config_hash, errors=errors, integrity=integrity, model=model, moved=moved,
                     metrics=list(resolved.measures), suites=suite_items, rank=(rank, world), total_todo=total_todo,
                     estimate=estimate_seconds(sizes, suite_items, resolved.measures, downloads=source.downloads,
-                                              revisions=[r.name for r in todo], model_items=config.model_items),
+                                              revisions=[r.name for r in todo], model_items=config.model_items,
+                                              shares=parameter_shares(source, selected[0], resolved.measures)
+                                              if todo else {}),
                     elsewhere=elsewhere)

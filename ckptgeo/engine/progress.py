@@ -2,16 +2,20 @@
 
 The lines go to the ``ckptgeo.progress`` logger at INFO; ``ckptgeo scan`` and ``ckptgeo probe`` show that
 logger at their default verbosity, with or without a terminal (a batch job's log gets them; a terminal gets
-them above the progress bar). In Python they show once logging is configured at INFO for that logger.
+them above the progress bar). In Python, ``ckptgeo.scan`` writes them to stderr for the duration of the call
+when no logging is configured (:func:`lines_on_stderr`); where it is, that configuration alone shows them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
 
-__all__ = ["LOGGER", "RevisionProgress", "progress_line", "duration"]
+from ckptgeo import constants
+
+__all__ = ["LOGGER", "RevisionProgress", "progress_line", "duration", "lines_on_stderr"]
 
 #: the logger of the progress lines
 LOGGER = logging.getLogger("ckptgeo.progress")
@@ -106,3 +110,29 @@ class RevisionProgress:
 
     def close(self) -> None:
         self.bar.close()
+
+
+@contextlib.contextmanager
+def lines_on_stderr():
+    """Within the body, the progress lines go to stderr (``INFO ckptgeo.progress: ...``, as the command line
+    prints them) when nothing else would show them: no handler on ``ckptgeo.progress``, its parents or the root
+    logger. The handler and the level it needs are removed after the body. A configured logging setup (any
+    handler there) decides alone, so no line is ever shown twice; ``CKPTGEO_NO_PROGRESS=1`` shows none. On a
+    terminal the lines go above the progress bar."""
+    if constants.NO_PROGRESS or LOGGER.hasHandlers():
+        yield
+        return
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    level = LOGGER.level
+    LOGGER.addHandler(handler)
+    if LOGGER.getEffectiveLevel() > logging.INFO:
+        LOGGER.setLevel(logging.INFO)
+    try:
+        with logging_redirect_tqdm(loggers=[LOGGER]):
+            yield
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.setLevel(level)

@@ -41,6 +41,7 @@ from ckptgeo.engine.config import (ScanConfig, behavior_settings, merge_options,
                                    with_settings_doc)
 from ckptgeo.engine.batching import recorded_batch_sizes
 from ckptgeo.engine.measure import measure_revision
+from ckptgeo.engine.progress import RevisionProgress, lines_on_stderr
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype, make_plan, plan_scan, rank_device,
                                  resolve, row_settings, shard, source_identity, weights_digest)
 from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
@@ -79,6 +80,7 @@ class ScanResult:
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+@lines_on_stderr()   # a line per revision in a script's log, unless logging is configured (or quiet)
 def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None, revisions: str | None = None,
          suites: Sequence[str] = (), metrics: Sequence[str] = (),
          metric_options: Mapping[str, Mapping[str, Any]] | None = None, n_samples: int = DEFAULT_N_SAMPLES,
@@ -138,8 +140,7 @@ def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None
     return run.finish()
 
 
-#: the settings' entries of the docstring come from their declaration (ckptgeo.engine.config.ScanConfig)
-scan.__doc__ = with_settings_doc(scan.__doc__)
+scan.__doc__ = with_settings_doc(scan.__doc__)   # the settings' entries, from their declaration (ScanConfig)
 
 
 # ------------------------------------------------------------------------------------------ the run
@@ -259,7 +260,6 @@ class _Run:
         """Resolve and plan, refuse what cannot work (foreign ``out``, too little disk), record the settings,
         read the tokenizer and the architecture, tokenize the suites."""
         from ckptgeo.engine.model import ModelHolder
-        from ckptgeo.engine.progress import RevisionProgress
 
         config = forward_dtype(dataclasses.replace(config, device=rank_device(config.device)))
         resolved = resolve(source, config)

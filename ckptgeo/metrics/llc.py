@@ -115,13 +115,15 @@ class LLCConfig:
     params: str = setting("all", admits=(NonEmptyStr,))
     max_seconds: float | None = setting(None, admits=(Interval(float, 0.0, None), None))
 
-    def item_passes(self, n_items: int) -> float:
-        """The work at one revision, for a scan's ``--dry-run`` estimate: forward-and-backward passes of one item
-        (each SGLD step is one over a minibatch of ``min(batch_size, n_items)`` items; steps: ``num_chains`` x
-        (``num_burnin_steps`` + ``num_draws`` x ``num_steps_bw_draws``)). ``max_seconds`` is not counted here
-        (the estimate caps the time by it)."""
+    def item_passes(self, n_items: int, share: float = 1.0) -> float:
+        """The work of one run (one revision and suite), for a scan's ``--dry-run`` estimate: forward-and-backward
+        passes of one item through the whole model (each SGLD step is a forward, a third of a pass, and a backward
+        to the parameters that move, two thirds times ``share``, their fraction of the model's parameters, over a
+        minibatch of ``min(batch_size, n_items)`` items; steps: ``num_chains`` x (``num_burnin_steps`` +
+        ``num_draws`` x ``num_steps_bw_draws``)). ``max_seconds`` is not counted here (the estimate caps the time
+        by it)."""
         steps = self.num_chains * (self.num_burnin_steps + self.num_draws * self.num_steps_bw_draws)
-        return float(steps * min(self.batch_size, n_items))
+        return float(steps * min(self.batch_size, n_items) * (1 / 3 + 2 / 3 * share))
 
 
 @dataclass(frozen=True)
