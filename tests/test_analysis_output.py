@@ -163,3 +163,16 @@ def test_report_acquisitions_name_the_settings_of_each_run(tmp_path):
     text = write_report(root, plots=False).read_text()
     assert "| toy-2x16 | sort-L2 | n_samples=200 | sort | L2 | 10 | 50 | acquired |" in text
     assert "| toy-2x16 | sort-L2 | n_samples=50 | sort | L2 | 10 | 70 | acquired |" in text
+
+
+def test_run_labels_name_settings_not_how_or_from_where_a_run_ran():
+    from ckptgeo.analysis.view import run_labels
+
+    runs = {"b1": {"n_samples": 200, "seed": 0, "source": "org/m", "runtime": {"threads": 1, "batch_sizes": [16]},
+                   "planned": {"m": ["step0"]}},
+            "b2": {"n_samples": 50, "seed": 0, "source": "org/m", "runtime": {"threads": 2, "batch_sizes": [32]},
+                   "planned": {"m": ["step0", "step1"]}}}
+    assert run_labels(["b1", "b2"], runs) == {"b1": "n_samples=200", "b2": "n_samples=50"}
+    # runs that differ only in how they ran are named by their hashes
+    same = {h: {**r, "n_samples": 50} for h, r in runs.items()}
+    assert run_labels(["b1", "b2"], same) == {"b1": "b1", "b2": "b2"}

@@ -17,6 +17,7 @@ import pandas as pd
 from ckptgeo._settings import flat_settings
 from ckptgeo.analysis.config import AnalysisConfig
 from ckptgeo.analysis.curves import summary_rows
+from ckptgeo.store.dataset import run_settings
 
 __all__ = ["EVENT_VIEW", "read_runs", "run_labels", "events_view", "events_legend", "events_text"]
 
@@ -54,8 +55,7 @@ def run_labels(hashes, runs: Mapping[str, dict] | None = None, *, width: int = 4
     runs = runs or {}
     if not all(h in runs for h in hashes):
         return {h: h for h in hashes}
-    flat = {h: flat_settings({k: v for k, v in runs[h].items() if k not in ("ckptgeo_version", "source", "planned")})
-            for h in hashes}
+    flat = {h: flat_settings(run_settings(runs[h])) for h in hashes}
     keys = sorted({k for f in flat.values() for k in f})
     differ = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat.values()}) > 1]
     labels = {}

@@ -22,7 +22,7 @@ from ckptgeo.sources.integrity import (IntegrityReport, check_source, check_weig
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.registry import open_source
 from ckptgeo.sources.revisions import Revision, select_revisions
-from ckptgeo.store.dataset import Dataset
+from ckptgeo.store.dataset import Dataset, run_settings
 from ckptgeo.store.schemas import SCAN_SETTINGS
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,8 @@ def parameter_shares(source, revision: Revision, measures) -> dict[str, float]:
         total = sum(p.numel() for p in model.parameters())
         return {n: sum(p.numel() for _, p in select_parameters(model, params, metric=n)) / total
                 for n, params in wanted.items()}
-    except Exception as err:   # the estimate is rough; the scan itself reports a config it cannot read
+    except (OSError, ValueError, LookupError, ImportError) as err:   # a config that cannot be fetched, read or
+        # built (the scan itself reports it): the estimate stays rough
         log.debug("parameter shares for the estimate: %s", err)
         return {}
 
@@ -501,8 +502,7 @@ def other_settings(ds: Dataset, model: str, settings: dict, config_hash: str, *,
         if not isinstance(recorded, dict) or any(set(recorded.get(k) or {}) != set(settings.get(k) or {})
                                                  for k in ("metrics", "suites")):
             continue   # other measures or suites (a probe scan beside a RankMe scan): another run on purpose
-        there = flat_settings({k: v for k, v in recorded.items()
-                               if k not in ("runtime", "source", "ckptgeo_version", "planned")})
+        there = flat_settings(run_settings(recorded))
         differ = sorted(k for k in set(here) | set(there) if here.get(k, ...) != there.get(k, ...))
         shown = [f"{k} ({there.get(k, 'absent')!s} there, {here.get(k, 'absent')!s} here)" for k in differ[:4]]
         flags = [t for t in (_option_text(k, there[k]) for k in differ if k in there and k in here) if t]

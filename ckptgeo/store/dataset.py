@@ -49,7 +49,7 @@ from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError
 from ckptgeo.store.schemas import SCHEMAS
 
-__all__ = ["Dataset", "part_name", "read_table", "read_difficulty", "shared_shards"]
+__all__ = ["Dataset", "part_name", "read_table", "read_difficulty", "shared_shards", "RUN_EXTRAS", "run_settings"]
 
 
 def part_name(model: str, revision: str, config_hash: str) -> str:
@@ -187,6 +187,22 @@ def read_difficulty(root: str | Path) -> dict[str, str]:
     if not isinstance(data, dict):
         return {}
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str) and 0 < len(v) <= 40}
+
+
+#: Keys of ``runs/<config_hash>.json`` that say where from and how a run ran, not what the hash stands for: the
+#: source, ckptgeo's version, ``runtime`` (threads, batch sizes) and the ``planned`` revisions
+RUN_EXTRAS = ("source", "ckptgeo_version", "runtime", "planned")
+
+
+def run_settings(record: dict) -> dict:
+    """The settings of a ``runs/<config_hash>.json`` record: the record without :data:`RUN_EXTRAS`.
+
+    Examples
+    --------
+    >>> run_settings({"seed": 0, "source": "org/m", "runtime": {"threads": 2}})
+    {'seed': 0}
+    """
+    return {k: v for k, v in record.items() if k not in RUN_EXTRAS}
 
 
 class Dataset:
