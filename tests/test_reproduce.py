@@ -279,9 +279,10 @@ def test_cli_parser_and_dry_run(capsys, monkeypatch):
     assert "432 runs" in out and "device-hours" in out and "seeds 1, 2, 3" in out
     # 432 runs: 144 each of 10000, 20000, 30000 steps at 0.5 s per step
     assert f"training {432 / 3 * 60000 * 0.5 / 3600:.2f} h" in out
-    # whole-model measures from their work: 40 checkpoints x 0.5 s x (2 x 40 products + 4 x (200 + 50 burn-in) / 4
-    # SGLD steps)
-    assert f"whole-model measures {432 * 40 * 0.5 * (80 + 250) / 3600:.2f} h" in out
+    # whole-model measures from the work a scan's --dry-run counts, on 32 items, in steps of the recipe's 128 items:
+    # Hessian 32 x (one gradient + 40 products of 3.5 passes) = 4,512 item passes = 35.25 steps (a product was 2
+    # steps: 80), LLC 4 chains x (200 + 50 burn-in) SGLD steps of 32 items, a pass each = 250 steps
+    assert f"whole-model measures {432 * 40 * 0.5 * (35.25 + 250) / 3600:.2f} h" in out
     # and by size: 72 runs each (24 of each budget), whose hours sum to the totals
     assert f"     xl: 72 runs, training {24 * 60000 * 0.5 / 3600:.2f} h + measuring" in out
     est = real(PRESETS["paper"], bench=fake)

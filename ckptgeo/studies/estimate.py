@@ -10,7 +10,7 @@ from typing import Mapping
 from ckptgeo.studies.plan import plan_study
 from ckptgeo.studies.presets import RECIPE, Preset, get_preset
 
-__all__ = ["estimate", "estimate_text", "sequence_tokens"]
+__all__ = ["estimate", "estimate_text", "sequence_tokens", "whole_model_steps"]
 
 
 def _bench_size(size: str, device: str, n_samples: int, *, steps: int = 3, threads: int | None = None) -> dict:
@@ -175,9 +175,9 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
     checkpoint, a forward pass for training's own evaluation (over ``n_heldout`` items) and a real scan's cost
     per checkpoint (``scan_checkpoint_s``; benches without it count a forward pass over ``n_samples``), plus
     each scan's fixed cost; per probed checkpoint, RankMe and a probe per layer (scaled to ``n_heldout``
-    items). Whole-model measures, from their work budgets: a Hessian-vector product counted as two training
-    steps, an SGLD step (batch 32) as a quarter of one; measures without a work budget in ``metric_options``
-    are left out.
+    items). Whole-model measures at ``model_checkpoints`` checkpoints: the work a scan's ``--dry-run`` counts
+    (each measure's ``item_passes`` on the scan's ``model_items`` items of the run's held-out suite), in
+    training steps of the recipe's batch; measures without a work model (``grad_rank``) are left out.
 
     Parameters
     ----------
@@ -220,25 +220,42 @@ def estimate(preset: str | Preset, *, device: str = "cpu", bench: Mapping[str, d
         probes = preset.probe_checkpoints * b["n_layers"] * b["rankme_probe_per_layer_s"] * max(held / 128, 1.0)
         return preset.n_checkpoints * per_checkpoint + 2 * b.get("scan_fixed_s", 0.0) + probes
 
-    hessian = preset.metric_options.get("hessian", {}).get("max_hvp") or 0
-    llc = preset.metric_options.get("llc", {})
-    from ckptgeo.metrics.llc import LLCConfig
-
-    burn_in = llc.get("num_burnin_steps", LLCConfig.num_burnin_steps)
-    sgld = (llc.get("num_chains") or 0) * ((llc.get("num_draws") or 0) + burn_in)
+    model_steps = whole_model_steps(preset)
     by_size = {s: {"runs": 0, "train_hours": 0.0, "scan_hours": 0.0, "model_hours": 0.0} for s in preset.sizes}
     for r in runs:
         cost = by_size[r.size]
         cost["runs"] += 1
         cost["train_hours"] += r.steps * step_cost(r) / 3600
         cost["scan_hours"] += scan_cost(bench[r.size]) / 3600
-        work = 2 * hessian * ("hessian" in r.model_metrics) + sgld / 4 * ("llc" in r.model_metrics)
+        work = sum(model_steps.get(m, 0.0) for m in r.model_metrics)
         cost["model_hours"] += preset.model_checkpoints * bench[r.size]["step_s"] * work / 3600
     for cost in by_size.values():
         cost["total_hours"] = cost["train_hours"] + cost["scan_hours"] + cost["model_hours"]
     total = {k: sum(c[k] for c in by_size.values())
              for k in ("train_hours", "scan_hours", "model_hours", "total_hours")}
     return {"bench": bench, **total, "runs": len(runs), "device": device, "by_size": by_size}
+
+
+def whole_model_steps(preset: str | Preset) -> dict[str, float]:
+    """Per whole-model measure of ``preset``, its work at one checkpoint in training steps: its
+    ``item_passes`` (the count a scan's ``--dry-run`` uses) on the scan's ``model_items`` items of a run's
+    held-out suite, over the recipe's batch of items; a measure without a work model is not named.
+
+    Examples
+    --------
+    >>> {m: round(s, 2) for m, s in whole_model_steps("cpu").items()}   # 20 products, 2 x 150 SGLD steps
+    {'hessian': 17.75, 'llc': 75.0}
+    """
+    from ckptgeo.engine.config import ScanConfig
+    from ckptgeo.engine.measure import configure_metrics
+
+    preset = get_preset(preset)
+    config = ScanConfig(metrics=tuple(preset.model_metrics),
+                        metric_options={m: dict(o) for m, o in preset.metric_options.items()
+                                        if m in preset.model_metrics})
+    items = min(config.model_items, preset.n_heldout)
+    return {name: m.config.item_passes(items) / RECIPE["batch_size"] for name, m in configure_metrics(config).items()
+            if hasattr(getattr(m, "config", None), "item_passes")}
 
 
 def estimate_text(preset: str | Preset, est: dict) -> str:
