@@ -75,3 +75,28 @@ def test_two_runs_at_once_measure_each_revision_once(ckpts, tmp_path):
         assert res["failed"] == {}
         assert sorted(res["measured"] + res["skipped"] + res["locked"]) == REVS
     check_dataset(out, reference)
+
+
+def test_a_dataset_another_process_creates_meanwhile_is_joined_not_refused(tmp_path, monkeypatch):
+    """Two scans start into one new --out: the other process writes ckptgeo.json between this one's look for it
+    and its listing of the folder. The folder is then a dataset, not a foreign one (the slow two-runs test failed
+    once this way: 'is not empty and is not a ckptgeo dataset')."""
+    import pathlib
+
+    root = tmp_path / "ds"
+    root.mkdir()
+    real, other = pathlib.Path.iterdir, []
+
+    def iterdir(self):
+        if self == root and not other:
+            other.append("started")
+            Dataset(root)   # the other process, at this moment: it finds the folder empty and writes the marker
+        return real(self)
+
+    monkeypatch.setattr(pathlib.Path, "iterdir", iterdir)
+    Dataset(root)
+    assert other and [p.name for p in real(root)] == ["ckptgeo.json"]
+    (root / "notes.txt").write_text("mine")
+    (root / "ckptgeo.json").unlink()
+    with pytest.raises(Exception, match="is not empty and is not a ckptgeo dataset"):
+        Dataset(root)   # a foreign folder is still refused

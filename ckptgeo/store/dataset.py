@@ -218,6 +218,21 @@ class Dataset:
     def __init__(self, root: str | Path, *, create: bool = True):
         self.root = Path(root)
         marker = self.root / "ckptgeo.json"
+        if not marker.exists():
+            if self.root.exists() and not self.root.is_dir():
+                raise DatasetLayoutError(f"{self.root} is a file, not a folder; choose another --out folder.",
+                                         path=str(self.root))
+            # (dot files alone, e.g. the marker's temp file of a writer killed before its rename, are not foreign)
+            foreign = self.root.exists() and any(not p.name.startswith(".") for p in self.root.iterdir())
+            if foreign and not marker.exists():   # looked at again: another process may just have created it
+                raise DatasetLayoutError(
+                    f"{self.root} is not empty and is not a ckptgeo dataset (no ckptgeo.json); refusing to write "
+                    f"into it. Choose another --out folder.", path=str(self.root))
+            if not foreign and create:
+                self.root.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(marker, json.dumps(
+                    {"format": "ckptgeo-dataset", "schema_version": DATASET_SCHEMA_VERSION, "writer": __version__},
+                    indent=2).encode())
         if marker.exists():
             try:
                 meta = json.loads(marker.read_text())
@@ -228,19 +243,6 @@ class Dataset:
                     f"{self.root} was written by ckptgeo {meta.get('writer', '?')} with table schema "
                     f"{meta.get('schema_version')}; this ckptgeo ({__version__}) writes schema "
                     f"{DATASET_SCHEMA_VERSION}. Write to a new --out folder.", path=str(self.root))
-        elif self.root.exists() and not self.root.is_dir():
-            raise DatasetLayoutError(f"{self.root} is a file, not a folder; choose another --out folder.",
-                                     path=str(self.root))
-        elif self.root.exists() and any(not p.name.startswith(".") for p in self.root.iterdir()):
-            # (dot files alone, e.g. the marker's temp file of a writer killed before its rename, are not foreign)
-            raise DatasetLayoutError(
-                f"{self.root} is not empty and is not a ckptgeo dataset (no ckptgeo.json); refusing to write into "
-                f"it. Choose another --out folder.", path=str(self.root))
-        elif create:
-            self.root.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(marker, json.dumps(
-                {"format": "ckptgeo-dataset", "schema_version": DATASET_SCHEMA_VERSION, "writer": __version__},
-                indent=2).encode())
 
     def write_part(self, table: str, name: str, rows: list[dict]) -> Path:
         """Write ``rows`` as the part ``table/name`` atomically, with the table's explicit schema.
