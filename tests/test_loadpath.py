@@ -149,6 +149,29 @@ def test_a_file_shared_by_branches_is_downloaded_once(local_hub, shared_repo, tm
 
 
 # ------------------------------------------------------------------------------------ forward passes
+def test_a_ref_is_written_under_the_cache_lock_so_an_eviction_never_reads_it_half_written(shared_repo, tmp_path,
+                                                                                           monkeypatch):
+    """The test above failed once on a loaded machine with a blob left in the cache: an eviction scans the cache
+    (``scan_cache_dir``) while the prefetch thread writes a ``refs/`` entry; the atomic write's temp file, read as a
+    ref to no commit, makes the whole repo 'corrupted', so the revision was not evicted. The ref is now written
+    while the cache lock is held, as the download is."""
+    from huggingface_hub import scan_cache_dir
+
+    import ckptgeo.sources.hub as hub
+    from ckptgeo.sources.hub import HubSource
+
+    source = HubSource(shared_repo.repo_id, cache_dir=tmp_path / "cache")
+    held, real = [], hub._remember_ref
+    monkeypatch.setattr(hub, "_remember_ref", lambda *a: (held.append(source._cache_lock.locked()), real(*a))[1])
+    folder = source.config_folder(source.revisions()[0])
+    assert held == [True]
+    refs = folder.parents[1] / "refs"
+    assert len(scan_cache_dir(tmp_path / "cache").repos) == 1
+    (refs / ".step1000.tmp").write_text("")   # what a scan meeting a half-written ref reads
+    info = scan_cache_dir(tmp_path / "cache")
+    assert not info.repos and "missing commit" in str(info.warnings[0])
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     from tests._checkpoints import train_tokenizer

@@ -344,13 +344,12 @@ class HubSource(CheckpointSource):
     def _download(self, what: str, revision: Revision, allow: list[str]) -> Path:
         from huggingface_hub import snapshot_download
 
-        with self._cache_lock:
+        with self._cache_lock:   # the ref too: an eviction's cache scan reads a half-written ref (the atomic
+            # write's temp file) as a ref to no commit, takes the repo for corrupted and evicts nothing
             path = Path(self._call(what, snapshot_download, self.repo_id, revision=revision.commit or revision.name,
                                    allow_patterns=allow, cache_dir=self.cache_dir, label=revision.name))
-        if revision.commit and revision.subfolder is None:
-            _remember_ref(path, revision.name, revision.commit)
-        elif revision.commit:
-            _remember_ref(path, "main", revision.commit)
+            if revision.commit:
+                _remember_ref(path, revision.name if revision.subfolder is None else "main", revision.commit)
         return path
 
     def expect(self, revisions: list[Revision]) -> None:
