@@ -57,9 +57,27 @@ def test_features_are_causal_and_finite():
     assert np.isfinite(full).all()
     cut = 20
     short = RunCurves(**{**run.__dict__, "steps": run.steps[:cut], "accuracy": run.accuracy[:cut],
-                         "n_items": run.n_items[:cut], "rankme": {k: v[:cut] for k, v in run.rankme.items()}})
-    # the features at checkpoint i do not change when later checkpoints are cut off
+                         "n_items": run.n_items[:cut], "rankme": {k: v[:cut] for k, v in run.rankme.items()},
+                         "planned_steps": int(run.steps[-1])})
+    # the features at checkpoint i do not change when later checkpoints are cut off (the plan is known from the start)
     np.testing.assert_allclose(run_features(short, "geometry"), full[:cut])
+    # without its plan, a cut run reads its last step as the plan: the clock and the slopes per unit of it move
+    guessed = run_features(RunCurves(**{**short.__dict__, "planned_steps": None}), "geometry")
+    moved = [n for n, a, b in zip(feature_names("geometry"), guessed.T, full[:cut].T) if not np.allclose(a, b)]
+    assert moved == ["progress_slope", "plan_clock", "rankme_first_slope", "rankme_middle_slope",
+                     "rankme_last_slope"], moved
+
+
+def test_the_clock_is_the_share_of_the_plan_so_a_longer_schedule_reads_the_same():
+    """A run 10 times longer, checkpoints at the same shares of its plan and the same curves, has the same features
+    (slopes per unit of the clock included), so a model fitted on short runs does not extrapolate in steps."""
+    run = _runs()[0]
+    longer = RunCurves(**{**run.__dict__, "steps": run.steps * 10})
+    np.testing.assert_allclose(run_features(longer, "geometry"), run_features(run, "geometry"))
+    clock = run_features(run, "behaviour")[:, feature_names("behaviour").index("plan_clock")]
+    # log1p of the step in thousandths of the plan (the last step, 780): step 390 is 500 thousandths
+    assert clock[0] == 0.0 and clock[-1] == pytest.approx(math.log1p(1000)), clock
+    assert clock[list(run.steps).index(380)] == pytest.approx(math.log1p(1000 * 380 / 780))
 
 
 def test_the_hazard_model_learns_a_fixed_acquisition_step():
@@ -259,6 +277,15 @@ def test_the_live_forecaster_reads_a_dataset_and_forecasts_from_the_curves_so_fa
     assert line.startswith("acquisition forecast: step ") and "P(next 5 checkpoints)" in line
     done = live.forecast("t", r.steps, r.accuracy, chance=0.01, rankme=r.rankme)
     assert done.acquired and done.median_step == r.steps[a]
+    # the same curves on a plan 10 times longer, the plan given: the same forecast on its clock, 10 times the steps
+    assert live.default_plan == int(r.steps[-1])
+    cut = a - 2
+    longer = live.forecast("t", r.steps[:cut] * 10, r.accuracy[:cut], chance=0.01,
+                           rankme={k: v[:cut] for k, v in r.rankme.items()}, planned_steps=10 * live.default_plan)
+    # (to 1e-3: the interval's widening is in log1p(step), not quite a ratio)
+    assert (longer.median_step, longer.low_step, longer.high_step) == pytest.approx(
+        (10 * near.median_step, 10 * near.low_step, 10 * near.high_step), rel=1e-3), (near, longer)
+    assert longer.p_next == pytest.approx(near.p_next)
 
 
 def test_forecast_from_a_folder_without_runs_is_a_one_line_error(tmp_path):
@@ -305,6 +332,7 @@ def test_the_trainer_callback_reports_the_forecast_to_tensorboard(tmp_path, sing
     suite = task_suite("copy", 1, n_items=40)
     monitor = Monitor(build_tokenizer(), [suite], tmp_path / "live", schedule=10, forecast_from=ds)
     copy_trainer(tmp_path / "trainer", monitor, suite, n_steps=20, batch=16, report_to=["tensorboard"])
+    assert monitor.planned_steps == 20   # the Trainer's max_steps: the forecast's clock
     live = pd.read_parquet(tmp_path / "live" / "live_forecast").set_index("step")
     assert sorted(live.index) == [0, 1, 2, 4, 8, 10, 20]
     tb = tensorboard_scalars(tmp_path / "trainer")

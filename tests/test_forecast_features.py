@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ckptgeo.forecasting.data import CROSS_CURVES, RunCurves, cross_curves, runs_from_tables
+from ckptgeo.forecasting.data import CROSS_CURVES, RunCurves, cross_curves, plan_clock, runs_from_tables
 from ckptgeo.forecasting.evaluate import ForecastConfig, evaluate
 from ckptgeo.forecasting.features import feature_names, null_copy, run_features
 
@@ -31,17 +31,17 @@ def test_the_task_loss_and_its_slope_are_behaviour_features_and_a_run_without_lo
     loss = np.array([2.0, np.nan, 1.0, 0.5, 0.5, 0.25])
     run = _run(loss=loss)
     f = run_features(run, "behaviour")
-    x = np.log1p(run.steps.astype(float))
+    x = plan_clock(run.steps, run.plan)
     lg, sl, kn = (f[:, _col("behaviour", c)] for c in ("log_loss", "loss_slope", "loss_known"))
     # the last measured loss, carried over the checkpoint not measured (1)
     np.testing.assert_allclose(lg, np.log([2.0, 2.0, 1.0, 0.5, 0.5, 0.25]))
     np.testing.assert_allclose(kn, 1.0)
-    # slope of log loss per unit log step over the last two checkpoints
+    # slope of log loss per unit of the clock over the last two checkpoints
     assert sl[0] == 0.0
     assert sl[2] == pytest.approx((math.log(1.0) - math.log(2.0)) / (x[2] - x[0]))
     assert sl[5] == pytest.approx((math.log(0.25) - math.log(0.5)) / (x[5] - x[3]))
     # causal: cutting later checkpoints off changes nothing before the cut
-    short = _run(n=4, accuracy=run.accuracy[:4], loss=loss[:4])
+    short = _run(n=4, accuracy=run.accuracy[:4], loss=loss[:4], planned_steps=50)
     np.testing.assert_allclose(run_features(short, "behaviour"), f[:4])
     # a loss first measured at checkpoint 2: unknown (zeros) before it
     late = run_features(_run(loss=np.array([np.nan, np.nan, 1.0, 0.5, 0.5, 0.5])), "behaviour")

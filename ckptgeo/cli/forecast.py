@@ -14,17 +14,17 @@ examples:
   ckptgeo train --task copy --level 1 --steps 300 --monitor 25 --forecast-from results/reproduce/dataset \\
       --out runs/copy-L1-live                               # the same forecast, live, one line per checkpoint
 
-what it does: for every run of DATASET (one accuracy curve with its loss, RankMe per layer and CKA), a
-discrete-time hazard model (scikit-learn logistic regression) forecasts at each checkpoint when the run will
-acquire, from two feature sets side by side: behaviour (accuracy so far with its interval, its slope, step, the
-task loss and its slope) and behaviour + geometry (RankMe of three layers against its first value and floor, its
-slope, checkpoints since collapse and since recovery onset; CKA and weight distance against the previous and
-first checkpoint where the scan measured them). Runs that never acquire are censored. Every score is on held-out
-runs (leave one task, seed or size out); geometry's skill over behaviour is tested across held-out runs
-(Wilcoxon) and on a null copy whose geometry is noise pooled over all runs; "geometry helps" also needs the
-run's own geometry to beat a sibling's (another seed of the same setting), else the gain is "setting level
-only". Each held-out fold's 80% intervals
-are widened by an inner leave-one-group-out on its training runs only (coverage and the model's own beside it).
+what it does: for every run of DATASET (one accuracy curve with its loss, RankMe per layer and CKA), a discrete-time
+hazard model (scikit-learn logistic regression) forecasts at each checkpoint when the run will acquire, from two
+feature sets side by side: behaviour (accuracy so far with its interval, its slope, the step as a share of the run's
+planned steps, the task loss and its slope) and behaviour + geometry (RankMe of three layers against its first value
+and floor, its slope, checkpoints since collapse and since recovery onset; CKA and weight distance against the
+previous and first checkpoint where the scan measured them). Runs that never acquire are censored. Every score is on
+held-out runs (leave one task, seed or size out); geometry's skill over behaviour is tested across held-out runs
+(Wilcoxon) and on a null copy whose geometry is noise pooled over all runs; "geometry helps" also needs the run's
+own geometry to beat a sibling's (another seed of the same setting), else the gain is "setting level only". Each
+held-out fold's 80% intervals are widened by an inner leave-one-group-out on its training runs only (coverage and
+the model's own beside it).
 
 outputs (inside DATASET, or --out):
   forecast/forecast.parquet               per run, checkpoint, feature set: median acquisition step, 80% interval,

@@ -21,7 +21,11 @@ import pandas as pd
 from ckptgeo.analysis import curves as contract
 from ckptgeo.analysis.tables import model_size, with_defaults
 
-__all__ = ["RunCurves", "CROSS_CURVES", "runs_from_tables", "run_identity", "cross_curves"]
+__all__ = ["RunCurves", "CROSS_CURVES", "PLAN_UNITS", "plan_clock", "runs_from_tables", "run_identity", "cross_curves"]
+
+#: the forecast's clock counts a run's planned steps as this many units (so a run planned for this many steps
+#: has the clock ``log1p(step)``)
+PLAN_UNITS = 1000
 
 #: the cross-checkpoint curves a run may carry (``compare`` table, partners ``previous`` and ``first`` only: a
 #: ``reference`` partner such as the last checkpoint is not known during training): linear CKA of the summary
@@ -62,6 +66,9 @@ class RunCurves:
     cross : dict of str to ndarray
         Per name of :data:`CROSS_CURVES` the run has, its values on ``steps`` (NaN where not measured); empty where
         the scan measured no cross-checkpoint measure.
+    planned_steps : int or None
+        The steps the run was planned to train for (known before it starts); None: the last of ``steps`` (a
+        finished run's grid ends at its plan). The forecast's clock is the step as a fraction of it (:attr:`plan`).
     """
 
     key: tuple
@@ -82,6 +89,12 @@ class RunCurves:
     tokens: np.ndarray | None = None
     loss: np.ndarray | None = None
     cross: dict = field(default_factory=dict)
+    planned_steps: int | None = None
+
+    @property
+    def plan(self) -> float:
+        """The run's planned steps: ``planned_steps``, else its last step (at least 1)."""
+        return float(max(1, self.planned_steps if self.planned_steps else int(self.steps[-1])))
 
     @property
     def name(self) -> str:
@@ -115,6 +128,22 @@ class RunCurves:
     def confirmed_index(self) -> int | None:
         """Index of the checkpoint at which the acquisition is known (the window's last checkpoint)."""
         return None if self.acquisition_index is None else self.acquisition_index + self.window - 1
+
+
+def plan_clock(steps, plan: float) -> np.ndarray:
+    """The forecast's training clock: ``log1p(PLAN_UNITS * step / plan)``, the step as a share of the run's planned
+    steps (:attr:`RunCurves.plan`) on a log scale. Runs of different lengths whose checkpoints sit at the same
+    shares of their plans (the trainer's grids, a learning-rate schedule set by the plan) read the same clock;
+    past the plan it keeps growing.
+
+    Examples
+    --------
+    >>> plan_clock([0, 150, 300], 300).round(3).tolist()
+    [0.0, 6.217, 6.909]
+    >>> bool(np.allclose(plan_clock([94, 3000], 3000), plan_clock([9.4, 300], 300)))
+    True
+    """
+    return np.log1p(PLAN_UNITS * np.asarray(steps, float) / float(plan))
 
 
 def run_identity(model: str, suite: str) -> dict:

@@ -6,23 +6,24 @@ have been made live). Two sets, always side by side:
 ``behaviour``
     accuracy's progress from chance to the acquisition threshold, ``(acc - chance) / (threshold - chance)``,
     with its 95% Wilson interval's ends (where the item count is known), its running maximum, its slope per
-    unit of log step over the last two checkpoints, the number of consecutive checkpoints above the threshold
-    (a window being filled), ``log1p(step)``, where recorded ``log1p(tokens)`` (off by default: inside one
-    training grid it is the step times a constant), and the task loss: ``log`` of the loss (nats per answer token)
-    at the last measured checkpoint, its slope per unit of log step over the last two checkpoints, and
+    unit of the clock over the last two checkpoints, the number of consecutive checkpoints above the threshold
+    (a window being filled), the clock (``plan_clock``: ``log1p`` of the step in thousandths of the run's planned
+    steps, :func:`ckptgeo.forecasting.data.plan_clock`), where recorded ``log1p(tokens)`` (off by default: inside
+    one training grid it is the step times a constant), and the task loss: ``log`` of the loss (nats per answer
+    token) at the last measured checkpoint, its slope per unit of the clock over the last two checkpoints, and
     ``loss_known`` (1 once a loss has been measured). A run without a loss curve (a dataset written before the
     scan recorded it) has 0 in all three: ``loss_known`` tells the model the other two say nothing.
 ``geometry``
-    the behaviour set plus, for three layers at fixed relative depth (the first block, the middle block, the
-    deepest layer: the same three for every model size), RankMe's log ratio to its first value, the fall to its
-    running minimum as a fraction of the first value, the fraction of that fall regained since (recovery), its
-    log slope over the last two checkpoints, and ``log1p`` of the checkpoints since the collapse (running minimum,
-    counted once RankMe fell by ``min_drop``) and since the recovery onset (``recovery`` of the fall regained);
-    and, where the scan measured them (the ``compare`` table), the cross-checkpoint measures known at checkpoint
-    ``i``: linear CKA of the summary layer against the previous and the first checkpoint, the whole model's
-    relative weight distance from them, and ``cross_known`` (1 once any of them has been measured). A
-    checkpoint not measured carries the last value forward; before the first, and in a run without them, all
-    five are 0 (``cross_known`` 0).
+    the behaviour set plus, for three layers at fixed relative depth (the first block, the middle block, the deepest
+    layer: the same three for every model size), RankMe's log ratio to its first value, the fall to its running
+    minimum as a fraction of the first value, the fraction of that fall regained since (recovery), its log slope per
+    unit of the clock over the last two checkpoints, and ``log1p`` of the checkpoints since the collapse (running
+    minimum, counted once RankMe fell by ``min_drop``) and since the recovery onset (``recovery`` of the fall
+    regained); and, where the scan measured them (the ``compare`` table), the cross-checkpoint measures known at
+    checkpoint ``i``: linear CKA of the summary layer against the previous and the first checkpoint, the whole
+    model's relative weight distance from them, and ``cross_known`` (1 once any of them has been measured). A
+    checkpoint not measured carries the last value forward; before the first, and in a run without them, all five
+    are 0 (``cross_known`` 0).
 
 :func:`null_copy` replaces every run's geometry by noise drawn from one distribution for all runs (the mean and
 standard deviation pooled over every run's curves): geometry that says nothing of the run's task, size or
@@ -37,7 +38,7 @@ import math
 
 import numpy as np
 
-from ckptgeo.forecasting.data import CROSS_CURVES, RunCurves
+from ckptgeo.forecasting.data import CROSS_CURVES, RunCurves, plan_clock
 
 __all__ = ["FEATURE_SETS", "behaviour_names", "geometry_names", "feature_names", "run_features", "null_copy",
            "sibling_copy"]
@@ -51,7 +52,7 @@ _Z = 1.959963984540054  # 95% two-sided normal quantile
 
 
 def behaviour_names(with_tokens: bool = False) -> list[str]:
-    names = ["progress", "progress_low", "progress_high", "progress_max", "progress_slope", "above_run", "log_step"]
+    names = ["progress", "progress_low", "progress_high", "progress_max", "progress_slope", "above_run", "plan_clock"]
     return names + (["log_tokens"] if with_tokens else []) + ["log_loss", "loss_slope", "loss_known"]
 
 
@@ -95,7 +96,7 @@ def _fill(v: np.ndarray) -> np.ndarray:
 
 
 def _loss_features(loss: np.ndarray | None, x: np.ndarray) -> np.ndarray:
-    """(n_checkpoints, 3) causal features of the task loss: log loss, its slope per unit log step, known."""
+    """(n_checkpoints, 3) causal features of the task loss: log loss, its slope per unit of the clock ``x``, known."""
     out = np.zeros((len(x), 3))
     if loss is None:
         return out
@@ -170,7 +171,7 @@ def run_features(run: RunCurves, feature_set: str, *, min_drop: float = 0.25, re
     chance = run.chance if math.isfinite(run.chance) else 0.0
     span = max(run.threshold - chance, 1e-6)
     lo, hi = _wilson(acc, np.asarray(run.n_items, float))
-    x = np.log1p(np.asarray(run.steps, float))
+    x = plan_clock(run.steps, run.plan)
     prog = np.clip((acc - chance) / span, -1.0, 2.0)
     above = np.zeros(len(acc))
     for i in range(len(acc)):

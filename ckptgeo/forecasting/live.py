@@ -9,7 +9,10 @@ behaviour + geometry set by default) and asked at each measuring step of a :clas
 The live run is another run than those it was fitted to, so its forecast is out of sample. Its interval is
 widened as a held-out fold's is (:mod:`ckptgeo.forecasting.calibrate`: the dataset's runs held out a group at a
 time, by task where they have two tasks or more, else seed). Future checkpoints are the monitor's schedule (past
-its end, at its last spacing).
+its end, at its last spacing). The forecast's clock is the step as a share of the run's planned steps
+(:func:`ckptgeo.forecasting.data.plan_clock`): the monitor passes the plan where it knows it (``ckptgeo train``'s
+``--steps``, the Trainer's ``max_steps``); a live run of unknown length is read as planned like the median run it
+was fitted to.
 """
 
 from __future__ import annotations
@@ -111,6 +114,8 @@ class LiveForecaster:
     ----------
     widening : float
         The interval's widening in ``log1p(step)`` (0 with ``config.calibrate`` False).
+    default_plan : int
+        The planned steps assumed for a live run that gives none: the median of the fitted runs' plans.
     """
 
     def __init__(self, runs: list[RunCurves], *, feature_set: str = "geometry", config: ForecastConfig | None = None):
@@ -119,6 +124,7 @@ class LiveForecaster:
         cache = FitCache(runs, [self.config.features(r, feature_set) for r in runs], self.config)
         self.model = cache.without(())
         self.n_runs = len(runs)
+        self.default_plan = int(np.median([r.plan for r in runs]))
         split = primary_split(runs)
         labels = split_groups(runs, split) if split else [""] * len(runs)
         self.widening = widening(cache, list(range(len(runs))), labels)[0] if self.config.calibrate else 0.0
@@ -143,7 +149,7 @@ class LiveForecaster:
 
     def forecast(self, suite: str, steps, accuracy, *, chance: float | None, rankme: dict, n_items: float = math.nan,
                  threshold: float | None = None, window: int = ev.DEFAULT_WINDOW, future=None, loss=None,
-                 cross: dict | None = None) -> LiveForecast:
+                 cross: dict | None = None, planned_steps: int | None = None) -> LiveForecast:
         """The forecast at the last of ``steps`` from the curves so far.
 
         Parameters
@@ -158,6 +164,9 @@ class LiveForecaster:
             The task loss on ``steps`` (nats per answer token; NaN where not measured); None: none recorded.
         cross : dict of str to sequence of shape (n_checkpoints,), optional
             Cross-checkpoint curves by name of :data:`ckptgeo.forecasting.data.CROSS_CURVES` (the monitor has none).
+        planned_steps : int, optional
+            The steps the live run is planned to train for (the forecast's clock is the step's share of it);
+            None: :attr:`default_plan`.
         """
         steps = np.asarray(steps, dtype=np.int64)
         acc = np.asarray(accuracy, float)
@@ -178,7 +187,8 @@ class LiveForecaster:
                         n_items=np.full(len(grid), n_items), chance=math.nan if chance is None else float(chance),
                         threshold=thr, window=window,
                         rankme={k: pad(v) for k, v in rankme.items() if k > 0},
-                        loss=None if loss is None else pad(loss), cross={k: pad(v) for k, v in (cross or {}).items()})
+                        loss=None if loss is None else pad(loss), cross={k: pad(v) for k, v in (cross or {}).items()},
+                        planned_steps=int(planned_steps or self.default_plan))
         feats = self.config.features(run, self.feature_set)
         fc = widen(self.model.forecast_run(run, feats, horizon=h, coverage=self.config.coverage, landmarks=[n - 1]),
                    self.widening, run)

@@ -12,8 +12,11 @@ one row per (run, landmark, k) while the run is at risk and observed (the hazard
 with no event up to its last checkpoint (right-censored), as does a run whose window is cut off by its end. The
 hazard is a logistic regression (``sklearn.linear_model.LogisticRegression``, L2, after ``StandardScaler``) on the
 landmark's features ``x_i`` (:mod:`ckptgeo.forecasting.features`), ``log k`` times each feature, and cubic spline
-bases (``SplineTransformer``, 6 knots at quantiles) of ``log k`` and of the target checkpoint's ``log1p(step)``: the
-flexible baseline hazard of a discrete-time model, in steps ahead and in training time. From the hazards,
+bases (``SplineTransformer``, 6 knots at quantiles) of ``log k`` and of the target checkpoint's clock (its step as a
+share of the run's planned steps, :func:`ckptgeo.forecasting.data.plan_clock`): the flexible baseline hazard of a
+discrete-time model, in checkpoints ahead and in training time. Training time is read relative to the plan, not in
+absolute steps, so that a run of another length (a size trained 10 times longer) is not placed where no fitted run
+was. From the hazards,
 ``S(k) = prod_{j<=k} (1 - h(j))`` and ``F = 1 - S``; the forecast's median and 80% interval are the steps of the
 first ``k`` where ``F`` reaches 0.5, 0.1 and 0.9 (None: beyond the horizon, "not within max_horizon
 checkpoints"), mapped back to the acquisition checkpoint ``i + k - window + 1``; ``P(next h)`` is
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ckptgeo.forecasting.data import RunCurves
+from ckptgeo.forecasting.data import RunCurves, plan_clock
 
 __all__ = ["HazardModel", "future_steps", "first_possible", "FORECAST_COLUMNS", "DEFAULT_MAX_HORIZON", "DEFAULT_HORIZON",
            "DEFAULT_COVERAGE"]
@@ -82,15 +85,15 @@ def first_possible(run: RunCurves) -> np.ndarray:
     return out
 
 
-def _design(x: np.ndarray, log_step_i: np.ndarray, k: np.ndarray, target_steps: np.ndarray) -> np.ndarray:
-    """Rows of (log k, log1p(target step), landmark features, their interactions with log k): ``x`` (n, d), the
-    rest (n,). The first two columns get a spline basis in the pipeline (:func:`_estimator`)."""
+def _design(x: np.ndarray, k: np.ndarray, target_clock: np.ndarray) -> np.ndarray:
+    """Rows of (log k, the target checkpoint's clock, landmark features, their interactions with log k): ``x``
+    (n, d), the rest (n,). The first two columns get a spline basis in the pipeline (:func:`_estimator`)."""
     lk = np.log(k.astype(float))
-    return np.column_stack([lk, np.log1p(target_steps.astype(float)), x, x * lk[:, None]])
+    return np.column_stack([lk, target_clock, x, x * lk[:, None]])
 
 
 def _estimator(n_columns: int, C: float):
-    """Splines of log k and of the target checkpoint's log step (a flexible baseline hazard in both, as the
+    """Splines of log k and of the target checkpoint's clock (a flexible baseline hazard in both, as the
     time dummies of a discrete-time model), the other columns as they are; standardised; L2 logistic regression."""
     from sklearn.compose import ColumnTransformer
     from sklearn.linear_model import LogisticRegression
@@ -146,7 +149,7 @@ class HazardModel:
         at_risk = np.arange(0, end)
         if len(at_risk) > self.max_landmarks:
             at_risk = np.unique(np.round(np.linspace(0, end - 1, self.max_landmarks)).astype(int))
-        log_steps = np.log1p(run.steps.astype(float))
+        clock = plan_clock(run.steps, run.plan)
         first_k = first_possible(run)
         X, y = [], []
         for i in at_risk:
@@ -154,8 +157,7 @@ class HazardModel:
             k = np.arange(first_k[i], last - i + 1)
             if not len(k):
                 continue
-            X.append(_design(np.repeat(feats[i][None, :], len(k), axis=0), np.full(len(k), log_steps[i]), k,
-                             run.steps[i + k]))
+            X.append(_design(np.repeat(feats[i][None, :], len(k), axis=0), k, clock[i + k]))
             y.append((i + k == c).astype(int) if c is not None else np.zeros(len(k), int))
         return X, y
 
@@ -183,7 +185,7 @@ class HazardModel:
 
     # ------------------------------------------------------------------------------------------ forecasting
     def event_cdf(self, feats: np.ndarray, steps: np.ndarray, landmarks: np.ndarray,
-                  first_k: np.ndarray | None = None) -> np.ndarray:
+                  first_k: np.ndarray | None = None, *, plan: float | None = None) -> np.ndarray:
         """``F[j, k-1]`` = P(C <= landmarks[j] + k | C > landmarks[j]) for k = 1..max_horizon.
 
         Parameters
@@ -195,12 +197,14 @@ class HazardModel:
         first_k : ndarray of int, shape (n_checkpoints,), optional
             The nearest ``k`` the acquisition can become known at from each checkpoint (:func:`first_possible`);
             the hazard before it is 0.
+        plan : float, optional
+            The run's planned steps (:attr:`RunCurves.plan`); default: the last of ``steps``.
         """
         K = self.max_horizon
         k = np.arange(1, K + 1)
-        log_steps = np.log1p(np.asarray(steps, float))
-        blocks = [_design(np.repeat(feats[i][None, :], K, axis=0), np.full(K, log_steps[i]), k,
-                          future_steps(steps, int(i), K)) for i in landmarks]
+        plan = float(plan if plan else max(1, int(steps[-1])))
+        blocks = [_design(np.repeat(feats[i][None, :], K, axis=0), k, plan_clock(future_steps(steps, int(i), K), plan))
+                  for i in landmarks]
         if not blocks:
             return np.zeros((0, K))
         from threadpoolctl import threadpool_limits
@@ -228,7 +232,7 @@ class HazardModel:
             c = run.confirmed_index
             landmarks = np.arange(0, n if c is None else min(c, n))
         landmarks = np.asarray(landmarks, dtype=int)
-        F = self.event_cdf(feats, run.steps, landmarks, first_possible(run))
+        F = self.event_cdf(feats, run.steps, landmarks, first_possible(run), plan=run.plan)
         w = run.window
         tail = (1.0 - coverage) / 2
         rows = []

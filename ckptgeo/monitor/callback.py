@@ -80,6 +80,8 @@ class MonitorCallback(TrainerCallback):
             bar.set_postfix_str(self.monitor.status(), refresh=False)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.monitor.planned_steps is None and state.max_steps and state.max_steps > 0:
+            self.monitor.planned_steps = int(state.max_steps)   # the forecast's clock (Monitor: planned_steps)
         if self.measure_start and state.global_step == 0:
             self._measure(state, control, model)
 

@@ -221,6 +221,10 @@ class Monitor:
         (:class:`ckptgeo.forecasting.live.LiveForecaster`), is logged at every measuring step
         (``acquisition forecast: step 1200 [900, 1600], P(next 5 checkpoints) 0.31``), kept on
         :attr:`Reading.forecasts` and written to the ``live_forecast`` table.
+    planned_steps : int, optional
+        The steps the run is planned to train for: the forecast reads training time as a share of it (default:
+        the median plan of the runs in ``forecast_from``). ``ckptgeo train`` passes ``--steps``;
+        :class:`~ckptgeo.monitor.callback.MonitorCallback` the Trainer's ``max_steps``.
 
     Raises
     ------
@@ -244,7 +248,7 @@ class Monitor:
                  config: MonitorConfig | None = None, model_name: str | None = None,
                  tokens_per_step: int | None = None, on_event: Callable[[LiveEvent], None] | None = None,
                  overwrite: bool = False, main_process: bool | None = None, run_id: str | None = None,
-                 forecast_from: str | Path | None = None):
+                 forecast_from: str | Path | None = None, planned_steps: int | None = None):
         from ckptgeo.engine.config import validate_scan_config
         from ckptgeo.engine.measure import configure_metrics
         from ckptgeo.store.dataset import Dataset
@@ -278,6 +282,7 @@ class Monitor:
         self.dataset = Dataset(self.out) if main_process else None
         self.readings: list[Reading] = []
         self.forecast_from = None if forecast_from is None else str(forecast_from)
+        self.planned_steps = planned_steps
         self.forecaster = None
         self._loss: dict[str, dict[int, float]] = {}   # suite -> step -> task loss
         if forecast_from is not None and main_process:
@@ -469,6 +474,7 @@ class Monitor:
             f = self.forecaster.forecast(suite, t.steps, t.acc, chance=t.chance, rankme=t.rankme,
                                          n_items=float(self.config.n_samples), threshold=self.config.acc_threshold,
                                          window=self.config.window, future=future or None,
+                                         planned_steps=self.planned_steps,
                                          loss=None if not loss else [loss.get(s, float("nan")) for s in t.steps])
             log.info("%s at step %d: %s", suite, step, f.message)
             out.append(f)

@@ -337,7 +337,7 @@ def _monitor(config: TrainConfig, out: Path, suites: dict[str, str], tokenizer):
     from ckptgeo.monitor.core import Monitor
 
     return Monitor(tokenizer, [str(out / rel) for rel in suites.values()], out / "monitor", schedule=config.monitor,
-                   model_name=out.name, forecast_from=config.forecast_from)
+                   model_name=out.name, forecast_from=config.forecast_from, planned_steps=config.n_steps)
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
