@@ -96,3 +96,29 @@ def test_output_layer_runs_at_scored_positions_only_with_plain_values(model, tok
             assert out.correct[i] == float(good > bad)
             p = next(p for p in ps.items if p.item.id == item_id)
             assert out.loss[i] == pytest.approx(-good / (len(p.good) - 1), rel=1e-6, abs=1e-6)
+
+
+def test_the_cache_is_passed_and_read_under_the_name_the_installed_transformers_uses(model):
+    """transformers 5.25 names a forward's key/value cache ``cache`` (``past_key_values`` is its deprecated alias);
+    earlier releases (5.17 on the GPU machine, 2026-12-04) only know ``past_key_values``, and ignore an unknown
+    keyword: the shared-prefix pass must use the name the model's forward declares, and read the output's cache
+    under either name."""
+    import inspect
+    from types import SimpleNamespace
+
+    from ckptgeo.engine.forward import _cache_kwarg, _cache_of
+
+    declared = inspect.signature(model.forward).parameters
+    assert _cache_kwarg(model) == ("cache" if "cache" in declared else "past_key_values")
+    assert _cache_kwarg(model) in declared
+
+    class OlderModel(torch.nn.Module):
+        def forward(self, input_ids=None, past_key_values=None, use_cache=None, **kwargs):
+            return None
+
+    assert _cache_kwarg(OlderModel()) == "past_key_values"
+    marker = object()
+    assert _cache_of(SimpleNamespace(past_key_values=marker)) is marker
+    assert _cache_of(SimpleNamespace(cache=marker, past_key_values=None)) is marker
+    out = model(input_ids=torch.tensor([[3, 4, 5]]), use_cache=True)
+    assert _cache_of(out) is not None and _cache_of(out).get_seq_length() == 3

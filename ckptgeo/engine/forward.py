@@ -224,12 +224,26 @@ def shared_prefix_length(seqs: list[tuple[int, ...]], minimum: int = MIN_SHARED_
     return k if k >= minimum else 0
 
 
+def _cache_kwarg(model) -> str:
+    """The forward's keyword for a key/value cache: ``cache`` (transformers 5.25 on; ``past_key_values`` is its
+    deprecated alias there) or ``past_key_values`` (before; an unknown keyword would be ignored, silently)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _cache_of(out):
+    """The key/value cache of a forward's output: ``out.cache`` (transformers 5.25 on), else ``out.past_key_values``."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
 def _prefix_cache(model, prefix: tuple[int, ...], n_rows: int, device, *, hidden: bool):
     """Run ``prefix`` once (batch of one); its key/value cache repeated for ``n_rows`` rows, and its
     hidden states (or None)."""
     out = model(input_ids=torch.tensor([prefix], device=device), use_cache=True, output_hidden_states=hidden,
                 logits_to_keep=1)
-    cache = out.cache
+    cache = _cache_of(out)
     cache.batch_repeat_interleave(n_rows)
     return cache, out.hidden_states if hidden else None
 
@@ -251,8 +265,8 @@ def _prompt_pass(model, prompts: list[tuple[int, ...]], pad_id: int, device, pos
     pos = k + (mask.cumsum(1) - 1).clamp_min(0)
     if k:
         mask = torch.cat([torch.ones(len(prompts), k, dtype=mask.dtype, device=device), mask], 1)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True,
-                output_hidden_states=True, logits_to_keep=1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, output_hidden_states=True,
+                logits_to_keep=1, **{_cache_kwarg(model): cache})
     hidden = out.hidden_states
     if pre_hidden is not None:  # "mean" averages the prefix's tokens too
         hidden = tuple(torch.cat([h0.expand(len(prompts), -1, -1), h], 1) for h0, h in zip(pre_hidden, hidden))
@@ -284,15 +298,15 @@ def _run_mc(model, items: list[PreparedItem], ps: PreparedSuite, device, batch_s
         row_item = torch.tensor([b for b, _ in rows], device=device)
         cont_ids, cont_mask = _pad([batch[b].conts[c] for b, c in rows], ps.pad_id, left=False, count=count)
         cont_ids, cont_mask = cont_ids.to(device), cont_mask.to(device)
-        cache = out.cache
+        cache = _cache_of(out)
         cache.batch_select_indices(row_item)
         plen = mask.sum(1)[row_item]
         pos2 = plen[:, None] + torch.arange(cont_ids.shape[1], device=device)[None]
         mask2 = torch.cat([mask[row_item], cont_mask], dim=1)
         # logits only where a choice token is scored (not at its last token, not at padding): the output layer
         # on those final states, then log p = logit - logsumexp (no full log-softmax tensor, no copy of it)
-        out2 = model(input_ids=cont_ids, attention_mask=mask2, position_ids=pos2, cache=cache,
-                     output_hidden_states=True, logits_to_keep=1)
+        out2 = model(input_ids=cont_ids, attention_mask=mask2, position_ids=pos2, output_hidden_states=True,
+                     logits_to_keep=1, **{_cache_kwarg(model): cache})
         tok_lp = torch.zeros(cont_ids.shape, device=device)
         tok_lp[:, 0] = first_lp[row_item, cont_ids[:, 0]]
         if cont_ids.shape[1] > 1:
