@@ -117,11 +117,12 @@ def copy_rate(device: str, nbytes: int = 1 << 30) -> float:
 
 def read_rate(path: Path) -> float:
     """Bytes per second reading ``path`` (already in the page cache: it was just written), best of 3."""
+    buf = memoryview(bytearray(64 << 20))
     best = float("inf")
     for _ in range(3):
         t = time.perf_counter()
         with open(path, "rb", buffering=0) as f:
-            while f.read(64 << 20):
+            while f.readinto(buf):
                 pass
         best = min(best, time.perf_counter() - t)
     return path.stat().st_size / best
@@ -208,9 +209,10 @@ def main(argv=None) -> int:
         whole = [sum(v for k, v in s.items() if k != "load_bytes") for s in per]
         print(f"scan on {args.device}: {len(revs)} revisions of {args.shape} ({nbytes / 1e9:.2f} GB each on disk), "
               f"{args.n_items} items, float32: {a['wall']:.1f} s")
-        print("  revision   load s   measure s   write s   whole s")
+        print("  revision   wait s   sha256 s   load s   measure s   write s   whole s")
         for r, s, w in zip(revs, per, whole):
-            print(f"  {r:>8} {s['load']:8.2f} {s['measure']:11.2f} {s['write']:9.2f} {w:9.2f}")
+            print(f"  {r:>8} {s['download']:8.2f} {s['verify']:10.2f} {s['load']:8.2f} {s['measure']:11.2f} "
+                  f"{s['write']:9.2f} {w:9.2f}")
         later = whole[1:] or whole
         print(f"  revisions per second after the first: {len(later) / sum(later):.3f} "
               f"({sum(later) / len(later):.2f} s a revision; the first {whole[0]:.2f} s, its batch-size trial)")
