@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ckptgeo  # noqa: E402,F401  (first: it sets OMP_WAIT_POLICY before torch loads libgomp, as for a user)
 from scripts.make_test_repo import SHAPES, _config, _json, _tensor_shapes, _tokenizer_files  # noqa: E402
-from scripts.roofline import forward_flops, uptime  # noqa: E402
+from scripts.roofline import copy_rate, forward_flops, matmul_peak, sync, uptime  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUITE_NAME = "three_objects.json"
@@ -73,48 +73,6 @@ def build(root: Path, shape: str, steps: list[int], device: str) -> int:
     return nbytes
 
 
-def _sync(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def matmul_peak(device: str, dtype, n: int) -> float:
-    """Best FLOP/s of ``torch.mm`` of two n x n matrices on ``device`` (10 timed products after 3 warm-ups)."""
-    import torch
-
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    for _ in range(3):
-        torch.mm(a, b)
-    best = float("inf")
-    for _ in range(10):
-        _sync(device)
-        t = time.perf_counter()
-        torch.mm(a, b)
-        _sync(device)
-        best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 / best
-
-
-def copy_rate(device: str, nbytes: int = 1 << 30) -> float:
-    """Bytes per second of a pinned host-to-device copy (best of 5); NaN on the CPU."""
-    import torch
-
-    if not device.startswith("cuda"):
-        return float("nan")
-    host = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
-    dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    best = float("inf")
-    for _ in range(5):
-        _sync(device)
-        t = time.perf_counter()
-        dev.copy_(host, non_blocking=True)
-        _sync(device)
-        best = min(best, time.perf_counter() - t)
-    return nbytes / best
-
-
 def read_rate(path: Path) -> float:
     """Bytes per second reading ``path`` (already in the page cache: it was just written), best of 3."""
     buf = memoryview(bytearray(64 << 20))
@@ -143,10 +101,10 @@ def run_scan(root: Path, out: Path, device: str, n_items: int, suite: Path, revi
         n = len(a[1].items)
         if n not in flops_by_items:   # counted on an extra, untimed sweep
             flops_by_items[n] = forward_flops(lambda: original(*a, **kw))
-        _sync(device)
+        sync(device)
         t = time.perf_counter()
         result = original(*a, **kw)
-        _sync(device)
+        sync(device)
         totals["forward"] += time.perf_counter() - t
         totals["flops"] += flops_by_items[n]
         return result
@@ -190,12 +148,11 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         nbytes = build(work / "run", args.shape, steps, args.device)
         print(f"built {len(steps)} revisions in {time.perf_counter() - t:.1f} s", flush=True)
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        name = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, {torch.get_num_threads()} threads"
-        n = 8192 if args.device.startswith("cuda") else 1024
-        fp32 = matmul_peak(args.device, torch.float32, n)
-        bf16 = matmul_peak(args.device, torch.bfloat16, n) if args.device.startswith("cuda") else float("nan")
+        torch.backends.cuda.matmul.allow_tf32 = False   # the scan's float32 (it never turns TF32 on)
+        cuda = args.device.startswith("cuda")
+        name = torch.cuda.get_device_name() if cuda else f"CPU, {torch.get_num_threads()} threads"
+        fp32 = matmul_peak(torch.get_num_threads(), device=args.device).wall
+        bf16 = matmul_peak(0, device=args.device, dtype=torch.bfloat16).wall if cuda else float("nan")
         h2d = copy_rate(args.device)
         disk = read_rate(work / "run" / f"step{steps[0]}" / "model.safetensors")
         print(f"device: {name}; torch {torch.__version__}; {uptime()}")

@@ -61,7 +61,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ckptgeo  # noqa: E402,F401  (first: it sets OMP_WAIT_POLICY before torch loads libgomp, as for a user)
-from scripts.roofline import Sampler, dir_bytes, hwm, reset_hwm, rss  # noqa: E402
+from scripts.roofline import Sampler, dir_bytes, hwm, is_cuda, reset_hwm, rss, sync  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SUITE = REPO_ROOT / ".." / "shared" / "data" / "bigbench_logical_deduction" / "three_objects.json"
@@ -88,7 +88,8 @@ class RunStats:
     stages: object = None          # scripts.roofline.Stages of A: load / verify / forward, whole process clocks
     cpu: tuple[float, float] = (0.0, 0.0)   # (user, system) seconds of the whole run
     sweep_flops: int = 0           # FLOPs of every forward sweep, the batch-size trial's included (FlopCounterMode)
-    threads: int = 0               # torch intra-op threads during the forward
+    threads: int = 0               # torch intra-op (CPU) threads during the forward
+    gpu_peak: int | None = None    # torch.cuda.max_memory_allocated over the run (None on the CPU)
     batch_sizes: list = field(default_factory=list)  # A: the run record's batch-size choices (runs/<hash>.json)
 
 
@@ -172,7 +173,7 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: S
     import ckptgeo.engine.model as model_module
     from scripts.roofline import Stages, forward_flops
 
-    stats.stages = stages = Stages()
+    stats.stages = stages = Stages(device=str(args.device))   # a GPU is synchronized before each clock read
     originals = [(forward_module, "run_suite", forward_module.run_suite),
                  (model_module, "sha256_file", model_module.sha256_file),
                  (model_module.ModelHolder, "load", model_module.ModelHolder.load)]
@@ -194,6 +195,8 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: S
     forward_module.run_suite = sweep
     sampler.watch(cache)
     reset_hwm()
+    if is_cuda(args.device):
+        torch.cuda.reset_peak_memory_stats(args.device)
     t0, c0 = time.perf_counter(), os.times()
     source = InstrumentedHub(repo_id)
     try:
@@ -208,6 +211,8 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: S
         "runtime", {}).get("batch_sizes", [])
     stats.cpu = (c1.user - c0.user, c1.system - c0.system)
     stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = hwm(), sampler.peak_rss, sampler.peak_cache
+    if is_cuda(args.device):
+        stats.gpu_peak = torch.cuda.max_memory_allocated(args.device)
     stats.n_revisions = len(result.measured)
     stats.seconds = result.seconds
     for rev, row in stats.loads.items():
@@ -272,6 +277,8 @@ def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampl
     device = torch.device(args.device)
     sampler.watch(cache)
     reset_hwm()
+    if is_cuda(device):
+        torch.cuda.reset_peak_memory_stats(device)
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(repo_id, revision=branches[-1], cache_dir=cache)
     tok.padding_side = "right"
@@ -320,8 +327,11 @@ def run_plain(repo_id: str, branches: list[str], items, args, cache: Path, sampl
         stats.rss_after.append(rss())
         sampler.note_cache(dir_bytes(cache))
     del model
+    sync(device)
     stats.wall = time.perf_counter() - t0
     stats.peak_rss_hwm, stats.peak_rss_sampled, stats.peak_cache = hwm(), sampler.peak_rss, sampler.peak_cache
+    if is_cuda(device):
+        stats.gpu_peak = torch.cuda.max_memory_allocated(device)
     stats.n_revisions = len(branches)
     return stats
 
@@ -341,7 +351,8 @@ def _run_block(s: RunStats, *, rev_weights: int, rev_all: int) -> str:
     return "\n".join([
         f"{s.name}:",
         f"  wall {s.wall:8.1f} s   per revision {s.wall / max(s.n_revisions, 1):7.2f} s   ({s.n_revisions} revisions)",
-        f"  peak RSS {_mb(s.peak_rss_hwm)} (kernel VmHWM since the run began), {_mb(s.peak_rss_sampled)} (sampled)",
+        f"  peak RSS {_mb(s.peak_rss_hwm)} (kernel VmHWM since the run began), {_mb(s.peak_rss_sampled)} (sampled)"
+        + (f"; peak GPU memory {_mb(s.gpu_peak)} (torch.cuda.max_memory_allocated)" if s.gpu_peak is not None else ""),
         f"  RSS after revision 2 {_mb(rss2)}, after revision {len(s.rss_after)} {_mb(rssn)}: ratio {flat}",
         "  RSS after each revision (MB): " + " ".join(f"{x / 1e6:.0f}" for x in s.rss_after),
         f"  peak cache {_mb(s.peak_cache)} = {s.peak_cache / rev_all:.2f} revisions "
@@ -370,25 +381,36 @@ def _breakdown(a: RunStats) -> str:
     return "\n".join(lines)
 
 
-def _roofline(a: RunStats) -> str:
-    """A's roofline: its forward FLOP/s against the matmul peak at its thread count, its load against the plain
-    read of the same files, and the system time's share of the CPU time per stage (all measured in this run)."""
-    from scripts.roofline import matmul_peak, roofline_lines, uptime
+def _roofline(a: RunStats, device: str = "cpu") -> str:
+    """A's roofline: its forward FLOP/s against the matmul peak of the device it ran on (the CPU at its thread
+    count; a GPU's float32 rate with TF32 off, as the scan runs, and its bf16 rate for reference), its load against
+    the plain read of the same files (and, on a GPU, the pinned host-to-device copy rate), and the system time's
+    share of the CPU time per stage (all measured in this run)."""
+    import torch
+
+    from scripts.roofline import copy_rate, matmul_peak, roofline_lines, uptime
 
     forward = a.stages.times.get("forward")
-    peak = matmul_peak(a.threads or 1)
+    if is_cuda(device):
+        peak = matmul_peak(0, device=device)
+        also = (matmul_peak(0, device=device, dtype=torch.bfloat16),)
+        where = f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    else:
+        peak, also, where = matmul_peak(a.threads or 1), (), f"{a.threads} torch thread(s)"
     work = {"forward (all revisions)": (a.sweep_flops, forward)} if forward else {}
     reads = {}
     if a.loads:
         nbytes, warm = sum(r.bytes for r in a.loads.values()), sum(r.warm for r in a.loads.values())
         reads = {"read rate": (nbytes / warm, 1.0),
+                 **({"copy rate": (copy_rate(device), 1.0)} if is_cuda(device) else {}),
                  "load (revisions read)": (nbytes, sum(r.load for r in a.loads.values()))}
     user, system = a.cpu
-    chosen = [f"{c['suite']}: {c['batch_size']} ({c['chosen_by']}; CPU s per item "
-              f"{', '.join(f'{b}: {v:.4f}' for b, v in c['cpu_seconds_per_item'].items())})" for c in a.batch_sizes]
-    lines = [f"{a.name}: roofline ({uptime()}; {a.threads} torch thread(s))",
+    chosen = [f"{c['suite']}: {c['batch_size']} ({c['chosen_by']}"
+              + (f"; CPU s per item {', '.join(f'{b}: {v:.4f}' for b, v in c['cpu_seconds_per_item'].items())}"
+                 if c.get("cpu_seconds_per_item") else "") + ")" for c in a.batch_sizes]
+    lines = [f"{a.name}: roofline on {device} ({where}; {uptime()})",
              *([f"  forward batch size chosen: {'; '.join(chosen)}"] if chosen else []),
-             *roofline_lines(peak=peak, work=work, reads=reads),
+             *roofline_lines(peak=peak, work=work, reads=reads, also=also),
              "  CPU time per stage (whole process, all threads):", *a.stages.lines("    "),
              f"  whole run: user {user:.2f} s, system {system:.2f} s: system {system / max(user + system, 1e-9):.1%} "
              f"of the CPU time"]
@@ -478,6 +500,10 @@ def _parse_args(argv):
         print(f"no GPU here (--device cuda asked): running on the CPU with the {args.shape} shape instead of "
               f"pythia-2.8b; the <= 10 s per revision target is for one H200", flush=True)
     args.shape = args.shape or ("pythia-2.8b" if args.device.startswith("cuda") else "pythia-70m")
+    if is_cuda(args.device):   # IEEE float32 as on the CPU (torch's default, stated: TF32 would differ ~1e-3)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
     return args
 
 
@@ -539,7 +565,10 @@ def main(argv=None) -> int:
         print(f"suite {args.suite.name}: {len(items)} items; batch size {args.batch_size or 'auto (A), 16 (B)'}; "
               f"device {args.device}; "
               f"prefetch K={args.prefetch}; B on {args.plain_revisions or args.revisions} revisions; "
-              f"torch threads {torch.get_num_threads()}", flush=True)
+              f"torch CPU threads {torch.get_num_threads()}"
+              + (f"; {torch.cuda.get_device_name(args.device)}, TF32 "
+                 f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}" if is_cuda(args.device) else ""),
+              flush=True)
         print(f"one revision: {_mb(rev_all)} on the branch ({_mb(rev_weights)} weights)", flush=True)
 
         sampler.start()
@@ -549,8 +578,12 @@ def main(argv=None) -> int:
               f"(fetch over loopback, verify, load, write)", flush=True)
         for rev, (whole, fwd, meas) in a.per_revision.items():
             print(f"  {rev:>10}: {whole:7.2f} / {fwd:7.2f} / {meas:6.2f} / {whole - fwd - meas:7.2f}", flush=True)
+        if len(a.released_at) > 1:   # the first revision holds the model's build and the batch-size trial
+            later = (a.released_at[-1] - a.released_at[0]) / (len(a.released_at) - 1)
+            print(f"A after its first revision: {later:.2f} s a revision = {1 / later:.3f} revisions per second "
+                  f"on {args.device}", flush=True)
         print(_breakdown(a), flush=True)
-        print(_roofline(a), flush=True)
+        print(_roofline(a, args.device), flush=True)
         from scripts.olah_local import served_bytes
 
         served_a = sum(served_bytes(work / "olah", repo.repo_id).values())

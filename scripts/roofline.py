@@ -4,9 +4,13 @@ Every speed script (``scripts/bench_scan.py``, ``scripts/bench_train.py``) measu
 the work it times, so a number is read against what this machine gave at that moment:
 
 * :func:`matmul_peak`: FLOP/s of ``torch.mm`` on large fp32 squares at a given intra-op thread count (the
-  best of several timings: the machine's limit, not its average under load);
+  best of several timings: the machine's limit, not its average under load); with ``device="cuda"`` the GPU's,
+  timed with CUDA events, TF32 off for float32 (as the scan runs; ``dtype=torch.bfloat16`` for the tensor cores'
+  rate, for reference);
 * :func:`read_rate`: bytes/s of plain 8 MiB reads of files, from the page cache (``cold=False``) or after
   ``posix_fadvise(DONTNEED)`` (``cold=True``);
+* :func:`copy_rate`: bytes/s of a host-to-device copy (pinned or pageable host memory), the other limit of a
+  load onto a GPU;
 * :class:`Stages`: wall, user and system seconds and minor page faults (``getrusage``: the whole process,
   every thread and torch's pools included, or one thread), summed per named stage;
 * :func:`forward_flops`: the FLOPs of a call, counted by ``torch.utils.flop_counter.FlopCounterMode``
@@ -28,8 +32,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["rss", "reset_hwm", "hwm", "dir_bytes", "Sampler", "Peak", "matmul_peak", "read_rate", "Stages",
-           "forward_flops", "uptime", "roofline_lines"]
+__all__ = ["rss", "reset_hwm", "hwm", "dir_bytes", "Sampler", "Peak", "matmul_peak", "read_rate", "copy_rate",
+           "Stages", "forward_flops", "uptime", "roofline_lines", "is_cuda", "sync"]
+
+
+def is_cuda(device) -> bool:
+    """True for a CUDA device (``"cuda"``, ``"cuda:1"``, a ``torch.device``)."""
+    return str(device).startswith("cuda")
+
+
+def sync(device) -> None:
+    """Wait for the work queued on ``device`` (a no-op on the CPU): before reading a host clock after GPU work."""
+    if is_cuda(device):
+        import torch
+
+        torch.cuda.synchronize(device)
 
 
 def rss() -> int:
@@ -123,26 +140,42 @@ def uptime() -> str:
 
 @dataclass(frozen=True)
 class Peak:
-    """The fp32 matmul peak: ``wall`` FLOP/s (best timing, all threads together) and ``cpu`` FLOPs per CPU second
-    (the same timings over this process's CPU time: what a busy core does, whatever else the machine runs)."""
+    """The matmul peak: ``wall`` FLOP/s (best timing, all threads together) and ``cpu`` FLOPs per CPU second
+    (the same timings over this process's CPU time: what a busy core does, whatever else the machine runs; NaN on
+    a GPU, where CPU time says nothing of the work), measured on ``device`` in ``dtype`` with ``n`` x ``n``
+    matrices."""
 
     wall: float
     cpu: float
     threads: int
+    device: str = "cpu"
+    dtype: str = "float32"
+    n: int = 1024
 
 
-def matmul_peak(threads: int, *, n: int = 1024, repeats: int = 7, min_seconds: float = 0.2) -> Peak:
-    """The best rate of ``torch.mm`` of two ``n`` x ``n`` float32 matrices on the CPU at ``threads`` intra-op
-    threads (``2 n^3`` FLOPs a product; each timing repeats the product for at least ``min_seconds``), per wall
-    second and per CPU second. The thread count is restored afterwards. ``n=1024``: large enough for the BLAS
-    kernel's rate, small enough to stay quick on a loaded machine."""
+def matmul_peak(threads: int, *, n: int | None = None, repeats: int = 7, min_seconds: float = 0.2,
+                device: str = "cpu", dtype=None) -> Peak:
+    """The best rate of ``torch.mm`` of two ``n`` x ``n`` matrices of ``dtype`` (default float32) on ``device``
+    (``2 n^3`` FLOPs a product; each timing repeats the product for at least ``min_seconds``), per wall second
+    and per CPU second.
+
+    On the CPU: at ``threads`` intra-op threads (restored afterwards), ``n=1024`` by default (large enough for the
+    BLAS kernel's rate, small enough to stay quick on a loaded machine), host clocks. On a CUDA device
+    (``threads`` ignored): ``n=8192`` by default (fills the chip; 2 x 256 MiB in float32), random inputs, three
+    warm-up products, each timing between two CUDA events; float32 with TF32 off (``allow_tf32`` and
+    ``float32_matmul_precision("highest")``, restored afterwards): the IEEE float32 rate the scan runs at, not
+    the TF32 tensor-core one."""
     import torch
 
+    dtype = dtype or torch.float32
+    if is_cuda(device):
+        return _cuda_matmul_peak(torch.device(device), dtype, n or 8192, repeats, min_seconds)
+    n = n or 1024
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        out = torch.empty(n, n)
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        out = torch.empty(n, n, dtype=dtype)
         torch.mm(a, b, out=out)
         t = time.perf_counter()
         torch.mm(a, b, out=out)
@@ -154,9 +187,72 @@ def matmul_peak(threads: int, *, n: int = 1024, repeats: int = 7, min_seconds: f
                 torch.mm(a, b, out=out)
             wall = min(wall, (time.perf_counter() - t) / inner)
             cpu = min(cpu, (time.process_time() - c) / inner)
-        return Peak(wall=2 * n ** 3 / wall, cpu=2 * n ** 3 / max(cpu, 1e-9), threads=threads)
+        return Peak(wall=2 * n ** 3 / wall, cpu=2 * n ** 3 / max(cpu, 1e-9), threads=threads, device="cpu",
+                    dtype=str(dtype).removeprefix("torch."), n=n)
     finally:
         torch.set_num_threads(before)
+
+
+def _cuda_matmul_peak(device, dtype, n: int, repeats: int, min_seconds: float) -> Peak:
+    import torch
+
+    tf32, precision = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    try:
+        with torch.cuda.device(device):
+            a = torch.randn(n, n, device=device, dtype=dtype)
+            b = torch.randn(n, n, device=device, dtype=dtype)
+            out = torch.empty(n, n, device=device, dtype=dtype)
+            for _ in range(3):
+                torch.mm(a, b, out=out)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.mm(a, b, out=out)
+            end.record()
+            end.synchronize()
+            inner = max(1, int(min_seconds / max(start.elapsed_time(end) / 1e3, 1e-6)))
+            best = float("inf")
+            for _ in range(repeats):
+                start.record()
+                for _ in range(inner):
+                    torch.mm(a, b, out=out)
+                end.record()
+                end.synchronize()
+                best = min(best, start.elapsed_time(end) / 1e3 / inner)
+            if not torch.isfinite(out).all():
+                raise RuntimeError("matmul peak: non-finite product")
+            del a, b, out
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.set_float32_matmul_precision(precision)
+    return Peak(wall=2 * n ** 3 / best, cpu=float("nan"), threads=0, device=str(device),
+                dtype=str(dtype).removeprefix("torch."), n=n)
+
+
+def copy_rate(device, nbytes: int = 1 << 30, *, pinned: bool = True, repeats: int = 5) -> float:
+    """Bytes per second of one host-to-``device`` copy of ``nbytes`` (best of ``repeats``, CUDA events), from
+    pinned (page-locked) or ordinary pageable host memory; NaN on the CPU."""
+    if not is_cuda(device):
+        return float("nan")
+    import torch
+
+    host = torch.randint(0, 255, (nbytes,), dtype=torch.uint8)
+    if pinned:
+        host = host.pin_memory()
+    dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    dev.copy_(host, non_blocking=pinned)
+    best = float("inf")
+    for _ in range(repeats):
+        sync(device)
+        start.record()
+        dev.copy_(host, non_blocking=pinned)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    del host, dev
+    return nbytes / best
 
 
 def read_rate(paths: list[Path], *, cold: bool) -> float:
@@ -201,15 +297,19 @@ class Stages:
 
     times: dict[str, StageTime] = field(default_factory=dict)
 
+    device: str = "cpu"   # a CUDA device: synchronized before each clock read (the GPU's queued work counted)
+
     @contextlib.contextmanager
     def stage(self, name: str, *, thread: bool = False):
         """Time the body as stage ``name``: the whole process's CPU clocks, or with ``thread=True`` the calling
         thread's alone (``RUSAGE_THREAD``, Linux; for work in a background thread beside other work)."""
         who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF) if thread else resource.RUSAGE_SELF
+        sync(self.device)
         r0, w0 = resource.getrusage(who), time.perf_counter()
         try:
             yield
         finally:
+            sync(self.device)
             r1, w1 = resource.getrusage(who), time.perf_counter()
             s = self.times.setdefault(name, StageTime())
             s.wall += w1 - w0
@@ -253,27 +353,50 @@ def forward_flops(fn) -> int:
     return int(counter.get_total_flops())
 
 
+def _rate(x: float, unit: str) -> str:
+    """``x`` per second with a prefix that keeps it readable (G or T)."""
+    return f"{x / 1e12:7.2f} T{unit}/s" if x >= 1e12 else f"{x / 1e9:7.2f} G{unit}/s"
+
+
 def roofline_lines(*, peak: Peak, work: dict[str, tuple[float, StageTime]] | None = None,
-                   reads: dict[str, tuple[float, float]] | None = None) -> list[str]:
+                   reads: dict[str, tuple[float, float]] | None = None, also: tuple[Peak, ...] = ()) -> list[str]:
     """The roofline table. ``work`` maps a stage to (FLOPs, its :class:`StageTime`), shown as FLOP/s of wall
-    time against ``peak.wall`` and as FLOPs per CPU second against ``peak.cpu`` (robust to a busy machine:
-    time spent waiting for a core is not CPU time; spinning threads are). ``reads`` maps a stage to (bytes, wall
-    seconds) and ``"read rate"`` to (bytes/s, 1), shown as bytes/s and a share of that read rate."""
-    out = [f"  fp32 matmul peak at {peak.threads} thread(s): {peak.wall / 1e9:.1f} GFLOP/s wall, "
-           f"{peak.cpu / 1e9:.1f} GFLOP per CPU second (best torch.mm 1024^2, this run)"]
+    time against ``peak.wall`` and, on the CPU, as FLOPs per CPU second against ``peak.cpu`` (robust to a busy
+    machine: time spent waiting for a core is not CPU time; spinning threads are). ``also``: further peaks (a GPU's
+    bf16 rate) the work is shown against, for reference. ``reads`` maps a stage to (bytes, wall seconds),
+    ``"read rate"`` to (bytes/s, 1) and optionally ``"copy rate"`` (host-to-device bytes/s, 1), shown as bytes/s
+    and a share of the read rate (and of the copy rate)."""
+    gpu = is_cuda(peak.device)
+    if gpu:
+        out = [f"  {peak.dtype} matmul peak on {peak.device}: {_rate(peak.wall, 'FLOP')} (best torch.mm "
+               f"{peak.n}^2, CUDA events, TF32 off, this run)"]
+        out += [f"  {p.dtype} matmul peak on {p.device}: {_rate(p.wall, 'FLOP')} (best torch.mm {p.n}^2, for "
+                f"reference)" for p in also]
+    else:
+        out = [f"  {peak.dtype} matmul peak at {peak.threads} thread(s): {peak.wall / 1e9:.1f} GFLOP/s wall, "
+               f"{peak.cpu / 1e9:.1f} GFLOP per CPU second (best torch.mm {peak.n}^2, this run)"]
     for name, (flops, t) in (work or {}).items():
         rate = flops / t.wall if t.wall else float("nan")
-        cpu = flops / (t.user + t.system) if t.user + t.system else float("nan")
-        out.append(f"  {name:<24} {flops / 1e9:9.2f} GFLOP in {t.wall:7.2f} s = {rate / 1e9:6.2f} GFLOP/s "
-                   f"= {rate / peak.wall:6.1%} of the peak; per CPU second {cpu / 1e9:6.2f} = "
-                   f"{cpu / peak.cpu:6.1%} of the peak's")
+        line = (f"  {name:<24} {flops / 1e9:9.2f} GFLOP in {t.wall:7.2f} s = {_rate(rate, 'FLOP')} "
+                f"= {rate / peak.wall:6.1%} of the {peak.dtype} peak")
+        if gpu:
+            line += "".join(f", {rate / p.wall:6.2%} of the {p.dtype} peak" for p in also)
+        else:
+            cpu = flops / (t.user + t.system) if t.user + t.system else float("nan")
+            line += f"; per CPU second {cpu / 1e9:6.2f} = {cpu / peak.cpu:6.1%} of the peak's"
+        out.append(line)
     if reads:
         rate = reads.get("read rate", (float("nan"), 1.0))[0]
+        copy = reads.get("copy rate", (float("nan"), 1.0))[0]
         for name, (nbytes, seconds) in reads.items():
             if name == "read rate":
                 out.append(f"  {'read rate (page cache)':<24} {rate / 1e9:9.2f} GB/s")
                 continue
+            if name == "copy rate":
+                out.append(f"  {'host-to-device copy':<24} {copy / 1e9:9.2f} GB/s (pinned, 1 GiB)")
+                continue
             r = nbytes / seconds if seconds else float("nan")
             out.append(f"  {name:<24} {nbytes / 1e9:9.3f} GB in {seconds:7.2f} s = {r / 1e9:6.2f} GB/s "
-                       f"= {r / rate:6.1%} of the read rate")
+                       f"= {r / rate:6.1%} of the read rate" + (f", {r / copy:6.1%} of the copy rate"
+                                                                if copy == copy else ""))
     return out
