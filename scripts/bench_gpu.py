@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--revisions", type=int, default=3)
     parser.add_argument("--n-items", type=int, default=100, help="items of the timed scan (default %(default)s)")
-    parser.add_argument("--cpu-items", type=int, default=20, help="items of the CPU comparison (default %(default)s)")
+    parser.add_argument("--cpu-items", type=int, default=20, help="items of the CPU comparison (default %(default)s; 0: none)")
     parser.add_argument("--work", default=None, help="work folder (default: a temporary one, removed)")
     args = parser.parse_args(argv)
     import torch
@@ -182,6 +182,8 @@ def main(argv=None) -> int:
               f"{load_rate / disk:.1%} of the file read rate"
               + (f", {load_rate / h2d:.1%} of the host-to-device copy rate" if h2d == h2d else ""))
 
+        if args.cpu_items <= 0:
+            return 0
         first = f"step{steps[0]}"
         g = run_scan(work / "run", work / "agree-device", args.device, args.cpu_items, suite, revisions=first)
         c = run_scan(work / "run", work / "agree-cpu", "cpu", args.cpu_items, suite, revisions=first)
