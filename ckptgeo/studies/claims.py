@@ -141,7 +141,8 @@ DEFINITIONS = f"""\
   and `summary/precursor_rates.parquet` can be compared number for number. **Top-down**: per run of >= 4 layers,
   Kendall tau-b of block depth (layers 1..L-1) against the collapse onset step (ties counted), the
   post-final-norm layer L reported apart; the mean tau is tested against onsets permuted between the blocks
-  of each run (one-sided, tau < 0).
+  of each run and against noise at each block's own level and spread (iid and random walk, onsets found again);
+  its p is the largest of the three (one-sided, tau < 0).
   **Floors**: modular reproduces when every size's 95% interval of the mean floor over seeds (t; fewer than
   5 seeds: no 95% interval, inconclusive) lies within 2.0 +- 0.5, fails when one lies wholly outside; multiplication's floor rising with size: Kendall tau of
   parameters against floor over runs, one-sided permutation p. **Across sizes**: per matched (task, level),
