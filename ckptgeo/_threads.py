@@ -42,7 +42,8 @@ SMALL_MODEL_PARAMETERS = 10_000_000
 
 #: glibc ``mallopt`` settings of :func:`tune_allocator`: blocks below 256 MiB come from the heap (not a fresh
 #: ``mmap``), up to 512 MiB of freed memory at the heap's top stays with the process, and the heap grows
-#: 64 MiB at a time. Values: bytes.
+#: 64 MiB at a time. Values: bytes. A block over the threshold is still mapped, and faulted in, afresh every
+#: time: the forward keeps its per-batch blocks below it (:data:`ckptgeo.engine.forward.CPU_LOGITS_BYTES`).
 MALLOC_SETTINGS = {"M_MMAP_THRESHOLD": 256 << 20, "M_TRIM_THRESHOLD": 512 << 20, "M_TOP_PAD": 64 << 20}
 _MALLOPT_PARAM = {"M_TRIM_THRESHOLD": -1, "M_TOP_PAD": -2, "M_MMAP_THRESHOLD": -3}
 _allocator_tuned: bool | None = None

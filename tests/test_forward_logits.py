@@ -122,3 +122,59 @@ def test_the_cache_is_passed_and_read_under_the_name_the_installed_transformers_
     assert _cache_of(SimpleNamespace(cache=marker, past_key_values=None)) is marker
     out = model(input_ids=torch.tensor([[3, 4, 5]]), use_cache=True)
     assert _cache_of(out) is not None and _cache_of(out).get_seq_length() == 3
+
+
+def _mc_suite(tokenizer, n=40):
+    from ckptgeo.engine.forward import prepare_suite
+    from ckptgeo.suites.items import Item, Suite
+
+    things = ["the red ball", "a small green box", "the old blue car", "one yellow kite on the hill"]
+    items = [Item(id=f"m{i}", suite="mc", kind="multiple_choice", prompt=f"Question {i}: which one is it? Answer:",
+                  choices=tuple(f" {things[(i + c) % 4]} number {c}" for c in range(3)), answer=i % 3)
+             for i in range(n)]
+    return prepare_suite(Suite("mc", tuple(items)), tokenizer, n_samples=None)
+
+
+def test_cpu_logits_come_in_blocks_below_the_bound_with_the_values_of_one_block(model, tokenizer, monkeypatch):
+    """On a CPU the output layer's logits are computed in blocks of at most ``CPU_LOGITS_BYTES`` (a larger block is
+    over glibc's mmap threshold and was mapped, and faulted in, afresh every batch): with the bound at 64 rows of
+    the vocabulary, a batch of 40 items (hundreds of scored choice tokens) runs the output layer on blocks of at
+    most 64 rows, and every value (choice log-probabilities, answers, losses, states) is bit for bit that of the
+    whole batch in one block."""
+    import numpy as np
+
+    import ckptgeo.engine.forward as forward
+
+    ps = _mc_suite(tokenizer)
+    rows = []   # the scored tokens' (n, d) final states; transformers' own (B, 1, d) last position is not counted
+    head = model.get_output_embeddings()
+    handle = head.register_forward_hook(lambda mod, inp, out: rows.append(len(inp[0])) if inp[0].dim() == 2 else None)
+    try:
+        whole = forward.run_suite(model, ps, batch_size=40)
+        assert max(rows) > 64                                   # the batch's scored tokens in one block
+        rows.clear()
+        monkeypatch.setattr(forward, "CPU_LOGITS_BYTES", 4 * head.weight.shape[0] * 64)
+        blocks = forward.run_suite(model, ps, batch_size=40)
+    finally:
+        handle.remove()
+    assert max(rows) == 64 and rows.count(64) >= 2
+    assert np.array_equal(whole.extra["choice_logprob"], blocks.extra["choice_logprob"])
+    assert np.array_equal(whole.correct, blocks.correct) and np.array_equal(whole.correct_norm, blocks.correct_norm)
+    assert np.array_equal(whole.loss, blocks.loss) and torch.equal(whole.states, blocks.states)
+
+
+def test_states_are_read_layer_by_layer_with_the_values_of_a_stack_of_the_layers():
+    """``_read`` takes each layer's rows (or mean over the span) without first stacking every layer's (B, T, d)
+    states into one block (over 256 MiB at 160m and batch 64): bit for bit the values of the stacked way."""
+    from ckptgeo.engine.forward import _read
+
+    torch.manual_seed(0)
+    hidden = tuple(torch.randn(5, 9, 16) for _ in range(4))
+    mask = (torch.rand(5, 9) > 0.3).long()
+    span = (torch.rand(5, 9) > 0.5).long()
+    last = torch.tensor([8, 0, 3, 5, 7])
+    h = torch.stack(hidden)
+    assert torch.equal(_read(hidden, mask, last, "last"), h[:, torch.arange(5), last])
+    for w in (mask, span):
+        expected = (h * w.float()[None, :, :, None]).sum(2) / w.sum(1).clamp_min(1)[None, :, None]
+        assert torch.equal(_read(hidden, mask, last, "mean", None if w is mask else span), expected)

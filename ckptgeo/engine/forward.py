@@ -30,7 +30,8 @@ from ckptgeo.suites.items import Item, Suite, select_items
 from ckptgeo.metrics.behavior import chance_level
 
 __all__ = ["PreparedItem", "PreparedSuite", "SuiteOutputs", "Padding", "prepare_suite", "run_suite", "model_batch",
-           "shared_prefix_length", "auto_batch_size", "suite_key", "MIN_SHARED_PREFIX", "CPU_BATCH_SIZE"]
+           "shared_prefix_length", "auto_batch_size", "suite_key", "MIN_SHARED_PREFIX", "CPU_BATCH_SIZE",
+           "CPU_LOGITS_BYTES"]
 
 
 @dataclass(frozen=True)
@@ -184,13 +185,15 @@ def _pad(seqs: list[tuple[int, ...]], pad_id: int, *, left: bool,
 def _read(hidden: tuple[torch.Tensor, ...], mask: torch.Tensor, last_idx: torch.Tensor, position: str,
           span: torch.Tensor | None = None) -> torch.Tensor:
     """(n_layers + 1, B, d) float32 states at ``last_idx`` (position "last") or averaged over ``span``
-    (a (B, T) 0/1 mask of the tokens to average; position "mean")."""
-    h = torch.stack(hidden)  # (L+1, B, T, d)
+    (a (B, T) 0/1 mask of the tokens to average; position "mean"). Layer by layer: a stack of every layer's
+    (B, T, d) states would be one block of (L+1) B T d values (over 256 MiB at 160m, batch 64), which glibc's
+    malloc maps afresh for every batch (:data:`ckptgeo._threads.MALLOC_SETTINGS`)."""
     if position == "last":
-        out = h[:, torch.arange(h.shape[1]), last_idx]
+        rows = torch.arange(last_idx.shape[0], device=last_idx.device)
+        out = torch.stack([h[rows, last_idx] for h in hidden])
     else:
-        w = (span if span is not None else mask).to(h.dtype)
-        out = (h * w[None, :, :, None]).sum(2) / w.sum(1).clamp_min(1)[None, :, None]
+        w = (span if span is not None else mask).to(hidden[0].dtype)
+        out = torch.stack([(h * w[:, :, None]).sum(1) for h in hidden]) / w.sum(1).clamp_min(1)[None, :, None]
     return out.float().cpu()
 
 
@@ -274,12 +277,29 @@ def _prompt_pass(model, prompts: list[tuple[int, ...]], pad_id: int, device, pos
     return out, mask, _read(hidden, mask if pre_hidden is not None or not k else mask[:, k:], last, position)
 
 
+#: on a CPU, :func:`_token_logprob` computes the logits of at most this many bytes of float32 at once: a
+#: larger block (a batch's choice tokens times the vocabulary: 293 MiB at batch 55 of BIG-bench logical deduction
+#: with Pythia's 50,304 tokens) is over glibc's mmap threshold (256 MiB, :data:`ckptgeo._threads.MALLOC_SETTINGS`),
+#: so every batch mapped it afresh and the kernel zeroed its pages on first touch (75,000 page faults a block).
+CPU_LOGITS_BYTES = 64 << 20
+
+
 def _token_logprob(model, final: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(n,) log-probabilities of the ``target`` tokens and (n,) greedy predictions, from the (n, d) final states
     that predict them: the output layer on those states only, log p = logit - logsumexp (no log-softmax over
-    every position of the batch, no copy of it)."""
-    logits = model.get_output_embeddings()(final).float()
-    return logits.gather(-1, target[:, None])[:, 0] - torch.logsumexp(logits, -1), logits.argmax(-1)
+    every position of the batch, no copy of it). On a CPU in blocks of rows of at most :data:`CPU_LOGITS_BYTES`
+    of logits (each row's values are those of the whole at once)."""
+    head = model.get_output_embeddings()
+    n = max(len(final), 1)
+    vocab = (getattr(getattr(head, "weight", None), "shape", (0,))[0]
+             or getattr(getattr(model, "config", None), "vocab_size", 0))   # 0 (unknown): one block
+    rows = max(64, CPU_LOGITS_BYTES // (4 * max(vocab, 1))) if final.device.type == "cpu" else n
+    lp, pred = [], []
+    for i in range(0, n, rows):
+        logits = head(final[i:i + rows]).float()
+        lp.append(logits.gather(-1, target[i:i + rows, None])[:, 0] - torch.logsumexp(logits, -1))
+        pred.append(logits.argmax(-1))
+    return (lp[0], pred[0]) if len(lp) == 1 else (torch.cat(lp), torch.cat(pred))
 
 
 @torch.no_grad()
