@@ -146,8 +146,8 @@ scan.__doc__ = with_settings_doc(scan.__doc__)   # the settings' entries, from t
 # ------------------------------------------------------------------------------------------ the run
 
 class _Prefetcher:
-    """Downloads ahead: ``ahead(i)`` starts the fetches of revisions i+1 … i+prefetch (each in its own
-    thread, so K revisions are in flight at once), and once a revision's files are on disk asks the kernel
+    """Downloads ahead: ``ahead(i)`` starts the fetch of revision i (unless under way), then of i+1 … i+prefetch
+    (K threads, so K revisions are in flight at once), and once a revision's files are on disk asks the kernel
     to read them into the page cache (:func:`~ckptgeo.engine.model.read_ahead`) while the current one is
     measured; ``get(i)`` waits for revision i's folder, ``drop(i)`` gives up a revision this process will
     not measure after all. ``seconds`` holds each fetch call's seconds, per revision name."""
@@ -176,6 +176,7 @@ class _Prefetcher:
             self.futures[i] = self.pool.submit(self._fetch, self.todo[i], ahead)
 
     def ahead(self, i: int) -> None:
+        self._submit(i, ahead=False)   # first: with K=1 the pool fetches one revision at a time, in this order
         for j in range(i + 1, i + 1 + self.prefetch):
             self._submit(j)
 
