@@ -19,6 +19,7 @@ Generation items are scored by teacher forcing and minimal pairs by whole-senten
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field
 
@@ -230,9 +231,15 @@ def shared_prefix_length(seqs: list[tuple[int, ...]], minimum: int = MIN_SHARED_
 def _cache_kwarg(model) -> str:
     """The forward's keyword for a key/value cache: ``cache`` (transformers 5.25 on; ``past_key_values`` is its
     deprecated alias there) or ``past_key_values`` (before; an unknown keyword would be ignored, silently)."""
+    return _cache_kwarg_of(type(model))
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_kwarg_of(model_class) -> str:
+    """:func:`_cache_kwarg` of a model class, read from its forward's signature once (not at every batch)."""
     import inspect
 
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def _cache_of(out):
