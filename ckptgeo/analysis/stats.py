@@ -36,7 +36,7 @@ from ckptgeo.errors import InvalidParameterError
 __all__ = [
     "Rate", "PermutationResult", "BootstrapResult", "KendallResult",
     "binomial_interval", "permutation_test", "circular_shift_test", "noise_curves", "false_positive_rate",
-    "hierarchical_bootstrap", "kendall_tau", "slope", "robust_noise_sd",
+    "hierarchical_bootstrap", "kendall_tau", "slope", "robust_noise_sd", "p_value",
     "DEFAULT_CONFIDENCE", "DEFAULT_N_PERMUTATIONS", "DEFAULT_N_RESAMPLES", "DEFAULT_N_NOISE_CURVES",
 ]
 
@@ -90,7 +90,10 @@ def binomial_interval(k: int, n: int, *, confidence: float = DEFAULT_CONFIDENCE,
 
 # ------------------------------------------------------------------------------------------ permutation tests
 
-def _p_value(observed: float, null: np.ndarray, alternative: str, exact: bool) -> float:
+def p_value(observed: float, null: np.ndarray, alternative: str, exact: bool) -> float:
+    """The p of ``observed`` against the finite values of ``null`` (one-sided ``"less"`` / ``"greater"``, or
+    two-sided), ties within 1e-12 counted as at least as extreme; Monte Carlo (``exact`` False): the observed value
+    counted once among the null's, ``(1 + #) / (1 + n)``, never 0. NaN for a non-finite observation or no null."""
     if not math.isfinite(observed):
         return math.nan
     null = null[np.isfinite(null)]
@@ -112,7 +115,7 @@ def _summarise(observed: float, null: np.ndarray, alternative: str, exact: bool,
     finite = null[np.isfinite(null)]
     mean = float(finite.mean()) if finite.size else math.nan
     lo, hi = (float(np.quantile(finite, 0.025)), float(np.quantile(finite, 0.975))) if finite.size else (math.nan,) * 2
-    return PermutationResult(float(observed), _p_value(float(observed), null, alternative, exact), mean, lo, hi,
+    return PermutationResult(float(observed), p_value(float(observed), null, alternative, exact), mean, lo, hi,
                              int(null.size), exact, int(seed), alternative, null)
 
 
@@ -521,7 +524,7 @@ def kendall_tau(x: Sequence[float], y: Sequence[float], *, n_permutations: int =
                            alternative=alternative)
     along = np.empty_like(yv)
     along[np.argsort(xv, kind="stable")] = np.sort(yv)[::-1] if alternative == "less" else np.sort(yv)
-    min_p = _p_value(_tau_b(xv, along), res.null, alternative, res.exact)
+    min_p = p_value(_tau_b(xv, along), res.null, alternative, res.exact)
     return KendallResult(tau, res.p_value, n, tied_x, tied_y, res.exact, res.n_permutations, alternative, min_p)
 
 

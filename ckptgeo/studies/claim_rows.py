@@ -146,8 +146,8 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     noise = _top_down_noise(ctx, tested, ctx.n_permutations)
     by_null = {"permuted": (res.p_value, res.null_mean, "")}
     for kind, (t, share) in noise.items():
-        by_null[kind] = ((1 + int(np.sum(t <= res.statistic + 1e-12))) / (1 + t.size), float(np.mean(t)),
-                       f", runs collapse in {share:.0%} of copies")
+        by_null[kind] = (stats.p_value(res.statistic, t, "less", exact=False), float(np.mean(t)),
+                         f", runs collapse in {share:.0%} of copies")
     worst = max(by_null, key=lambda kind: by_null[kind][0])
     p = by_null[worst][0] if noise else math.nan   # without the curves there is no noise null: no p
     k = int(sum(t < 0 for t in per_run))
