@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ckptgeo  # noqa: E402,F401  (first: it sets OMP_WAIT_POLICY before torch loads libgomp, as for a user)
 from scripts.make_test_repo import SHAPES, _config, _json, _tensor_shapes, _tokenizer_files  # noqa: E402
-from scripts.roofline import copy_rate, forward_flops, matmul_peak, sync, uptime  # noqa: E402
+from scripts.roofline import copy_rate, forward_flops, matmul_peak, read_rate, sync, uptime  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUITE_NAME = "three_objects.json"
@@ -71,19 +71,6 @@ def build(root: Path, shape: str, steps: list[int], device: str) -> int:
         nbytes = (folder / "model.safetensors").stat().st_size
         print(f"built step{step}: {nbytes / 1e9:.2f} GB", flush=True)
     return nbytes
-
-
-def read_rate(path: Path) -> float:
-    """Bytes per second reading ``path`` (already in the page cache: it was just written), best of 3."""
-    buf = memoryview(bytearray(64 << 20))
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        with open(path, "rb", buffering=0) as f:
-            while f.readinto(buf):
-                pass
-        best = min(best, time.perf_counter() - t)
-    return path.stat().st_size / best
 
 
 def run_scan(root: Path, out: Path, device: str, n_items: int, suite: Path, revisions: str | None = None) -> dict:
@@ -154,7 +141,7 @@ def main(argv=None) -> int:
         fp32 = matmul_peak(torch.get_num_threads(), device=args.device).wall
         bf16 = matmul_peak(0, device=args.device, dtype=torch.bfloat16).wall if cuda else float("nan")
         h2d = copy_rate(args.device)
-        disk = read_rate(work / "run" / f"step{steps[0]}" / "model.safetensors")
+        disk = max(read_rate([work / "run" / f"step{steps[0]}" / "model.safetensors"], cold=False) for _ in range(3))
         print(f"device: {name}; torch {torch.__version__}; {uptime()}")
         print(f"limits (this run): fp32 matmul {fp32 / 1e12:.1f} TFLOP/s (TF32 off); bf16 {bf16 / 1e12:.1f} TFLOP/s; "
               f"host-to-device copy (pinned) {h2d / 1e9:.1f} GB/s; file read (page cache) {disk / 1e9:.2f} GB/s",
