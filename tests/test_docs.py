@@ -53,7 +53,7 @@ def test_every_cited_section_of_the_definitions_exists():
 
 
 def test_every_claim_row_cites_its_definition():
-    from ckptgeo.studies.claims import SOURCES
+    from ckptgeo.claims.verdicts import SOURCES
 
     anchors = _anchors(DEFINITIONS.read_text(encoding="utf-8"))
     for claim, source in SOURCES.items():
@@ -63,7 +63,7 @@ def test_every_claim_row_cites_its_definition():
 
 def test_every_built_in_measure_and_claim_row_is_defined():
     from ckptgeo.metrics.registry import metric_names
-    from ckptgeo.studies.claims import SOURCES
+    from ckptgeo.claims.verdicts import SOURCES
 
     text = DEFINITIONS.read_text(encoding="utf-8")
     assert [m for m in metric_names() if f"`{m}`" not in text] == []

@@ -1,7 +1,7 @@
-"""The claim rows built on like-for-like leads (:mod:`ckptgeo.studies.leads`), with power before verdicts.
+"""The claim rows built on like-for-like leads (:mod:`ckptgeo.claims.leads`), with power before verdicts.
 
 * ``contrast`` (the **primary** row, judged at alpha without adjustment): geometry leads behaviour more on hard
-  settings than on easy ones -- :func:`ckptgeo.studies.inference.contrast` over runs matched on acquisition
+  settings than on easy ones -- :func:`ckptgeo.claims.inference.contrast` over runs matched on acquisition
   (:func:`matched`: the same checkpoint of one schedule).
 * ``precursor_hard``, ``loss`` ("holds" rows): the hard runs' RankMe onset leads accuracy's onset (the loss's
   onset); reproduced when the onset **tracks** behaviour (Kendall tau of the onset against behaviour's onset
@@ -14,7 +14,7 @@
 * ``tracking``: the Kendall tau split into pairs of one task (seeds) and pairs of two tasks.
 
 Every "not reproduced" of a holds row (and of the contrast) needs power >= 80% at the margin
-(:mod:`ckptgeo.studies.power`) **and** an upper bound below the margin: the planted curves carry measurement
+(:mod:`ckptgeo.claims.power`) **and** an upper bound below the margin: the planted curves carry measurement
 noise but not the spread of leads between settings, so power alone would overstate what a few settings exclude.
 """
 
@@ -25,17 +25,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import stats
-from ckptgeo.analysis.curves import grid_run, summary_rows
-from ckptgeo.studies.claims import ALPHA, MARGIN, MIN_CASES, SOURCES, Claim, ClaimContext, register_claim
-from ckptgeo.studies.inference import Interval, cluster_interval, contrast
-from ckptgeo.studies.leads import Behaviour, LeadMatrix, lead_matrix
-from ckptgeo.studies.power import mde_text, minimum_detectable
+import ckptgeo.stats as stats
+from ckptgeo.events.curves import grid_run, summary_rows
+from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claims.verdicts import ALPHA, MARGIN, MIN_CASES, SOURCES
+from ckptgeo.claims.inference import Interval, cluster_interval, contrast
+from ckptgeo.claims.leads import Behaviour, LeadMatrix, lead_matrix
+from ckptgeo.claims.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
 
 __all__ = ["behaviour", "lead_frame", "leads_table", "tracking_test", "whole_model_curves"]
 
-#: permutations inside each planted replicate of a power analysis.
-_POWER_PERMUTATIONS = 199
 
 
 def behaviour(ctx: ClaimContext, loss: bool = False) -> dict:
@@ -74,7 +73,7 @@ def loss_curves(ctx: ClaimContext) -> dict:
 
 def whole_model_curves(ctx: ClaimContext, metric: str) -> dict:
     """Model -> Curve of a whole-model measure (layer -1); runs on one whole-model grid share a stratum."""
-    from ckptgeo.studies.chance import Curve
+    from ckptgeo.claims.chance import Curve
 
     curves = ctx.tables.get("curves")
     if curves is None or not len(curves):
@@ -201,11 +200,11 @@ def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, pow
                                   floor=1.0).low
             if not lo > 0:
                 return False
-            r = tracking_test(plm, judged, n_permutations=min(ctx.n_permutations, _POWER_PERMUTATIONS),
+            r = tracking_test(plm, judged, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS),
                               seed=ctx.seed)
             return r is not None and r.p_value < ALPHA
 
-        from ckptgeo.analysis.summary import AnalysisConfig
+        from ckptgeo.analysis.config import AnalysisConfig
 
         fraction = (cfg or AnalysisConfig()).recovery
         mde, table = minimum_detectable(detects, curves, beh, judged, n_power=ctx.n_power, fraction=fraction,
@@ -299,9 +298,9 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     def detects(planted: dict) -> bool:
         plm = lead_matrix(planted, beh, config=ctx.config, own_only=True, judged=list(frame["model"]))
         f = frame.assign(lead=[plm.checkpoints[plm.models.index(m), plm.models.index(m)] for m in frame["model"]])
-        return contrast(f, n_permutations=min(ctx.n_permutations, _POWER_PERMUTATIONS), seed=ctx.seed).p_value < ALPHA
+        return contrast(f, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS), seed=ctx.seed).p_value < ALPHA
 
-    from ckptgeo.analysis.summary import AnalysisConfig
+    from ckptgeo.analysis.config import AnalysisConfig
 
     mde, table = (math.inf, {})
     if c.min_p < ALPHA:

@@ -24,7 +24,8 @@ import math
 import pandas as pd
 
 from ckptgeo.forecasting.evaluate import PAPER_CONCORDANCE, SPLITS, skill_verdict
-from ckptgeo.studies.claims import ALPHA, MIN_CASES, MIN_SETTINGS, Claim, register_claim
+from ckptgeo.claims.registry import Claim, register_claim
+from ckptgeo.claims.verdicts import ALPHA, MIN_CASES, MIN_SETTINGS
 
 __all__ = ["forecast_geometry", "forecast_across_sizes", "hard_easy_concordance"]
 
