@@ -26,7 +26,7 @@ import pandas as pd
 import ckptgeo.stats as stats
 from ckptgeo._registry import Registry
 
-__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim"]
+__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_ids"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,10 @@ class ClaimContext:
         Planted replicates per lead of the power analysis (:mod:`ckptgeo.claims.power`).
     tables : mapping of str to DataFrame or None
         The analysis tables of the row's ``reads`` (``ctx.tables["events"]``); None where a table was not given.
+    claim, source : str
+        The row's statement and where the paper makes it, with its definition's anchor, as its registration
+        declares them (:func:`register_claim`; :attr:`ClaimRow.source_text`): what the row puts in its
+        :class:`Claim`'s ``claim`` and ``source``.
     """
 
     runs: pd.DataFrame
@@ -97,6 +101,8 @@ class ClaimContext:
     seed: int = 0
     tables: Mapping[str, Any] = field(default_factory=dict)
     n_power: int = 40
+    claim: str = ""
+    source: str = ""
 
 
 # ------------------------------------------------------------------------------------------- the registry
@@ -108,14 +114,25 @@ NULLS = ("iid", "random_walk", "permuted")
 
 @dataclass(frozen=True)
 class ClaimRow:
-    """One row of the claim table: ``fn(ctx: ClaimContext) -> Claim``, the analysis tables it reads, and ``nulls``:
-    the kinds of :data:`NULLS` that void what the row tests (a copy of another kind keeps it, so a "reproduced"
-    there is not false: e.g. a random walk of RankMe keeps the acquisition order the across-sizes row ranks)."""
+    """One row of the claim table: ``fn(ctx: ClaimContext) -> Claim``, its statement (``claim``), where the paper
+    makes it (``source``) and its definition's anchor in ``docs/definitions.md`` (``anchor``), its place in the
+    table (``order``), the analysis tables it reads, and ``nulls``: the kinds of :data:`NULLS` that void what the
+    row tests (a copy of another kind keeps it, so a "reproduced" there is not false: e.g. a random walk of RankMe
+    keeps the acquisition order the across-sizes row ranks)."""
 
     id: str
     fn: Callable[[ClaimContext], Claim]
     reads: tuple[str, ...] = ()
     nulls: tuple[str, ...] = NULLS
+    claim: str = ""
+    source: str = ""
+    anchor: str = ""
+    order: float = math.inf
+
+    @property
+    def source_text(self) -> str:
+        """``source`` with its definition's link: ``... (docs/definitions.md#claim-order)``."""
+        return f"{self.source} (docs/definitions.md#{self.anchor})" if self.anchor else self.source
 
 
 def _check_row(name: str, obj) -> None:
@@ -124,22 +141,29 @@ def _check_row(name: str, obj) -> None:
                         f"{type(obj).__name__} {getattr(obj, '__qualname__', obj)!r}")
 
 
-#: the module of each built-in row (:mod:`ckptgeo.claims.rows`)
-_ROW_MODULES = {"contrast": "leads", "order": "order", "precursor_hard": "leads", "precursor_easy": "leads",
-                "tracking": "leads", "loss": "leads", "top_down": "top_down", "llc": "leads", "hessian": "leads",
-                "floor_modular": "floors", "floor_multiplication": "floors", "across_sizes_collapse_floor": "across_sizes",
-                "across_sizes_acquisition_step": "across_sizes", "probe_lead": "probes", "precursor_rate": "precursor_rate",
-                "pythia_deduction": "pythia", "forecast_geometry": "forecast", "forecast_across_sizes": "forecast"}
-#: Every claim row, in the order of the table: the built-ins (:mod:`ckptgeo.claims.rows`, in the order of
-#: the paper's argument), then those installed packages declare in the ``ckptgeo.claims`` entry-point group, then
-#: those registered in this process.
-CLAIMS = Registry("claim", "ckptgeo.claims", {name: f"ckptgeo.claims.rows.{module}" for name, module in _ROW_MODULES.items()},
-    check=_check_row)
+#: Every claim row: the built-ins (each module of :mod:`ckptgeo.claims.rows` registers its own), those installed
+#: packages declare in the ``ckptgeo.claims`` entry-point group, and those registered in this process; the table's
+#: order is :func:`claim_ids`.
+CLAIMS = Registry("claim", "ckptgeo.claims", {}, check=_check_row, package="ckptgeo.claims.rows")
 
 
-def register_claim(*, id: str, reads: tuple[str, ...] = (), nulls: tuple[str, ...] = NULLS):
+def claim_ids() -> list[str]:
+    """Every registered row's id in the table's order: by the ``order`` each declares (the built-ins, in the order
+    of the paper's argument), rows that declare none after them, built-ins, then installed, then registered here."""
+    names = CLAIMS.names(sorted_=False)
+    return sorted(names, key=lambda name: CLAIMS.get(name).order)
+
+
+def register_claim(*, id: str, claim: str = "", source: str = "", anchor: str = "", order: float = math.inf,
+                   reads: tuple[str, ...] = (), nulls: tuple[str, ...] = NULLS):
     """Decorator registering ``fn(ctx: ClaimContext) -> Claim`` (or a dict of :class:`Claim`'s fields) as claim row
     ``id`` in :data:`CLAIMS`.
+
+    ``claim``: the statement the row tests, in our words; ``source``: where the paper makes it (version and
+    section); ``anchor``: its definition in ``docs/definitions.md`` (``"claim-order"``; ``tests/test_docs.py``
+    checks it exists for a built-in row); the row reads the first two, with the anchor, as ``ctx.claim`` and
+    ``ctx.source``. ``order``: its place in the table (:func:`claim_ids`; the built-ins use 10, 20, ...; a row
+    without one comes after them).
 
     ``reads`` names the analysis tables the row uses (``events``, ``curves``, ``accuracy``, ``probe_lead``,
     ``probes``, or any table an analysis step writes, given to :func:`claim_table` as ``tables=``); they are
@@ -158,7 +182,8 @@ def register_claim(*, id: str, reads: tuple[str, ...] = (), nulls: tuple[str, ..
         raise ValueError(f"claim {id!r}: unknown null kind(s) {unknown}; known: {', '.join(NULLS)}")
 
     def deco(fn):
-        CLAIMS.register(id, ClaimRow(id=id, fn=fn, reads=tuple(reads), nulls=tuple(nulls)))
+        CLAIMS.register(id, ClaimRow(id=id, fn=fn, reads=tuple(reads), nulls=tuple(nulls), claim=claim,
+                                    source=source, anchor=anchor, order=float(order)))
         return fn
 
     return deco

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 import ckptgeo.stats as stats
-from ckptgeo.claims.registry import CLAIMS, Claim, ClaimContext
+from ckptgeo.claims.registry import CLAIMS, Claim, ClaimContext, claim_ids
 from ckptgeo.claims.verdicts import ALPHA, numeric, size_params
 from ckptgeo.events.curves import NOT_COUNTED, grid_run, preferred_variant, run_identity, run_rows, summary_rows
 from ckptgeo.suites.tasks import is_hard
@@ -163,14 +163,14 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
     given.update((name, t) for name, t in (("events", events), ("top_down", top_down), ("probe_lead", probe_lead),
                                            ("curves", curves), ("accuracy", accuracy), ("probes", probes))
                  if t is not None or name not in given)
-    names = CLAIMS.names(sorted_=False)
+    names = claim_ids()
     ctx = ClaimContext(runs, cur_by, acc_by, config, max(int(n_permutations), holm_permutations(len(names))),
                        n_resamples, n_noise_curves, seed, n_power=n_power)
     rows = []
     for name in names:
         row = CLAIMS.get(name)
         view = MappingProxyType({t: given.get(t) for t in row.reads})
-        claim = row.fn(dataclasses.replace(ctx, tables=view))
+        claim = row.fn(dataclasses.replace(ctx, tables=view, claim=row.claim, source=row.source_text))
         rows.append(Claim(**claim) if isinstance(claim, Mapping) else claim)
     return pd.DataFrame([r.__dict__ for r in _adjusted(rows)], columns=list(Claim.__dataclass_fields__))
 

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from ckptgeo.claims.registry import ClaimContext
+from ckptgeo.claims.registry import CLAIMS, ClaimContext, claim_ids
 from ckptgeo.suites.tasks import PILOT_HARD
 
-__all__ = ["MIN_CASES", "MIN_SETTINGS", "ALPHA", "PROBE_GATE_ACCURACY", "VERDICTS", "MARGIN", "TAU_MARGIN", "SOURCES",
+__all__ = ["MIN_CASES", "MIN_SETTINGS", "ALPHA", "PROBE_GATE_ACCURACY", "VERDICTS", "MARGIN", "TAU_MARGIN",
            "DEFINITIONS", "rules", "holds_verdict", "rate_of", "size_params", "size_order", "floor_p", "fraction_text", "examples_text",
            "numeric", "ci_text"]
 
@@ -37,36 +37,6 @@ MARGIN = 2.0
 #: Spearman 0.92, as Kendall tau under a normal copula ((2/pi) asin(2 sin(pi 0.92 / 6)) = 0.75); the paper gives
 #: no size for the other rank claims, which get the same.
 TAU_MARGIN = 0.75
-
-#: Where each claim comes from (docs/definitions.md#claims: the paper's version and section, in our words; the
-#: figures of the paper were not checked here).
-SOURCES = {
-    "contrast": "v4 abstract: 100% precursors on hard tasks, none on easy ones, tested here as a hard-minus-easy "
-                "contrast of leads (docs/definitions.md#claim-contrast)",
-    "tracking": "v4 abstract: geometry changes before the capability emerges (docs/definitions.md#claim-tracking)",
-    "loss": "not a claim of the paper: the bar a geometric precursor must clear to be of use, leading the loss "
-            "(docs/definitions.md#claim-loss)",
-    "order": "arXiv:2602.15997 v4, abstract: collapse, recovery, then accuracy (docs/definitions.md#claim-order)",
-    "precursor_hard": "v4 abstract: 100% precursor rate for hard algorithmic tasks "
-                      "(docs/definitions.md#claim-precursor-hard)",
-    "precursor_easy": "v4 abstract: on easy tasks collapse and acquisition coincide "
-                      "(docs/definitions.md#claim-precursor-easy)",
-    "top_down": "v1-v2: 32/32 task x model pairs; v3: 28/32 (docs/definitions.md#claim-top-down)",
-    "llc": "v4 abstract: LLC synchronous, 0/24 precursors (docs/definitions.md#claim-llc)",
-    "hessian": "v4 abstract: Hessian lags (docs/definitions.md#claim-hessian)",
-    "floor_modular": "v4 abstract: modular collapse floor near RankMe 2.0 at every size "
-                     "(docs/definitions.md#claim-floor-modular)",
-    "floor_multiplication": "from a summary of the paper; not found in its abstracts "
-                            "(docs/definitions.md#claim-floor-multiplication)",
-    "across_sizes_collapse_floor": "from a summary of the paper (Spearman > 0.92 for Pythia-2.8B); not found in "
-                                   "its abstracts (docs/definitions.md#claim-across-sizes)",
-    "across_sizes_acquisition_step": "from a summary of the paper; not found in its abstracts "
-                                     "(docs/definitions.md#claim-across-sizes)",
-    "probe_lead": "v4 abstract: probes read the answer before the model produces it "
-                  "(docs/definitions.md#claim-probe-lead)",
-    "pythia_deduction": "v4 abstract: Pythia-2.8B logical deduction, gap about 49K steps "
-                        "(docs/definitions.md#claim-pythia-deduction)",
-}
 
 #: How runs are classed and claims judged (markdown; also in reproduction.md).
 DEFINITIONS = f"""\
@@ -152,7 +122,7 @@ def rules() -> dict:
             "null": "behaviour permuted among runs sharing a checkpoint schedule, onsets found again",
             "floor_modular": "every size's 95% t interval of the mean floor over seeds (>= 5) within 2.0 +- 0.5",
             "subsample_factors": list(SUBSAMPLE_FACTORS), "analysis": AnalysisConfig().__dict__,
-            "sources": SOURCES}
+            "sources": {cid: CLAIMS.get(cid).source_text for cid in claim_ids()}}
 
 
 def size_params(size: str) -> float:

@@ -11,7 +11,7 @@ import ckptgeo.stats as stats
 from ckptgeo.claims.inference import cluster_interval
 from ckptgeo.claims.power import kendall_mde, tau_mde_text
 from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, MIN_CASES, SOURCES, TAU_MARGIN, holds_verdict, numeric, size_order
+from ckptgeo.claims.verdicts import ALPHA, MIN_CASES, TAU_MARGIN, holds_verdict, numeric, size_order
 
 
 def _floor_rows(runs: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -45,9 +45,9 @@ def _floor_modular(ctx: ClaimContext) -> Claim:
         verdict, why = "not reproduced", "some size's interval lies wholly outside 2.0 +- 0.5"
     else:
         verdict, why = "inconclusive", "some interval straddles the 2.0 +- 0.5 band"
-    return Claim("floor_modular", "modular arithmetic collapses to a RankMe floor near 2.0 at every size",
+    return Claim("floor_modular", ctx.claim,
                  "about 2.0 at every size", f"mean floor by size [interval over seeds]: {shown}", verdict, why,
-                 "events/events.parquet (collapse_floor, modular-L1 runs)", SOURCES["floor_modular"],
+                 "events/events.parquet (collapse_floor, modular-L1 runs)", ctx.source,
                  float(r["collapse_floor"].mean()) if len(r) else math.nan,
                  test="interval over seeds per size (t from 5 seeds, else the exact range) against 2.0 +- 0.5")
 
@@ -58,10 +58,10 @@ def _floor_multiplication(ctx: ClaimContext) -> Claim:
     med = med.loc[size_order(med.index)]
     shown = ", ".join(f"{s} {v:.2f}" for s, v in med.items()) or "no collapse measured"
     if len(med) < 2 or len(r) < MIN_CASES:
-        return Claim("floor_multiplication", "multiplication's collapse floor rises with capacity",
+        return Claim("floor_multiplication", ctx.claim,
                      "floors rise with model size", f"median floor by size: {shown}", "inconclusive",
                      f"floors at {len(med)} size(s) over {len(r)} run(s); at least 2 sizes and {MIN_CASES} runs",
-                     "events/events.parquet (collapse_floor, multiplication runs)", SOURCES["floor_multiplication"])
+                     "events/events.parquet (collapse_floor, multiplication runs)", ctx.source)
     kt = stats.kendall_tau(r["n_parameters"].to_numpy(float), r["collapse_floor"].to_numpy(float),
                            n_permutations=ctx.n_permutations, seed=ctx.seed, alternative="greater")
     # a design that cannot reject leaves a rising floor inconclusive; a falling one is still not reproduced
@@ -69,18 +69,24 @@ def _floor_multiplication(ctx: ClaimContext) -> Claim:
     verdict, why = holds_verdict(kt.p_value, len(r), f"Kendall tau(parameters, floor) = {kt.tau:+.2f} over {len(r)} runs",
                                  kt.min_p if kt.tau > 0 else math.nan, mde=mde, margin=TAU_MARGIN,
                                  unit="in Kendall tau")
-    return Claim("floor_multiplication", "multiplication's collapse floor rises with capacity",
+    return Claim("floor_multiplication", ctx.claim,
                  "floors rise with model size", f"median floor by size: {shown}; tau {kt.tau:+.2f}; {tau_mde_text(mde)}",
                  verdict, why, "events/events.parquet (collapse_floor, multiplication runs)",
-                 SOURCES["floor_multiplication"], kt.tau, math.nan, math.nan, 0.0, kt.p_value,
+                 ctx.source, kt.tau, math.nan, math.nan, 0.0, kt.p_value,
                  "Kendall tau-b, one-sided permutation p; mde in tau", mde=mde)
 
 
-@register_claim(id="floor_modular", reads=("events",), nulls=())
+@register_claim(id="floor_modular", order=100,
+                claim="modular arithmetic collapses to a RankMe floor near 2.0 at every size",
+                source="v4 abstract: modular collapse floor near RankMe 2.0 at every size",
+                anchor="claim-floor-modular", reads=("events",), nulls=())
 def floor_modular(ctx: ClaimContext) -> Claim:
     return _floor_modular(ctx)
 
 
-@register_claim(id="floor_multiplication", reads=("events",), nulls=())
+@register_claim(id="floor_multiplication", order=110,
+                claim="multiplication's collapse floor rises with capacity",
+                source="from a summary of the paper; not found in its abstracts",
+                anchor="claim-floor-multiplication", reads=("events",), nulls=())
 def floor_multiplication(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_floor_multiplication(ctx), kind="holds")

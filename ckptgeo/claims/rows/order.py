@@ -7,7 +7,7 @@ import math
 
 from ckptgeo.claims.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
 from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, SOURCES, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
+from ckptgeo.claims.verdicts import ALPHA, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
 from ckptgeo.events import acquisition_null
 from ckptgeo.events import curves as cv
 
@@ -27,12 +27,12 @@ def _order(ctx: ClaimContext) -> Claim:
             mde, table = _order_power(ctx, list(c["model"]))
     verdict, why = holds_verdict(p, len(c), "order rate against permuted acquisition", floor_p(res), mde=mde)
     missing = c.loc[~ok.to_numpy(), "model"]
-    return Claim("order", "collapse -> recovery -> acquisition, in that order, in every run",
+    return Claim("order", ctx.claim,
                  "the shape holds across tasks and sizes",
                  f"{fraction_text(int(ok.sum()), len(c))} acquired runs {ci_text(lo, hi)}"
                  + (f"; {mde_text(mde, table)}" if table else ""), verdict,
                  why + (f"; out of order: {examples_text(missing)}" if len(missing) else ""),
-                 "events/events.parquet (metric rankme, summary layer); figures/grid.png", SOURCES["order"],
+                 "events/events.parquet (metric rankme, summary layer); figures/grid.png", ctx.source,
                  rate, lo, hi, null, p, f"permutation of acquisition steps within a schedule; interval: {how}",
                  mde=mde)
 
@@ -74,9 +74,9 @@ def _order_power(ctx: ClaimContext, judged: list[str]) -> tuple[float, dict]:
                               fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed)
 
 
-#: permutations inside each planted replicate of a power analysis.
-
-
-@register_claim(id="order", reads=("events", "curves", "accuracy"))
+@register_claim(id="order", order=20,
+                claim="collapse -> recovery -> acquisition, in that order, in every run",
+                source="arXiv:2602.15997 v4, abstract: collapse, recovery, then accuracy",
+                anchor="claim-order", reads=("events", "curves", "accuracy"))
 def order(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_order(ctx), kind="holds")

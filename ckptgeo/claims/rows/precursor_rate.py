@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import SOURCES, ci_text, fraction_text
+from ckptgeo.claims.verdicts import ci_text, fraction_text
 
 
 def precursor_rates(ctx: ClaimContext) -> pd.DataFrame:
@@ -55,17 +55,20 @@ def _precursor_rate(ctx: ClaimContext) -> Claim:
     shown = "; ".join(f"{r.group}: {fraction_text(r.n_precursor, r.n_counted)} {ci_text(r.low, r.high)}"
                       + ("" if math.isnan(r.null_rate) else f", permuted {r.null_rate:.0%}, p = {r.p_value:.3g}")
                       for r in t.itertuples() if r.n_counted) or "no counted run"
-    return Claim("precursor_rate", "RankMe's precursor rate, as `ckptgeo analyze` reports it (descriptive)",
+    return Claim("precursor_rate", ctx.claim,
                  "100% on hard tasks (v4 abstract)", shown, "descriptive",
                  "not a verdict: the rate dichotomises the lead (an onset at a tenth of a change before the 50% "
                  "crossing, which anything that moves early satisfies); the verdicts are the lead rows. The same "
                  "numbers as `ckptgeo analyze` writes in summary/precursor_rates.parquet (metric rankme, by "
                  "difficulty; a table an older version wrote may differ: rerun analyze)",
-                 "summary/precursor_rates.parquet; events/events.parquet", SOURCES["precursor_hard"],
+                 "summary/precursor_rates.parquet; events/events.parquet", ctx.source,
                  test="acquisition steps permuted within schedules (the null analyze uses); interval: over settings, "
                       "at least the exact interval of the count", kind="descriptive")
 
 
-@register_claim(id="precursor_rate", reads=("events", "curves", "accuracy"), nulls=())   # descriptive: never "reproduced"
+@register_claim(id="precursor_rate", order=150,
+                claim="RankMe's precursor rate, as `ckptgeo analyze` reports it (descriptive)",
+                source="v4 abstract: 100% precursor rate for hard algorithmic tasks",
+                anchor="claim-precursor-rate", reads=("events", "curves", "accuracy"), nulls=())   # descriptive: never "reproduced"
 def precursor_rate(ctx: ClaimContext) -> Claim:
     return _precursor_rate(ctx)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ckptgeo.claims.power import LEADS, POWER, POWER_PERMUTATIONS, mde_text
 from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, PROBE_GATE_ACCURACY, SOURCES, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
+from ckptgeo.claims.verdicts import ALPHA, PROBE_GATE_ACCURACY, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
 from ckptgeo.events import acquisition_null
 
 
@@ -19,9 +19,9 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
     pl = probe_lead if probe_lead is not None else pd.DataFrame()
     counted = runs[runs["counted"]]
     if pl.empty:
-        return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
+        return Claim("probe_lead", ctx.claim,
                      "probes lead acquisition", "not measured", "inconclusive", "no probes table in this study",
-                     "summary/probe_lead.parquet", SOURCES["probe_lead"])
+                     "summary/probe_lead.parquet", ctx.source)
     # layer 0 is the read position's token embedding, the same for every item (the separator): it carries
     # nothing to read and never rises, so it neither leads nor keeps a run whose real layers are all
     # readable at start in the fraction
@@ -33,10 +33,10 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
         gate = f"; sanity gate: {passed} run(s) pass, {len(failed_models)} fail ({examples_text(failed_models)})"
         pl = pl[~pl["model"].isin(failed_models)]
         if failed_models and not passed:
-            return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
+            return Claim("probe_lead", ctx.claim,
                          "probes lead acquisition", "not measured (failed gate)", "inconclusive",
                          "no run's probe decodes the target at the end while the model is at "
-                         f">= {PROBE_GATE_ACCURACY:.0%}" + gate, "summary/probe_lead.parquet", SOURCES["probe_lead"])
+                         f">= {PROBE_GATE_ACCURACY:.0%}" + gate, "summary/probe_lead.parquet", ctx.source)
     measured = pl[pl["status"] != "not_measured"]
     judged = measured[measured["status"] != "readable_at_start"]
     leads = sorted(set(judged.loc[judged["status"] == "leads", "model"]))
@@ -65,12 +65,12 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
     extra = (f"; {len(at_start)} acquired run(s) left out: every layer's probe reads the label at the first "
              f"checkpoint (no rise to see)") if at_start else ""
     extra += f"; {len(not_measured)} acquired run(s) not measured (probe undefined)" if not_measured else ""
-    return Claim("probe_lead", "a linear probe reads the answer before the model produces it",
+    return Claim("probe_lead", ctx.claim,
                  "probes lead acquisition",
                  f"{fraction_text(len(leads), len(models))} acquired runs have a layer whose probe leads {ci_text(lo, hi)}"
                  + ("" if math.isnan(null) else f"; permuted {null:.0%}") + (f"; {mde_text(mde, table)}" if table else ""),
                  verdict, why + extra + gate + "; onset: beats max(chance, control) by the margin with p < alpha",
-                 "summary/probe_lead.parquet", SOURCES["probe_lead"], rate, lo, hi, null, p,
+                 "summary/probe_lead.parquet", ctx.source, rate, lo, hi, null, p,
                  f"permutation of acquisition steps within a schedule; interval: {how}", mde=mde)
 
 
@@ -128,6 +128,9 @@ def _failed_gate(ctx: ClaimContext, probes: pd.DataFrame | None, models: set) ->
     return passed, failed
 
 
-@register_claim(id="probe_lead", reads=("events", "curves", "accuracy", "probe_lead", "probes"), nulls=())
+@register_claim(id="probe_lead", order=140,
+                claim="a linear probe reads the answer before the model produces it",
+                source="v4 abstract: probes read the answer before the model produces it",
+                anchor="claim-probe-lead", reads=("events", "curves", "accuracy", "probe_lead", "probes"), nulls=())
 def probe_lead(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_probe(ctx, ctx.tables["probe_lead"], ctx.tables["probes"]), kind="holds")

@@ -11,7 +11,7 @@ import pandas as pd
 import ckptgeo.stats as stats
 from ckptgeo.claims.power import mean_kendall_mde, tau_mde_text
 from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, SOURCES, TAU_MARGIN, holds_verdict, numeric
+from ckptgeo.claims.verdicts import ALPHA, TAU_MARGIN, holds_verdict, numeric
 from ckptgeo.events import curves as cv
 
 
@@ -47,11 +47,11 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
         post_first += int(len(post) and pd.notna(post.iloc[0]) and post.iloc[0] <= y[np.argmax(x)])
     n = len(per_run)
     if n == 0:
-        return Claim("top_down", "collapse reaches output-side layers first", "28/32 (v3); 32/32 (v1-v2)",
+        return Claim("top_down", ctx.claim, "28/32 (v3); 32/32 (v1-v2)",
                      f"not tested: no run of 4 or more layers has 3 block onsets ({few} run(s) of 4+ layers have "
                      f"fewer than 3; {small} run(s) have fewer than 4 layers)",
                      "inconclusive", "top-down needs models of >= 4 layers", "summary/top_down.parquet",
-                     SOURCES["top_down"], test=_TOP_DOWN_TEST)
+                     ctx.source, test=_TOP_DOWN_TEST)
     arr = np.asarray(items, dtype=float)
     lab = np.asarray(labels)
     groups = [np.flatnonzero(lab == m) for m in dict.fromkeys(labels)]
@@ -78,7 +78,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
                                  margin=TAU_MARGIN, unit="in mean Kendall tau")
     shown = "; ".join(f"{_NULL_NAMES[kind]}: mean tau {m:+.2f}, p {q:.3g}{extra}"
                       for kind, (q, m, extra) in by_null.items())
-    return Claim("top_down", "collapse reaches output-side layers first (Kendall tau(depth, collapse onset) < 0)",
+    return Claim("top_down", ctx.claim,
                  "28/32 task x model pairs (v3); 32/32 (v1-v2)",
                  f"mean tau {res.statistic:+.2f} over {n} runs of >= 4 layers ({k} with tau < 0; {ties} tied onset "
                  f"pair(s)); post-final-norm layer at or before the last block in {post_first}/{n}; "
@@ -88,7 +88,7 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
                  + (f"; {few} run(s) of >= 4 layers not tested: fewer than 3 blocks collapse" if few else "")
                  + "; collapse onset = first step at the collapse fraction of the layer's first RankMe",
                  "events/events.parquet (collapse_onset_step per layer); curves (RankMe per layer)",
-                 SOURCES["top_down"], float(res.statistic), math.nan, math.nan, by_null[worst][1], p, _TOP_DOWN_TEST,
+                 ctx.source, float(res.statistic), math.nan, math.nan, by_null[worst][1], p, _TOP_DOWN_TEST,
                  mde=mde)
 
 
@@ -163,6 +163,9 @@ def _tau_rows(x: np.ndarray, ys: np.ndarray) -> np.ndarray:
     return tau
 
 
-@register_claim(id="top_down", reads=("events", "curves", "accuracy"), nulls=("iid", "random_walk"))
+@register_claim(id="top_down", order=70,
+                claim="collapse reaches output-side layers first (Kendall tau(depth, collapse onset) < 0)",
+                source="v1-v2: 32/32 task x model pairs; v3: 28/32",
+                anchor="claim-top-down", reads=("events", "curves", "accuracy"), nulls=("iid", "random_walk"))
 def top_down(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_top_down(ctx, ctx.tables["events"]), kind="holds")
