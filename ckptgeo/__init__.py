@@ -55,7 +55,7 @@ _FACADE = {
     "CompareValue": "ckptgeo.metrics.registry",
     "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
     "STEPS": "ckptgeo.analysis.steps", "register_step": "ckptgeo.analysis.steps",
-    "CLAIMS": "ckptgeo.claims.registry", "register_claim": "ckptgeo.claims.registry",
+    "CLAIMS": "ckptgeo.claimtable.registry", "register_claim": "ckptgeo.claimtable.registry",
     "FIGURES": "ckptgeo.analysis.figures", "register_figure": "ckptgeo.analysis.figures",
     "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
 }
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from ckptgeo.analysis.figures import FIGURES, register_figure
     from ckptgeo.analysis.steps import STEPS, register_step
     from ckptgeo.analysis.summary import analyze
-    from ckptgeo.claims.registry import CLAIMS, register_claim
+    from ckptgeo.claimtable.registry import CLAIMS, register_claim
     from ckptgeo.engine.config import ScanConfig
     from ckptgeo.engine.plan import plan_scan
     from ckptgeo.engine.scan import scan

@@ -22,7 +22,7 @@ PUBLIC = {
     "MetricValue": "ckptgeo.metrics.registry", "CompareValue": "ckptgeo.metrics.registry",
     "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
     "STEPS": "ckptgeo.analysis.steps", "register_step": "ckptgeo.analysis.steps",
-    "CLAIMS": "ckptgeo.claims.registry", "register_claim": "ckptgeo.claims.registry",
+    "CLAIMS": "ckptgeo.claimtable.registry", "register_claim": "ckptgeo.claimtable.registry",
     "FIGURES": "ckptgeo.analysis.figures", "register_figure": "ckptgeo.analysis.figures",
     "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
 }

@@ -439,7 +439,7 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
     ----------
     runs : DataFrame
         One row per run with ``task``, ``level``, ``size``, ``n_parameters``, ``seed``, ``status`` and
-        ``gap_steps`` (:func:`ckptgeo.claims.table.runs_table`).
+        ``gap_steps`` (:func:`ckptgeo.claimtable.table.runs_table`).
     path : path
         The PNG to write.
 

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 import ckptgeo.stats as stats
-from ckptgeo.claims.power import mean_kendall_mde, tau_mde_text
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, TAU_MARGIN, holds_verdict, numeric
+from ckptgeo.claimtable.power import mean_kendall_mde, tau_mde_text
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, TAU_MARGIN, holds_verdict, numeric
 from ckptgeo.events import curves as cv
 
 

@@ -1,7 +1,7 @@
 """The claim table on any dataset, and on null copies of it: verdicts that noise cannot give.
 
 :func:`dataset_claims` judges the claims on a study's or a scan's dataset (the analysis of its tables, then
-:func:`ckptgeo.claims.table.claim_table`). :func:`calibrate` reruns every row on ``k`` null copies of each kind
+:func:`ckptgeo.claimtable.table.claim_table`). :func:`calibrate` reruns every row on ``k`` null copies of each kind
 (:data:`NULLS`), built from the dataset's own curves:
 
 * ``iid`` -- every geometric curve replaced by independent Gaussian values at its own mean and standard deviation;
@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 import ckptgeo.stats as stats
-from ckptgeo.claims.registry import CLAIMS, NULLS
-from ckptgeo.claims.table import claim_table
-from ckptgeo.claims.verdicts import ALPHA
+from ckptgeo.claimtable.registry import CLAIMS, NULLS
+from ckptgeo.claimtable.table import claim_table
+from ckptgeo.claimtable.verdicts import ALPHA
 
 __all__ = ["NULLS", "dataset_claims", "null_copy", "calibrate", "calibration_table"]
 
@@ -140,7 +140,7 @@ def _applies(cid: str, null: str) -> bool:
 def calibration_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per claim row and null: copies, false "reproduced" count and rate with its Wilson interval, the share of
     p-values at or below alpha and the one-sided binomial p that it exceeds alpha, ``applies`` (the null voids
-    what the row tests: :attr:`ckptgeo.claims.table.ClaimRow.nulls`) and ``ok`` (rate <= alpha where it
+    what the row tests: :attr:`ckptgeo.claimtable.table.ClaimRow.nulls`) and ``ok`` (rate <= alpha where it
     applies; True elsewhere, where a "reproduced" is not false)."""
     from scipy.stats import binomtest
 
