@@ -88,7 +88,7 @@ def null_copy(curves: pd.DataFrame, accuracy: pd.DataFrame, kind: str,
 
 def _events(curves: pd.DataFrame, accuracy: pd.DataFrame, config) -> pd.DataFrame:
     from ckptgeo._version import __version__
-    from ckptgeo.analysis.event_table import acquisitions, events_table
+    from ckptgeo.analysis.curve_events import acquisitions, events_table
 
     cfg = dataclasses.replace(config, n_noise_curves=0)
     _, behavior = acquisitions(accuracy, cfg)
@@ -99,6 +99,7 @@ def dataset_claims(dataset: str | Path, *, analysis=None, n_permutations: int = 
                    seed: int = 0) -> tuple[pd.DataFrame, object]:
     """(claim table, analysis) of a dataset folder (``ckptgeo analyze``'s input)."""
     from ckptgeo.analysis import analyze
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
 
     a = analysis if analysis is not None else analyze(dataset, write=False)
     table = claim_table(a.events, a.top_down, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,

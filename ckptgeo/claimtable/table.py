@@ -1,6 +1,6 @@
 """The paper's claims, one row each, judged by a test against chance on a training grid's events.
 
-:func:`claim_table` is a pure function of the analysis tables (:class:`ckptgeo.analysis.summary.Analysis`:
+:func:`claim_table` is a pure function of the analysis tables (:class:`ckptgeo.analysis.pipeline.Analysis`:
 ``events``, ``probe_lead``, ``curves``, ``accuracy``) of a grid whose models are run folders named
 ``<task>-L<level>-<size>-s<seed>`` (:func:`ckptgeo.training.trainer.run_name`). It reads nothing and
 writes nothing; :mod:`ckptgeo.studies.reproduce` writes its result into ``reproduction.md``.

@@ -35,6 +35,7 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
     import pandas as pd
 
     from ckptgeo.analysis import analyze
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
     from ckptgeo.analysis.figures import plot_grid
     from ckptgeo.analysis.report import write_report
     from ckptgeo.claimtable.table import claim_table, grid_runs, spacing_table
