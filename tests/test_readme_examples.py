@@ -3,6 +3,7 @@ scripts the README, CONTRIBUTING and docs/ pages name exist (issue 25, item 7)."
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -40,6 +41,41 @@ def test_modules_and_scripts_the_docs_name_exist():
             if not (ROOT / path).is_file():
                 missing.append(f"{doc}: {path}")
     assert not missing, missing
+
+
+#: placeholders the recipes use in dotted names (a measure or source of your own), not objects of the package
+_PLACEHOLDERS = {"my_measure", "name"}
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``ckptgeo.a.b.c`` names a module, or an attribute of the longest module prefix that imports."""
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ModuleNotFoundError as err:
+            if err.name is not None and not ".".join(parts[:k]).startswith(err.name):
+                raise   # the module exists but one of its imports is missing: not this test's question
+            continue
+        for attr in parts[k:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_the_dotted_names_the_docs_give_exist():
+    """`ckptgeo.analysis.stats`, `ckptgeo.engine.forward.CPU_LOGITS_BYTES` ...: a module moved or an object renamed
+    leaves no dangling name in the docs (two dots or more: `ckptgeo.scan` is the facade, `ckptgeo.progress` a
+    logger, `ckptgeo.metrics` an entry-point group as well)."""
+    missing = []
+    for doc in DOCS:
+        for code in re.findall(r"`([^`\n]+)`", (ROOT / doc).read_text()):
+            for dotted in re.findall(r"\bckptgeo(?:\.[A-Za-z_]\w*){2,}", code):
+                if not _PLACEHOLDERS & set(dotted.split(".")) and not _resolves(dotted):
+                    missing.append(f"{doc}: {dotted}")
+    assert missing == []
 
 
 def test_the_output_tree_shows_what_analyze_writes():
