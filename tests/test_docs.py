@@ -3,7 +3,10 @@ that exists; nothing cites a file users do not have. Every relative link and eve
 CONTRIBUTING.md, CHANGELOG.md and docs/*.md resolves (anchors as GitHub renders headings), and the README stays a
 front door (issue 43, item 6)."""
 
+import contextlib
+import io
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -167,3 +170,42 @@ def test_every_built_in_measure_and_claim_row_is_defined():
     text = DEFINITIONS.read_text(encoding="utf-8")
     assert [m for m in metric_names() if f"`{m}`" not in text] == []
     assert [c for c in SOURCES if f"**{c}**" not in text] == []
+
+
+def _commands(text: str) -> list[str]:
+    """The ``ckptgeo ...`` (or ``torchrun ... -m ckptgeo ...``) lines of a page's bash blocks, continuation lines
+    joined, as the arguments after ``ckptgeo``; a line with a ``...`` placeholder is left out."""
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            m = re.match(r"^\s*(?:torchrun .*?-m )?ckptgeo (.*)$", line)
+            if m and "..." not in m.group(1):
+                found.append(m.group(1))
+    return found
+
+
+def test_the_commands_the_docs_give_parse():
+    """Every command line of README.md and docs/*.md is one the CLI accepts (flags, choices, argument counts)."""
+    from ckptgeo.cli import build_parser
+
+    refused = []
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        for rest in _commands(page.read_text(encoding="utf-8")):
+            argv = shlex.split(rest, comments=True)
+            err = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                    build_parser().parse_args(argv)
+            except SystemExit:
+                refused.append(f"{page.name}: ckptgeo {rest}: {err.getvalue().strip().splitlines()[-1:]}")
+    assert sum(len(_commands(p.read_text(encoding="utf-8"))) for p in pages) >= 40
+    assert refused == []
+
+
+def test_the_command_check_sees_a_bad_flag():
+    from ckptgeo.cli import build_parser
+
+    (rest,) = _commands("```bash\nckptgeo scan EleutherAI/pythia-160m \\\n    --revisionz log   # typo\n```\n")
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+        build_parser().parse_args(shlex.split(rest, comments=True))
