@@ -16,8 +16,8 @@ The registries::
     ckptgeo.suites.items.LOADERS       group "ckptgeo.suites"    fn(spec: str) -> Suite
     ckptgeo.cli.COMMANDS               group "ckptgeo.commands"  add_parser(subparsers)
     ckptgeo.analysis.steps.STEPS       group "ckptgeo.analysis_steps"  Step (via @register_step)
-    ckptgeo.claims.registry.CLAIMS   group "ckptgeo.claims"    ClaimRow (via @register_claim; built-ins: the
-                                                               modules of the package ckptgeo.claims.rows)
+    ckptgeo.claimtable.registry.CLAIMS group "ckptgeo.claims"  ClaimRow (via @register_claim; built-ins: every
+                                                               module of the package ckptgeo.claimtable.rows)
     ckptgeo.analysis.figures.FIGURES   group "ckptgeo.figures"   Figure (via @register_figure)
 
 Nothing is swallowed: a built-in that fails to import raises its own ``ImportError``; an entry point

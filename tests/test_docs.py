@@ -155,9 +155,9 @@ def test_every_cited_section_of_the_definitions_exists():
 
 
 def _built_in_rows() -> dict:
-    from ckptgeo.claims.registry import CLAIMS, claim_ids
+    from ckptgeo.claimtable.registry import CLAIMS, claim_ids
 
-    return {cid: CLAIMS.get(cid) for cid in claim_ids() if CLAIMS.get(cid).fn.__module__.startswith("ckptgeo.claims.rows.")}
+    return {cid: CLAIMS.get(cid) for cid in claim_ids() if CLAIMS.get(cid).fn.__module__.startswith("ckptgeo.claimtable.rows.")}
 
 
 def test_every_claim_row_cites_its_definition():

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the facade as documented in docs/python.md, and where each object lives today
 PUBLIC = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
-    "analyze": "ckptgeo.analysis.summary", "combine": "ckptgeo.metrics.cross",
+    "analyze": "ckptgeo.analysis.pipeline", "combine": "ckptgeo.metrics.cross",
     "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
     "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
@@ -23,7 +23,7 @@ PUBLIC = {
     "MetricValue": "ckptgeo.metrics.registry", "CompareValue": "ckptgeo.metrics.registry",
     "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
     "STEPS": "ckptgeo.analysis.steps", "register_step": "ckptgeo.analysis.steps",
-    "CLAIMS": "ckptgeo.claims.registry", "register_claim": "ckptgeo.claims.registry",
+    "CLAIMS": "ckptgeo.claimtable.registry", "register_claim": "ckptgeo.claimtable.registry",
     "FIGURES": "ckptgeo.analysis.figures", "register_figure": "ckptgeo.analysis.figures",
     "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
 }

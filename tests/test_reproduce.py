@@ -14,9 +14,9 @@ from ckptgeo.analysis import analyze
 from ckptgeo.cli import build_parser, main
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.events.curves import grid_run as parse_run
-from ckptgeo.claims.registry import CLAIMS
-from ckptgeo.claims.table import claim_table, grid_runs
-from ckptgeo.claims.verdicts import VERDICTS
+from ckptgeo.claimtable.registry import CLAIMS
+from ckptgeo.claimtable.table import claim_table, grid_runs
+from ckptgeo.claimtable.verdicts import VERDICTS
 from ckptgeo.studies.reproduce import PRESETS, Preset, checkpoint_subset, plan_study, run_reproduce
 
 STEPS = list(range(0, 201, 10))
@@ -383,8 +383,8 @@ def test_probe_row_ignores_layer_0_the_constant_embedding_of_the_read_position()
             ("a-L1-tiny-s0", 2, "readable_at_start"), ("b-L1-tiny-s0", 0, "no_probe_onset"),
             ("b-L1-tiny-s0", 2, "leads"), ("c-L1-tiny-s0", 0, "no_probe_onset"), ("c-L1-tiny-s0", 2, "lags")]
     pl = pd.DataFrame(rows, columns=["model", "layer", "status"])
-    from ckptgeo.claims.rows.probes import _probe
-    from ckptgeo.claims.registry import ClaimContext
+    from ckptgeo.claimtable.rows.probes import _probe
+    from ckptgeo.claimtable.registry import ClaimContext
 
     row = _probe(ClaimContext(runs), pl)
     assert row.measured.startswith("1/2 (50%)"), row
@@ -394,8 +394,8 @@ def test_probe_row_ignores_layer_0_the_constant_embedding_of_the_read_position()
 def test_a_floor_trend_no_outcome_of_the_design_could_reject_is_inconclusive():
     """The cpu study's multiplication floors (3 seeds at tiny and at mini, wholly separated) give the exact
     one-sided p = 1/20: the best the design allows, so not evidence against the claim; a third size can reject."""
-    from ckptgeo.claims.rows.floors import _floor_multiplication
-    from ckptgeo.claims.registry import ClaimContext
+    from ckptgeo.claimtable.rows.floors import _floor_multiplication
+    from ckptgeo.claimtable.registry import ClaimContext
 
     floors = {"tiny": [2.08, 2.22, 2.39], "mini": [3.30, 3.49, 3.32], "small": [4.1, 4.4, 4.2]}
 
@@ -418,8 +418,8 @@ def test_a_floor_trend_no_outcome_of_the_design_could_reject_is_inconclusive():
 
 def test_top_down_says_how_many_deep_runs_it_could_not_test():
     """A 4-layer run whose blocks do not all collapse has no order to test; the row counts it apart."""
-    from ckptgeo.claims.rows.top_down import _top_down
-    from ckptgeo.claims.registry import ClaimContext
+    from ckptgeo.claimtable.rows.top_down import _top_down
+    from ckptgeo.claimtable.registry import ClaimContext
 
     onsets = {f"copy-L1-mini-s{i}": {1: 300.0, 2: 200.0, 3: 100.0, 4: 100.0} for i in range(1, 5)}
     onsets["sort-L1-mini-s1"] = {1: 300.0, 2: float("nan"), 3: 100.0, 4: 100.0}
@@ -598,8 +598,8 @@ def test_the_precursor_rate_row_matches_analyze_number_for_number(tmp_path):
     acquisition, half at it; RankMe noisy so the null is not degenerate)."""
     import dataclasses
 
-    from ckptgeo.claims.rows.precursor_rate import precursor_rates
-    from ckptgeo.claims.table import claim_context
+    from ckptgeo.claimtable.rows.precursor_rate import precursor_rates
+    from ckptgeo.claimtable.table import claim_context
 
     spec = {"tiny": {task: dict(acq=ACQ[task], floor=3.0, recover=ACQ[task] - (30 if k % 2 else 0))
                      for k, task in enumerate(TASKS)}}

@@ -12,10 +12,10 @@ import pytest
 from scipy.stats import kendalltau
 
 from ckptgeo.analysis.config import AnalysisConfig
-from ckptgeo.claims.calibrate import null_copy
-from ckptgeo.claims.rows.top_down import _tau_rows, _top_down
-from ckptgeo.claims.registry import ClaimContext
-from ckptgeo.claims.verdicts import ALPHA
+from ckptgeo.claimtable.calibrate import null_copy
+from ckptgeo.claimtable.rows.top_down import _tau_rows, _top_down
+from ckptgeo.claimtable.registry import ClaimContext
+from ckptgeo.claimtable.verdicts import ALPHA
 
 STEPS = np.arange(0, 400, 10)
 BLOCKS = 5   # layers 1..5; layer 6 is the post-final-norm layer

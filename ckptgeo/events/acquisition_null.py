@@ -1,5 +1,5 @@
 """The one permutation null of a rate judged against acquisition, shared by ``ckptgeo analyze`` (the
-``precursor_rates`` tables) and the claim table (:mod:`ckptgeo.claims.chance`, the order and probe rows).
+``precursor_rates`` tables) and the claim table (:mod:`ckptgeo.claimtable.chance`, the order and probe rows).
 
 A run's **checkpoint schedule** (:func:`schedule`) is the set of steps at which its behaviour was measured; runs
 whose step grids are identical share a schedule, and acquisition steps are exchangeable only among them.
@@ -100,7 +100,7 @@ def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[
         so one pool gives one null however a caller lists it (``analyze`` and the claim table list their runs
         in different orders).
     min_judged : int, default=1
-        Fewer judged runs give None (``analyze`` and :func:`ckptgeo.claims.chance.permutation_null` pass
+        Fewer judged runs give None (``analyze`` and :func:`ckptgeo.claimtable.chance.permutation_null` pass
         :data:`MIN_JUDGED`: a rate of one run is not tested).
     n_permutations, seed, alternative
         As :func:`ckptgeo.stats.permutation.permutation_test` (exact enumeration when the within-schedule

@@ -35,10 +35,11 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
     import pandas as pd
 
     from ckptgeo.analysis import analyze
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
     from ckptgeo.analysis.figures import plot_grid
     from ckptgeo.analysis.report import write_report
-    from ckptgeo.claims.table import claim_table, grid_runs, spacing_table
-    from ckptgeo.claims.verdicts import rules
+    from ckptgeo.claimtable.table import claim_table, grid_runs, spacing_table
+    from ckptgeo.claimtable.verdicts import rules
 
     analysis = analyze(dataset)
     write_report(dataset, analysis=analysis, plots=plots)
@@ -143,7 +144,7 @@ def _cannot_say(preset: Preset) -> str:
 def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests: dict, grid_png,
                     seconds: dict, scan_s: float = math.nan) -> Path:
     from ckptgeo.analysis.report import markdown_table
-    from ckptgeo.claims.verdicts import DEFINITIONS
+    from ckptgeo.claimtable.verdicts import DEFINITIONS
 
     train_s = sum(m.get("seconds") or 0.0 for m in manifests.values())
     threads = sorted({m.get("recipe", {}).get("threads") for m in manifests.values()} - {None})
@@ -227,8 +228,8 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
     ``calib``) and ``claims.md`` into ``dataset``; in a ``study`` folder also put the calibration table into its
     ``reproduction.md`` (replacing an earlier one). Returns the paths written."""
     from ckptgeo.analysis.report import markdown_table as _md
-    from ckptgeo.claims.rows.leads import leads_table
-    from ckptgeo.claims.table import claim_context
+    from ckptgeo.claimtable.rows.leads import leads_table
+    from ckptgeo.claimtable.table import claim_context
 
     summary = dataset / "summary"
     summary.mkdir(parents=True, exist_ok=True)

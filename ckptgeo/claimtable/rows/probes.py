@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from ckptgeo.claims.power import LEADS, POWER, POWER_PERMUTATIONS, mde_text
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, PROBE_GATE_ACCURACY, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
+from ckptgeo.claimtable.power import LEADS, POWER, POWER_PERMUTATIONS, mde_text
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, PROBE_GATE_ACCURACY, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
 from ckptgeo.events import acquisition_null
 
 
@@ -78,7 +78,7 @@ def _probe_power(ctx: ClaimContext, pool: list[str]) -> tuple[float, dict]:
     """The probe row's MDE in checkpoints: every run's probe onset planted ``d`` checkpoints (of its accuracy
     grid) before its acquisition, give or take one (an onset is known to its checkpoint), never at the first
     checkpoint (that is *readable at start*); the row's permutation test rerun on ``n_power`` such studies. The
-    smallest ``d`` of :data:`ckptgeo.claims.power.LEADS` detected with power >= 80%; inf when none."""
+    smallest ``d`` of :data:`ckptgeo.claimtable.power.LEADS` detected with power >= 80%; inf when none."""
     rng = np.random.default_rng(ctx.seed)
     acq = [int(ctx.curves[m].acquisition_step) for m in pool]
     grids = [np.asarray(ctx.accuracy[m][0] if m in ctx.accuracy else ctx.curves[m].steps, dtype=float) for m in pool]

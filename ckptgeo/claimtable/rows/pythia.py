@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
 
 
 def _pythia(ctx: ClaimContext) -> Claim:

@@ -2,7 +2,7 @@
 (:class:`Claim`), and the registry they are kept in (:data:`CLAIMS`, :func:`register_claim`).
 
 A row is a function ``fn(ctx: ClaimContext) -> Claim`` (or a dict of :class:`Claim`'s fields) registered with the
-analysis tables it reads; the built-in rows are the modules of :mod:`ckptgeo.claims.rows`, and an installed
+analysis tables it reads; the built-in rows are the modules of :mod:`ckptgeo.claimtable.rows`, and an installed
 package adds one through the entry-point group ``ckptgeo.claims``::
 
     from ckptgeo import register_claim
@@ -41,7 +41,7 @@ class Claim:
     over every row but the primary (:func:`claim_table`); ``margin``: the equivalence margin (absence rows, in
     checkpoints); ``mde``: the smallest lead the row detects with power >= 80% at this design (checkpoints; inf:
     none tried; rank rows, floor_multiplication and across_sizes, in Kendall tau:
-    :func:`ckptgeo.claims.power.kendall_mde`).
+    :func:`ckptgeo.claimtable.power.kendall_mde`).
     """
 
     id: str
@@ -72,9 +72,9 @@ class ClaimContext:
     Attributes
     ----------
     runs : DataFrame
-        :func:`ckptgeo.claims.table.grid_runs` of the events (one row per grid run, ``counted`` and ``hard`` flagged).
+        :func:`ckptgeo.claimtable.table.grid_runs` of the events (one row per grid run, ``counted`` and ``hard`` flagged).
     curves : dict
-        model -> :class:`ckptgeo.claims.chance.Curve` (its summary-layer RankMe; for the nulls).
+        model -> :class:`ckptgeo.claimtable.chance.Curve` (its summary-layer RankMe; for the nulls).
     accuracy : dict
         model -> (steps, accuracy, chance) arrays.
     config : AnalysisConfig or None
@@ -82,7 +82,7 @@ class ClaimContext:
         Work of the tests (counts, never seconds) and their seed; ``n_permutations`` is raised to
         :func:`holm_permutations` of the row count where smaller.
     n_power : int
-        Planted replicates per lead of the power analysis (:mod:`ckptgeo.claims.power`).
+        Planted replicates per lead of the power analysis (:mod:`ckptgeo.claimtable.power`).
     tables : mapping of str to DataFrame or None
         The analysis tables of the row's ``reads`` (``ctx.tables["events"]``); None where a table was not given.
     claim, source : str
@@ -107,7 +107,7 @@ class ClaimContext:
 
 # ------------------------------------------------------------------------------------------- the registry
 
-#: kinds of null copy (:mod:`ckptgeo.claims.calibrate`): ``iid`` and ``random_walk`` void the geometry's timing
+#: kinds of null copy (:mod:`ckptgeo.claimtable.calibrate`): ``iid`` and ``random_walk`` void the geometry's timing
 #: (each curve keeps its level), ``permuted`` voids which accuracy curve goes with which run of a schedule.
 NULLS = ("iid", "random_walk", "permuted")
 
@@ -141,10 +141,10 @@ def _check_row(name: str, obj) -> None:
                         f"{type(obj).__name__} {getattr(obj, '__qualname__', obj)!r}")
 
 
-#: Every claim row: the built-ins (each module of :mod:`ckptgeo.claims.rows` registers its own), those installed
+#: Every claim row: the built-ins (each module of :mod:`ckptgeo.claimtable.rows` registers its own), those installed
 #: packages declare in the ``ckptgeo.claims`` entry-point group, and those registered in this process; the table's
 #: order is :func:`claim_ids`.
-CLAIMS = Registry("claim", "ckptgeo.claims", {}, check=_check_row, package="ckptgeo.claims.rows")
+CLAIMS = Registry("claim", "ckptgeo.claims", {}, check=_check_row, package="ckptgeo.claimtable.rows")
 
 
 def claim_ids() -> list[str]:

@@ -8,10 +8,10 @@ import math
 import pandas as pd
 
 import ckptgeo.stats as stats
-from ckptgeo.claims.inference import cluster_interval
-from ckptgeo.claims.power import kendall_mde, tau_mde_text
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, MIN_CASES, TAU_MARGIN, holds_verdict, numeric, size_order
+from ckptgeo.claimtable.inference import cluster_interval
+from ckptgeo.claimtable.power import kendall_mde, tau_mde_text
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, MIN_CASES, TAU_MARGIN, holds_verdict, numeric, size_order
 
 
 def _floor_rows(runs: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -21,7 +21,7 @@ def _floor_rows(runs: pd.DataFrame, task: str) -> pd.DataFrame:
 
 def _floor_modular(ctx: ClaimContext) -> Claim:
     """Every size's mean floor over seeds with an interval of real coverage (t from 5 seeds, below that the exact
-    range with its coverage, one seed unbounded: :func:`ckptgeo.claims.inference.cluster_interval`, each seed its
+    range with its coverage, one seed unbounded: :func:`ckptgeo.claimtable.inference.cluster_interval`, each seed its
     own unit) against the band 2.0 +- 0.5; a verdict needs 95% coverage at every size."""
     r = _floor_rows(ctx.runs, "modular")
     parts, inside, outside, weak = [], [], [], []

@@ -24,8 +24,8 @@ import math
 import pandas as pd
 
 from ckptgeo.forecasting.evaluate import PAPER_CONCORDANCE, SPLITS, skill_verdict
-from ckptgeo.claims.registry import Claim, register_claim
-from ckptgeo.claims.verdicts import ALPHA, MIN_CASES, MIN_SETTINGS
+from ckptgeo.claimtable.registry import Claim, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, MIN_CASES, MIN_SETTINGS
 
 __all__ = ["forecast_geometry", "forecast_across_sizes", "hard_easy_concordance"]
 

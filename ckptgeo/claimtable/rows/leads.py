@@ -1,7 +1,7 @@
-"""The claim rows built on like-for-like leads (:mod:`ckptgeo.claims.leads`), with power before verdicts.
+"""The claim rows built on like-for-like leads (:mod:`ckptgeo.claimtable.leads`), with power before verdicts.
 
 * ``contrast`` (the **primary** row, judged at alpha without adjustment): geometry leads behaviour more on hard
-  settings than on easy ones -- :func:`ckptgeo.claims.inference.contrast` over runs matched on acquisition
+  settings than on easy ones -- :func:`ckptgeo.claimtable.inference.contrast` over runs matched on acquisition
   (:func:`matched`: the same checkpoint of one schedule).
 * ``precursor_hard``, ``loss`` ("holds" rows): the hard runs' RankMe onset leads accuracy's onset (the loss's
   onset); reproduced when the onset **tracks** behaviour (Kendall tau of the onset against behaviour's onset
@@ -14,7 +14,7 @@
 * ``tracking``: the Kendall tau split into pairs of one task (seeds) and pairs of two tasks.
 
 Every "not reproduced" of a holds row (and of the contrast) needs power >= 80% at the margin
-(:mod:`ckptgeo.claims.power`) **and** an upper bound below the margin: the planted curves carry measurement
+(:mod:`ckptgeo.claimtable.power`) **and** an upper bound below the margin: the planted curves carry measurement
 noise but not the spread of leads between settings, so power alone would overstate what a few settings exclude.
 """
 
@@ -27,11 +27,11 @@ import pandas as pd
 
 import ckptgeo.stats as stats
 from ckptgeo.events.curves import grid_run, summary_rows
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, MARGIN, MIN_CASES
-from ckptgeo.claims.inference import Interval, cluster_interval, contrast
-from ckptgeo.claims.leads import Behaviour, LeadMatrix, lead_matrix
-from ckptgeo.claims.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, MARGIN, MIN_CASES
+from ckptgeo.claimtable.inference import Interval, cluster_interval, contrast
+from ckptgeo.claimtable.leads import Behaviour, LeadMatrix, lead_matrix
+from ckptgeo.claimtable.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
 
 __all__ = ["behaviour", "lead_frame", "leads_table", "tracking_test", "whole_model_curves"]
 
@@ -72,7 +72,7 @@ def loss_curves(ctx: ClaimContext) -> dict:
 
 def whole_model_curves(ctx: ClaimContext, metric: str) -> dict:
     """Model -> Curve of a whole-model measure (layer -1); runs on one whole-model grid share a stratum."""
-    from ckptgeo.claims.chance import Curve
+    from ckptgeo.claimtable.chance import Curve
 
     curves = ctx.tables.get("curves")
     if curves is None or not len(curves):

@@ -6,15 +6,15 @@ import math
 
 import pandas as pd
 
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ci_text, fraction_text
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ci_text, fraction_text
 
 
 def precursor_rates(ctx: ClaimContext) -> pd.DataFrame:
     """RankMe's precursor rate (the summary layer's event status, as ``ckptgeo analyze`` counts it) by the
     analysis's difficulty (``summary/precursor_rates.parquet``'s groups) and by the study's hard / easy classes,
     each with the within-schedule permutation null and p-value of
-    :func:`ckptgeo.claims.chance.permutation_null` (the one null ``analyze`` uses, with the analysis's
+    :func:`ckptgeo.claimtable.chance.permutation_null` (the one null ``analyze`` uses, with the analysis's
     permutations and seed), so the two outputs agree number for number.
 
     Returns
@@ -25,8 +25,8 @@ def precursor_rates(ctx: ClaimContext) -> pd.DataFrame:
     """
     from ckptgeo.events.curves import run_rows
     from ckptgeo.analysis.config import AnalysisConfig
-    from ckptgeo.claims.chance import permutation_null
-    from ckptgeo.claims.inference import rate_interval
+    from ckptgeo.claimtable.chance import permutation_null
+    from ckptgeo.claimtable.inference import rate_interval
 
     cfg = ctx.config or AnalysisConfig()
     runs = ctx.runs[ctx.runs["counted"]]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ckptgeo.claims.registry import CLAIMS, ClaimContext, claim_ids
+from ckptgeo.claimtable.registry import CLAIMS, ClaimContext, claim_ids
 from ckptgeo.suites.tasks import PILOT_HARD
 
 __all__ = ["MIN_CASES", "MIN_SETTINGS", "ALPHA", "PROBE_GATE_ACCURACY", "VERDICTS", "MARGIN", "TAU_MARGIN",
@@ -106,7 +106,7 @@ def rules() -> dict:
     """Every rule and threshold the claim table uses (written into ``study.json`` and the dataset's
     ``summary/claims_rules.json``)."""
     from ckptgeo.analysis.config import AnalysisConfig
-    from ckptgeo.claims.chance import SUBSAMPLE_FACTORS
+    from ckptgeo.claimtable.chance import SUBSAMPLE_FACTORS
 
     return {"alpha": ALPHA, "min_cases": MIN_CASES, "min_settings": MIN_SETTINGS,
             "hard": "level >= 2, or (task, 1) in pilot_hard", "pilot_hard": sorted(map(list, PILOT_HARD)),
@@ -167,10 +167,10 @@ def ci_text(lo: float, hi: float) -> str:
 
 
 def rate_of(ctx: ClaimContext, rows: pd.DataFrame, flag: pd.Series) -> tuple[float, float, float, str]:
-    """A rate over runs with its interval (:func:`ckptgeo.claims.inference.rate_interval`: over settings, the
+    """A rate over runs with its interval (:func:`ckptgeo.claimtable.inference.rate_interval`: over settings, the
     seeds of a setting averaged first, never narrower than the exact interval of the count, never of zero width).
     Returns (rate, low, high, method; the method names a flag below 5 settings)."""
-    from ckptgeo.claims.inference import rate_interval
+    from ckptgeo.claimtable.inference import rate_interval
 
     if not len(flag):
         return math.nan, math.nan, math.nan, "none"
@@ -188,7 +188,7 @@ def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan, *, mde
     """Verdict of a claim that something holds, from its test's p-value over n cases (``floor_p``: the smallest
     p-value the test could give; at or above alpha the test cannot reject and the verdict is inconclusive).
 
-    ``mde``: the smallest effect the test detects with power >= 80% at this design (:mod:`ckptgeo.claims.power`);
+    ``mde``: the smallest effect the test detects with power >= 80% at this design (:mod:`ckptgeo.claimtable.power`);
     a failure to reject is *not reproduced* only where it is at or below ``margin`` (in ``unit``), else
     *inconclusive*. None (a row that states no power) keeps the failure as *not reproduced*."""
     if n < MIN_CASES or p is None or math.isnan(p):

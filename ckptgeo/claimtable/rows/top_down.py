@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 import ckptgeo.stats as stats
-from ckptgeo.claims.power import mean_kendall_mde, tau_mde_text
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, TAU_MARGIN, holds_verdict, numeric
+from ckptgeo.claimtable.power import mean_kendall_mde, tau_mde_text
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, TAU_MARGIN, holds_verdict, numeric
 from ckptgeo.events import curves as cv
 
 
@@ -104,7 +104,7 @@ def _top_down_noise(ctx: ClaimContext, tested: list, n_replicates: int) -> dict[
     """The top-down row's noise nulls: its mean tau over the same runs when every block's RankMe is noise at the
     block's own level and spread (:func:`ckptgeo.stats.noise.noise_curves_like`, kinds ``iid`` and
     ``random_walk``), collapse onsets found again by the events table's rule
-    (:meth:`~ckptgeo.analysis.summary.AnalysisConfig.collapse_onset`).
+    (:meth:`~ckptgeo.analysis.pipeline.AnalysisConfig.collapse_onset`).
 
     Each run gets ``n_replicates`` noise copies of its blocks; its null taus are those of the copies in which, as in
     the data, at least 3 blocks collapse with a defined tau (a run no copy makes so keeps its own onsets permuted

@@ -1,6 +1,6 @@
 """What the study's rules give by chance: the event rules re-run on the study's own curves.
 
-The claim table (:mod:`ckptgeo.claims.table`) judges each rate against a null built here from the same
+The claim table (:mod:`ckptgeo.claimtable.table`) judges each rate against a null built here from the same
 event rules :func:`ckptgeo.analysis.analyze` applies (:mod:`ckptgeo.events.detect`), so a rule change there
 moves the observed rate and its null together:
 

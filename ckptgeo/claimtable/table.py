@@ -1,19 +1,19 @@
 """The paper's claims, one row each, judged by a test against chance on a training grid's events.
 
-:func:`claim_table` is a pure function of the analysis tables (:class:`ckptgeo.analysis.summary.Analysis`:
+:func:`claim_table` is a pure function of the analysis tables (:class:`ckptgeo.analysis.pipeline.Analysis`:
 ``events``, ``probe_lead``, ``curves``, ``accuracy``) of a grid whose models are run folders named
 ``<task>-L<level>-<size>-s<seed>`` (:func:`ckptgeo.training.trainer.run_name`). It reads nothing and
 writes nothing; :mod:`ckptgeo.studies.reproduce` writes its result into ``reproduction.md``.
 
-Every row carries the measured value with its interval (over settings, :mod:`ckptgeo.claims.inference`; a
+Every row carries the measured value with its interval (over settings, :mod:`ckptgeo.claimtable.inference`; a
 rate's never narrower than the exact binomial interval of its count), the value the same rule gives
-by chance (:mod:`ckptgeo.claims.chance`: acquisition steps permuted across runs of one checkpoint schedule,
+by chance (:mod:`ckptgeo.claimtable.chance`: acquisition steps permuted across runs of one checkpoint schedule,
 noise curves at each run's schedule), the test's p-value, and a verdict from that test
-(:mod:`ckptgeo.claims.verdicts`: :data:`~ckptgeo.claims.verdicts.DEFINITIONS`, and every rule and threshold as
-:func:`~ckptgeo.claims.verdicts.rules`, written into the study's metadata).
+(:mod:`ckptgeo.claimtable.verdicts`: :data:`~ckptgeo.claimtable.verdicts.DEFINITIONS`, and every rule and threshold as
+:func:`~ckptgeo.claimtable.verdicts.rules`, written into the study's metadata).
 
-Each row is a registered function ``fn(ctx: ClaimContext) -> Claim`` (:mod:`ckptgeo.claims.registry`) that
-declares the analysis tables it reads; the built-in rows are the modules of :mod:`ckptgeo.claims.rows`.
+Each row is a registered function ``fn(ctx: ClaimContext) -> Claim`` (:mod:`ckptgeo.claimtable.registry`) that
+declares the analysis tables it reads; the built-in rows are the modules of :mod:`ckptgeo.claimtable.rows`.
 :func:`grid_runs` is the grid's runs as the rows see them (``ctx.runs``).
 """
 
@@ -27,8 +27,8 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 import ckptgeo.stats as stats
-from ckptgeo.claims.registry import CLAIMS, Claim, ClaimContext, claim_ids
-from ckptgeo.claims.verdicts import ALPHA, numeric, size_params
+from ckptgeo.claimtable.registry import CLAIMS, Claim, ClaimContext, claim_ids
+from ckptgeo.claimtable.verdicts import ALPHA, numeric, size_params
 from ckptgeo.events.curves import NOT_COUNTED, grid_run, preferred_variant, run_identity, run_rows, summary_rows
 from ckptgeo.suites.tasks import is_hard
 
@@ -81,7 +81,7 @@ def grid_runs(events: pd.DataFrame, metric: str = "rankme",
 def _contexts(runs: pd.DataFrame, curves: pd.DataFrame | None, accuracy: pd.DataFrame | None) -> tuple[dict, dict]:
     """Per run: its summary-layer RankMe curve (chance.Curve) and its accuracy curve."""
     from ckptgeo.events.acquisition_null import schedule
-    from ckptgeo.claims.chance import Curve
+    from ckptgeo.claimtable.chance import Curve
 
     acc_by, cur_by = {}, {}
     if accuracy is not None and len(accuracy):
@@ -191,7 +191,7 @@ def _adjusted(rows: list[Claim]) -> list[Claim]:
     """Holm over every tested row but the primary one; a verdict its raw p gave that the adjusted p does not
     keep becomes inconclusive (a "reproduced" that rested on p < alpha, a "not reproduced" absence that rested
     on a significant excess)."""
-    from ckptgeo.claims.inference import holm
+    from ckptgeo.claimtable.inference import holm
 
     family = [i for i, r in enumerate(rows) if r.kind not in ("primary", "descriptive") and r.p_value == r.p_value]
     adj = holm([rows[i].p_value for i in family])
@@ -219,8 +219,8 @@ def claim_context(events: pd.DataFrame, curves: pd.DataFrame | None, accuracy: p
 def spacing_table(events: pd.DataFrame, curves: pd.DataFrame, accuracy: pd.DataFrame, *, config=None,
                   hard: Callable[[str, int], bool] | None = None) -> pd.DataFrame:
     """Precursor rates of hard and easy runs with every k-th checkpoint kept
-    (:func:`ckptgeo.claims.chance.subsample_rates`): checkpoint spacing as a factor."""
-    from ckptgeo.claims.chance import subsample_rates
+    (:func:`ckptgeo.claimtable.chance.subsample_rates`): checkpoint spacing as a factor."""
+    from ckptgeo.claimtable.chance import subsample_rates
 
     runs = grid_runs(events, hard=hard)
     cur_by, acc_by = _contexts(runs, curves, accuracy)

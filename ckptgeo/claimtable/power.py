@@ -2,8 +2,8 @@
 
 Rank rows (a Kendall tau between sizes or against parameters) state theirs in tau: :func:`kendall_mde`; the
 top-down row (a mean tau over runs, each its own depth) :func:`mean_kendall_mde`. A row may say "not reproduced"
-only where its MDE is at or below the margin fixed in advance (:data:`ckptgeo.claims.table.MARGIN`
-checkpoints, :data:`ckptgeo.claims.table.TAU_MARGIN` in tau).
+only where its MDE is at or below the margin fixed in advance (:data:`ckptgeo.claimtable.table.MARGIN`
+checkpoints, :data:`ckptgeo.claimtable.table.TAU_MARGIN` in tau).
 
 Each judged run's curve is replaced by a smooth curve of its own size (RankMe: a fall by the run's own drop, then
 a recovery; other measures: a step by the run's own largest departure) with its onset planted ``d``
@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 import ckptgeo.stats as stats
-from ckptgeo.claims.leads import grid_index
+from ckptgeo.claimtable.leads import grid_index
 
 __all__ = ["LEADS", "POWER", "planted_curve", "plant", "power_at", "minimum_detectable", "kendall_mde",
            "mean_kendall_mde", "mde_text", "tau_mde_text"]

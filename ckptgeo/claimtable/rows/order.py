@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ckptgeo.claims.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
+from ckptgeo.claimtable.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
 from ckptgeo.events import acquisition_null
 from ckptgeo.events import curves as cv
 
@@ -40,7 +40,7 @@ def _order(ctx: ClaimContext) -> Claim:
 def _order_null(ctx: ClaimContext, curves: dict, judged: list[str], n_permutations: int | None = None):
     """Permutation null of the in-order rate (collapse < recovery onset <= acquisition) of ``curves``: the shared
     within-schedule null (:func:`ckptgeo.events.acquisition_null.rate_null`) with this outcome."""
-    from ckptgeo.claims.chance import events_at
+    from ckptgeo.claimtable.chance import events_at
 
     pool = [m for m, cv in curves.items() if cv.acquisition_step is not None]
 
@@ -59,9 +59,9 @@ def _order_null(ctx: ClaimContext, curves: dict, judged: list[str], n_permutatio
 
 def _order_power(ctx: ClaimContext, judged: list[str]) -> tuple[float, dict]:
     """The order row's MDE: RankMe curves planted with a collapse, then a recovery ``d`` checkpoints before
-    accuracy's onset (:mod:`ckptgeo.claims.power`), the row's permutation test rerun on them."""
+    accuracy's onset (:mod:`ckptgeo.claimtable.power`), the row's permutation test rerun on them."""
     from ckptgeo.analysis.config import AnalysisConfig
-    from ckptgeo.claims.rows.leads import behaviour
+    from ckptgeo.claimtable.rows.leads import behaviour
 
     beh = behaviour(ctx)
     judged = [m for m in judged if m in ctx.curves and m in beh]

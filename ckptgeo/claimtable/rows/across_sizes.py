@@ -8,9 +8,9 @@ import math
 import numpy as np
 
 import ckptgeo.stats as stats
-from ckptgeo.claims.power import kendall_mde, tau_mde_text
-from ckptgeo.claims.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claims.verdicts import ALPHA, MIN_SETTINGS, TAU_MARGIN, numeric, size_order
+from ckptgeo.claimtable.power import kendall_mde, tau_mde_text
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, MIN_SETTINGS, TAU_MARGIN, numeric, size_order
 
 
 def _across(ctx: ClaimContext, quantity: str) -> Claim:

@@ -13,7 +13,7 @@ lead its grid allows), so a rank statistic keeps it.
 The null (:class:`LeadMatrix`): run ``i``'s geometric curve against run ``j``'s behaviour, for every pair of
 runs that share a checkpoint schedule (their ``stratum``). Permuting which behaviour goes with which curve
 within a schedule keeps each curve's shape, its autocorrelation and the schedule, and breaks only the pairing;
-the identity gives the observed leads. The claim rows (:mod:`ckptgeo.claims.rows.leads`) and ``analyze``
+the identity gives the observed leads. The claim rows (:mod:`ckptgeo.claimtable.rows.leads`) and ``analyze``
 use this one null.
 """
 
@@ -114,7 +114,7 @@ def _onset_index(grid: np.ndarray, onset: ev.Onset) -> tuple[float, float]:
 
 def lead_matrix(curves: Mapping[str, object], behaviour: Mapping[str, Behaviour], *, config=None,
                 judged: Sequence[str] | None = None, own_only: bool = False) -> LeadMatrix | None:
-    """The :class:`LeadMatrix` of the runs in both ``curves`` (model -> :class:`ckptgeo.claims.chance.Curve`)
+    """The :class:`LeadMatrix` of the runs in both ``curves`` (model -> :class:`ckptgeo.claimtable.chance.Curve`)
     and ``behaviour`` (model -> :class:`Behaviour`).
 
     Only pairs on one schedule (the curves' ``stratum``) are computed; the pool is every run whose behaviour
