@@ -1,0 +1,122 @@
+"""Accuracy's onset is the start of its final rise, not the answer format (issue 48).
+
+Binary-answer runs start at accuracy 0 (no answer of the task's form yet), jump to about chance within a few steps
+and only later rise; the onset measured from chance fired on that jump (step 8 on all three hard runs below).
+Each shape test fails on the rule it replaces (the first checkpoint a tenth of the way from chance to the maximum).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ckptgeo.analysis import events as ev
+from ckptgeo.analysis import nulls
+from ckptgeo.analysis._accuracy_onset import accuracy_onset, format_level, held_maximum
+from ckptgeo.errors import InvalidParameterError
+from ckptgeo.training.trainer import checkpoint_steps
+
+#: the cpu preset's schedules (600 steps: compare, parity; 3000: multiplication), 40 checkpoints each
+SHORT = np.array(checkpoint_steps(600, 40))
+LONG = np.array(checkpoint_steps(3000, 40))
+
+
+def onset(steps, acc, chance):
+    """The onset as the analysis finds it: acquisition by the default rules, then the onset against it."""
+    a = ev.acquisition_step(steps, acc, None, ev.DEFAULT_WINDOW, chance)
+    return accuracy_onset(steps, acc, chance, acquisition=a.step), a
+
+
+def test_format_jump_then_plateau_above_chance():
+    # compare-L2-tiny-s1's shape: 0, 0, 0.005, 0.485, 0.595, then about 0.55 until the rise that acquires at 90
+    acc = np.r_[[0.0, 0.0, 0.005, 0.485, 0.595, 0.54, 0.545, 0.54, 0.615, 0.69, 0.76, 0.78, 0.82],
+                np.full(SHORT.size - 13, 0.9)]
+    o, a = onset(SHORT, acc, 0.5)
+    assert a.step == 90
+    assert o.step == 54, (o, a)           # the rule it replaces: step 8 (0.595 >= 0.5 + 0.1 * (0.9 - 0.5))
+    # from the first plateau after the format jump (median of 0.485, 0.595, 0.54), not from chance
+    assert o.level == pytest.approx(0.54 + 0.1 * (0.9 - 0.54))
+
+
+def test_format_jump_then_noise_below_chance():
+    # parity-L1-tiny-s2's shape: the same jump, then 0.45-0.52 for 200 steps, acquired at 252
+    noise = [0.4675, 0.4675, 0.4975, 0.4675, 0.4675, 0.5025, 0.4675, 0.4625, 0.455, 0.49, 0.4475, 0.45, 0.49]
+    acc = np.r_[[0.0, 0.0, 0.0, 0.4125, 0.5175], noise, [0.65, 0.8375, 0.9, 0.95], np.full(SHORT.size - 22, 0.97)]
+    o, a = onset(SHORT, acc, 0.5)
+    assert a.step == 252
+    assert o.step == 234, (o, a)          # the rule it replaces: step 8 (0.5175 >= 0.547)
+    assert o.level == pytest.approx(0.5 + 0.1 * 0.47)   # the format level is chance: the noise sits below it
+
+
+def test_plateau_of_a_trivial_strategy_is_not_the_onset():
+    # multiplication-L1-tiny-s3's shape: 0 until step 4, a plateau at 0.115 from step 8 to 94, acquired at 564
+    acc = np.r_[[0.0, 0.0, 0.0, 0.0], [0.115, 0.11, 0.12, 0.115, 0.115], [0.2, 0.3, 0.4, 0.48, 0.56, 0.62, 0.7],
+                np.linspace(0.72, 0.9, LONG.size - 16)]
+    o, a = onset(LONG, acc, 0.0002)
+    assert a.step == 564
+    assert o.step == 188, (o, a)          # the rule it replaces: step 8 (0.115 >= 0.0002 + 0.1 * 0.9)
+    assert format_level(acc, 0.0002, held_maximum(acc)[0], 3) == (0.115, 4)
+
+
+def test_curve_that_starts_at_chance_keeps_its_onset():
+    # no format jump: the onset is where it was under the rule measured from chance
+    steps = list(range(0, 100, 10))
+    acc = [0.5, 0.5, 0.52, 0.58, 0.6, 0.7, 0.9, 1.0, 1.0, 1.0]
+    o, a = onset(steps, acc, 0.5)
+    assert (o.step, o.level, a.step) == (30, pytest.approx(0.55), 60)
+    assert accuracy_onset(steps, acc, 0.5).step == 30   # anchored at the held maximum instead: the same stretch
+
+
+def test_curve_that_never_leaves_chance_has_no_onset():
+    steps = SHORT
+    assert accuracy_onset(steps, np.full(steps.size, 0.5), 0.5).status == "not_found"
+    # format jump, then chance to the end: no level above chance is held
+    flat = np.r_[[0.0, 0.0, 0.005], np.full(steps.size - 3, 0.5)]
+    o = accuracy_onset(steps, flat, 0.5)
+    assert (o.status, o.step) == ("not_found", None), o
+
+
+def test_a_rise_must_be_held_for_the_window():
+    steps = list(range(0, 120, 10))
+    acc = [0.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.7, 0.7]   # held at the last two only
+    assert accuracy_onset(steps, acc, 0.5).step == 100                  # reaches the last checkpoint: kept
+    acc = [0.0, 0.5, 0.5, 0.5, 0.5, 0.7, 0.7, 0.5, 0.5, 0.5, 0.5, 0.5]   # two checkpoints, then back to chance
+    o = accuracy_onset(steps, acc, 0.5)
+    assert (o.status, o.step) == ("not_found", None), o
+    assert "fewer than window=3" in o.reason
+
+
+def test_bad_inputs_are_refused_or_reported():
+    assert accuracy_onset([0], [0.5], 0.5).status == "no_data"
+    with pytest.raises(InvalidParameterError, match="window"):
+        accuracy_onset([0, 1, 2], [0.0, 0.5, 1.0], 0.5, window=0)
+    with pytest.raises(InvalidParameterError, match="recovery"):
+        accuracy_onset([0, 1, 2], [0.0, 0.5, 1.0], 0.5, fraction=0.0)
+
+
+def _binomial_at_chance(steps, seed, n_items=200):
+    rng = np.random.default_rng(seed)
+    acc = rng.binomial(n_items, 0.5, size=steps.size) / n_items
+    acc[:3] = [0.0, 0.0, 0.005]     # the format jump at step 4
+    return acc
+
+
+def test_noise_around_chance_fires_less_than_the_old_rule():
+    # the project's noise models (ckptgeo.analysis.nulls) on signal-free binary runs: a format jump, then
+    # binomial noise at chance over 200 items. The rule it replaces fired on every copy of every model (1.0).
+    fired, n = {k: 0 for k in nulls.NOISE_KINDS}, 0
+    for seed in range(5):
+        acc = _binomial_at_chance(SHORT, seed)
+        for kind in nulls.NOISE_KINDS:
+            copies = nulls.noise_curves_like(SHORT, acc, kind, n_curves=40, seed=seed)
+            for c in copies:
+                a = ev.acquisition_step(SHORT, c, None, 3, 0.5)
+                fired[kind] += accuracy_onset(SHORT, c, 0.5, acquisition=a.step).step is not None
+        n += 40
+    rates = {k: v / n for k, v in fired.items()}
+    assert all(r < 0.6 for r in rates.values()), rates
+    # and on the signal-free runs themselves
+    own = [accuracy_onset(SHORT, _binomial_at_chance(SHORT, s), 0.5).step for s in range(20)]
+    assert sum(o is not None for o in own) <= 10, own
