@@ -1,6 +1,6 @@
 """Live events: collapse, recovery onset and acquisition, reported as the curve arrives.
 
-Every event is what :mod:`ckptgeo.analysis.events` finds on the curve measured so far (the same
+Every event is what :mod:`ckptgeo.events.detect` finds on the curve measured so far (the same
 functions ``ckptgeo analyze`` applies afterwards), reported the first time it can be found, together
 with how long after its own step it became known and whether a later checkpoint can still move it.
 
@@ -20,11 +20,11 @@ What can be known online, and when:
 
 The acquisition event carries the precursor gap (acquisition step minus recovery onset) at the tracked layers,
 which is then the value ``ckptgeo analyze`` computes on the finished curve, with the same rules, declared once in
-:class:`ckptgeo.analysis.rules.EventRules` and applied by its methods: a collapse needs RankMe more than
+:class:`ckptgeo.events.rules.EventRules` and applied by its methods: a collapse needs RankMe more than
 ``min_drop`` (default 0.25) of its first value below it, and the gap is given in steps and checkpoints with its
 interval from the checkpoint grid; a gap within one checkpoint spacing is "unresolved", not a precursor
-(:func:`ckptgeo.analysis.events.precursor_gap`). It also carries accuracy's own onset (the start of its final rise
-from its format level, :meth:`ckptgeo.analysis.rules.EventRules.accuracy_onset`) on the curve so far; the analysis
+(:func:`ckptgeo.events.detect.precursor_gap`). It also carries accuracy's own onset (the start of its final rise
+from its format level, :meth:`ckptgeo.events.rules.EventRules.accuracy_onset`) on the curve so far; the analysis
 of the finished run may place it later, since accuracy's highest held level can still grow.
 """
 
@@ -34,8 +34,8 @@ import math
 from dataclasses import dataclass, field
 
 from ckptgeo._settings import replace_params, validate_params
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis.rules import EventRules
+from ckptgeo.events import detect as ev
+from ckptgeo.events.rules import EventRules
 
 __all__ = ["LiveEvent", "LiveTracker"]
 
@@ -71,7 +71,7 @@ class LiveEvent:
         Acquisition only: the gap in checkpoints.
     acc_onset_step : int or None
         Acquisition only: accuracy's own onset, the start of its final rise from its format level
-        (:meth:`ckptgeo.analysis.rules.EventRules.accuracy_onset`, on the curve so far; the analysis of the finished
+        (:meth:`ckptgeo.events.rules.EventRules.accuracy_onset`, on the curve so far; the analysis of the finished
         run takes the held maximum over the whole run, which may move it later).
     """
 
@@ -111,12 +111,12 @@ class LiveTracker:
     Parameters
     ----------
     rules : EventRules or None, default=None
-        The event rules (:class:`ckptgeo.analysis.rules.EventRules`, the same declaration and detector ``ckptgeo
+        The event rules (:class:`ckptgeo.events.rules.EventRules`, the same declaration and detector ``ckptgeo
         analyze`` uses; a :class:`ckptgeo.monitor.MonitorConfig` is one); None: their defaults.
     layers : "last", "all" or tuple of int, default="last"
         RankMe layers whose events are reported ("last": the deepest, the summary layer of ``analyze``).
     **settings
-        Any rule of :class:`~ckptgeo.analysis.rules.EventRules` by name, set on ``rules`` (``min_drop=0.3``).
+        Any rule of :class:`~ckptgeo.events.rules.EventRules` by name, set on ``rules`` (``min_drop=0.3``).
 
     Raises
     ------
