@@ -12,10 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import nulls
-from ckptgeo.analysis._accuracy_onset import accuracy_onset, format_level, held_maximum
+from ckptgeo.analysis.config import AnalysisConfig
 from ckptgeo.errors import InvalidParameterError
+from ckptgeo.events import detect as ev
+from ckptgeo.events.onsets import accuracy_onset, far_before, format_level, held_maximum
+from ckptgeo.events.rules import EventRules
+from ckptgeo.stats import noise as nulls
 from ckptgeo.training.trainer import checkpoint_steps
 
 #: the cpu preset's schedules (600 steps: compare, parity; 3000: multiplication), 40 checkpoints each
@@ -24,9 +26,9 @@ LONG = np.array(checkpoint_steps(3000, 40))
 
 
 def onset(steps, acc, chance):
-    """The onset as the analysis finds it: acquisition by the default rules, then the onset against it."""
-    a = ev.acquisition_step(steps, acc, None, ev.DEFAULT_WINDOW, chance)
-    return accuracy_onset(steps, acc, chance, acquisition=a.step), a
+    """The onset as every caller finds it (the rules object: acquisition, then the onset against it)."""
+    rules = EventRules()
+    return rules.accuracy_onset(steps, acc, chance), rules.acquisition(steps, acc, chance)
 
 
 #: accuracy (200 held-out items) of three hard runs of the cpu preset, trained again with `ckptgeo train` at its
@@ -130,3 +132,75 @@ def test_noise_around_chance_fires_less_than_the_old_rule():
     # and on the signal-free runs themselves
     own = [accuracy_onset(SHORT, _binomial_at_chance(SHORT, s), 0.5).step for s in range(20)]
     assert sum(o is not None for o in own) <= 10, own
+
+
+# ------------------------------------------------------------------------------------------ plumbing: one rule
+
+def _accuracy_table(**curves):
+    import pandas as pd
+
+    rows = []
+    for model, (steps, acc, chance, suite) in curves.items():
+        rows += [{"model": model, "suite": suite, "config_hash": "h", "step": int(s), "accuracy": float(a),
+                  "chance": chance, "n_items": 200} for s, a in zip(steps, acc)]
+    return pd.DataFrame(rows)
+
+
+#: a run whose accuracy climbs slowly from step 16: its onset lies in the first half of the checkpoints before
+#: its acquisition (step 234, index 18; onset step 18, index 6)
+SLOW = np.r_[[0.0, 0.0, 0.0, 0.5, 0.5, 0.5], np.linspace(0.56, 0.74, 12), [0.76, 0.8, 0.85], np.full(19, 0.9)]
+
+
+def test_the_acquisitions_and_events_tables_carry_the_onset_and_flag_far_ones():
+    from ckptgeo.analysis.curve_events import acquisitions
+    from ckptgeo.analysis.report import far_onsets_section
+
+    acc = _accuracy_table(**{"compare-L2-tiny-s1": (SHORT, COMPARE_L2_TINY_S1, 0.5, "compare-L2"),
+                             "slow": (SHORT, SLOW, 0.5, "compare-L2")})
+    cfg = AnalysisConfig()
+    table, behavior = acquisitions(acc, cfg)
+    got = table.set_index("model")[["acquisition_step", "acc_onset_step", "acc_onset_far"]]
+    assert got.loc["compare-L2-tiny-s1"].tolist() == [90, 72, False]
+    assert got.loc["slow"].tolist() == [234, 18, True], got
+    assert str(table["acc_onset_far"].dtype) == "boolean"
+    # the events table reads the same onset (the behaviour curve's) for each geometric curve of the run
+    b = behavior.groups[("compare-L2-tiny-s1", "compare-L2")]["h"]
+    assert (b.onset.step, b.acquisition.step) == (72, 90)
+    text = "".join(far_onsets_section(table, cfg))
+    assert "| slow" in text and "compare-L2-tiny-s1" not in text and "first 0.5 of the checkpoints" in text
+    assert "None of the 1 acquired" in "".join(far_onsets_section(table[table["model"] != "slow"], cfg))
+    assert cfg.rules()["far_onset"] == 0.5 and "format level" in cfg.rules()["accuracy_onset_rule"]
+
+
+def test_far_before_counts_checkpoints_on_the_measured_grid():
+    assert far_before(SHORT, 8, 90) is True                     # index 4 < 0.5 x 10
+    assert far_before(SHORT, 72, 90) is False                   # index 9
+    assert far_before(SHORT, 16, 90, fraction=0.4) is False     # index 5 >= 4
+    assert far_before(SHORT, None, 90) is None and far_before(SHORT, 8, None) is None
+    with pytest.raises(InvalidParameterError, match="far_onset"):
+        far_before(SHORT, 8, 90, fraction=0.0)
+    # the rules' method drops checkpoints whose accuracy was not measured before counting
+    acc = np.array(COMPARE_L2_TINY_S1, dtype=float)
+    acc[1:4] = np.nan
+    rules = EventRules()
+    on, acq = rules.accuracy_onset(SHORT, acc, 0.5), rules.acquisition(SHORT, acc, 0.5)
+    assert (on.step, acq.step) == (72, 90)
+    assert rules.onset_far(SHORT, acc, ev.Onset(8, 1, 0.5, "found"), acq) is True      # index 1 of 7 measured
+    assert EventRules(far_onset=0.1).onset_far(SHORT, acc, ev.Onset(8, 1, 0.5, "found"), acq) is False
+
+
+def test_the_claim_table_leads_and_the_monitor_read_the_same_onset():
+    from ckptgeo.claimtable.leads import Behaviour
+    from ckptgeo.monitor.live import LiveTracker
+
+    b = Behaviour(SHORT.astype(float), np.asarray(COMPARE_L2_TINY_S1), 0.5, 90)
+    assert b.onset(AnalysisConfig()).step == 72
+    tracker = LiveTracker()
+    for s, a in zip(SHORT, COMPARE_L2_TINY_S1):
+        tracker.update("compare-L2", int(s), accuracy=a, rankme={}, chance=0.5)
+    (acq,) = [e for e in tracker.events if e.kind == "acquisition"]
+    # known at step 126 (the window's last checkpoint), by the same rule on the curve so far: its held maximum is
+    # 0.77 there (0.925 on the finished run), so the level is 0.608 and 0.61 at step 54 crosses it
+    assert (acq.step, acq.acc_onset_step) == (90, 54), acq
+    assert "accuracy onset at step 54" in acq.message
+    assert EventRules().accuracy_onset(SHORT[:13], COMPARE_L2_TINY_S1[:13], 0.5).step == 54
