@@ -22,7 +22,8 @@ __all__ = ["onset_of_change", "held_departure", "accuracy_onset", "held_maximum"
 
 #: a rise of accuracy counts only when its held maximum stands more than this many noise standard deviations above
 #: its format level (the noise: :func:`~ckptgeo.stats.noise.robust_noise_sd`, the jitter of the curve's own
-#: checkpoint-to-checkpoint changes); the largest of 40 checkpoints of pure noise held at two is about 1.5 of them
+#: checkpoint-to-checkpoint changes). On 40 checkpoints of iid Gaussian noise the held maximum stands 1.1 s.d. above
+#: the median of the first three on average, and more than 3 in 2% of curves (20,000 curves, seed 0)
 NOISE_RISE = 3.0
 #: an accuracy onset in this first share of the checkpoints before acquisition lies far before it (:func:`far_before`)
 DEFAULT_FAR_ONSET = 0.5
