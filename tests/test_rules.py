@@ -34,7 +34,8 @@ def _parser():
 
 
 def test_every_rule_is_declared_once_with_the_defaults_of_the_events_module():
-    assert RULES == ["acc_threshold", "window", "recovery", "collapse_fraction", "min_drop", "resolution_checkpoints"]
+    assert RULES == ["acc_threshold", "window", "recovery", "collapse_fraction", "min_drop", "resolution_checkpoints",
+                     "far_onset"]
     d = EventRules()
     assert (d.window, d.recovery, d.collapse_fraction, d.min_drop, d.resolution_checkpoints) == (
         ev.DEFAULT_WINDOW, ev.DEFAULT_RECOVERY, ev.DEFAULT_COLLAPSE_FRACTION, ev.DEFAULT_MIN_DROP,
@@ -85,7 +86,7 @@ def test_min_drop_means_the_same_in_the_detector_analyze_and_the_monitor(min_dro
 def test_no_module_spells_a_rule_out_when_calling_the_events_functions():
     """Only the detector (EventRules' methods) passes a rule's value to ckptgeo.events.detect."""
     call = re.compile(r"\bev\.(curve_events|collapse_point|recovery_onset|precursor_gap|acquisition_at|"
-                      r"collapse_onset)\(")
+                      r"collapse_onset|accuracy_onset|far_before)\(")
     found = {str(p.relative_to(ROOT)): call.findall(p.read_text()) for p in (ROOT / "ckptgeo").rglob("*.py")
              if p.name != "rules.py" and call.search(p.read_text())}
     assert not found, found

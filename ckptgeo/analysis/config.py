@@ -23,6 +23,7 @@ from ckptgeo._io import atomic_path
 from ckptgeo._settings import Interval, declared, replace_params, setting, validate_params, with_settings_doc
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.events import detect as ev
+from ckptgeo.events.onsets import NOISE_RISE
 from ckptgeo.events.rules import EventRules
 from ckptgeo.store.schemas import EVENTS_COLUMNS
 
@@ -81,6 +82,12 @@ class AnalysisConfig(EventRules):
                                f"{self.resolution_checkpoints}")
         d["collapse_rule"] = f"RankMe minimum before acquisition more than {self.min_drop:g} of its first value below it"
         d["censoring_rule"] = (f"above threshold at the last checkpoints, fewer than window={self.window}: censored")
+        d["accuracy_onset_rule"] = (f"first checkpoint of the stretch held >= format level + {self.recovery:g} x "
+                                    f"(held maximum - format level) up to acquisition (else the held maximum), at "
+                                    f"least window={self.window} checkpoints; format level = max(chance, median of "
+                                    f"the first {self.window} checkpoints from where accuracy reaches half its "
+                                    f"pre-rise median); none within {NOISE_RISE:g} noise s.d.; far before "
+                                    f"acquisition when in its first {self.far_onset:g} of checkpoints")
         d["null"] = ("acquisition steps permuted across counted runs (permutation p, one-sided: rate above the "
                      "null); detector on noise copies of each run's curve at its own schedule: measurement jitter, iid noise at "
                      "the curve's own variance, random walks of that spread (false-positive rates)")

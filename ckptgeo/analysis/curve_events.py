@@ -191,6 +191,7 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
             "resolution_steps": opt_int(gap.resolution_steps), "status": gap.status, "reason": reason,
             "acc_onset_step": opt_int(acq_onset.step), "gap_acc_onset_steps": opt_int(vs_onset.gap_steps),
             "gap_acc_onset_checkpoints": opt_int(vs_onset.gap_checkpoints), "status_acc_onset": vs_onset.status,
+            "acc_onset_far": None if match is None else cfg.onset_far(match.steps, match.acc, acq_onset, acq),
             "loss_onset_step": opt_int(lo.step) if lo is not None else None,
             "gap_loss_onset_steps": opt_int(vs_loss.gap_steps) if vs_loss is not None else None,
             "gap_loss_onset_checkpoints": opt_int(vs_loss.gap_checkpoints) if vs_loss is not None else None,
@@ -200,6 +201,7 @@ def events_table(curves: pd.DataFrame, acc_groups: dict, classes: dict, cfg: Ana
             "acc_threshold": acq.threshold, "chance": math.nan if acq.chance is None else acq.chance,
             "window": cfg.window, "recovery": cfg.recovery, "collapse_fraction": cfg.collapse_fraction,
             "min_drop": cfg.min_drop, "resolution_checkpoints": cfg.resolution_checkpoints,
+            "far_onset": cfg.far_onset,
             "n_noise_curves": cfg.n_noise_curves,
             "n_permutations": cfg.n_permutations, "null_seed": cfg.seed, "confidence": cfg.confidence,
             "ckptgeo_version": version,
@@ -251,18 +253,20 @@ def acquisitions(accuracy: pd.DataFrame, cfg: AnalysisConfig,
                          "acquisition_step": opt_int(a.step), "status": a.status,
                          "at_first_checkpoint": a.at_first_checkpoint, "resolution_steps": opt_int(a.resolution_steps),
                          "spacing_after": opt_int(a.spacing_after), "censored_step": opt_int(a.censored_step),
-                         "acc_onset_step": opt_int(onset.step), "acc_threshold": a.threshold,
+                         "acc_onset_step": opt_int(onset.step), "acc_onset_far": cfg.onset_far(steps, accs, onset, a),
+                         "acc_threshold": a.threshold,
                          "chance": math.nan if a.chance is None else a.chance,
                          "window": cfg.window, "final_accuracy": final, "final_acc_low": f_low,
                          "final_acc_high": f_high, "n_items": f_n, "reason": a.reason})
     acq = pd.DataFrame(acq_rows, columns=CURVE_KEYS + ["n_checkpoints", "acquisition_step", "status",
                                                   "at_first_checkpoint", "resolution_steps", "spacing_after",
-                                                  "censored_step", "acc_onset_step", "acc_threshold",
-                                                  "chance", "window", "final_accuracy", "final_acc_low",
+                                                  "censored_step", "acc_onset_step", "acc_onset_far",
+                                                  "acc_threshold", "chance", "window", "final_accuracy", "final_acc_low",
                                                   "final_acc_high", "n_items", "reason"])
     for c in ("n_checkpoints", "acquisition_step", "resolution_steps", "spacing_after", "censored_step",
               "acc_onset_step", "window", "n_items"):
         acq[c] = acq[c].astype("Int64")
+    acq["acc_onset_far"] = acq["acc_onset_far"].astype("boolean")
     classes = difficulty_classes(acq, difficulty)
     if len(acq):
         acq.insert(3, "task", [classes.get((m, s), (s, ""))[0] for m, s in zip(acq["model"], acq["suite"])])

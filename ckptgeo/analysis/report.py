@@ -21,7 +21,7 @@ from ckptgeo._io import atomic_write_text
 from ckptgeo.events.curves import summary_rows
 
 __all__ = ["write_report", "markdown_text", "markdown_table", "with_run", "compare_view", "table_sections", "acquisitions_section",
-           "events_section", "precursor_rates_section", "precursor_rates_by_model_section", "top_down_section",
+           "far_onsets_section", "events_section", "precursor_rates_section", "precursor_rates_by_model_section", "top_down_section",
            "probe_lead_section", "across_sizes_section", "difficulty_slope_section", "seed_spread_section",
            "seed_events_section", "compare_section"]
 
@@ -141,8 +141,28 @@ def _runs(analysis):
 
 
 def acquisitions_section(analysis) -> list[str]:
-    return ["## Acquisition\n", markdown_table(with_run(analysis.acquisitions, _runs(analysis)).drop(
-        columns=["reason"], errors="ignore"))]
+    acq = analysis.acquisitions
+    parts = ["## Acquisition\n", markdown_table(with_run(acq, _runs(analysis)).drop(columns=["reason"],
+                                                                                     errors="ignore"))]
+    return parts + far_onsets_section(acq, analysis.config)
+
+
+def far_onsets_section(acquisitions: pd.DataFrame, config) -> list[str]:
+    """The runs whose accuracy onset lies far before their acquisition (column ``acc_onset_far``), listed, or a line
+    saying there are none (docs/definitions.md#accuracy-onset)."""
+    if acquisitions is None or "acc_onset_far" not in acquisitions.columns:
+        return []
+    far = acquisitions[acquisitions["acc_onset_far"].fillna(False).astype(bool)]
+    head = ["### Accuracy onsets far before acquisition\n",
+            f"Runs whose accuracy onset (the start of its final rise, from its format level) lies in the first "
+            f"{config.far_onset:g} of the checkpoints before their acquisition: a lead measured from such an onset "
+            f"is read with care (docs/definitions.md#accuracy-onset).\n"]
+    if far.empty:
+        n = int(acquisitions["acquisition_step"].notna().sum())
+        return head + [f"None of the {n} acquired curves.\n"]
+    cols = [c for c in ("model", "suite", "task", "difficulty", "acc_onset_step", "acquisition_step", "chance")
+            if c in far.columns]
+    return head + [markdown_table(far[cols], max_rows=200)]
 
 
 def events_section(analysis) -> list[str]:

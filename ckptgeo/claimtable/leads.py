@@ -1,8 +1,9 @@
 """Like-for-like leads: a geometric onset against behaviour's own onset under the same rule, per run and under the
 within-schedule null.
 
-A run's **lead** is accuracy's onset (:func:`ckptgeo.events.detect.accuracy_onset`: the first checkpoint at
-which accuracy has risen a tenth of the way from chance to its maximum) minus the geometric onset (RankMe's
+A run's **lead** is accuracy's onset (:func:`ckptgeo.events.detect.accuracy_onset`: the start of its final rise, the
+first checkpoint of the stretch held a tenth of the way from its format level to its held maximum up to
+acquisition; docs/definitions.md#accuracy-onset) minus the geometric onset (RankMe's
 recovery onset, or a whole-model measure's onset of change, :func:`ckptgeo.events.detect.curve_events`), in
 checkpoints of the geometric curve's grid and in steps. Positive: the geometry moved first. Both onsets are
 known to their checkpoint only (each lies in the interval ending at its checkpoint), so a lead carries the
@@ -41,13 +42,13 @@ class Behaviour:
     acquisition_step: int | None
     rising: bool = True
 
-    def onset(self, fraction: float) -> ev.Onset:
-        """Its onset under the geometry's rule: accuracy from chance; the loss's first fall of ``fraction`` of
+    def onset(self, rules) -> ev.Onset:
+        """Its onset under ``rules`` (an :class:`~ckptgeo.events.rules.EventRules`): accuracy's final rise from its
+        format level (:meth:`~ckptgeo.events.rules.EventRules.accuracy_onset`); the loss's first fall of ``recovery`` of
         its largest fall."""
         if self.rising:
-            return ev.accuracy_onset(self.steps, self.values, None if math.isnan(self.chance) else self.chance,
-                                     fraction=fraction)
-        return ev.onset_of_change(self.steps, self.values, fraction=fraction)
+            return rules.accuracy_onset(self.steps, self.values, None if math.isnan(self.chance) else self.chance)
+        return rules.change_onset(self.steps, self.values)
 
 
 def grid_index(grid: np.ndarray, step: float) -> int:
@@ -129,7 +130,7 @@ def lead_matrix(curves: Mapping[str, object], behaviour: Mapping[str, Behaviour]
         b = behaviour[m]
         if b.acquisition_step is None or len(b.steps) < 2 or b.acquisition_step <= float(np.min(b.steps)):
             continue
-        o = b.onset(cfg.recovery)
+        o = b.onset(cfg)
         if o.step is None:
             continue
         pool.append(m)

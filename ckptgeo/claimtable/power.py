@@ -61,16 +61,17 @@ def planted_curve(values: np.ndarray, kind: str, onset: int, rng: np.random.Gene
     return curve + rng.normal(0.0, sd, n) if sd > 0 else curve
 
 
-def plant(curves: Mapping[str, object], behaviour: Mapping, leads: Mapping[str, int], fraction: float,
+def plant(curves: Mapping[str, object], behaviour: Mapping, leads: Mapping[str, int], rules,
           rng: np.random.Generator) -> dict:
     """``curves`` with each run of ``leads`` replaced by a planted curve whose onset leads its accuracy onset by
-    ``leads[run]`` checkpoints (runs not in ``leads`` are kept as they are)."""
+    ``leads[run]`` checkpoints (runs not in ``leads`` are kept as they are); ``rules`` (an
+    :class:`~ckptgeo.events.rules.EventRules`) find the accuracy onset."""
     out = dict(curves)
     for m, d in leads.items():
         c, b = curves.get(m), behaviour.get(m)
         if c is None or b is None:
             continue
-        a = b.onset(fraction)
+        a = b.onset(rules)
         if a.step is None:
             continue
         at = grid_index(np.asarray(c.steps, dtype=float), a.step) - int(d)
@@ -79,15 +80,15 @@ def plant(curves: Mapping[str, object], behaviour: Mapping, leads: Mapping[str, 
 
 
 def power_at(detects: Callable[[dict], bool], curves: Mapping, behaviour: Mapping, who: Mapping[str, int],
-             *, n_power: int, fraction: float, seed: int = 0) -> float:
+             *, n_power: int, rules, seed: int = 0) -> float:
     """Share of ``n_power`` planted replicates (leads ``who``: run -> checkpoints) in which ``detects`` fires."""
     rng = np.random.default_rng(seed)
-    hits = sum(bool(detects(plant(curves, behaviour, who, fraction, rng))) for _ in range(n_power))
+    hits = sum(bool(detects(plant(curves, behaviour, who, rules, rng))) for _ in range(n_power))
     return hits / n_power if n_power else math.nan
 
 
 def minimum_detectable(detects: Callable[[dict], bool], curves: Mapping, behaviour: Mapping, judged,
-                       *, n_power: int, fraction: float, seed: int = 0, others: Mapping[str, int] | None = None,
+                       *, n_power: int, rules, seed: int = 0, others: Mapping[str, int] | None = None,
                        leads=LEADS) -> tuple[float, dict]:
     """(MDE in checkpoints, {lead: power}): the smallest planted lead of ``leads`` (in ``judged`` runs; the runs
     of ``others`` planted at their own leads, e.g. 0) detected with power >= :data:`POWER`; inf when none is.
@@ -95,7 +96,7 @@ def minimum_detectable(detects: Callable[[dict], bool], curves: Mapping, behavio
     table = {}
     for d in leads:
         who = {m: d for m in judged} | dict(others or {})
-        table[d] = power_at(detects, curves, behaviour, who, n_power=n_power, fraction=fraction, seed=seed + d)
+        table[d] = power_at(detects, curves, behaviour, who, n_power=n_power, rules=rules, seed=seed + d)
         if table[d] >= POWER:
             return float(d), table
     return math.inf, table

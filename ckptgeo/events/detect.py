@@ -47,14 +47,15 @@ from ckptgeo.events.records import (DEFAULT_ACC_THRESHOLD, DEFAULT_COLLAPSE_FRAC
                                           DEFAULT_RECOVERY, DEFAULT_RESOLUTION_CHECKPOINTS, DEFAULT_WINDOW,
                                           FLAT_TOLERANCE, Acquisition, Collapse, Gap, Onset, check_fraction,
                                           clean_curve, clean_error, found_onset, spacing_after, spacing_before)
-from ckptgeo.events.onsets import accuracy_onset, collapse_onset, onset_of_change, probe_onset
+from ckptgeo.events.onsets import (DEFAULT_FAR_ONSET, accuracy_onset, collapse_onset, far_before, onset_of_change,
+                                   probe_onset)
 from ckptgeo.errors import InvalidParameterError
 
 __all__ = [
     "DEFAULT_ACC_THRESHOLD", "DEFAULT_WINDOW", "DEFAULT_RECOVERY", "DEFAULT_COLLAPSE_FRACTION", "DEFAULT_MIN_DROP",
-    "DEFAULT_RESOLUTION_CHECKPOINTS", "Acquisition", "Collapse", "Onset", "Gap", "CurveEvents",
+    "DEFAULT_RESOLUTION_CHECKPOINTS", "DEFAULT_FAR_ONSET", "Acquisition", "Collapse", "Onset", "Gap", "CurveEvents",
     "acquisition_threshold", "acquisition_step", "acquisition_at", "collapse_point", "recovery_onset",
-    "onset_of_change", "accuracy_onset", "collapse_onset", "probe_onset", "precursor_gap", "curve_events",
+    "onset_of_change", "accuracy_onset", "far_before", "collapse_onset", "probe_onset", "precursor_gap", "curve_events",
 ]
 
 

@@ -3,7 +3,8 @@ analysis's settings (the rules plus the probe, null and verdict settings) extend
 :class:`ckptgeo.analysis.config.AnalysisConfig`.
 
 :class:`EventRules` declares each rule (acquisition threshold and window, recovery fraction, collapse-onset
-fraction, the smallest drop that is a collapse, the grid resolution below which a gap is not a precursor) with
+fraction, the smallest drop that is a collapse, the grid resolution below which a gap is not a precursor, how far
+before acquisition an accuracy onset is flagged) with
 :func:`ckptgeo._settings.setting`: its default, what it admits, its description and its command-line flag.
 From that one declaration come the ``ckptgeo analyze`` flags (:func:`ckptgeo._settings.add_flags`), the
 monitor's options (:class:`ckptgeo.monitor.MonitorConfig` is an :class:`EventRules`), the checks
@@ -61,6 +62,10 @@ class EventRules:
         ev.DEFAULT_RESOLUTION_CHECKPOINTS, "A gap of at most this many checkpoints (or one spacing in steps) is "
         "\"unresolved\", not a precursor.", admits=(Interval(int, 0, None),), flag="--resolution-checkpoints",
         help="a gap of at most this many checkpoints is 'unresolved', not a precursor (default %(default)s)")
+    far_onset: float = setting(
+        ev.DEFAULT_FAR_ONSET, "An accuracy onset in this first share of the checkpoints before acquisition lies far "
+        "before it (``acc_onset_far``, :func:`ckptgeo.events.detect.far_before`).",
+        admits=(Interval(float, 0, 1, closed="right"),))
 
     def acquisition(self, steps: Sequence[float], acc: Sequence[float], chance: float | None = None) -> ev.Acquisition:
         """Acquisition on an accuracy curve (:func:`~ckptgeo.events.detect.acquisition_step`)."""
@@ -72,8 +77,19 @@ class EventRules:
         return ev.acquisition_at(steps, step, window=self.window)
 
     def accuracy_onset(self, steps: Sequence[float], acc: Sequence[float], chance: float | None = None) -> ev.Onset:
-        """Where accuracy starts to rise (:func:`~ckptgeo.events.detect.accuracy_onset`)."""
-        return ev.accuracy_onset(steps, acc, chance, fraction=self.recovery)
+        """Where accuracy's final rise starts, from its format level, against the acquisition these rules find
+        (:func:`~ckptgeo.events.detect.accuracy_onset`: ``recovery`` of the way to its held maximum, held for
+        ``window`` checkpoints)."""
+        a = self.acquisition(steps, acc, chance)
+        return ev.accuracy_onset(steps, acc, chance, fraction=self.recovery, window=self.window, acquisition=a.step)
+
+    def onset_far(self, steps: Sequence[float], acc: Sequence[float], onset: ev.Onset,
+                  acquisition: ev.Acquisition) -> bool | None:
+        """Whether accuracy's ``onset`` lies in the first ``far_onset`` of the checkpoints before ``acquisition`` on
+        the grid of the measured accuracies ``acc`` (:func:`~ckptgeo.events.detect.far_before`; None when either
+        is missing)."""
+        s, _ = ev.clean_curve(steps, acc, "acc")
+        return ev.far_before(s, onset.step, acquisition.step, fraction=self.far_onset)
 
     def collapse(self, steps: Sequence[float], values: Sequence[float], acquisition: int | None) -> ev.Collapse:
         """The collapse before ``acquisition`` (:func:`~ckptgeo.events.detect.collapse_point`)."""

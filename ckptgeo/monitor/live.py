@@ -18,12 +18,14 @@ What can be known online, and when:
   reached; it is provisional for the same reason and final from acquisition on. A recovery after
   acquisition (lagging) is final when seen.
 
-The acquisition event carries the precursor gap (acquisition step minus recovery onset) at the
-tracked layers, which is then the value ``ckptgeo analyze`` computes on the finished curve, with the
-same rules, declared once in :class:`ckptgeo.events.rules.EventRules` and applied by its methods: a collapse
-needs RankMe more than ``min_drop`` (default 0.25) of its first value below it, and
-the gap is given in steps and checkpoints with its interval from the checkpoint grid; a gap within one
-checkpoint spacing is "unresolved", not a precursor (:func:`ckptgeo.events.detect.precursor_gap`).
+The acquisition event carries the precursor gap (acquisition step minus recovery onset) at the tracked layers,
+which is then the value ``ckptgeo analyze`` computes on the finished curve, with the same rules, declared once in
+:class:`ckptgeo.events.rules.EventRules` and applied by its methods: a collapse needs RankMe more than
+``min_drop`` (default 0.25) of its first value below it, and the gap is given in steps and checkpoints with its
+interval from the checkpoint grid; a gap within one checkpoint spacing is "unresolved", not a precursor
+(:func:`ckptgeo.events.detect.precursor_gap`). It also carries accuracy's own onset (the start of its final rise
+from its format level, :meth:`ckptgeo.events.rules.EventRules.accuracy_onset`) on the curve so far; the analysis
+of the finished run may place it later, since accuracy's highest held level can still grow.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ class LiveEvent:
         "synchronous", "lagging", "no_onset", "acquired_at_start").
     gap_checkpoints : int or None
         Acquisition only: the gap in checkpoints.
+    acc_onset_step : int or None
+        Acquisition only: accuracy's own onset, the start of its final rise from its format level
+        (:meth:`ckptgeo.events.rules.EventRules.accuracy_onset`, on the curve so far; the analysis of the finished
+        run takes the held maximum over the whole run, which may move it later).
     """
 
     kind: str
@@ -81,6 +87,7 @@ class LiveEvent:
     message: str = ""
     gap_status: str | None = None
     gap_checkpoints: int | None = None
+    acc_onset_step: int | None = None
 
     @property
     def delay_steps(self) -> int:
@@ -206,6 +213,10 @@ class LiveTracker:
             "at the first checkpoint"
         parts = [f"{suite}: acquisition at step {a.step} ({since}; accuracy {acc:.3g} > {a.threshold:g} for "
                  f"{a.window} checkpoints), confirmed at step {now} ({now - a.step} steps later)"]
+        ao = self.rules.accuracy_onset(t.steps, t.acc, t.chance)
+        parts.append(f"accuracy onset at step {ao.step} (accuracy >= {ao.level:.3g}, {self.rules.recovery:g} of "
+                     f"the way from its format level to its highest held accuracy so far)" if ao.step is not None
+                     else f"no accuracy onset ({ao.reason})")
         gap_steps = gap_ck = status = None
         for layer in self._layers(t):
             o = onsets.get(layer)
@@ -230,7 +241,7 @@ class LiveTracker:
             parts.append(f"L{layer} collapse {col}, recovery {o.step if o.step is not None else '-'}: "
                          f"{g.status}, {what}")
         return LiveEvent("acquisition", suite, None, a.step, now, float(acc), True, False, gap_steps,
-                         "; ".join(parts), status, gap_ck)
+                         "; ".join(parts), status, gap_ck, ao.step)
 
     def status(self) -> str:
         """One line per the latest step: ``L2 RankMe 1.1 (collapsed at 207) · acc 0.02`` per suite."""

@@ -91,12 +91,13 @@ SCHEMAS: dict[str, pa.Schema] = {
                                            ("ckptgeo_version", _s)] + REVISION_GROUP + REVISION_SECONDS),
     # one row per (model, suite, config_hash, metric, layer): ckptgeo.analysis.pipeline (analyze); every event
     # with its spacing on both sides, the gap with its interval from the grid and in checkpoints, accuracy at
-    # acquisition with its binomial interval, the gap against accuracy's own onset, the detector's rate on noise
-    # at this schedule (summary layer only: jitter_fpr on measurement jitter, iid_fpr on iid noise at the curve's
-    # own variance, walk_fpr on random walks of that spread; ckptgeo.stats.noise), the checkpoints left out
-    # (n_unconverged: a budget cut the estimate short; n_negative: a negative LLC), the onset against the task
-    # loss's own onset (loss_onset_step ..., same rule; the loss itself is a row with metric "loss", layer -1),
-    # and every rule's setting.
+    # acquisition with its binomial interval, the gap against accuracy's own onset (acc_onset_far: that onset lies
+    # in the first far_onset of the checkpoints before acquisition; docs/definitions.md#accuracy-onset), the
+    # detector's rate on noise at this schedule (summary layer only: jitter_fpr on measurement jitter, iid_fpr on
+    # iid noise at the curve's own variance, walk_fpr on random walks of that spread; ckptgeo.stats.noise), the
+    # checkpoints left out (n_unconverged: a budget cut the estimate short; n_negative: a negative LLC), the onset
+    # against the task loss's own onset (loss_onset_step ..., same rule; the loss itself is a row with metric
+    # "loss", layer -1), and every rule's setting.
     "events": pa.schema([
         ("model", _s), ("suite", _s), ("config_hash", _s), ("task", _s), ("difficulty", _s), ("metric", _s),
         ("layer", _i), ("centered", _b), ("seed", _i), ("n_checkpoints", _i), ("first_step", _i), ("last_step", _i),
@@ -108,14 +109,14 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("onset_spacing_after", _i), ("collapse_onset_step", _i), ("precursor", _b), ("gap_steps", _i),
         ("gap_checkpoints", _i), ("gap_low_steps", _i), ("gap_high_steps", _i), ("resolution_steps", _i),
         ("status", _s), ("reason", _s), ("acc_onset_step", _i), ("gap_acc_onset_steps", _i),
-        ("gap_acc_onset_checkpoints", _i), ("status_acc_onset", _s),
+        ("gap_acc_onset_checkpoints", _i), ("status_acc_onset", _s), ("acc_onset_far", _b),
         ("loss_onset_step", _i), ("gap_loss_onset_steps", _i), ("gap_loss_onset_checkpoints", _i),
         ("status_loss_onset", _s),
         ("jitter_fpr", _f), ("jitter_fpr_low", _f), ("jitter_fpr_high", _f), ("iid_fpr", _f), ("iid_fpr_low", _f),
         ("iid_fpr_high", _f), ("walk_fpr", _f), ("walk_fpr_low", _f), ("walk_fpr_high", _f),
         ("jitter_relative_sd", _f), ("own_relative_sd", _f), ("n_unconverged", _i), ("n_negative", _i),
         ("acc_threshold", _f), ("chance", _f), ("window", _i), ("recovery", _f),
-        ("collapse_fraction", _f), ("min_drop", _f), ("resolution_checkpoints", _i),
+        ("collapse_fraction", _f), ("min_drop", _f), ("resolution_checkpoints", _i), ("far_onset", _f),
         ("n_noise_curves", _i), ("n_permutations", _i), ("null_seed", _i), ("confidence", _f),
         ("ckptgeo_version", _s)] + EVENT_TOKENS),
     "compare": pa.schema(IDENTITY + [("layer", _i), ("block", _s), ("metric", _s), ("against", _s), ("partner", _s),

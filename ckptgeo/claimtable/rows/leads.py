@@ -205,9 +205,8 @@ def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, pow
 
         from ckptgeo.analysis.config import AnalysisConfig
 
-        fraction = (cfg or AnalysisConfig()).recovery
-        mde, table = minimum_detectable(detects, curves, beh, judged, n_power=ctx.n_power, fraction=fraction,
-                                        seed=ctx.seed)
+        mde, table = minimum_detectable(detects, curves, beh, judged, n_power=ctx.n_power,
+                                        rules=cfg or AnalysisConfig(), seed=ctx.seed)
     return lm, mine, with_onset, iv, res, null, mde, table
 
 
@@ -307,7 +306,7 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     mde, table = (math.inf, {})
     if c.min_p < ctx.alpha:
         mde, table = minimum_detectable(detects, ctx.curves, beh, hard, n_power=ctx.n_power,
-                                        fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed,
+                                        rules=ctx.config or AnalysisConfig(), seed=ctx.seed,
                                         others={m: 0 for m in easy})
     if c.p_value != c.p_value:
         return Claim("contrast", ctx.claim, "hard: precursor (100%); easy: none",

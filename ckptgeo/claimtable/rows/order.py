@@ -71,7 +71,7 @@ def _order_power(ctx: ClaimContext, judged: list[str]) -> tuple[float, dict]:
         return r is not None and r.p_value < ctx.alpha
 
     return minimum_detectable(detects, ctx.curves, beh, judged, n_power=ctx.n_power,
-                              fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed)
+                              rules=ctx.config or AnalysisConfig(), seed=ctx.seed)
 
 
 @register_claim(id="order", order=20,
