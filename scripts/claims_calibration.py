@@ -23,7 +23,7 @@ import argparse
 import numpy as np
 
 from ckptgeo.analysis import stats
-from ckptgeo.studies.claim_leads import matched, tracking_test
+from ckptgeo.studies.claim_leads import tracking_test
 from ckptgeo.studies.designs import CPU_DESIGN, SMALL_DESIGN, lead_matrix_of, synthetic_leads
 from ckptgeo.studies.inference import contrast
 from ckptgeo.studies.units import adjusted_contrast
@@ -46,7 +46,7 @@ def _new_contrast(runs, n_permutations, seed) -> bool:
 def _tracking(runs, n_permutations, seed, units: bool) -> bool:
     lm = lead_matrix_of(runs)
     r = tracking_test(lm, runs["model"].tolist(), n_permutations=n_permutations, seed=seed,
-                      units=runs["setting"].tolist() if units else None)
+                      units=(runs["setting"] if units else runs["model"]).tolist())
     return r is not None and r.p_value < ALPHA
 
 
