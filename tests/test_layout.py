@@ -7,8 +7,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: the layers, top (0) to bottom; a package imports only from layers strictly below its own (or from itself),
 #: so two packages of one layer never import each other and the package graph has no cycles either
-LAYER = {"__main__": -1, "cli": 0, "studies": 1, "training": 2, "monitor": 3, "forecasting": 3.5, "engine": 4, "analysis": 4,
-         "sources": 5, "metrics": 5, "store": 5, "suites": 6}
+LAYER = {"__main__": -1, "cli": 0, "studies": 1, "claimtable": 1.5, "training": 2, "monitor": 3, "forecasting": 3.5,
+         "engine": 4, "analysis": 4, "events": 4.3, "stats": 4.6, "sources": 5, "metrics": 5, "store": 5, "suites": 6}
 BOTTOM = 7  # _registry, _params, _io, _threads, errors, constants, the package's __init__
 
 

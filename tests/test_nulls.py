@@ -1,4 +1,4 @@
-"""Telling a precursor from chance (issue 19): the statistics of ckptgeo.analysis.stats and the event rules on
+"""Telling a precursor from chance (issue 19): the statistics of ckptgeo.stats and the event rules on
 synthetic curves with known answers and on pure noise."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest, kstest
 
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import stats as st
+from ckptgeo.events import detect as ev
+import ckptgeo.stats as st
 from ckptgeo.errors import InvalidParameterError
 
 #: the demo's hard schedule (addition-L1: 1000 steps, 50 checkpoints; trainer.checkpoint_steps)

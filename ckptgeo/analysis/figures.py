@@ -32,7 +32,7 @@ import pandas as pd
 
 from ckptgeo._registry import Registry
 from ckptgeo.analysis import plotting as pl
-from ckptgeo.analysis.curves import preferred_variant, run_accuracy, run_curves, summary_event, summary_rows
+from ckptgeo.events.curves import preferred_variant, run_accuracy, run_curves, summary_event, summary_rows
 from ckptgeo.analysis.plotting import constant_layers, with_gaps
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
@@ -215,7 +215,7 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     Path or None
         None when there is no event for ``metric``.
     """
-    from ckptgeo.analysis.runs_table import params_text
+    from ckptgeo.events.runs import params_text
     from ckptgeo.analysis.tables import model_size
 
     e = summary_rows(analysis.events)
@@ -439,7 +439,7 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
     ----------
     runs : DataFrame
         One row per run with ``task``, ``level``, ``size``, ``n_parameters``, ``seed``, ``status`` and
-        ``gap_steps`` (:func:`ckptgeo.studies.claims.runs_table`).
+        ``gap_steps`` (:func:`ckptgeo.claimtable.table.runs_table`).
     path : path
         The PNG to write.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis.curves import summary_rows
+from ckptgeo.events.curves import summary_rows
 
 __all__ = ["markdown_text", "markdown_table", "with_run", "compare_view", "table_sections", "acquisitions_section",
            "events_section", "precursor_rates_section", "precursor_rates_by_model_section", "top_down_section",

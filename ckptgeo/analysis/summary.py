@@ -1,7 +1,7 @@
 """Precursor-gap analysis of a ckptgeo dataset: events per curve and the summaries built on them.
 
 :func:`analyze` reads the dataset's ``geometry``, ``behavior`` and (if present) ``probes`` and
-``revisions`` tables, applies :mod:`ckptgeo.analysis.events` to every (model, suite, config_hash,
+``revisions`` tables, applies :mod:`ckptgeo.events.detect` to every (model, suite, config_hash,
 metric, layer) curve, and writes what it finds next to the input::
 
     DIR/
@@ -17,7 +17,7 @@ metric, layer) curve, and writes what it finds next to the input::
         ├── across_sizes.parquet    collapse floors / acquisition steps of one task at different sizes
         ├── seed_spread.parquet     precursor rates across seeds (empty with one seed)
         ├── difficulty_slope.parquet, seed_events.parquet
-        └── runs.csv, runs.tex      one row per run for a paper (:mod:`ckptgeo.analysis.runs_table`)
+        └── runs.csv, runs.tex      one row per run for a paper (:mod:`ckptgeo.events.runs`)
     compare/compare.parquet         the cross-checkpoint step, where the dataset holds artifacts/
 
 Each table is written by a registered **step** (:mod:`ckptgeo.analysis.steps`; the built-ins are
@@ -70,7 +70,7 @@ import pandas as pd
 from ckptgeo.analysis.config import (EVENTS_SCHEMA, RULES_KEY, Analysis, AnalysisConfig, config_from, read_rules,
                                      write_table)
 from ckptgeo.analysis.steps import INPUTS, all_steps, order_steps, run_steps
-from ckptgeo.analysis.curves import CURVE_KEYS
+from ckptgeo.events.curves import CURVE_KEYS
 from ckptgeo.analysis.tables import (clean_behavior, clean_geometry, loss_curves, require_columns, check_x, leave_out_grouped,
                                     model_size, split_seed)
 from ckptgeo.analysis.view import EVENT_VIEW, events_legend, events_text, events_view, read_runs, run_labels
@@ -144,7 +144,7 @@ def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
         (:func:`ckptgeo.analysis.tables.events_in_tokens`); "tokens" needs the dataset's ``tokens`` column.
     config : AnalysisConfig or None, default=None
         The analysis settings (:class:`~ckptgeo.analysis.config.AnalysisConfig`: the event rules of
-        :class:`~ckptgeo.analysis.rules.EventRules`, the probe, null and verdict settings); None: the defaults.
+        :class:`~ckptgeo.events.rules.EventRules`, the probe, null and verdict settings); None: the defaults.
     **settings
         Any field of :class:`~ckptgeo.analysis.config.AnalysisConfig` by name, set on ``config``
         (``min_drop=0.3``, ``window=5``, ``n_noise_curves=0``); its declaration gives the default and the range.

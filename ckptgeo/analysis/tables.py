@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo._io import safe_name
-from ckptgeo.analysis.curves import CURVE_KEYS, split_seed
+from ckptgeo.events.curves import CURVE_KEYS, model_size, split_seed
 from ckptgeo.errors import DatasetLayoutError
 from ckptgeo.sources.groups import grouped_revisions, groups_of
 
@@ -35,9 +35,6 @@ X_AXES = ("steps", "tokens")
 logger = logging.getLogger(__name__)
 
 _LEVEL = re.compile(r"^(?P<task>.+)-L(?P<level>\d+)$")
-_PARAMS = re.compile(r"(?<![\d.a-z])(\d+(?:\.\d+)?)([kmbt])(?![a-z0-9])", re.I)
-_SHAPE = re.compile(r"(?<![\d.])(\d+)x(\d+)(?![\d.])", re.I)
-_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
 
 # --------------------------------------------------------------------------------------------- cleaning
@@ -324,24 +321,6 @@ def clean_behavior(beh: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------ labelling
-
-def model_size(name: str) -> float:
-    """Parameter count parsed from a model name; NaN when the name does not say.
-
-    Examples
-    --------
-    >>> model_size("EleutherAI/pythia-2.8b-deduped"), model_size("modular-4x256-s1"), model_size("gpt2")
-    (2800000000.0, 3145728.0, nan)
-    """
-    base = str(name).rsplit("/", 1)[-1]
-    m = _PARAMS.search(base)
-    if m:
-        return float(m.group(1)) * _SCALE[m.group(2).lower()]
-    m = _SHAPE.search(base)
-    if m:
-        return 12.0 * int(m.group(1)) * int(m.group(2)) ** 2
-    return math.nan
-
 
 @lru_cache(maxsize=256)
 def _header_difficulty(suite: str) -> str | None:

@@ -38,12 +38,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "analyze", help="find acquisition, collapse, recovery and precursor gaps in a scanned dataset",
         description="Read DIR's geometry/behavior/probes tables, write the events table, summaries, figures "
-                    "and report.md (definitions: `python -m pydoc ckptgeo.analysis.events`; after Billa, "
+                    "and report.md (definitions: `python -m pydoc ckptgeo.events.detect`; after Billa, "
                     "arXiv:2602.15997).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="dataset folder written by `ckptgeo scan` (its --out)")
     from ckptgeo._settings import add_flags
-    from ckptgeo.analysis.rules import AnalysisConfig
+    from ckptgeo.analysis.config import AnalysisConfig
 
     p.set_defaults(analysis_settings=add_flags(p, AnalysisConfig))   # the declared flags: rules, probe, nulls
     p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR): a "

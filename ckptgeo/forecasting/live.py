@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ckptgeo.analysis import events as ev
+from ckptgeo.events import detect as ev
 from ckptgeo.forecasting.data import RunCurves, runs_from_tables
 from ckptgeo.forecasting.calibrate import FitCache, widen, widening
 from ckptgeo.forecasting.evaluate import ForecastConfig, primary_split, split_groups
@@ -85,7 +85,7 @@ def read_runs(root: str | os.PathLike, *, acc_threshold: float | None = None,
         ``root`` holds no behaviour table.
     """
     from ckptgeo.analysis.event_table import acquisitions
-    from ckptgeo.analysis.rules import config_from
+    from ckptgeo.analysis.config import config_from
     from ckptgeo.analysis.summary import read_inputs
     from ckptgeo.errors import DatasetLayoutError
     from ckptgeo.store.dataset import read_table

@@ -93,7 +93,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # with its spacing on both sides, the gap with its interval from the grid and in checkpoints, accuracy at
     # acquisition with its binomial interval, the gap against accuracy's own onset, the detector's rate on noise
     # at this schedule (summary layer only: jitter_fpr on measurement jitter, iid_fpr on iid noise at the curve's
-    # own variance, walk_fpr on random walks of that spread; ckptgeo.analysis.nulls), the checkpoints left out
+    # own variance, walk_fpr on random walks of that spread; ckptgeo.stats.noise), the checkpoints left out
     # (n_unconverged: a budget cut the estimate short; n_negative: a negative LLC), the onset against the task
     # loss's own onset (loss_onset_step ..., same rule; the loss itself is a row with metric "loss", layer -1),
     # and every rule's setting.

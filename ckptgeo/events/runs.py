@@ -28,6 +28,7 @@ from typing import Mapping
 import pandas as pd
 
 from ckptgeo._io import atomic_write_text
+from ckptgeo.events.curves import model_size, run_identity, run_rows
 
 __all__ = ["RUNS_COLUMNS", "RUNS_UNITS", "runs_table", "runs_latex", "write_runs_table", "write_runs_files", "params_text"]
 
@@ -89,9 +90,6 @@ def runs_table(events: pd.DataFrame, *, metric: str = "rankme",
         Steps as nullable integers (missing: no such event), ``floor`` as float, ``level`` as a nullable
         integer (missing for a suite that is not a task level).
     """
-    from ckptgeo.analysis.curves import run_identity, run_rows
-    from ckptgeo.analysis.tables import model_size
-
     e = run_rows(events, metric)
     if e is None or e.empty:
         return pd.DataFrame(columns=RUNS_COLUMNS)
