@@ -29,8 +29,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Analyse DATASET's tables and judge each claim of arXiv:2602.15997 with its test (the "
                     "hard-minus-easy contrast of leads is the primary row; the others are Holm-adjusted). "
                     "--calibrate K reruns every row on K null copies of each kind (iid noise at each curve's own "
-                    "variance, random walks, accuracy permuted within schedules) and reports how often each "
-                    "row reads 'reproduced' there.",
+                    "variance, random walks, accuracy permuted within schedules, whole settings' accuracy exchanged "
+                    "within schedules) and reports how often each row reads 'reproduced' there. "
+                    "Python: ckptgeo.claims(DATASET).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset", metavar="DATASET", help="a study folder (holding dataset/) or a scanned dataset")
     p.add_argument("--calibrate", type=int, default=0, metavar="K", help="null copies of each kind (default 0: none)")
@@ -44,36 +45,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _run_claims(args: argparse.Namespace) -> int:
     import sys
-    from pathlib import Path
 
-    from ckptgeo.errors import DatasetLayoutError
-    from ckptgeo.claimtable.calibrate import calibrate, calibration_table, dataset_claims
-    from ckptgeo.studies.report import write_claims
+    from ckptgeo.studies.claims_api import claims, dataset_folder
 
-    root = Path(args.dataset)
-    study = root if (root / "dataset").is_dir() else None
-    dataset = root / "dataset" if study else root
-    if not (dataset / "geometry").exists():
-        raise DatasetLayoutError(f"{dataset} holds no geometry table: give a study folder or a scanned dataset "
-                                 f"(`ckptgeo scan ... --out DIR`).", path=str(dataset))
+    dataset, _ = dataset_folder(args.dataset)
     # the analysis and the claim table take minutes on a study of 60 runs: say what is under way
     print(f"claims: analysing {dataset} and judging each claim ({args.n_permutations} relabellings a test, "
-          f"{args.power} planted replicates a lead for power) ...", file=sys.stderr, flush=True)
-    table, analysis = dataset_claims(dataset, n_permutations=args.n_permutations, n_power=args.power,
-                                     seed=args.seed)
-    print(f"claims: {len(table)} rows judged" + (f"; calibrating on {args.calibrate} null copies of each kind"
-                                                  if args.calibrate > 0 else ""), file=sys.stderr, flush=True)
-    calib = None
-    if args.calibrate > 0:
-        def progress(i, total, text):
-            print(f"calibration {i}/{total}: {text}", file=sys.stderr, flush=True)
+          f"{args.power} planted replicates a lead for power)"
+          + (f"; then {args.calibrate} null copies of each kind" if args.calibrate > 0 else "") + " ...",
+          file=sys.stderr, flush=True)
 
-        runs = calibrate(analysis, args.calibrate, n_permutations=min(args.n_permutations, 199),
-                         n_power=min(args.power, 10), seed=args.seed, progress=progress)
-        calib = calibration_table(runs)
-    paths = write_claims(dataset, table, analysis, calib, study=study)
-    view = table[["id", "verdict", "p_value", "p_holm"]].to_string(index=False)
-    print(view)
+    def progress(i, total, text):
+        print(f"calibration {i}/{total}: {text}", file=sys.stderr, flush=True)
+
+    table = claims(args.dataset, calibrate=args.calibrate, n_permutations=args.n_permutations, n_power=args.power,
+                   seed=args.seed, progress=progress)
+    calib, paths = table.attrs["calibration"], table.attrs["paths"]
+    print(table[["id", "verdict", "p_value", "p_holm"]].to_string(index=False))
     if calib is not None:
         bad = calib[~calib["ok"]]
         print(f"calibration: {len(calib)} row x null cells, {len(bad)} above alpha"

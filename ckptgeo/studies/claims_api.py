@@ -84,8 +84,8 @@ def claims(dir: str | os.PathLike, *, calibrate: int = 0, n_permutations: int = 
     >>> table.set_index("id").loc["contrast", "verdict"]      # doctest: +SKIP
     'inconclusive'
     """
-    from ckptgeo.studies.calibrate import calibrate as run_calibration
-    from ckptgeo.studies.calibrate import calibration_table, dataset_claims
+    from ckptgeo.claimtable.calibrate import calibrate as run_calibration
+    from ckptgeo.claimtable.calibrate import calibration_table, dataset_claims
     from ckptgeo.studies.report import write_claims
 
     dataset, study = dataset_folder(dir)

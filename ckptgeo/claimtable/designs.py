@@ -105,9 +105,9 @@ def synthetic_leads(design: Sequence[Setting], rng: np.random.Generator, *, hard
 
 
 def lead_matrix_of(runs: pd.DataFrame):
-    """The :class:`ckptgeo.studies.leads.LeadMatrix` of :func:`synthetic_leads`' runs (grid spacing one step a
+    """The :class:`ckptgeo.claimtable.leads.LeadMatrix` of :func:`synthetic_leads`' runs (grid spacing one step a
     checkpoint): run i's geometric onset against run j's accuracy onset, for runs of one schedule."""
-    from ckptgeo.studies.leads import LeadMatrix
+    from ckptgeo.claimtable.leads import LeadMatrix
 
     n = len(runs)
     acc = runs["acc_onset"].to_numpy(float)

@@ -23,8 +23,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ckptgeo.analysis import stats
-from ckptgeo.analysis.stat_types import PermutationResult
+from ckptgeo.stats.permutation import p_value
+from ckptgeo.stats.results import PermutationResult
 
 __all__ = ["unit_orders", "smallest_p", "unit_permutation_test"]
 
@@ -109,7 +109,7 @@ def unit_permutation_test(statistic: Callable[[np.ndarray], float], units: Seque
     Parameters
     ----------
     statistic : callable, ``order -> float``
-        As :func:`ckptgeo.analysis.stats.permutation_test`: item ``i`` takes the label of item ``order[i]``
+        As :func:`ckptgeo.stats.permutation_test`: item ``i`` takes the label of item ``order[i]``
         (the identity gives the observed value). NaN results are dropped from the null.
     units, strata, n_permutations, seed
         As :func:`unit_orders`.
@@ -134,5 +134,5 @@ def unit_permutation_test(statistic: Callable[[np.ndarray], float], units: Seque
     finite = null[np.isfinite(null)]
     mean = float(finite.mean()) if finite.size else math.nan
     lo, hi = (float(np.quantile(finite, 0.025)), float(np.quantile(finite, 0.975))) if finite.size else (math.nan,) * 2
-    return PermutationResult(observed, stats.p_value(observed, null, alternative, exact), mean, lo, hi,
+    return PermutationResult(observed, p_value(observed, null, alternative, exact), mean, lo, hi,
                              int(null.size), exact, int(seed), alternative, null)

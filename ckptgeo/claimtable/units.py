@@ -2,7 +2,7 @@
 acquisition time accounted for.
 
 A **setting** is (task, level, size) (:func:`setting_of`). Its seeds share the task's geometry and its timing, so
-every test of a claim row relabels whole settings (:mod:`ckptgeo.analysis.units`), never single runs.
+every test of a claim row relabels whole settings (:mod:`ckptgeo.stats.units`), never single runs.
 
 * :func:`adjusted_contrast` -- the primary row: each setting's mean lead regressed on difficulty and on the
   checkpoint at which the setting acquires (an intercept and a slope per schedule), the difficulty coefficient
@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ckptgeo.analysis import stats
-from ckptgeo.analysis.units import unit_orders
+from ckptgeo.stats.permutation import p_value
+from ckptgeo.stats.units import unit_orders
 
 __all__ = ["AdjustedContrast", "adjusted_contrast", "setting_of"]
 
@@ -44,7 +44,7 @@ def setting_of(model_or_run) -> str:
     >>> setting_of("parity-L1-tiny-s2"), setting_of("EleutherAI/pythia-160m")
     ('parity-L1-tiny', 'EleutherAI/pythia-160m')
     """
-    from ckptgeo.analysis.curves import grid_run
+    from ckptgeo.events.curves import grid_run
 
     run = grid_run(str(model_or_run))
     return f"{run['task']}-L{run['level']}-{run['size']}" if run else str(model_or_run)
@@ -176,7 +176,7 @@ def adjusted_contrast(leads: pd.DataFrame, *, n_permutations: int = 999, seed: i
     orders, exact = unit_orders(s["setting"].astype(str).tolist(), s["schedule"].astype(str).tolist(),
                                 n_permutations=n_permutations, seed=seed)
     b_null, _, _ = _t_of_first(x, fitted0[None, :] + resid0[orders])
-    p = stats.p_value(round(est, 9), np.round(b_null, 9), "greater", exact) if math.isfinite(est) else math.nan
+    p = p_value(round(est, 9), np.round(b_null, 9), "greater", exact) if math.isfinite(est) else math.nan
     t_obs = est / se if se > 0 else math.nan
     half = max(float(sps.t.ppf(1 - alpha / 2, df)) * se, floor)
     min_p = 1.0 / len(orders) if exact else 1.0 / (len(orders) + 1)
