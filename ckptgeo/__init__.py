@@ -47,7 +47,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 #: public name -> the module that defines it (imported on first access of the name)
 _FACADE = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
-    "analyze": "ckptgeo.analysis.summary", "combine": "ckptgeo.metrics.cross",
+    "analyze": "ckptgeo.analysis.pipeline", "combine": "ckptgeo.metrics.cross",
     "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
     "claims": "ckptgeo.studies.claims_api",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
@@ -71,7 +71,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ckptgeo.analysis.figures import FIGURES, register_figure
     from ckptgeo.analysis.steps import STEPS, register_step
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
     from ckptgeo.claimtable.registry import CLAIMS, register_claim
     from ckptgeo.engine.config import ScanConfig
     from ckptgeo.engine.plan import plan_scan
@@ -91,10 +91,18 @@ if TYPE_CHECKING:
     from ckptgeo.training.sizes import build_config
 
 
+#: modules of ckptgeo's own packages above the analysis that register analysis steps and figures (as an installed
+#: package's entry points would): imported before the facade hands out an analysis name
+_EXTENSIONS = ("ckptgeo.forecasting.tables",)
+_ANALYSIS_NAMES = ("analyze", "STEPS", "register_step", "FIGURES", "register_figure")
+
+
 def __getattr__(name: str):
     if name in _FACADE:
         import importlib
 
+        for module in _EXTENSIONS if name in _ANALYSIS_NAMES else ():
+            importlib.import_module(module)
         value = getattr(importlib.import_module(_FACADE[name]), name)
         globals()[name] = value
         return value

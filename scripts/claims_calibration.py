@@ -34,12 +34,12 @@ ALPHA = 0.05
 def _old_contrast(runs, n_permutations, seed) -> bool:
     frame = runs.assign(stratum=[f"{s}|{a}" for s, a in zip(runs["schedule"], runs["acquisition"])],
                         setting=runs["model"])
-    c = contrast(frame, n_permutations=n_permutations, seed=seed)
+    c = contrast(frame, alpha=ALPHA, n_permutations=n_permutations, seed=seed)
     return bool(c.p_value < ALPHA)
 
 
 def _new_contrast(runs, n_permutations, seed) -> bool:
-    c = adjusted_contrast(runs, n_permutations=n_permutations, seed=seed)
+    c = adjusted_contrast(runs, alpha=ALPHA, n_permutations=n_permutations, seed=seed)
     return bool(c.p_value < ALPHA and c.low > 0)
 
 

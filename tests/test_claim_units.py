@@ -53,30 +53,30 @@ def test_adjusted_contrast_finds_a_planted_lead_that_hard_settings_acquiring_lat
         for seed in range(3):
             rows.append({"setting": f"s{k}", "schedule": "a", "hard": hard, "acquisition": acq, "seed": seed,
                          "lead": float(acq - 8 + (seed - 1) * 0.5)})
-    null = adjusted_contrast(pd.DataFrame(rows), n_permutations=199)
+    null = adjusted_contrast(pd.DataFrame(rows), n_permutations=199, alpha=ALPHA)
     assert null.p_value >= ALPHA and null.low < 0 < null.high, null
     assert null.n_settings == 12 and null.n_runs == 36 and null.slope == pytest.approx(1.0, abs=0.05)
     planted = pd.DataFrame(rows).assign(lead=lambda f: f["lead"] + 4.0 * f["hard"])
-    found = adjusted_contrast(planted, n_permutations=199)
+    found = adjusted_contrast(planted, n_permutations=199, alpha=ALPHA)
     assert found.estimate == pytest.approx(4.0, abs=0.3) and found.p_value < ALPHA and found.low > 0, found
 
 
 def test_adjusted_contrast_says_why_it_cannot_test():
     one_side = pd.DataFrame({"setting": ["a", "b"], "schedule": "s", "hard": [True, True], "acquisition": [3, 4],
                              "lead": [1.0, 2.0]})
-    assert "both are needed" in adjusted_contrast(one_side).flag
+    assert "both are needed" in adjusted_contrast(one_side, alpha=ALPHA).flag
     collinear = pd.DataFrame({"setting": list("abcd"), "schedule": "s", "hard": [True, True, False, False],
                               "acquisition": [20, 20, 12, 12], "lead": [5.0, 6.0, 1.0, 2.0]})
-    c = adjusted_contrast(collinear)
+    c = adjusted_contrast(collinear, alpha=ALPHA)
     assert math.isnan(c.p_value) and "not separable" in c.flag, c
     few = pd.DataFrame({"setting": list("abcd"), "schedule": "s", "hard": [True, False, True, False],
                         "acquisition": [1, 2, 3, 5], "lead": [5.0, 1.0, 6.0, 2.0]})
-    c = adjusted_contrast(few)
+    c = adjusted_contrast(few, alpha=ALPHA)
     assert c.min_p == pytest.approx(1 / 24) and c.p_value >= c.min_p and c.exact
 
 
 def _rejects_contrast(runs, seed):
-    c = adjusted_contrast(runs, n_permutations=199, seed=seed)
+    c = adjusted_contrast(runs, n_permutations=199, seed=seed, alpha=ALPHA)
     return c.p_value < ALPHA and c.low > 0
 
 
@@ -161,9 +161,9 @@ def test_the_setting_null_exchanges_whole_settings_accuracy_within_a_schedule():
 
 def _few(ctx, tasks):
     """``ctx`` with only ``tasks``' runs counted (the others not acquired)."""
-    runs = ctx.runs.assign(counted=ctx.runs["task"].isin(tasks))
-    return ctx.__class__(runs, ctx.curves, ctx.accuracy, n_permutations=ctx.n_permutations, seed=ctx.seed,
-                         tables=ctx.tables, n_power=ctx.n_power)
+    import dataclasses
+
+    return dataclasses.replace(ctx, runs=ctx.runs.assign(counted=ctx.runs["task"].isin(tasks)))
 
 
 def test_the_primary_row_states_the_runs_settings_and_schedules_it_used():

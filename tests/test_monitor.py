@@ -151,7 +151,7 @@ def _trainer_run(tmp_path, n_steps=120, batch=128, every=10):
 def test_trainer_callback_rows_equal_a_scan_of_the_saved_checkpoints(tmp_path, single_thread, caplog):
     import pandas as pd
 
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
     from ckptgeo.engine.scan import scan
     from ckptgeo.suites.items import write_jsonl
 
@@ -253,7 +253,7 @@ def test_ckptgeo_train_monitor_writes_what_a_scan_of_its_checkpoints_measures(tm
     # runs.csv / runs.tex of the monitor's folder name the model's size: its name ("copy-L1") gives none, so the
     # parameter count the monitor recorded (models.json), equal to the trainer's own count
     from ckptgeo.events.runs import params_text
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
 
     n_params = json.loads((run / "manifest.json").read_text())["model"]["n_parameters"]
     assert json.loads((run / "monitor" / "models.json").read_text()) == {"copy-L1": {"n_parameters": n_params}}

@@ -265,7 +265,7 @@ def _noise_dataset(root, n_runs: int, *, seed: int, lead: int | None = None, sd:
 
 def test_analyze_on_noise_states_its_false_positive_rate_and_finds_no_precursor(tmp_path):
     from ckptgeo.analysis import analyze
-    from ckptgeo.analysis.summary import read_rules
+    from ckptgeo.analysis.pipeline import read_rules
 
     res = analyze(_noise_dataset(tmp_path / "noise", 24, seed=4), n_noise_curves=100, n_permutations=299)
     r = res.precursor_rates.iloc[0]

@@ -1,10 +1,10 @@
 """Precursor-gap analysis: when each capability arrived, and whether the geometry moved first, over a whole
 dataset as DataFrames (the events of one curve are :mod:`ckptgeo.events`, the statistics :mod:`ckptgeo.stats`).
 
-* :mod:`ckptgeo.analysis.summary`: :func:`analyze` over a whole dataset: it runs the registered steps
+* :mod:`ckptgeo.analysis.pipeline`: :func:`analyze` over a whole dataset: it runs the registered steps
   (:mod:`ckptgeo.analysis.steps`, ``STEPS``; the built-ins in :mod:`ckptgeo.analysis.builtin_steps`) in
   dependency order, writing ``events/``, ``summary/`` and ``compare/`` tables. The steps call
-  :mod:`~ckptgeo.analysis.event_table` (events per curve) and :mod:`~ckptgeo.analysis.summary_tables`
+  :mod:`~ckptgeo.analysis.curve_events` (events per curve) and :mod:`~ckptgeo.analysis.across_runs`
   (rates and their nulls, top-down, probe lead, sizes, seeds); :mod:`~ckptgeo.analysis.config` holds
   :class:`AnalysisConfig` and :class:`Analysis`, :mod:`~ckptgeo.analysis.view` the console view.
 * :mod:`ckptgeo.analysis.figures`: the PNGs ``ckptgeo analyze`` writes, each a function of an
@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "summary", "figures",
+__all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "pipeline", "figures",
            "steps", "STEPS", "register_step",
            "plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps", "plot_all",
            "write_report"]
 
-_LAZY = {"analyze": "summary", "Analysis": "config", "AnalysisConfig": "config", "events_text": "view",
-         "summary": None, "figures": None, "steps": None,
+_LAZY = {"analyze": "pipeline", "Analysis": "config", "AnalysisConfig": "config", "events_text": "view",
+         "pipeline": None, "figures": None, "steps": None,
          "STEPS": "steps", "register_step": "steps",
          "write_report": "report",
          **{name: "figures" for name in ("plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps",

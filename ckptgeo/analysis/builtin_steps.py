@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 
-from ckptgeo.analysis import report_sections as rs
-from ckptgeo.analysis import summary_tables as sm
-from ckptgeo.analysis.event_table import acquisitions, events_table
+from ckptgeo.analysis import report as rs
+from ckptgeo.analysis import across_runs as sm
+from ckptgeo.analysis.curve_events import acquisitions, events_table
 from ckptgeo.events.runs import runs_table, write_runs_files
 from ckptgeo.events.curves import summary_rows
 from ckptgeo.analysis.steps import register_step
-from ckptgeo.analysis.tables import events_in_tokens, model_size
+from ckptgeo.analysis.inputs import events_in_tokens
+from ckptgeo.events.curves import model_size
 from ckptgeo.store.schemas import SCHEMAS
 
 

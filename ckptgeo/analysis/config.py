@@ -2,7 +2,7 @@
 
 :class:`AnalysisConfig` holds every rule and threshold (the event rules of :class:`ckptgeo.events.rules.EventRules`
 and the probe, null and verdict settings, each declared once here; validated by :func:`validate_config`);
-:class:`Analysis` is what :func:`ckptgeo.analysis.summary.analyze` returns: its tables by name
+:class:`Analysis` is what :func:`ckptgeo.analysis.pipeline.analyze` returns: its tables by name
 (``Analysis.tables``; the built-in ones also as attributes). :func:`write_table` writes one table as
 Parquet with the rules in its metadata, :func:`read_rules` reads them back.
 """
@@ -126,7 +126,7 @@ def _table(name: str, doc: str) -> property:
 
 @dataclass(frozen=True, eq=False)
 class Analysis:
-    """What :func:`~ckptgeo.analysis.summary.analyze` found: every table its steps wrote, by name.
+    """What :func:`~ckptgeo.analysis.pipeline.analyze` found: every table its steps wrote, by name.
 
     The built-in tables (each a DataFrame, possibly empty) are also attributes: ``analysis.events`` is
     ``analysis.tables["events"]``. A step that an installed package adds (:mod:`ckptgeo.analysis.steps`) puts
@@ -164,7 +164,7 @@ class Analysis:
     probes : DataFrame or None
         The dataset's probes table (grouped revisions left out), for the probe figures.
     left_out : DataFrame or None
-        The revisions left out and why (:data:`ckptgeo.analysis.tables.LEFT_OUT_COLUMNS`).
+        The revisions left out and why (:data:`ckptgeo.analysis.inputs.LEFT_OUT_COLUMNS`).
     config : AnalysisConfig
     root, out : Path
         The dataset read and the folder written (the same unless ``out`` was given).

@@ -106,7 +106,7 @@ def _t_of_first(x: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return beta[:, 0], np.sqrt(sigma2 * c00), beta
 
 
-def adjusted_contrast(leads: pd.DataFrame, *, n_permutations: int = 999, seed: int = 0, alpha: float = 0.05,
+def adjusted_contrast(leads: pd.DataFrame, *, alpha: float, n_permutations: int = 999, seed: int = 0,
                       floor: float = 1.0) -> AdjustedContrast:
     """The primary contrast (module docstring): hard minus easy setting-mean lead, adjusted for when each setting
     acquires within its schedule.
@@ -119,8 +119,8 @@ def adjusted_contrast(leads: pd.DataFrame, *, n_permutations: int = 999, seed: i
         acquired on that schedule).
     n_permutations, seed : int
         Relabellings of the settings within schedules; every one where there are at most ``n_permutations``.
-    alpha : float, default=0.05
-        The interval is 1 - alpha.
+    alpha : float
+        The interval is 1 - alpha (the analysis's alpha; no default).
     floor : float, default=1.0
         Smallest half-width of the interval (a lead is known to +-1 checkpoint).
 
@@ -142,7 +142,7 @@ def adjusted_contrast(leads: pd.DataFrame, *, n_permutations: int = 999, seed: i
     --------
     >>> rows = [{"setting": f"s{k}", "hard": k % 2 == 1, "schedule": "a", "acquisition": k,
     ...          "lead": 0.5 * k + 4.0 * (k % 2)} for k in range(8)]
-    >>> r = adjusted_contrast(pd.DataFrame(rows))
+    >>> r = adjusted_contrast(pd.DataFrame(rows), alpha=0.05)
     >>> round(r.estimate, 2), r.p_value < 0.05, r.n_settings
     (4.0, True, 8)
     """

@@ -109,12 +109,13 @@ def _refuse_checkpoint_folder(folder: str) -> None:
 
 def _run_analyze(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.report import write_report
-    from ckptgeo.analysis.summary import analyze, events_text, read_runs
+    from ckptgeo.analysis.pipeline import analyze, events_text, read_runs
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
     import pandas as pd
 
     _refuse_checkpoint_folder(args.dir)
 
-    from ckptgeo.analysis.tables import left_out_text
+    from ckptgeo.analysis.inputs import left_out_text
 
     keep = args.keep_grouped
     keep = keep.split(",") if keep not in (None, "latest") else keep

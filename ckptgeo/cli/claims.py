@@ -35,11 +35,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset", metavar="DATASET", help="a study folder (holding dataset/) or a scanned dataset")
     p.add_argument("--calibrate", type=int, default=0, metavar="K", help="null copies of each kind (default 0: none)")
-    p.add_argument("--n-permutations", type=int, default=999, help="relabellings per test (default 999)")
-    p.add_argument("--power", type=int, default=40, help="planted replicates per lead in the power analysis "
-                                                          "(default 40)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the nulls and copies (default 0)")
-    p.set_defaults(func=_run_claims)
+    from ckptgeo._settings import add_flags
+    from ckptgeo.claimtable.registry import ClaimSettings
+
+    names = add_flags(p, ClaimSettings)   # declared once, with their defaults; a study's recorded ones come first
+    for action in p._actions:
+        if action.dest in names:   # None marks "not given": the recorded value, else the declared default, applies
+            action.help, action.default = action.help.replace("%(default)s", str(action.default)), None
+    p.set_defaults(func=_run_claims, claim_settings=names)
+    p.epilog += ("\nsettings: --n-permutations, --power and --seed default to what the study's (or an earlier "
+                 "`ckptgeo claims`') summary/claims_rules.json records, so the table repeats the study's numbers; "
+                 "else to the defaults above.\n")
     return p
 
 
@@ -50,16 +56,15 @@ def _run_claims(args: argparse.Namespace) -> int:
 
     dataset, _ = dataset_folder(args.dataset)
     # the analysis and the claim table take minutes on a study of 60 runs: say what is under way
-    print(f"claims: analysing {dataset} and judging each claim ({args.n_permutations} relabellings a test, "
-          f"{args.power} planted replicates a lead for power)"
+    print(f"claims: analysing {dataset} and judging each claim"
           + (f"; then {args.calibrate} null copies of each kind" if args.calibrate > 0 else "") + " ...",
           file=sys.stderr, flush=True)
 
     def progress(i, total, text):
         print(f"calibration {i}/{total}: {text}", file=sys.stderr, flush=True)
 
-    table = claims(args.dataset, calibrate=args.calibrate, n_permutations=args.n_permutations, n_power=args.power,
-                   seed=args.seed, progress=progress)
+    given = {name: getattr(args, name) for name in args.claim_settings}
+    table = claims(args.dataset, calibrate=args.calibrate, progress=progress, **given)
     calib, paths = table.attrs["calibration"], table.attrs["paths"]
     print(table[["id", "verdict", "p_value", "p_holm"]].to_string(index=False))
     if calib is not None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["model_size", "CURVE_KEYS", "NOT_COUNTED", "Reading", "reading", "preferred_variant", "summary_layer", "summary_rows",
+__all__ = ["model_size", "with_defaults", "CURVE_KEYS", "NOT_COUNTED", "Reading", "reading", "preferred_variant", "summary_layer", "summary_rows",
            "counted", "grid_run", "split_seed", "run_identity", "run_rows", "run_curves", "run_accuracy",
            "summary_event"]
 
@@ -242,3 +242,19 @@ def model_size(name: str) -> float:
     if m:
         return 12.0 * int(m.group(1)) * int(m.group(2)) ** 2
     return math.nan
+
+
+def with_defaults(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (a copy) with its curve keys in one form: ``config_hash`` as text (``""`` where missing), ``model``
+    and ``suite`` as text, and a model trained in stages split into one ``model@stage`` per stage (steps restart
+    in each stage)."""
+    df = df.copy()
+    if "config_hash" not in df.columns:
+        df["config_hash"] = ""
+    df["config_hash"] = df["config_hash"].astype("object").where(df["config_hash"].notna(), "").astype(str)
+    df["model"] = df["model"].astype(str)
+    if "stage" in df.columns and df["stage"].notna().any():
+        # steps restart in each stage (OLMo-2's stage-2 ingredients): one curve per model and stage
+        df["model"] = [m if s is None or pd.isna(s) else f"{m}@{s}" for m, s in zip(df["model"], df["stage"])]
+    df["suite"] = df["suite"].astype(str)
+    return df

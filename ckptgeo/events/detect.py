@@ -1,7 +1,7 @@
 """Events on one training curve: acquisition, collapse, recovery, onsets, and the precursor gap.
 
 Pure functions over a curve given as ``steps`` (training steps, one per checkpoint) and
-``values`` (the measure at each step). No I/O and no tables: :mod:`ckptgeo.analysis.summary`
+``values`` (the measure at each step). No I/O and no tables: :mod:`ckptgeo.analysis.pipeline`
 applies them to every (model, suite, metric, layer) of a dataset.
 
 Conventions shared by every function here (docs/definitions.md#events):

@@ -8,7 +8,7 @@
       runs.tex     the same rows as a LaTeX ``tabular`` (booktabs rules), a row of units under the header,
                    to ``\\input`` into a paper
 
-Fed from the events table (:func:`ckptgeo.analysis.summary.analyze`): a run is one (model, suite,
+Fed from the events table (:func:`ckptgeo.analysis.pipeline.analyze`): a run is one (model, suite,
 config_hash) curve family of ``measure`` (RankMe), read at its summary layer ``layer`` (the deepest).
 Steps are training steps; ``floor`` is the collapse floor in the measure's unit (RankMe: effective
 dimensions); ``gap_steps`` is acquisition - recovery onset; ``spacing_steps`` is the checkpoint spacing at

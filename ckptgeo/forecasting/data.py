@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo.events import curves as contract
-from ckptgeo.analysis.tables import model_size, with_defaults
+from ckptgeo.events.curves import model_size, with_defaults
 
 __all__ = ["RunCurves", "CROSS_CURVES", "PLAN_UNITS", "plan_clock", "runs_from_tables", "run_identity", "cross_curves"]
 

@@ -472,8 +472,7 @@ class Monitor:
                 continue
             loss = self._loss.get(suite)
             f = self.forecaster.forecast(suite, t.steps, t.acc, chance=t.chance, rankme=t.rankme,
-                                         n_items=float(self.config.n_samples), threshold=self.config.acc_threshold,
-                                         window=self.config.window, future=future or None,
+                                         n_items=float(self.config.n_samples), rules=self.config, future=future or None,
                                          planned_steps=self.planned_steps,
                                          loss=None if not loss else [loss.get(s, float("nan")) for s in t.steps])
             log.info("%s at step %d: %s", suite, step, f.message)

@@ -10,7 +10,7 @@ from typing import Callable
 
 import pandas as pd
 
-__all__ = ["claims", "dataset_folder"]
+__all__ = ["claims", "dataset_folder", "recorded_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +35,40 @@ def dataset_folder(dir: str | os.PathLike) -> tuple[Path, Path | None]:
     return dataset, study
 
 
-def claims(dir: str | os.PathLike, *, calibrate: int = 0, n_permutations: int = 999, n_power: int = 40,
-           seed: int = 0, write: bool = True,
+def recorded_settings(dataset: Path, **given):
+    """(claim settings, analysis settings) for ``dataset``: the values ``given`` (None: not given), else those its
+    study or an earlier ``ckptgeo claims`` recorded (``summary/claims_rules.json``), else the declared defaults
+    (:class:`ckptgeo.claimtable.registry.ClaimSettings`); the analysis settings the claims were judged with (None:
+    ``AnalysisConfig()``).
+
+    Raises
+    ------
+    InvalidParameterError
+        A value out of its declared range.
+    """
+    import dataclasses
+
+    from ckptgeo.analysis.config import AnalysisConfig, config_from
+    from ckptgeo.claimtable.table import claim_settings
+    from ckptgeo.studies.report import recorded_claims
+
+    record = recorded_claims(dataset)
+    given = {name: value for name, value in given.items() if value is not None}
+    settings = claim_settings(**{**record.get("claim_settings", {}), **given})
+    known = {f.name for f in dataclasses.fields(AnalysisConfig)}
+    analysis = {k: v for k, v in (record.get("rules", {}).get("analysis") or {}).items() if k in known}
+    return settings, (config_from(analysis) if analysis else None)
+
+
+def claims(dir: str | os.PathLike, *, calibrate: int = 0, n_permutations: int | None = None,
+           n_power: int | None = None, seed: int | None = None, write: bool = True,
            progress: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
     """Judge each claim of arXiv:2602.15997 on a study or scan folder, each with its test, null and power.
 
     Runs :func:`ckptgeo.analyze` on the dataset (without writing it), builds the claim table (one row per
     registered claim, ``ckptgeo.CLAIMS``; the hard-minus-easy contrast of leads is the primary row, the others
-    are Holm-adjusted) and, with ``calibrate``, reruns every row on that many null copies of each kind.
+    are Holm-adjusted; every test counts settings, not runs) and, with ``calibrate``, reruns every row on that many
+    null copies of each kind.
 
     Parameters
     ----------
@@ -50,12 +76,10 @@ def claims(dir: str | os.PathLike, *, calibrate: int = 0, n_permutations: int = 
         A study folder (``ckptgeo reproduce --out``, holding ``dataset/``) or a scanned dataset.
     calibrate : int, default=0
         Null copies of each kind (``iid``, ``random_walk``, ``permuted``, ``setting``); 0: none.
-    n_permutations : int, default=999
-        Relabellings per test (the calibration's copies use at most 199).
-    n_power : int, default=40
-        Planted replicates per lead in each row's power analysis (the calibration's at most 10).
-    seed : int, default=0
-        Seed of the tests, the power analyses and the null copies.
+    n_permutations, n_power, seed : int, optional
+        Relabellings per test, planted replicates per lead of each power analysis, and the seed
+        (:class:`ckptgeo.claimtable.registry.ClaimSettings`); not given: what the dataset's study recorded, else the
+        declared defaults (999, 40, 0). The calibration's copies use at most 199 and 10.
     write : bool, default=True
         Write ``summary/claims.parquet``, ``summary/leads.parquet``, ``claims.md`` (and with ``calibrate``
         ``summary/claims_calibration.parquet`` and, in a study, ``reproduction.md``'s calibration section) into
@@ -76,6 +100,8 @@ def claims(dir: str | os.PathLike, *, calibrate: int = 0, n_permutations: int = 
     ------
     DatasetLayoutError
         ``dir`` is neither a study folder nor a dataset with a geometry table.
+    InvalidParameterError
+        A setting out of its declared range.
 
     Examples
     --------
@@ -89,15 +115,16 @@ def claims(dir: str | os.PathLike, *, calibrate: int = 0, n_permutations: int = 
     from ckptgeo.studies.report import write_claims
 
     dataset, study = dataset_folder(dir)
+    settings, config = recorded_settings(dataset, n_permutations=n_permutations, n_power=n_power, seed=seed)
     logger.info("claims: analysing %s (%d relabellings a test, %d planted replicates a lead)", dataset,
-                n_permutations, n_power)
-    table, analysis = dataset_claims(dataset, n_permutations=n_permutations, n_power=n_power, seed=seed)
+                settings.n_permutations, settings.n_power)
+    table, analysis = dataset_claims(dataset, settings=settings, config=config)
     calib = None
     if calibrate > 0:
-        runs = run_calibration(analysis, int(calibrate), n_permutations=min(n_permutations, 199),
-                               n_power=min(n_power, 10), seed=seed, progress=progress)
-        calib = calibration_table(runs)
-    paths = write_claims(dataset, table, analysis, calib, study=study) if write else []
+        runs = run_calibration(analysis, int(calibrate), n_permutations=min(settings.n_permutations, 199),
+                               n_power=min(settings.n_power, 10), seed=settings.seed, progress=progress)
+        calib = calibration_table(runs, analysis.config.alpha)
+    paths = write_claims(dataset, table, analysis, calib, study=study, settings=settings) if write else []
     table.attrs["calibration"] = calib
     table.attrs["paths"] = [str(p) for p in paths]
     return table

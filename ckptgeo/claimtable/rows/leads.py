@@ -36,7 +36,7 @@ import pandas as pd
 import ckptgeo.stats as stats
 from ckptgeo.events.curves import grid_run, summary_rows
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, MARGIN, MIN_CASES
+from ckptgeo.claimtable.verdicts import MARGIN, MIN_CASES
 from ckptgeo.claimtable.inference import Interval, cluster_interval
 from ckptgeo.claimtable.leads import Behaviour, LeadMatrix, lead_matrix
 from ckptgeo.claimtable.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
@@ -226,7 +226,7 @@ def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, pow
                 return False
             r = tracking_test(plm, judged, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS),
                               seed=ctx.seed)
-            return r is not None and r.p_value < ALPHA
+            return r is not None and r.p_value < ctx.alpha
 
         from ckptgeo.analysis.config import AnalysisConfig
 
@@ -243,17 +243,18 @@ def _floor(res) -> float:
     return 1.0 / res.n_permutations if res.exact else 1.0 / (res.n_permutations + 1)
 
 
-def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str, floor: float = math.nan) -> tuple[str, str]:
+def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str, floor: float = math.nan, *,
+                   alpha: float) -> tuple[str, str]:
     if n < MIN_CASES or p != p:
         return "inconclusive", f"{n} run(s) with a lead; at least {MIN_CASES} are needed" if n < MIN_CASES else \
             "no pair of runs on one schedule to test"
-    if floor >= ALPHA:
+    if floor >= alpha:
         return "inconclusive", (f"{what}: tracking p = {p:.3g}; the smallest p these settings allow is {floor:.2g} >= "
-                                f"{ALPHA} (too few settings to decide)")
-    if p < ALPHA and iv.low > 0:
+                                f"{alpha} (too few settings to decide)")
+    if p < alpha and iv.low > 0:
         return "reproduced", f"{what} tracks behaviour (p = {p:.3g}) and leads it (interval above 0)"
-    seen = (f"tracks behaviour (p = {p:.3g}) but its lead's interval reaches 0" if p < ALPHA else
-            f"tracking p = {p:.3g} >= {ALPHA}")
+    seen = (f"tracks behaviour (p = {p:.3g}) but its lead's interval reaches 0" if p < alpha else
+            f"tracking p = {p:.3g} >= {alpha}")
     if not (math.isfinite(mde) and mde <= MARGIN):
         return "inconclusive", (f"{what} {seen}; this design detects a {MARGIN:g}-checkpoint lead with power < 80% "
                                 f"(not evidence either way)")
@@ -264,11 +265,11 @@ def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str, floor:
                               f"the lead's upper bound {iv.high:+.1f} < {MARGIN:g}")
 
 
-def _absent_verdict(p: float, iv: Interval, mde: float, n: int, n_all: int, what: str) -> tuple[str, str]:
+def _absent_verdict(p: float, iv: Interval, mde: float, n: int, n_all: int, what: str, *, alpha: float) -> tuple[str, str]:
     if n < MIN_CASES:
         return "inconclusive", (f"the rule found an onset in {n} of {n_all} runs; at least {MIN_CASES} are needed "
                                 f"(a detector that finds nothing shows nothing)")
-    if p == p and p < ALPHA and iv.low > 0:
+    if p == p and p < alpha and iv.low > 0:
         return "not reproduced", f"{what} tracks behaviour (p = {p:.3g}) and leads it (interval above 0)"
     if iv.coverage < 0.95 - 1e-9 or not math.isfinite(iv.high):
         return "inconclusive", (f"no 95% upper bound on the lead ({iv.flag or iv.method}): absence needs one below "
@@ -297,9 +298,9 @@ def _lead_row(ctx: ClaimContext, row_id: str, paper: str, curves: dict, beh: dic
                 f"({iv.n_settings} settings; median {_fmt(steps, '{:+.0f}')} steps); by chance (behaviour of its "
                 f"schedule) {_fmt(null, '{:+.1f}')}; tracking tau {_fmt(tau, '{:+.2f}')}; {mde_text(mde, table)}")
     if kind == "absent":
-        verdict, why = _absent_verdict(p, iv, mde, len(with_onset), len(mine), what)
+        verdict, why = _absent_verdict(p, iv, mde, len(with_onset), len(mine), what, alpha=ctx.alpha)
     else:
-        verdict, why = _holds_verdict(p, iv, mde, len(with_onset), what, _floor(res))
+        verdict, why = _holds_verdict(p, iv, mde, len(with_onset), what, _floor(res), alpha=ctx.alpha)
     return Claim(row_id, ctx.claim, paper, measured, verdict, why + (f"; {iv.flag}" if iv.flag else ""), evidence, source,
                  iv.value, iv.low, iv.high, null, p,
                  "Kendall tau of onset vs behaviour's onset within schedules, behaviour permuted within schedules "
@@ -336,7 +337,7 @@ def contrast_row(ctx: ClaimContext) -> Claim:
                      test=test, kind="primary", margin=MARGIN)
     frame = with_acquisition(lead_frame(lm, ctx.runs), beh)
     frame = frame[frame["model"].isin(_counted(ctx, None))]
-    c = adjusted_contrast(frame, n_permutations=ctx.n_permutations, seed=ctx.seed)
+    c = adjusted_contrast(frame, n_permutations=ctx.n_permutations, seed=ctx.seed, alpha=ctx.alpha)
     used = (f"{c.n_runs} of {acquired} acquired runs, {c.n_settings} settings ({c.n_hard} hard, {c.n_easy} easy) "
             f"in {c.n_schedules} schedule(s)")
     if c.p_value != c.p_value:
@@ -348,36 +349,37 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     def detects(planted: dict) -> bool:
         plm = lead_matrix(planted, beh, config=ctx.config, own_only=True, judged=list(frame["model"]))
         f = frame.assign(lead=[plm.checkpoints[plm.models.index(m), plm.models.index(m)] for m in frame["model"]])
-        r = adjusted_contrast(f, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS), seed=ctx.seed)
-        return r.p_value < ALPHA and r.low > 0
+        r = adjusted_contrast(f, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS), seed=ctx.seed,
+                              alpha=ctx.alpha)
+        return r.p_value < ctx.alpha and r.low > 0
 
     from ckptgeo.analysis.config import AnalysisConfig
 
     mde, table = (math.inf, {})
-    if c.min_p < ALPHA:
+    if c.min_p < ctx.alpha:
         mde, table = minimum_detectable(detects, ctx.curves, beh, hard, n_power=ctx.n_power,
                                         fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed,
                                         others={m: 0 for m in easy})
     slope = "" if c.slope != c.slope else f"; lead per checkpoint of later acquisition {c.slope:+.2f}"
     measured = (f"hard minus easy lead {c.estimate:+.1f} checkpoints [{c.low:+.1f}, {c.high:+.1f}] with acquisition "
                 f"accounted for, over {used}{slope}; t {c.statistic:+.2f} (df {c.df}); "
-                + (mde_text(mde, table) if table else f"no relabelling of these settings could give p < {ALPHA}"))
-    if c.min_p >= ALPHA:
+                + (mde_text(mde, table) if table else f"no relabelling of these settings could give p < {ctx.alpha}"))
+    if c.min_p >= ctx.alpha:
         verdict, why = "inconclusive", (f"p = {c.p_value:.3g}; the smallest p these {c.n_settings} settings allow is "
-                                        f"{c.min_p:.2g} >= {ALPHA} (too few settings to decide)")
-    elif c.p_value < ALPHA and c.low > 0:
-        verdict, why = "reproduced", f"p = {c.p_value:.3g} < {ALPHA} and the interval lies above 0 (primary row)"
-    elif c.p_value < ALPHA:
-        verdict, why = "inconclusive", (f"p = {c.p_value:.3g} < {ALPHA}, but the interval [{c.low:+.1f}, "
+                                        f"{c.min_p:.2g} >= {ctx.alpha} (too few settings to decide)")
+    elif c.p_value < ctx.alpha and c.low > 0:
+        verdict, why = "reproduced", f"p = {c.p_value:.3g} < {ctx.alpha} and the interval lies above 0 (primary row)"
+    elif c.p_value < ctx.alpha:
+        verdict, why = "inconclusive", (f"p = {c.p_value:.3g} < {ctx.alpha}, but the interval [{c.low:+.1f}, "
                                         f"{c.high:+.1f}] reaches 0")
     elif not (math.isfinite(mde) and mde <= MARGIN):
-        verdict, why = "inconclusive", (f"not shown: p = {c.p_value:.3g} >= {ALPHA}, and this design detects a "
+        verdict, why = "inconclusive", (f"not shown: p = {c.p_value:.3g} >= {ctx.alpha}, and this design detects a "
                                         f"{MARGIN:g}-checkpoint contrast with power < 80% (not evidence either way)")
     elif not c.high < MARGIN:
-        verdict, why = "inconclusive", (f"not shown: p = {c.p_value:.3g} >= {ALPHA}, but the upper bound "
+        verdict, why = "inconclusive", (f"not shown: p = {c.p_value:.3g} >= {ctx.alpha}, but the upper bound "
                                         f"{c.high:+.1f} does not exclude a {MARGIN:g}-checkpoint contrast")
     else:
-        verdict, why = "not reproduced", (f"p = {c.p_value:.3g} >= {ALPHA}, with power >= 80% at {mde:g} "
+        verdict, why = "not reproduced", (f"p = {c.p_value:.3g} >= {ctx.alpha}, with power >= 80% at {mde:g} "
                                           f"checkpoints and the upper bound {c.high:+.1f} < {MARGIN:g}")
     return Claim("contrast", claim, paper, measured, verdict, why, evidence, ctx.source, c.estimate, c.low,
                  c.high, 0.0, c.p_value, test, kind="primary", margin=MARGIN, mde=mde)
@@ -436,13 +438,13 @@ def tracking(ctx: ClaimContext) -> Claim:
     p, floor = (math.nan, math.nan) if b is None else (b.p_value, _floor(b))
     if b is None or len(judged) < MIN_CASES:
         verdict, why = "inconclusive", "no pair of runs of two settings on one schedule"
-    elif floor >= ALPHA:
+    elif floor >= ctx.alpha:
         verdict, why = "inconclusive", (f"between settings p = {p:.3g}; the smallest p these {n_settings} settings "
-                                        f"allow is {floor:.2g} >= {ALPHA} (too few settings to decide)")
-    elif p < ALPHA:
-        verdict, why = "reproduced", f"between settings p = {p:.3g} < {ALPHA}"
+                                        f"allow is {floor:.2g} >= {ctx.alpha} (too few settings to decide)")
+    elif p < ctx.alpha:
+        verdict, why = "reproduced", f"between settings p = {p:.3g} < {ctx.alpha}"
     else:
-        verdict, why = "inconclusive", (f"not shown: between settings p = {p:.3g} >= {ALPHA} (tracking has no power "
+        verdict, why = "inconclusive", (f"not shown: between settings p = {p:.3g} >= {ctx.alpha} (tracking has no power "
                                         "analysis here)")
     if w is not None:
         why += "; " + _within_words(ctx, lm, beh, judged, w)
@@ -456,11 +458,11 @@ def _within_words(ctx: ClaimContext, lm: LeadMatrix, beh: dict, judged: list, w)
     """What the seeds of one setting show: run-level timing beyond the setting's level, or, on a failure to reject,
     "not shown beyond the setting's level" with the power of that test at planted run-level timing (each run's
     onset planted ``d`` checkpoints before its own accuracy onset, :mod:`ckptgeo.claimtable.power`)."""
-    if w.p_value < ALPHA:
+    if w.p_value < ctx.alpha:
         return f"the seeds of a setting track their own acquisitions too (p = {w.p_value:.3g}): run-level timing"
-    if _floor(w) >= ALPHA:
+    if _floor(w) >= ctx.alpha:
         return (f"not shown beyond the setting's level: the seeds' test cannot reject (smallest p "
-                f"{_floor(w):.2g} >= {ALPHA})")
+                f"{_floor(w):.2g} >= {ctx.alpha})")
     from ckptgeo.analysis.config import AnalysisConfig
 
     def detects(planted: dict) -> bool:
@@ -468,12 +470,12 @@ def _within_words(ctx: ClaimContext, lm: LeadMatrix, beh: dict, judged: list, w)
         r = None if plm is None else tracking_test(plm, judged, n_permutations=min(ctx.n_permutations,
                                                                                    POWER_PERMUTATIONS),
                                                    seed=ctx.seed, pairs="within")
-        return r is not None and r.p_value < ALPHA
+        return r is not None and r.p_value < ctx.alpha
 
     pool = [m for m in judged if m in set(lm.models)]
     mde, table = minimum_detectable(detects, ctx.curves, beh, pool, n_power=ctx.n_power,
                                     fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed)
-    return (f"not shown beyond the setting's level: seeds of one setting p = {w.p_value:.3g} >= {ALPHA}; power of "
+    return (f"not shown beyond the setting's level: seeds of one setting p = {w.p_value:.3g} >= {ctx.alpha}; power of "
             f"that test at planted run-level timing: {mde_text(mde, table)}")
 
 

@@ -4,7 +4,7 @@
 ``acquisitions`` table with the :class:`BehaviorEvents` the geometry curves are judged against;
 :func:`events_table` finds collapse, onsets and the precursor gap on every (model, suite, config_hash,
 metric, layer) geometry curve, with the detector's false-positive rate on noise at the summary layer.
-The rules are in the docstring of :mod:`ckptgeo.analysis.summary`.
+The rules are in the docstring of :mod:`ckptgeo.analysis.pipeline`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ckptgeo.stats import noise as nulls
 import ckptgeo.stats as st
 from ckptgeo.analysis.config import EVENTS_SCHEMA, AnalysisConfig
 from ckptgeo.events.curves import CURVE_KEYS, summary_layer
-from ckptgeo.analysis.tables import difficulty_classes
+from ckptgeo.analysis.inputs import difficulty_classes
 from ckptgeo.store.schemas import SCHEMAS
 
 __all__ = ["BehaviorEvents", "acquisitions", "events_table", "match_behavior", "opt_int"]

@@ -5,7 +5,7 @@ has no part); revisions whose weights another revision also serves are left out
 (:func:`leave_out_grouped`, the one place that decides it), and curves are cleaned to one value per
 (model, suite, config_hash, metric, layer, step), with the training tokens there (:func:`events_in_tokens`
 gives the events in tokens too). Models get a size (:func:`model_size`) and a seed (:func:`split_seed`) from their names; suites a task and a
-difficulty class (see :mod:`ckptgeo.analysis.summary` for the rules).
+difficulty class (see :mod:`ckptgeo.analysis.pipeline` for the rules).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo._io import safe_name
-from ckptgeo.events.curves import CURVE_KEYS, model_size, split_seed
+from ckptgeo.events.curves import CURVE_KEYS, model_size, split_seed, with_defaults
 from ckptgeo.errors import DatasetLayoutError
 from ckptgeo.sources.groups import grouped_revisions, groups_of
 
@@ -230,19 +230,6 @@ def check_x(x: str, curves: pd.DataFrame, accuracy: pd.DataFrame) -> None:
             raise InvalidParameterError(
                 f"--x tokens: {', '.join(missing[:3])} records no training tokens (its branch names give none and "
                 f"its naming scheme has no known global batch); use --x steps", name="x", value=x)
-
-
-def with_defaults(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
-    if "config_hash" not in df.columns:
-        df["config_hash"] = ""
-    df["config_hash"] = df["config_hash"].astype("object").where(df["config_hash"].notna(), "").astype(str)
-    df["model"] = df["model"].astype(str)
-    if "stage" in df.columns and df["stage"].notna().any():
-        # steps restart in each stage (OLMo-2's stage-2 ingredients): one curve per model and stage
-        df["model"] = [m if s is None or pd.isna(s) else f"{m}@{s}" for m, s in zip(df["model"], df["stage"])]
-    df["suite"] = df["suite"].astype(str)
-    return df
 
 
 def clean_geometry(geo: pd.DataFrame) -> pd.DataFrame:

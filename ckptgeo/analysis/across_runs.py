@@ -22,10 +22,10 @@ from ckptgeo.events import acquisition_null as an
 from ckptgeo.events import detect as ev
 import ckptgeo.stats as st
 from ckptgeo.analysis.config import AnalysisConfig
-from ckptgeo.analysis.event_table import match_behavior, opt_int
+from ckptgeo.analysis.curve_events import match_behavior, opt_int
 from ckptgeo.events import curves as cv
 from ckptgeo.events.curves import CURVE_KEYS, preferred_variant, split_seed, summary_rows
-from ckptgeo.analysis.tables import model_size, with_defaults
+from ckptgeo.events.curves import model_size, with_defaults
 
 __all__ = ["null_curves", "rates", "difficulty_slope", "top_down", "probe_lead", "across_sizes",
            "seed_spread", "seed_events"]
