@@ -94,8 +94,8 @@ def _probe_power(ctx: ClaimContext, pool: list[str]) -> tuple[float, dict]:
             onset = np.array([g[i] for i, g in zip(idx, grids)])
             r = acquisition_null.rate_null(lambda i, a: float(onset[i] < a), acq, [ctx.curves[m].stratum for m in pool],
                                            range(len(pool)), n_permutations=min(ctx.n_permutations,
-from ckptgeo.claimtable.units import setting_of
-                                                                                POWER_PERMUTATIONS), seed=ctx.seed)
+                                                                                POWER_PERMUTATIONS), seed=ctx.seed,
+                                           units=[setting_of(m) for m in pool])
             hits += r is not None and r.p_value < ctx.alpha
         table[d] = hits / ctx.n_power if ctx.n_power else math.nan
         if table[d] >= POWER:
