@@ -5,14 +5,15 @@ for the false-positive rates, no difficulty effect; hard settings acquire later 
 prints the share of designs in which it rejects at alpha 5%, with the Wilson 95% interval:
 
 * the primary contrast as it was (each run its own unit, matched on the checkpoint of acquisition:
-  ``inference.contrast`` with each run its own setting, stratified by schedule and checkpoint of acquisition) and as it is now (settings as units, acquisition
-  accounted for: ``units.adjusted_contrast``; "reproduced" needs p < alpha and the interval above 0);
+  ``inference.contrast`` with each run its own setting, stratified by schedule and checkpoint of acquisition)
+  and as it is now (settings as units, acquisition accounted for: ``units.adjusted_contrast``; "reproduced" needs p < alpha and the interval above 0);
 * tracking (the precursor rows' p): runs permuted within schedules (as it was) and whole settings (now);
+  "hard acquiring 0 checkpoints later": hard and easy settings acquire alike (the matched contrast can compare);
 * the power of the primary row on the cpu design with a planted hard lead of 3-5 checkpoints.
 
 Usage::
 
-    python scripts/claims_calibration.py              # 400 designs per cell (minutes on 2 busy cores)
+    python scripts/claims_calibration.py              # 400 designs per cell (about an hour on 2 saturated cores)
     python scripts/claims_calibration.py --designs 100 --permutations 199
 """
 

@@ -444,8 +444,8 @@ def tracking(ctx: ClaimContext) -> Claim:
     elif p < ctx.alpha:
         verdict, why = "reproduced", f"between settings p = {p:.3g} < {ctx.alpha}"
     else:
-        verdict, why = "inconclusive", (f"not shown: between settings p = {p:.3g} >= {ctx.alpha} (tracking has no power "
-                                        "analysis here)")
+        verdict, why = "inconclusive", (f"not shown: between settings p = {p:.3g} >= {ctx.alpha} (tracking has no "
+                                        "power analysis here)")
     if w is not None:
         why += "; " + _within_words(ctx, lm, beh, judged, w)
     return Claim("tracking", claim, "onsets follow acquisition", "; ".join(part) + f" ({n_settings} settings)",
