@@ -12,6 +12,7 @@ The public API is this module's names; internal modules may move without breakin
 ``scan``, ``plan_scan``   measure the revisions of a source into Parquet tables / say what it would do
 ``analyze``               events (acquisition, collapse, precursor gap) and summaries of a dataset
 ``forecast``              forecast acquisition per run and checkpoint; does geometry beat behaviour?
+``claims``                the paper's claims judged on a study or scan folder (``ckptgeo claims``' table)
 ``combine``               the cross-checkpoint step: artifacts -> the ``compare`` table (CKA, distances)
 ``read_table``            one table of a dataset as a DataFrame
 ``open_source``           a checkpoint source from a Hub repo id, a folder or a family spec
@@ -48,6 +49,7 @@ _FACADE = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
     "analyze": "ckptgeo.analysis.pipeline", "combine": "ckptgeo.metrics.cross",
     "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
+    "claims": "ckptgeo.studies.claims_api",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
     "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
     "task_suite": "ckptgeo.monitor.core",
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
     from ckptgeo.monitor.core import Monitor, task_suite
     from ckptgeo.sources.registry import SOURCES, open_source
     from ckptgeo.store.dataset import read_table
+    from ckptgeo.studies.claims_api import claims
     from ckptgeo.suites.items import LOADERS
     from ckptgeo.suites.tasks import generate
     from ckptgeo.suites.vocab import build_tokenizer

@@ -9,7 +9,12 @@
   checkpoint-to-checkpoint changes (in both, each checkpoint's measurement interval, ``value_low`` /
   ``value_high``, moves with its new value and keeps its half-width, so the rule's error margin on a copy is the
   real curve's);
-* ``permuted`` -- the geometry kept, each run's accuracy curve given to another run of its checkpoint schedule.
+* ``permuted`` -- the geometry kept, each run's accuracy curve given to another run of its checkpoint schedule;
+* ``setting`` -- the null with setting-level structure: the geometry kept, each **setting's** accuracy curves given
+  to another setting of its schedule, whole (its seeds' curves to the other setting's seeds, by seed order). The
+  seeds of a setting stay alike in both geometry and behaviour, as in a real study, and geometry differs between
+  settings, but it knows nothing of when they acquire: a test that counted runs where the evidence comes in
+  settings reads "reproduced" here above alpha.
 
 Nothing in a copy knows the real pairing of geometry and behaviour, so a row that reads *reproduced* there is a
 false reproduction -- for the rows whose registration names that kind among the nulls that void what they test
@@ -43,14 +48,14 @@ def _schedule(accuracy: pd.DataFrame) -> dict:
 def null_copy(curves: pd.DataFrame, accuracy: pd.DataFrame, kind: str,
               rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(curves, accuracy) of one null copy of ``kind`` (module docstring)."""
-    if kind == "permuted":
+    if kind in ("permuted", "setting"):
         acc = accuracy.copy()
         sched = _schedule(acc)
         by = {}
         for m, s in sched.items():
             by.setdefault(s, []).append(m)
         for models in by.values():
-            donors = list(rng.permutation(models))
+            donors = list(rng.permutation(models)) if kind == "permuted" else _setting_donors(models, rng)
             rows = {m: acc[acc["model"] == m].sort_values("step") for m in models}
             for m, d in zip(models, donors):
                 src, dst = rows[d], rows[m]
@@ -83,6 +88,23 @@ def null_copy(curves: pd.DataFrame, accuracy: pd.DataFrame, kind: str,
                     ).to_numpy(float) / 2
             out.loc[g.index, "value_low"], out.loc[g.index, "value_high"] = new - half, new + half
     return out, accuracy
+
+
+def _setting_donors(models: list, rng: np.random.Generator) -> list:
+    """Per model (in order), the model whose accuracy it takes: settings permuted whole among themselves, the k-th
+    seed of a setting taking the k-th seed of its donor setting's (cyclically where their seed counts differ)."""
+    from ckptgeo.claimtable.units import setting_of
+
+    settings: dict = {}
+    for m in sorted(models):
+        settings.setdefault(setting_of(m), []).append(m)
+    names = list(settings)
+    donor = dict(zip(names, (names[i] for i in rng.permutation(len(names)))))
+    out = {}
+    for name, runs in settings.items():
+        src = settings[donor[name]]
+        out.update({m: src[k % len(src)] for k, m in enumerate(runs)})
+    return [out[m] for m in models]
 
 
 def _events(curves: pd.DataFrame, accuracy: pd.DataFrame, config) -> pd.DataFrame:

@@ -141,8 +141,9 @@ class ClaimContext:
 # ------------------------------------------------------------------------------------------- the registry
 
 #: kinds of null copy (:mod:`ckptgeo.claimtable.calibrate`): ``iid`` and ``random_walk`` void the geometry's timing
-#: (each curve keeps its level), ``permuted`` voids which accuracy curve goes with which run of a schedule.
-NULLS = ("iid", "random_walk", "permuted")
+#: (each curve keeps its level), ``permuted`` voids which accuracy curve goes with which run of a schedule, ``setting``
+#: which setting's accuracy curves go with which setting's geometry (seeds kept together: setting-level structure).
+NULLS = ("iid", "random_walk", "permuted", "setting")
 
 
 @dataclass(frozen=True)

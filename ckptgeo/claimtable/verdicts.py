@@ -51,20 +51,25 @@ def definitions(alpha: float) -> str:
   onset, a whole-model measure's onset of change), in checkpoints and steps; each onset is known to its checkpoint
   (+-1). **Schedules are paired**: the presets train hard and easy settings on the same checkpoint schedules and
   measure whole-model quantities on a grid shared within a schedule, so one null serves both.
-* **The primary row** (`contrast`, judged at alpha = {alpha} without adjustment): hard minus easy difference in
-  lead over settings of one schedule; tested by permuting the difficulty labels among the settings of a schedule
-  (seeds move with their setting), with stratified ranks of the setting-mean lead (one-sided). Every other tested
+* **Settings are the units**: the seeds of a setting share its geometry and timing, so every test relabels whole
+  settings within a schedule (seeds move with their setting) and no p is smaller than the number of settings
+  allows; a row whose settings allow no p below alpha says so.
+* **The primary row** (`contrast`, judged at alpha = {alpha} without adjustment): hard minus easy difference in the
+  setting-mean lead with acquisition time accounted for (regressed on difficulty and on the checkpoint at which the
+  setting acquires, an intercept and a slope per schedule); tested by permuting the reduced model's residuals
+  among the settings of a schedule (Freedman-Lane, one-sided); *reproduced* only with p < alpha and its t interval
+  above 0. It states the runs, settings and schedules it used out of the acquired runs. Every other tested
   row is also judged on its **Holm**-adjusted p (raw and adjusted side by side); a verdict that rested on a raw p
   the adjustment does not keep is *inconclusive*.
 * **Intervals** over tasks and seeds: the mean over settings (each the mean of its seeds) with Student's t on the
   setting means from 5 settings on; below 5, the exact range of the setting means (its coverage printed, e.g. 75%
-  at 3) or, for the contrast, the permutation test inverted over shifts; never narrower than one checkpoint. A
+  at 3); for the contrast, the t interval of its coefficient; never narrower than one checkpoint. A
   rate's interval (order, probes) is the same over the settings' rates, widened where narrower to the exact
   (Clopper-Pearson) interval of the count: never of zero width (54/54 gives [93%, 100%]).
 * **Holds rows** (a precursor on hard settings; RankMe leads the loss): *reproduced* when the geometric onset
-  tracks behaviour's onset -- Kendall tau over pairs of runs on one schedule against behaviour permuted within
-  schedules, the onset found again against each permuted acquisition (p < alpha) -- and the mean lead's interval
-  lies above 0. *Not reproduced* only where the design has power >= 80% at a {MARGIN:g}-checkpoint lead
+  tracks behaviour's onset -- Kendall tau over pairs of runs on one schedule against whole settings' behaviour
+  exchanged within schedules, the onset found again against each permuted acquisition (p < alpha) -- and the mean
+  lead's interval lies above 0. *Not reproduced* only where the design has power >= 80% at a {MARGIN:g}-checkpoint lead
   (planted leads on smooth curves of each run's own size with its own noise) **and** the lead's upper bound is
   below that margin (the planted curves carry no spread of leads between settings; the interval does); else
   *inconclusive*. The primary contrast is judged the same way.
@@ -114,14 +119,18 @@ def rules(config=None) -> dict:
             "hard": "level >= 2, or (task, 1) in pilot_hard", "pilot_hard": sorted(map(list, PILOT_HARD)),
             "pilot": "tiny, seed 0 (ckptgeo.suites.tasks docstring); seed 0 left out of the presets",
             "probe_gate_accuracy": PROBE_GATE_ACCURACY, "probe_target": "first answer token, exact",
-            "primary": "contrast: hard minus easy lead, difficulty labels permuted among settings within schedules",
+            "primary": "contrast: hard minus easy setting-mean lead adjusted for the acquisition checkpoint (intercept "
+                       "and slope per schedule), Freedman-Lane over settings within schedules; reproduced needs p < "
+                       "alpha and the interval above 0",
+            "units": "settings (task, level, size): whole settings relabelled within schedules in every test",
             "multiplicity": "Holm over every tested row but the primary",
             "margin_checkpoints": MARGIN, "margin_tau": TAU_MARGIN, "power": 0.8,
             "lead": "accuracy onset (a tenth of the way from chance to its maximum) minus the geometric onset, "
                     "same fraction",
-            "interval": "t on setting means from 5 settings; below 5 the exact range (contrast: inverted "
-                        "permutation test); rates: the same on setting rates, at least Clopper-Pearson of the count",
-            "null": "behaviour permuted among runs sharing a checkpoint schedule, onsets found again",
+            "interval": "t on setting means from 5 settings; below 5 the exact range (contrast: t on its "
+                        "coefficient); rates: the same on setting rates, at least Clopper-Pearson of the count",
+            "null": "behaviour of whole settings exchanged among the settings of a checkpoint schedule, onsets "
+                    "found again",
             "floor_modular": "every size's 95% t interval of the mean floor over seeds (>= 5) within 2.0 +- 0.5",
             "subsample_factors": list(SUBSAMPLE_FACTORS), "analysis": config.__dict__,
             "sources": {cid: CLAIMS.get(cid).source_text for cid in claim_ids()}}
@@ -146,7 +155,8 @@ def floor_p(res) -> float:
     above alpha, no observation could reject chance."""
     if res is None or not len(res.null):
         return math.nan
-    return (1 + int(np.sum(res.null >= 1.0 - 1e-12))) / (1 + len(res.null))
+    top = int(np.sum(res.null >= 1.0 - 1e-12))
+    return top / len(res.null) if res.exact else (1 + top) / (1 + len(res.null))
 
 
 def fraction_text(k: int, n: int) -> str:

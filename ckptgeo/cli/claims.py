@@ -29,8 +29,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Analyse DATASET's tables and judge each claim of arXiv:2602.15997 with its test (the "
                     "hard-minus-easy contrast of leads is the primary row; the others are Holm-adjusted). "
                     "--calibrate K reruns every row on K null copies of each kind (iid noise at each curve's own "
-                    "variance, random walks, accuracy permuted within schedules) and reports how often each "
-                    "row reads 'reproduced' there.",
+                    "variance, random walks, accuracy permuted within schedules, whole settings' accuracy exchanged "
+                    "within schedules) and reports how often each row reads 'reproduced' there. "
+                    "Python: ckptgeo.claims(DATASET).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset", metavar="DATASET", help="a study folder (holding dataset/) or a scanned dataset")
     p.add_argument("--calibrate", type=int, default=0, metavar="K", help="null copies of each kind (default 0: none)")
@@ -50,36 +51,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _run_claims(args: argparse.Namespace) -> int:
     import sys
-    from pathlib import Path
 
-    from ckptgeo.errors import DatasetLayoutError
-    from ckptgeo.claimtable.calibrate import calibrate, calibration_table, dataset_claims
-    from ckptgeo.studies.report import write_claims
+    from ckptgeo.studies.claims_api import claims, dataset_folder
 
-    root = Path(args.dataset)
-    study = root if (root / "dataset").is_dir() else None
-    dataset = root / "dataset" if study else root
-    if not (dataset / "geometry").exists():
-        raise DatasetLayoutError(f"{dataset} holds no geometry table: give a study folder or a scanned dataset "
-                                 f"(`ckptgeo scan ... --out DIR`).", path=str(dataset))
+    dataset, _ = dataset_folder(args.dataset)
     # the analysis and the claim table take minutes on a study of 60 runs: say what is under way
-    settings, config = _settings(dataset, args)
-    print(f"claims: analysing {dataset} and judging each claim ({settings.n_permutations} relabellings a test, "
-          f"{settings.n_power} planted replicates a lead for power) ...", file=sys.stderr, flush=True)
-    table, analysis = dataset_claims(dataset, settings=settings, config=config)
-    print(f"claims: {len(table)} rows judged" + (f"; calibrating on {args.calibrate} null copies of each kind"
-                                                  if args.calibrate > 0 else ""), file=sys.stderr, flush=True)
-    calib = None
-    if args.calibrate > 0:
-        def progress(i, total, text):
-            print(f"calibration {i}/{total}: {text}", file=sys.stderr, flush=True)
+    print(f"claims: analysing {dataset} and judging each claim"
+          + (f"; then {args.calibrate} null copies of each kind" if args.calibrate > 0 else "") + " ...",
+          file=sys.stderr, flush=True)
 
-        runs = calibrate(analysis, args.calibrate, n_permutations=min(settings.n_permutations, 199),
-                         n_power=min(settings.n_power, 10), seed=settings.seed, progress=progress)
-        calib = calibration_table(runs, analysis.config.alpha)
-    paths = write_claims(dataset, table, analysis, calib, study=study, settings=settings)
-    view = table[["id", "verdict", "p_value", "p_holm"]].to_string(index=False)
-    print(view)
+    def progress(i, total, text):
+        print(f"calibration {i}/{total}: {text}", file=sys.stderr, flush=True)
+
+    given = {name: getattr(args, name) for name in args.claim_settings}
+    table = claims(args.dataset, calibrate=args.calibrate, progress=progress, **given)
+    calib, paths = table.attrs["calibration"], table.attrs["paths"]
+    print(table[["id", "verdict", "p_value", "p_holm"]].to_string(index=False))
     if calib is not None:
         bad = calib[~calib["ok"]]
         print(f"calibration: {len(calib)} row x null cells, {len(bad)} above alpha"
@@ -89,21 +76,3 @@ def _run_claims(args: argparse.Namespace) -> int:
     print(f"next: ckptgeo claims {args.dataset} --calibrate 24" if calib is None else
           f"next: read {paths[-1]}")
     return 0
-
-
-def _settings(dataset, args: argparse.Namespace):
-    """The claim table's settings (flags given, else the dataset's recorded ones, else the declared defaults) and
-    the analysis settings the claims were judged with (recorded in ``summary/claims_rules.json``; default
-    ``AnalysisConfig()``)."""
-    import dataclasses
-
-    from ckptgeo.analysis.config import AnalysisConfig, config_from
-    from ckptgeo.claimtable.table import claim_settings
-    from ckptgeo.studies.report import recorded_claims
-
-    record = recorded_claims(dataset)
-    given = {name: getattr(args, name) for name in args.claim_settings if getattr(args, name) is not None}
-    settings = claim_settings(**{**record.get("claim_settings", {}), **given})
-    known = {f.name for f in dataclasses.fields(AnalysisConfig)}
-    analysis = {k: v for k, v in (record.get("rules", {}).get("analysis") or {}).items() if k in known}
-    return settings, (config_from(analysis) if analysis else None)

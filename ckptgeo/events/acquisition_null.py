@@ -81,7 +81,7 @@ def gap_at(steps: Sequence[float], values: Sequence[float], step: float, *, kind
 def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[int], strata: Sequence,
               judged: Sequence[int], *, keys: Sequence | None = None, min_judged: int = 1,
               n_permutations: int = stats.DEFAULT_N_PERMUTATIONS, seed: int = 0,
-              alternative: str = "greater") -> stats.PermutationResult | None:
+              alternative: str = "greater", units: Sequence | None = None) -> stats.PermutationResult | None:
     """Permutation test of the judged runs' rate against acquisition steps permuted within schedules.
 
     Parameters
@@ -105,6 +105,10 @@ def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[
     n_permutations, seed, alternative
         As :func:`ckptgeo.stats.permutation.permutation_test` (exact enumeration when the within-schedule
         relabellings are few).
+    units : sequence of shape (n,), optional
+        Each run's setting: acquisition steps then move between whole settings of a schedule, seeds with their
+        setting (:func:`ckptgeo.stats.units.unit_permutation_test`; the claim table's rows), so a setting
+        counts once. None: each run its own unit (``analyze``'s rates).
 
     Returns
     -------
@@ -116,6 +120,7 @@ def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[
     at = sorted(range(n), key=list(keys).__getitem__) if keys is not None else list(range(n))
     steps = [int(acquisition_steps[k]) for k in at]
     labels = [list(strata)[k] for k in at]
+    unit_of = None if units is None else [str(list(units)[k]) for k in at]
     pos = {k: i for i, k in enumerate(at)}
     who = sorted(pos[int(i)] for i in set(judged))
     if len(who) < max(1, min_judged):
@@ -134,5 +139,10 @@ def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[
         x = hit[idx, np.asarray(order)[idx]]
         return float(np.nanmean(x)) if np.isfinite(x).any() else math.nan
 
+    if unit_of is not None:
+        from ckptgeo.stats.units import unit_permutation_test
+
+        return unit_permutation_test(rate, unit_of, labels, n_permutations=n_permutations, seed=seed,
+                                     alternative=alternative)
     return stats.permutation_test(rate, n, strata=labels, n_permutations=n_permutations, seed=seed,
                                   alternative=alternative)

@@ -218,12 +218,14 @@ _CALIBRATION_HEAD = "## Calibration on null copies\n"
 _CALIBRATION_NOTE = (
     "Every row rerun on null copies of this dataset (`ckptgeo claims --calibrate K`): `iid` replaces each geometric "
     "curve by Gaussian noise at its own mean and variance, `random_walk` by a walk with its own step spread, "
-    "`permuted` gives each run another run's accuracy on its schedule. A 'reproduced' there is false; each row "
+    "`permuted` gives each run another run's accuracy on its schedule, `setting` gives each setting's runs, whole, "
+    "another setting's accuracy on its schedule (seeds stay alike: the null with setting-level structure, where a "
+    "test that counted runs instead of settings would fail). A 'reproduced' there is false; each row "
     "must stay at or below alpha. `p <= alpha`: the share of the row's p-values at or below alpha, and the "
     "one-sided binomial p that this share exceeds alpha (uniform p-values give about alpha). A row is held to "
     "alpha only on the nulls that void what it tests: `iid` and `random_walk` keep behaviour and each curve's level "
-    "(so they are no null for the across-sizes acquisition order or the collapse floors), `permuted` keeps the "
-    "geometry (no null for top-down); the probe and forecast rows are not rerun.\n")
+    "(so they are no null for the across-sizes acquisition order or the collapse floors), `permuted` and `setting` "
+    "keep the geometry (no null for top-down); the probe and forecast rows are not rerun.\n")
 
 
 def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | None = None,
@@ -238,6 +240,7 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
     from ckptgeo.claimtable.verdicts import definitions, rules
     from ckptgeo.claimtable.rows.leads import leads_table
     from ckptgeo.claimtable.table import claim_context
+    from ckptgeo.claimtable.verdicts import DEFINITIONS
 
     summary = dataset / "summary"
     summary.mkdir(parents=True, exist_ok=True)

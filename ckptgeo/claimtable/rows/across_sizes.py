@@ -77,6 +77,6 @@ def across_sizes_collapse_floor(ctx: ClaimContext) -> Claim:
 @register_claim(id="across_sizes_acquisition_step", order=130,
                 claim="small models predict large ones: rank correlation of acquisition order (never acquired ranked last)",
                 source="from a summary of the paper; not found in its abstracts",
-                anchor="claim-across-sizes", reads=("events",), nulls=("permuted",))
+                anchor="claim-across-sizes", reads=("events",), nulls=("permuted", "setting"))
 def across_sizes_acquisition_step(ctx: ClaimContext) -> Claim:
     return dataclasses.replace(_across(ctx, "acquisition_step"), kind="holds")

@@ -1,8 +1,9 @@
 """The claim rows built on like-for-like leads (:mod:`ckptgeo.claimtable.leads`), with power before verdicts.
 
 * ``contrast`` (the **primary** row, judged at alpha without adjustment): geometry leads behaviour more on hard
-  settings than on easy ones -- :func:`ckptgeo.claimtable.inference.contrast` over runs matched on acquisition
-  (:func:`matched`: the same checkpoint of one schedule).
+  settings than on easy ones -- :func:`ckptgeo.claimtable.units.adjusted_contrast`: the setting-mean lead on
+  difficulty and on the checkpoint of acquisition (:func:`with_acquisition`) within schedules, settings as units;
+  *reproduced* only with p < alpha and the interval above 0.
 * ``precursor_hard``, ``loss`` ("holds" rows): the hard runs' RankMe onset leads accuracy's onset (the loss's
   onset); reproduced when the onset **tracks** behaviour (Kendall tau of the onset against behaviour's onset
   over pairs of runs on one schedule, behaviour permuted within schedules, the onset found again against each
@@ -11,7 +12,13 @@
   95% upper bound below :data:`MARGIN` checkpoints, over runs whose rule found an onset, with a minimum
   detectable effect at or below the margin; not reproduced when the holds test finds a precursor; else
   inconclusive (a blind or powerless test).
-* ``tracking``: the Kendall tau split into pairs of one task (seeds) and pairs of two tasks.
+* ``tracking``: the Kendall tau over pairs of runs of two settings (whole settings' behaviour exchanged within
+  schedules), and over pairs of seeds of one setting (behaviour permuted among them: timing beyond the setting's
+  level, with its power).
+
+Every p here counts settings, not runs (:mod:`ckptgeo.stats.units`): the seeds of a setting share its geometry and
+timing, so a test that permuted runs rejected far above alpha where effects live at the setting level (issue 44).
+A design whose settings allow no p below alpha says so.
 
 Every "not reproduced" of a holds row (and of the contrast) needs power >= 80% at the margin
 (:mod:`ckptgeo.claimtable.power`) **and** an upper bound below the margin: the planted curves carry measurement
@@ -21,6 +28,7 @@ noise but not the spread of leads between settings, so power alone would oversta
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,9 +37,11 @@ import ckptgeo.stats as stats
 from ckptgeo.events.curves import grid_run, summary_rows
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
 from ckptgeo.claimtable.verdicts import MARGIN, MIN_CASES
-from ckptgeo.claimtable.inference import Interval, cluster_interval, contrast
+from ckptgeo.claimtable.inference import Interval, cluster_interval
 from ckptgeo.claimtable.leads import Behaviour, LeadMatrix, lead_matrix
 from ckptgeo.claimtable.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
+from ckptgeo.claimtable.units import adjusted_contrast, setting_of
+from ckptgeo.stats.units import unit_permutation_test
 
 __all__ = ["behaviour", "lead_frame", "leads_table", "tracking_test", "whole_model_curves"]
 
@@ -118,54 +128,69 @@ def leads_table(ctx: ClaimContext) -> pd.DataFrame:
     return lead_frame(lm, ctx.runs)
 
 
-def matched(frame: pd.DataFrame, beh: dict) -> pd.DataFrame:
-    """``frame`` (:func:`lead_frame`) with each run its own unit (``setting`` = model) and matched on acquisition:
-    ``stratum`` = schedule | the checkpoint of its acquisition. A geometry that knows nothing of behaviour leads a
-    later acquisition by more, and hard settings acquire later: only runs acquired at the same checkpoint of one
-    schedule compare their leads like for like (on iid noise at each curve's own variance the unmatched contrast
-    read "reproduced")."""
-    idx = []
+def with_acquisition(frame: pd.DataFrame, beh: dict) -> pd.DataFrame:
+    """``frame`` (:func:`lead_frame`) with ``schedule`` (its checkpoint schedule) and ``acquisition`` (the index on
+    the run's curve grid of the first checkpoint at or after its acquisition): what the primary contrast adjusts
+    for. A geometry that knows nothing of behaviour leads a later acquisition by more, and hard settings acquire
+    later."""
+    acq = []
     for m, stratum in zip(frame["model"], frame["stratum"]):
         grid = np.asarray([float(x) for x in str(stratum).split(",")]) if "," in str(stratum) else None
         a = beh[m].acquisition_step
-        idx.append(f"{stratum}|{int(np.searchsorted(grid, a)) if grid is not None else a}")
-    return frame.assign(setting=frame["model"], stratum=idx)
+        acq.append(float(np.searchsorted(grid, a)) if grid is not None else float(a))
+    return frame.assign(schedule=frame["stratum"], acquisition=acq)
 
 
-def _pairs(keys: list, among: np.ndarray, same_task: bool | None, tasks: list) -> np.ndarray:
+def _pairs(keys: list, among: np.ndarray, pairs: str, units: list) -> np.ndarray:
     out = []
     for a in range(len(among)):
         for b in range(a + 1, len(among)):
             i, j = among[a], among[b]
             if keys[i] != keys[j]:
                 continue
-            if same_task is None or (tasks[i] == tasks[j]) == same_task:
+            if pairs == "all" or (units[i] == units[j]) == (pairs == "within"):
                 out.append((i, j))
     return np.asarray(out, dtype=int).reshape(-1, 2)
 
 
-def tracking_test(lm: LeadMatrix, judged, *, n_permutations: int, seed: int, same_task: bool | None = None):
-    """Kendall tau-a of the geometric onset against behaviour's onset over pairs of judged runs on one schedule
-    (``same_task``: only pairs of one task / of two tasks), the onset found again against each permuted
-    behaviour; one-sided permutation p (behaviour permuted within schedules; within schedule and task for
-    pairs of one task). None without a pair."""
+def tracking_test(lm: LeadMatrix, judged, *, n_permutations: int, seed: int, pairs: str = "all",
+                  units: Sequence | None = None):
+    """Kendall tau-a of the geometric onset against behaviour's onset over pairs of judged runs on one schedule,
+    the onset found again against each permuted behaviour; one-sided permutation p. None without a pair.
+
+    Parameters
+    ----------
+    lm : LeadMatrix
+    judged : iterable of str
+        The runs whose pairs count.
+    n_permutations, seed : int
+    pairs : {"all", "between", "within"}, default="all"
+        Pairs of any two runs, of runs of two settings, or of runs of one setting (its seeds).
+    units : sequence of shape (len(lm.models),), optional
+        Each run's setting (:func:`ckptgeo.claimtable.units.setting_of` of its name when None). ``"all"`` and
+        ``"between"``: whole settings' behaviour exchanged within schedules (seeds move with their setting, so a
+        setting counts once: :func:`ckptgeo.stats.units.unit_permutation_test`); ``"within"``: behaviour
+        permuted among the seeds of each setting (the run-level timing, beyond the setting's level).
+    """
+    units = [setting_of(m) for m in lm.models] if units is None else [str(u) for u in units]
     judged = set(judged)
     idx = np.asarray([i for i, m in enumerate(lm.models) if m in judged], dtype=int)
-    tasks = [(grid_run(m) or {"task": m})["task"] for m in lm.models]
-    pairs = _pairs(lm.strata, idx, same_task, tasks)
-    if not len(pairs):
+    pair = _pairs(lm.strata, idx, pairs, units)
+    if not len(pair):
         return None
     acc = lm.acc_step
     st = lm.steps
-    i, j = pairs[:, 0], pairs[:, 1]
+    i, j = pair[:, 0], pair[:, 1]
 
     def tau(order: np.ndarray) -> float:
         o = np.asarray(order)
         geo_i, geo_j = acc[o[i]] - st[i, o[i]], acc[o[j]] - st[j, o[j]]
         return float(np.mean(np.sign(geo_i - geo_j) * np.sign(acc[o[i]] - acc[o[j]])))
 
-    strata = [f"{s}|{t}" for s, t in zip(lm.strata, tasks)] if same_task else list(lm.strata)
-    return stats.permutation_test(tau, len(lm.models), strata=strata, n_permutations=n_permutations, seed=seed)
+    if pairs == "within":
+        return stats.permutation_test(tau, len(lm.models), strata=[f"{s}|{u}" for s, u in zip(lm.strata, units)],
+                                      n_permutations=n_permutations, seed=seed)
+    return unit_permutation_test(tau, units, list(lm.strata), n_permutations=n_permutations, seed=seed)
 
 
 def _fmt(x: float, f: str = "{:.2g}") -> str:
@@ -210,10 +235,21 @@ def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, pow
     return lm, mine, with_onset, iv, res, null, mde, table
 
 
-def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str, *, alpha: float) -> tuple[str, str]:
+def _floor(res) -> float:
+    """The smallest p-value a permutation result's design allows (NaN without one)."""
+    if res is None or not res.n_permutations:
+        return math.nan
+    return 1.0 / res.n_permutations if res.exact else 1.0 / (res.n_permutations + 1)
+
+
+def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str, floor: float = math.nan, *,
+                   alpha: float) -> tuple[str, str]:
     if n < MIN_CASES or p != p:
         return "inconclusive", f"{n} run(s) with a lead; at least {MIN_CASES} are needed" if n < MIN_CASES else \
             "no pair of runs on one schedule to test"
+    if floor >= alpha:
+        return "inconclusive", (f"{what}: tracking p = {p:.3g}; the smallest p these settings allow is {floor:.2g} >= "
+                                f"{alpha} (too few settings to decide)")
     if p < alpha and iv.low > 0:
         return "reproduced", f"{what} tracks behaviour (p = {p:.3g}) and leads it (interval above 0)"
     seen = (f"tracks behaviour (p = {p:.3g}) but its lead's interval reaches 0" if p < alpha else
@@ -263,7 +299,7 @@ def _lead_row(ctx: ClaimContext, row_id: str, paper: str, curves: dict, beh: dic
     if kind == "absent":
         verdict, why = _absent_verdict(p, iv, mde, len(with_onset), len(mine), what, alpha=ctx.alpha)
     else:
-        verdict, why = _holds_verdict(p, iv, mde, len(with_onset), what, alpha=ctx.alpha)
+        verdict, why = _holds_verdict(p, iv, mde, len(with_onset), what, _floor(res), alpha=ctx.alpha)
     return Claim(row_id, ctx.claim, paper, measured, verdict, why + (f"; {iv.flag}" if iv.flag else ""), evidence, source,
                  iv.value, iv.low, iv.high, null, p,
                  "Kendall tau of onset vs behaviour's onset within schedules, behaviour permuted within schedules "
@@ -278,28 +314,43 @@ def _counted(ctx: ClaimContext, hard: bool | None) -> list:
 
 
 @register_claim(id="contrast", order=10,
-                claim="geometry leads behaviour more on hard settings than on easy ones (same schedules)",
+                claim="geometry leads behaviour more on hard settings than on easy ones (acquisition time accounted "
+                      "for)",
                 source="v4 abstract: 100% precursors on hard tasks, none on easy ones, tested here as a hard-minus-easy contrast of leads",
                 anchor="claim-contrast", reads=("events", "curves", "accuracy"))
 def contrast_row(ctx: ClaimContext) -> Claim:
-    """The primary row: hard minus easy difference in RankMe's lead over accuracy's onset."""
+    """The primary row: hard minus easy difference in RankMe's lead over accuracy's onset, settings as units,
+    adjusted for when each setting acquires (:func:`ckptgeo.claimtable.units.adjusted_contrast`)."""
     beh = behaviour(ctx)
+    claim = ctx.claim
+    paper = "hard: precursor (100%); easy: none"
     evidence = "summary/leads.parquet (lead per run); events/events.parquet"
+    test = ("setting-mean lead on difficulty + acquisition checkpoint (intercept and slope per schedule); "
+            "Freedman-Lane: the reduced model's residuals permuted among the settings of a schedule (one-sided); "
+            "interval: t on the setting means")
+    acquired = int(pd.to_numeric(ctx.runs["acquisition_step"], errors="coerce").notna().sum())
     lm = lead_matrix(ctx.curves, beh, config=ctx.config, own_only=True) if ctx.curves and beh else None
     if lm is None:
-        return Claim("contrast", ctx.claim, "hard: precursor; easy: none", "not measured", "inconclusive",
-                     "no acquired run with RankMe and accuracy", evidence, ctx.source, kind="primary")
-    frame = matched(lead_frame(lm, ctx.runs), beh)
+        return Claim("contrast", claim, paper, f"not measured (0 of {acquired} acquired runs with a lead)",
+                     "inconclusive", "no acquired run with RankMe and accuracy", evidence, ctx.source,
+                     test=test, kind="primary", margin=MARGIN)
+    frame = with_acquisition(lead_frame(lm, ctx.runs), beh)
     frame = frame[frame["model"].isin(_counted(ctx, None))]
-    c = contrast(frame, alpha=ctx.alpha, n_permutations=ctx.n_permutations, seed=ctx.seed)
-    hard = [m for m in frame["model"] if bool(frame.set_index("model").loc[m, "hard"])]
-    easy = [m for m in frame["model"] if m not in set(hard)]
+    c = adjusted_contrast(frame, n_permutations=ctx.n_permutations, seed=ctx.seed, alpha=ctx.alpha)
+    used = (f"{c.n_runs} of {acquired} acquired runs, {c.n_settings} settings ({c.n_hard} hard, {c.n_easy} easy) "
+            f"in {c.n_schedules} schedule(s)")
+    if c.p_value != c.p_value:
+        return Claim("contrast", claim, paper, f"no test: {used}", "inconclusive", c.flag, evidence,
+                     ctx.source, test=test, kind="primary", margin=MARGIN)
+    hard = list(frame.loc[frame["hard"].astype(bool), "model"])
+    easy = list(frame.loc[~frame["hard"].astype(bool), "model"])
 
     def detects(planted: dict) -> bool:
         plm = lead_matrix(planted, beh, config=ctx.config, own_only=True, judged=list(frame["model"]))
         f = frame.assign(lead=[plm.checkpoints[plm.models.index(m), plm.models.index(m)] for m in frame["model"]])
-        return contrast(f, alpha=ctx.alpha, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS),
-                        seed=ctx.seed).p_value < ctx.alpha
+        r = adjusted_contrast(f, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS), seed=ctx.seed,
+                              alpha=ctx.alpha)
+        return r.p_value < ctx.alpha and r.low > 0
 
     from ckptgeo.analysis.config import AnalysisConfig
 
@@ -308,39 +359,29 @@ def contrast_row(ctx: ClaimContext) -> Claim:
         mde, table = minimum_detectable(detects, ctx.curves, beh, hard, n_power=ctx.n_power,
                                         rules=ctx.config or AnalysisConfig(), seed=ctx.seed,
                                         others={m: 0 for m in easy})
-    if c.p_value != c.p_value:
-        return Claim("contrast", ctx.claim, "hard: precursor (100%); easy: none",
-                     f"no hard and easy runs acquired at the same checkpoint of one schedule ({c.n_hard} hard, "
-                     f"{c.n_easy} easy matched)", "inconclusive",
-                     "hard and easy runs must acquire at the same checkpoint of a schedule to compare their leads "
-                     "(a geometry unrelated to behaviour leads a later acquisition by more)", evidence,
-                     ctx.source, kind="primary", margin=MARGIN)
-    lo = "-inf" if c.low == -math.inf else f"{c.low:+.1f}"
-    hi = "inf" if c.high == math.inf else f"{c.high:+.1f}"
-    measured = (f"hard minus easy lead {c.estimate:+.1f} checkpoints [{lo}, {hi}] over {c.n_hard} hard and "
-                f"{c.n_easy} easy runs matched on acquisition ({c.n_strata} schedule x checkpoint cells); rank statistic {c.statistic:+.2f}; "
-                + (mde_text(mde, table) if table else f"no labelling of these settings could give p < {ctx.alpha}"))
-    if c.p_value != c.p_value:
-        verdict, why = "inconclusive", c.flag
+    slope = "" if c.slope != c.slope else f"; lead per checkpoint of later acquisition {c.slope:+.2f}"
+    measured = (f"hard minus easy lead {c.estimate:+.1f} checkpoints [{c.low:+.1f}, {c.high:+.1f}] with acquisition "
+                f"accounted for, over {used}{slope}; t {c.statistic:+.2f} (df {c.df}); "
+                + (mde_text(mde, table) if table else f"no relabelling of these settings could give p < {ctx.alpha}"))
+    if c.min_p >= ctx.alpha:
+        verdict, why = "inconclusive", (f"p = {c.p_value:.3g}; the smallest p these {c.n_settings} settings allow is "
+                                        f"{c.min_p:.2g} >= {ctx.alpha} (too few settings to decide)")
+    elif c.p_value < ctx.alpha and c.low > 0:
+        verdict, why = "reproduced", f"p = {c.p_value:.3g} < {ctx.alpha} and the interval lies above 0 (primary row)"
     elif c.p_value < ctx.alpha:
-        verdict, why = "reproduced", f"p = {c.p_value:.3g} < {ctx.alpha} (primary row, unadjusted)"
-    elif c.min_p >= ctx.alpha:
-        verdict, why = "inconclusive", (f"p = {c.p_value:.3g}; the smallest p these {c.n_hard + c.n_easy} settings "
-                                        f"allow is {c.min_p:.2g} >= {ctx.alpha}")
+        verdict, why = "inconclusive", (f"p = {c.p_value:.3g} < {ctx.alpha}, but the interval [{c.low:+.1f}, "
+                                        f"{c.high:+.1f}] reaches 0")
     elif not (math.isfinite(mde) and mde <= MARGIN):
-        verdict, why = "inconclusive", f"p = {c.p_value:.3g} >= {ctx.alpha}; power < 80% at {MARGIN:g} checkpoints"
+        verdict, why = "inconclusive", (f"not shown: p = {c.p_value:.3g} >= {ctx.alpha}, and this design detects a "
+                                        f"{MARGIN:g}-checkpoint contrast with power < 80% (not evidence either way)")
     elif not c.high < MARGIN:
-        verdict, why = "inconclusive", (f"p = {c.p_value:.3g} >= {ctx.alpha}, but the upper bound {hi} does not exclude a "
-                                        f"{MARGIN:g}-checkpoint contrast")
+        verdict, why = "inconclusive", (f"not shown: p = {c.p_value:.3g} >= {ctx.alpha}, but the upper bound "
+                                        f"{c.high:+.1f} does not exclude a {MARGIN:g}-checkpoint contrast")
     else:
-        verdict, why = "not reproduced", (f"p = {c.p_value:.3g} >= {ctx.alpha}, with power >= 80% at {mde:g} checkpoints "
-                                          f"and the upper bound {hi} < {MARGIN:g}")
-    return Claim("contrast", ctx.claim, "hard: precursor (100%); easy: none", measured, verdict,
-                 why + (f"; {c.flag}" if c.flag else ""), evidence, ctx.source, c.estimate, c.low,
-                 c.high, 0.0, c.p_value, "difficulty labels permuted among runs acquired at the same checkpoint of "
-                 f"one schedule (one-sided, stratified ranks of the lead); interval: {c.method}", kind="primary",
-                 margin=MARGIN,
-                 mde=mde)
+        verdict, why = "not reproduced", (f"p = {c.p_value:.3g} >= {ctx.alpha}, with power >= 80% at {mde:g} "
+                                          f"checkpoints and the upper bound {c.high:+.1f} < {MARGIN:g}")
+    return Claim("contrast", claim, paper, measured, verdict, why, evidence, ctx.source, c.estimate, c.low,
+                 c.high, 0.0, c.p_value, test, kind="primary", margin=MARGIN, mde=mde)
 
 
 @register_claim(id="precursor_hard", order=30,
@@ -373,34 +414,68 @@ def loss(ctx: ClaimContext) -> Claim:
 
 
 @register_claim(id="tracking", order=50,
-                claim="RankMe's onset tracks accuracy's onset (Kendall tau within schedules)",
+                claim="RankMe's onset tracks accuracy's onset (Kendall tau within schedules, settings as units)",
                 source="v4 abstract: geometry changes before the capability emerges",
                 anchor="claim-tracking", reads=("events", "curves", "accuracy"))
 def tracking(ctx: ClaimContext) -> Claim:
     beh = behaviour(ctx)
     judged = _counted(ctx, None)
     lm = lead_matrix(ctx.curves, beh, config=ctx.config) if ctx.curves and beh else None
+    claim = ctx.claim
+    test = ("Kendall tau-a over pairs of runs of two settings on one schedule, whole settings' behaviour exchanged "
+            "within schedules (one-sided); over seeds of one setting, behaviour permuted among them (shown, "
+            "with its power)")
     if lm is None:
         return Claim("tracking", ctx.claim, "onsets follow acquisition", "not measured", "inconclusive",
                      "no acquired run with RankMe and accuracy", "summary/leads.parquet", ctx.source,
                      kind="holds")
-    w = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed, same_task=True)
-    b = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed, same_task=False)
+    b = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed, pairs="between")
+    w = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed, pairs="within")
+    n_settings = len({setting_of(m) for m in judged if m in set(lm.models)})
     part = [f"{name}: tau {r.statistic:+.2f} (p {r.p_value:.3g}, null {r.null_mean:+.2f})" if r is not None
-            else f"{name}: no pair" for name, r in (("within task (seeds)", w), ("between tasks", b))]
-    p = math.nan if b is None else b.p_value
+            else f"{name}: no pair" for name, r in (("between settings", b), ("seeds of one setting", w))]
+    p, floor = (math.nan, math.nan) if b is None else (b.p_value, _floor(b))
     if b is None or len(judged) < MIN_CASES:
-        verdict, why = "inconclusive", "no pair of runs of two tasks on one schedule"
+        verdict, why = "inconclusive", "no pair of runs of two settings on one schedule"
+    elif floor >= ctx.alpha:
+        verdict, why = "inconclusive", (f"between settings p = {p:.3g}; the smallest p these {n_settings} settings "
+                                        f"allow is {floor:.2g} >= {ctx.alpha} (too few settings to decide)")
     elif p < ctx.alpha:
-        verdict, why = "reproduced", f"between tasks p = {p:.3g} < {ctx.alpha}"
+        verdict, why = "reproduced", f"between settings p = {p:.3g} < {ctx.alpha}"
     else:
-        verdict, why = "inconclusive", f"between tasks p = {p:.3g} >= {ctx.alpha} (tracking has no power analysis here)"
-    return Claim("tracking", ctx.claim, "onsets follow acquisition", "; ".join(part), verdict, why,
-                 "summary/leads.parquet", ctx.source, math.nan if b is None else b.statistic,
-                 null=math.nan if b is None else b.null_mean, p_value=p,
-                 test="Kendall tau-a over pairs of runs of two tasks on one schedule, behaviour permuted within "
-                      "schedules (one-sided); the within-task tau is shown, not tested for the verdict",
-                 kind="holds")
+        verdict, why = "inconclusive", (f"not shown: between settings p = {p:.3g} >= {ctx.alpha} (tracking has no "
+                                        "power analysis here)")
+    if w is not None:
+        why += "; " + _within_words(ctx, lm, beh, judged, w)
+    return Claim("tracking", claim, "onsets follow acquisition", "; ".join(part) + f" ({n_settings} settings)",
+                 verdict, why, "summary/leads.parquet", ctx.source,
+                 math.nan if b is None else b.statistic, null=math.nan if b is None else b.null_mean, p_value=p,
+                 test=test, kind="holds")
+
+
+def _within_words(ctx: ClaimContext, lm: LeadMatrix, beh: dict, judged: list, w) -> str:
+    """What the seeds of one setting show: run-level timing beyond the setting's level, or, on a failure to reject,
+    "not shown beyond the setting's level" with the power of that test at planted run-level timing (each run's
+    onset planted ``d`` checkpoints before its own accuracy onset, :mod:`ckptgeo.claimtable.power`)."""
+    if w.p_value < ctx.alpha:
+        return f"the seeds of a setting track their own acquisitions too (p = {w.p_value:.3g}): run-level timing"
+    if _floor(w) >= ctx.alpha:
+        return (f"not shown beyond the setting's level: the seeds' test cannot reject (smallest p "
+                f"{_floor(w):.2g} >= {ctx.alpha})")
+    from ckptgeo.analysis.config import AnalysisConfig
+
+    def detects(planted: dict) -> bool:
+        plm = lead_matrix(planted, beh, config=ctx.config)
+        r = None if plm is None else tracking_test(plm, judged, n_permutations=min(ctx.n_permutations,
+                                                                                   POWER_PERMUTATIONS),
+                                                   seed=ctx.seed, pairs="within")
+        return r is not None and r.p_value < ctx.alpha
+
+    pool = [m for m in judged if m in set(lm.models)]
+    mde, table = minimum_detectable(detects, ctx.curves, beh, pool, n_power=ctx.n_power,
+                                    fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed)
+    return (f"not shown beyond the setting's level: seeds of one setting p = {w.p_value:.3g} >= {ctx.alpha}; power of "
+            f"that test at planted run-level timing: {mde_text(mde, table)}")
 
 
 def _whole(ctx: ClaimContext, metric: str, paper: str) -> Claim:

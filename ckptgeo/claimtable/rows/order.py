@@ -7,6 +7,7 @@ import math
 
 from ckptgeo.claimtable.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.units import setting_of
 from ckptgeo.claimtable.verdicts import ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
 from ckptgeo.events import acquisition_null
 from ckptgeo.events import curves as cv
@@ -33,7 +34,8 @@ def _order(ctx: ClaimContext) -> Claim:
                  + (f"; {mde_text(mde, table)}" if table else ""), verdict,
                  why + (f"; out of order: {examples_text(missing)}" if len(missing) else ""),
                  "events/events.parquet (metric rankme, summary layer); figures/grid.png", ctx.source,
-                 rate, lo, hi, null, p, f"permutation of acquisition steps within a schedule; interval: {how}",
+                 rate, lo, hi, null, p, "acquisition steps of whole settings exchanged within a schedule (seeds with "
+                 f"their setting); interval: {how}",
                  mde=mde)
 
 
@@ -54,7 +56,8 @@ def _order_null(ctx: ClaimContext, curves: dict, judged: list[str], n_permutatio
     return acquisition_null.rate_null(in_order, [curves[m].acquisition_step for m in pool],
                                       [curves[m].stratum for m in pool],
                                       [i for i, m in enumerate(pool) if m in judged_set],
-                                      n_permutations=n_permutations or ctx.n_permutations, seed=ctx.seed)
+                                      n_permutations=n_permutations or ctx.n_permutations, seed=ctx.seed,
+                                      units=[setting_of(m) for m in pool])
 
 
 def _order_power(ctx: ClaimContext, judged: list[str]) -> tuple[float, dict]:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ckptgeo.claimtable.power import LEADS, POWER, POWER_PERMUTATIONS, mde_text
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.units import setting_of
 from ckptgeo.claimtable.verdicts import PROBE_GATE_ACCURACY, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
 from ckptgeo.events import acquisition_null
 
@@ -57,7 +58,8 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
             res = acquisition_null.rate_null(lambda i, acq: float(onset[i] < acq),
                                              [ctx.curves[m].acquisition_step for m in pool],
                                              [ctx.curves[m].stratum for m in pool], range(len(pool)),
-                                             n_permutations=ctx.n_permutations, seed=ctx.seed)
+                                             n_permutations=ctx.n_permutations, seed=ctx.seed,
+                                             units=[setting_of(m) for m in pool])
             if res is not None:
                 null, p = res.null_mean, res.p_value
                 mde, table = _probe_power(ctx, pool)
@@ -71,7 +73,8 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
                  + ("" if math.isnan(null) else f"; permuted {null:.0%}") + (f"; {mde_text(mde, table)}" if table else ""),
                  verdict, why + extra + gate + "; onset: beats max(chance, control) by the margin with p < alpha",
                  "summary/probe_lead.parquet", ctx.source, rate, lo, hi, null, p,
-                 f"permutation of acquisition steps within a schedule; interval: {how}", mde=mde)
+                 "acquisition steps of whole settings exchanged within a schedule (seeds with their setting); "
+                 f"interval: {how}", mde=mde)
 
 
 def _probe_power(ctx: ClaimContext, pool: list[str]) -> tuple[float, dict]:
@@ -91,7 +94,8 @@ def _probe_power(ctx: ClaimContext, pool: list[str]) -> tuple[float, dict]:
             onset = np.array([g[i] for i, g in zip(idx, grids)])
             r = acquisition_null.rate_null(lambda i, a: float(onset[i] < a), acq, [ctx.curves[m].stratum for m in pool],
                                            range(len(pool)), n_permutations=min(ctx.n_permutations,
-                                                                                POWER_PERMUTATIONS), seed=ctx.seed)
+                                                                                POWER_PERMUTATIONS), seed=ctx.seed,
+                                           units=[setting_of(m) for m in pool])
             hits += r is not None and r.p_value < ctx.alpha
         table[d] = hits / ctx.n_power if ctx.n_power else math.nan
         if table[d] >= POWER:
