@@ -8,6 +8,7 @@ pieces that can:
 * :func:`permutation_test`: a p-value for any statistic of runs under relabelling (acquisition times
   permuted across runs, optionally within strata); exact enumeration when the relabellings are few.
 * :func:`circular_shift_test`: the same with each run's curve rolled by a random number of checkpoints.
+* :func:`sign_flip_test`: the mean of independent units' values (settings, held-out groups) against zero.
 * :func:`noise_curves` and :func:`false_positive_rate`: how often a detector fires on synthetic curves
   without any signal, at a given checkpoint schedule (the run's own).
 * :func:`hierarchical_bootstrap`: an interval for a statistic over (task, seed) groups, resampling tasks,
@@ -35,7 +36,8 @@ from ckptgeo.errors import InvalidParameterError
 
 __all__ = [
     "Rate", "PermutationResult", "BootstrapResult", "KendallResult",
-    "binomial_interval", "permutation_test", "circular_shift_test", "noise_curves", "false_positive_rate",
+    "binomial_interval", "permutation_test", "circular_shift_test", "sign_flip_test", "noise_curves",
+    "false_positive_rate",
     "hierarchical_bootstrap", "kendall_tau", "slope", "robust_noise_sd", "p_value",
     "DEFAULT_CONFIDENCE", "DEFAULT_N_PERMUTATIONS", "DEFAULT_N_RESAMPLES", "DEFAULT_N_NOISE_CURVES",
 ]
@@ -252,6 +254,60 @@ def circular_shift_test(statistic: Callable[[np.ndarray], float], lengths: Seque
     hi = np.asarray(lengths, dtype=np.int64)
     null = np.asarray([float(statistic(rng.integers(0, hi))) for _ in range(n_permutations)], dtype=np.float64)
     return _summarise(observed, null, alternative, False, seed)
+
+
+def sign_flip_test(values: Sequence[float], *, n_permutations: int = DEFAULT_N_PERMUTATIONS, seed: int = 0,
+                   alternative: str = "greater") -> PermutationResult:
+    """A p-value for the mean of independent units' values (one per unit: a setting's or a held-out group's mean
+    difference) against zero, by flipping their signs.
+
+    Parameters
+    ----------
+    values : sequence of float, shape (n_units,)
+        One value per unit; NaN values are left out.
+    n_permutations : int, default=999
+        Random sign vectors drawn; all ``2 ** n_units`` are enumerated when there are at most this many (then the
+        p is exact and never below ``2 ** -n_units``: 5 units are the fewest that can reach p < 0.05).
+    seed : int, default=0
+    alternative : {"greater", "less", "two-sided"}, default="greater"
+
+    Returns
+    -------
+    PermutationResult
+        NaN p for no finite value.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``n_permutations`` < 1, unknown ``alternative``.
+
+    Notes
+    -----
+    Valid where the units are independent and each is symmetric about 0 under the null (a unit's value is a
+    difference of two forecasts' scores, whose labels could be swapped). Counting runs of one setting as units
+    instead rejects far above alpha where the runs share their setting's geometry (docs/definitions.md).
+
+    Examples
+    --------
+    >>> r = sign_flip_test([0.3, 0.2, 0.4, 0.1, 0.5])
+    >>> r.exact, r.n_permutations, r.p_value
+    (True, 32, 0.03125)
+    >>> sign_flip_test([0.3, 0.2, 0.4, 0.1]).p_value   # 4 units: at best 1/16
+    0.0625
+    """
+    n_permutations = check_count(n_permutations, "n_permutations")
+    alternative = check_alternative(alternative)
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return PermutationResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0, True, int(seed), alternative,
+                                 np.empty(0))
+    observed = float(v.mean())
+    if 2 ** v.size <= n_permutations:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=v.size)))
+        return _summarise(observed, signs @ v / v.size, alternative, True, seed)
+    signs = np.where(np.random.default_rng(seed).random((n_permutations, v.size)) < 0.5, -1.0, 1.0)
+    return _summarise(observed, signs @ v / v.size, alternative, False, seed)
 
 
 # ------------------------------------------------------------------------------------------ noise
