@@ -40,6 +40,7 @@ as above among that size's settings, with the test's power at a Kendall tau of :
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -283,8 +284,15 @@ def sign_flip_mde(values: np.ndarray, cfg: ForecastConfig, *, power: float = 0.8
         return math.nan
     rng = np.random.default_rng(cfg.seed)
     draws = rng.normal(0.0, sd, (n_power, len(values)))
+    # the relabellings of stats.sign_flip_test, once for every draw: all sign vectors where they are few
+    exact = 2 ** len(values) <= cfg.n_permutations
+    signs = (np.array(list(itertools.product((1.0, -1.0), repeat=len(values)))) if exact else
+             np.where(np.random.default_rng(cfg.seed).random((cfg.n_permutations, len(values))) < 0.5, -1.0, 1.0))
     for k in _MDE_STEPS:
-        hits = sum(_sign_flip(row + k * sd, cfg) < cfg.alpha for row in draws)
+        shifted = draws + k * sd
+        null = shifted @ signs.T / len(values)
+        hits = sum(stats.p_value(float(obs), row, "greater", exact) < cfg.alpha
+                   for obs, row in zip(shifted.mean(axis=1), null))
         if hits >= power * n_power:
             return k * sd
     return math.nan
