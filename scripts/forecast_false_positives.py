@@ -21,7 +21,7 @@ import sys
 import numpy as np
 from scipy.stats import wilcoxon
 
-from ckptgeo.analysis import stats
+import ckptgeo.stats as stats
 from ckptgeo.forecasting.designs import concordance_design, runs_design, skill_design
 from ckptgeo.forecasting.evaluate import ForecastConfig, _settings_permuted, evaluate, skill_table
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from ckptgeo.analysis import stats
+import ckptgeo.stats as stats
 from ckptgeo.forecasting.designs import concordance_design, skill_design
 from ckptgeo.forecasting.evaluate import (ForecastConfig, _settings_permuted, concordance, concordance_power,
                                           min_units, sign_flip_mde, skill_table)

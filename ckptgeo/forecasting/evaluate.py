@@ -16,7 +16,7 @@ of its checkpoints before its acquisition is known, and scored:
 **Skill** of geometry over behaviour: per held-out run, the behaviour set's log score minus the geometry set's
 (positive: geometry better), averaged over each independent **unit** (the held-out task or size, or for the seed
 split the run's setting: the seeds of a setting share its geometry and timing); a one-sided sign-flip test across
-units (:func:`ckptgeo.analysis.stats.sign_flip_test`; 5 units are the fewest that can give p < 0.05). The same
+units (:func:`ckptgeo.stats.sign_flip_test`; 5 units are the fewest that can give p < 0.05). The same
 on a **null copy** (every RankMe and cross-checkpoint curve replaced by noise at the mean and sd pooled over all
 runs, :func:`ckptgeo.forecasting.features.null_copy`), which must show no skill. The test the other way
 (``p_value_worse``) says where geometry made the forecast worse. Skill may come from the setting alone (a hard
@@ -49,7 +49,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import stats
+import ckptgeo.stats as stats
 from ckptgeo.forecasting.calibrate import FRACTIONS, FitCache, scoring_rows, widen, widening
 from ckptgeo.forecasting.data import RunCurves
 from ckptgeo.forecasting.features import FEATURE_SETS, null_copy, run_features, sibling_copy
@@ -306,7 +306,7 @@ def skill_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
     Columns: ``n_runs`` and ``n_units`` (held-out runs, and the units they form), ``min_p`` (the smallest p the
     units allow: ``2 ** -n_units``), ``delta_log_score`` (the mean over units of their runs' mean log-score
     difference behaviour minus geometry; positive = geometry better), ``skill`` (1 - LS_geometry / LS_behaviour over
-    runs), ``p_value`` (one-sided sign-flip test over the units' means, :func:`ckptgeo.analysis.stats.sign_flip_test`:
+    runs), ``p_value`` (one-sided sign-flip test over the units' means, :func:`ckptgeo.stats.sign_flip_test`:
     geometry better), ``p_value_worse`` (geometry worse); the same for the null copy (``null_``); the sibling copy's
     skill over behaviour (``sibling_n_runs``, ``sibling_delta_log_score``: what knowing the setting's geometry
     gives) and the run's own geometry against it on the runs that took a sibling's geometry
