@@ -350,7 +350,7 @@ def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_
     from ckptgeo.forecasting.tables import forecast_frame
     from ckptgeo.claimtable.table import claim_table
 
-    runs = _runs(lead=6)
+    runs = _runs(lead=6, n_tasks=5)
     table = forecast_frame(runs, planted["forecasts"]["task"], "task", CFG)
     tables = {"forecast_skill": planted["skill"], "forecast": table, "forecast_sizes": pd.DataFrame(),
               "forecast_concordance": planted["concordance"]}
@@ -358,7 +358,7 @@ def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_
     t = claim_table(empty, tables=tables, n_permutations=19, n_resamples=9).set_index("id")
     geo = t.loc["forecast_geometry"]
     assert geo["verdict"] == "reproduced", geo.to_dict()
-    assert "held out by task: 8 runs" in geo["measured"] and "null copy" in geo["measured"]
+    assert "held out by task: 10 runs in 5 held-out tasks" in geo["measured"] and "null copy" in geo["measured"]
     cc = planted["concordance"].set_index(["feature_set", "difficulty"])
     easy = cc.loc[("geometry", "easy")]
     assert f"easy concordance geometry {easy['concordance']:.0%} [{easy['concordance_low']:.0%}, " in geo["measured"]
@@ -376,15 +376,19 @@ def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_
         none = planted["skill"].assign(p_value=0.4, p_value_worse=p_worse)
         t = claim_table(empty, tables={**tables, "forecast_skill": none}, n_permutations=9, n_resamples=9)
         assert t.set_index("id").loc["forecast_geometry", "verdict"] == verdict, (p_worse, verdict)
-    # skill that a sibling's geometry (another seed of the setting) gives as well is the setting's level
-    for change, said in (({"timing_p_value": 0.4}, "forecasts as well"), ({"sibling_n_runs": 0}, "5 are needed")):
+    # skill that a sibling's geometry (another seed of the setting) gives as well: not shown beyond the setting's
+    # level, a failure to reject stated with the timing test's power (never "setting level only" as a finding)
+    for change, said in (({"timing_p_value": 0.4}, "not shown beyond the setting's level"),
+                         ({"timing_p_value": 0.4}, "detects a gain of"),
+                         ({"sibling_n_runs": 0, "timing_n_units": 0}, "5 are needed")):
         t = claim_table(empty, tables={**tables, "forecast_skill": planted["skill"].assign(**change)},
                         n_permutations=9, n_resamples=9).set_index("id").loc["forecast_geometry"]
         assert t["verdict"] == "inconclusive" and said in t["reason"], (change, t["reason"])
-    # too few held-out runs for the test to reach p < 0.05
-    few = planted["skill"].assign(n_runs=4)
+    # too few held-out units for the test to reach p < 0.05 (however many runs: seeds of a setting are one unit)
+    few = planted["skill"].assign(n_units=4)
     t = claim_table(empty, tables={**tables, "forecast_skill": few}, n_permutations=9, n_resamples=9)
-    assert t.set_index("id").loc["forecast_geometry", "verdict"] == "inconclusive"
+    row = t.set_index("id").loc["forecast_geometry"]
+    assert row["verdict"] == "inconclusive" and "cannot reach p < 0.05" in row["reason"], row["reason"]
     # two sizes, the larger forecast from the smaller: the order is judged on forecasts made at half the earlier
     # acquisition, when a lead of 6 checkpoints has not shown yet in either run: no order to find (8 acquired runs)
     two = _runs(lead=6, sizes=("tiny", "mini"), n_tasks=4, seeds=(1, 2))
@@ -392,4 +396,14 @@ def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_
     t = claim_table(empty, tables={**tables, "forecast_sizes": sizes}, n_permutations=9, n_resamples=9)
     row = t.set_index("id").loc["forecast_across_sizes"]
     assert "size mini from tiny" in row["measured"] and row["p_value"] >= 0.05, row.to_dict()
-    assert row["verdict"] == "not reproduced", row.to_dict()
+    # 4 settings of 2 acquired runs: 24 relabellings, but too little power to call the order absent
+    assert "4 settings (p >= 0.042)" in row["measured"] and sizes["power"].max() < 0.8, sizes["power"].tolist()
+    assert row["verdict"] == "inconclusive" and "power" in row["reason"], row.to_dict()
+    for change, verdict, said in (({"power": 0.9}, "not reproduced", "with 90% power"),
+                                  ({"min_p": 0.5, "n_units": 2}, "inconclusive", "allows no p below 0.5")):
+        t = claim_table(empty, tables={**tables, "forecast_sizes": sizes.assign(**change)}, n_permutations=9,
+                        n_resamples=9).set_index("id").loc["forecast_across_sizes"]
+        assert t["verdict"] == verdict and said in t["reason"], (change, t["reason"])
+    from ckptgeo.claimtable.verdicts import TAU_MARGIN
+    from ckptgeo.forecasting.evaluate import POWER_TAU
+    assert POWER_TAU == TAU_MARGIN   # the forecast's power is stated at the claim table's margin in tau
