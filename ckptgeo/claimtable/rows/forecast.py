@@ -30,7 +30,7 @@ import pandas as pd
 
 from ckptgeo.claimtable.power import POWER
 from ckptgeo.claimtable.registry import Claim, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, MIN_CASES
+from ckptgeo.claimtable.verdicts import MIN_CASES
 from ckptgeo.forecasting.evaluate import PAPER_CONCORDANCE, POWER_TAU, SPLITS, min_units, skill_verdict
 
 __all__ = ["forecast_geometry", "forecast_across_sizes", "hard_easy_concordance"]
@@ -51,23 +51,23 @@ def _pct(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.0%}"
 
 
-def _units_text(row) -> str:
+def _units_text(row, alpha: float) -> str:
     """", 4 settings: p >= 0.042" for a concordance row (nothing for a table written before it counted settings)."""
     n, low = row.get("n_units", math.nan), row.get("min_p", math.nan)
     if n is None or not math.isfinite(float(n)):
         return ""
     text = f", {int(n)} settings"
-    return text + (f", so p >= {low:.2g}: too few to show it" if math.isfinite(low) and low >= ALPHA else "")
+    return text + (f", so p >= {low:.2g}: too few to show it" if math.isfinite(low) and low >= alpha else "")
 
 
-def _conc_text(conc: dict) -> str:
+def _conc_text(conc: dict, alpha: float) -> str:
     parts = []
     for cls in ("easy", "hard"):
         g, b = conc.get("geometry", {}).get(cls), conc.get("behaviour", {}).get(cls)
         if g is None:
             continue
         parts.append(f"{cls} concordance geometry {_pct(g['concordance'])} [{_pct(g['concordance_low'])}, "
-                     f"{_pct(g['concordance_high'])}] (p = {g['p_value']:.3g}{_units_text(g)}) behaviour "
+                     f"{_pct(g['concordance_high'])}] (p = {g['p_value']:.3g}{_units_text(g, alpha)}) behaviour "
                      f"{_pct(b['concordance']) if b is not None else '-'} over {int(g['n_pairs'])} pairs "
                      f"(paper {PAPER_CONCORDANCE[cls]:.0%})")
     return "; ".join(parts)
@@ -89,8 +89,8 @@ def forecast_geometry(ctx) -> Claim:
                      "inconclusive", "nothing to hold out", evidence, ctx.source, test=test)
     order = [s for s in (*SPLITS, "run") if s in set(skill["split"])]
     row = skill.set_index("split").loc[order[0]]
-    ctext = _conc_text({fs: hard_easy_concordance(cc, fs) for fs in ("behaviour", "geometry")})
-    need = min_units(ALPHA)
+    ctext = _conc_text({fs: hard_easy_concordance(cc, fs) for fs in ("behaviour", "geometry")}, ctx.alpha)
+    need = min_units(ctx.alpha)
     nu = row.get("n_units", math.nan)
     n = int(nu) if nu is not None and math.isfinite(float(nu)) else int(row["n_runs"])   # older tables: runs
     unit = "held-out tasks" if order[0] == "task" else ("sizes" if order[0] == "size" else "settings")
@@ -105,30 +105,30 @@ def forecast_geometry(ctx) -> Claim:
     nt = int(nt) if math.isfinite(nt) else ns
     mde = float(row.get("timing_mde", math.nan))
     power = (f"the timing test ({nt} units) detects a gain of {mde:.3g} nats with 80% power" if math.isfinite(mde)
-             else f"the timing test ({nt} units) has no power at alpha {ALPHA}")
+             else f"the timing test ({nt} units) has no power at alpha {ctx.alpha}")
     if ns:
         measured += (f"; a sibling's geometry (another seed of the setting) {row['sibling_delta_log_score']:+.3f}, "
                      f"the run's own over it {row['timing_delta_log_score']:+.3f}, p = {pt:.3g} over {ns} runs "
                      f"({nt} units; {power})")
     measured += f"; {ctext}" if ctext else ""
-    said = skill_verdict(row.to_dict(), ALPHA)   # the forecast's own verdict; the row's reason says why in words
+    said = skill_verdict(row.to_dict(), ctx.alpha)   # the forecast's own verdict; the row's reason says why in words
     verdict = {"geometry helps": "reproduced", "geometry worse": "not reproduced"}.get(said, "inconclusive")
     if n < need or not math.isfinite(p):
-        why = (f"{n} {unit}: a one-sided sign-flip test over them cannot reach p < {ALPHA} (it needs {need}; the "
-               "seeds of a setting are one unit, not several)")
-    elif math.isfinite(p0) and p0 < ALPHA:
+        why = (f"{n} {unit}: a one-sided sign-flip test over them cannot reach p < {ctx.alpha} (it needs {need}; "
+               "the seeds of a setting are one unit, not several)")
+    elif math.isfinite(p0) and p0 < ctx.alpha:
         why = (f"the null copy (geometry made of noise) shows skill too (p = {p0:.3g}): the test cannot tell "
                "geometry from curves that say nothing of the run's own acquisition")
     else:
         why = {
-            "geometry helps": f"geometry's skill p = {p:.3g} < {ALPHA}, and the run's own geometry beats a sibling's "
+            "geometry helps": f"geometry's skill p = {p:.3g} < {ctx.alpha}, and the run's own geometry beats a sibling's "
                               f"(p = {pt:.3g}); the null copy's p = {p0:.3g}",
             "not shown beyond the setting's level": (
                 f"geometry's skill p = {p:.3g}, but not shown beyond the setting's level: the run's own geometry "
                 f"over a sibling's p = {pt:.3g} (a failure to reject, not a finding; {power})"),
             "timing untested": f"geometry's skill p = {p:.3g}, but {nt} units have a sibling (another seed of the "
                                f"setting) to test whether the gain is the setting's level; {need} are needed",
-            "geometry worse": f"geometry forecasts worse than behaviour alone: one-sided p = {pw:.3g} < {ALPHA} "
+            "geometry worse": f"geometry forecasts worse than behaviour alone: one-sided p = {pw:.3g} < {ctx.alpha} "
                               f"(skill p = {p:.3g})",
         }.get(said, f"no skill shown (p = {p:.3g}) and geometry not shown worse (p = {pw:.3g}): a test that fails to "
                     "reject is not evidence of no skill")
@@ -168,18 +168,18 @@ def forecast_across_sizes(ctx) -> Claim:
                      if math.isfinite(low) else f"; {int(units)} settings")
     if n < MIN_CASES or not math.isfinite(p):
         verdict, why = "inconclusive", f"{n} acquired runs at the largest size; at least {MIN_CASES} are needed"
-    elif math.isfinite(low) and low >= ALPHA:
+    elif math.isfinite(low) and low >= ctx.alpha:
         verdict, why = "inconclusive", (f"{int(units)} settings with acquired runs at the largest size: exchanging "
                                         f"them allows no p below {low:.2g}, so no order could be shown")
-    elif p < ALPHA:
-        verdict, why = "reproduced", f"order concordance p = {p:.3g} < {ALPHA}, settings exchanged"
+    elif p < ctx.alpha:
+        verdict, why = "reproduced", f"order concordance p = {p:.3g} < {ctx.alpha}, settings exchanged"
     elif not power >= POWER:
         verdict, why = "inconclusive", (f"p = {p:.3g}, but the test had {_pct(power)} power at a Kendall tau of "
                                         f"{POWER_TAU:g} (at least {POWER:.0%} is needed to say absent): a failure "
                                         "to reject, not evidence of no order")
     else:
-        verdict, why = "not reproduced", (f"order concordance p = {p:.3g} >= {ALPHA}, with {_pct(power)} power at a "
-                                          f"Kendall tau of {POWER_TAU:g}")
+        verdict, why = "not reproduced", (f"order concordance p = {p:.3g} >= {ctx.alpha}, with {_pct(power)} power "
+                                          f"at a Kendall tau of {POWER_TAU:g}")
     return Claim("forecast_across_sizes", ctx.claim, paper, measured, verdict, why, evidence, ctx.source,
                  float(row["concordance"]), float(row.get("concordance_low", math.nan)),
                  float(row.get("concordance_high", math.nan)), 0.5, p, test)
