@@ -67,7 +67,7 @@ SPLITS = ("task", "seed", "size")
 #: within-class concordance of geometry with acquisition order, arXiv:2602.15997 v3 abstract
 PAPER_CONCORDANCE = {"easy": 0.52, "hard": 0.69}
 #: the across-sizes concordance test's power is stated at this Kendall tau (the claim table's margin in tau,
-#: :data:`ckptgeo.studies.claims.TAU_MARGIN`), over this many planted forecasts (:func:`concordance_power`)
+#: :data:`ckptgeo.claimtable.verdicts.TAU_MARGIN`), over this many planted forecasts (:func:`concordance_power`)
 POWER_TAU = 0.75
 N_POWER = 40
 
