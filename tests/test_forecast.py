@@ -401,8 +401,8 @@ def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_
     assert row["verdict"] == "inconclusive" and "power" in row["reason"], row.to_dict()
     for change, verdict, said in (({"power": 0.9}, "not reproduced", "with 90% power"),
                                   ({"min_p": 0.5, "n_units": 2}, "inconclusive", "allows no p below 0.5")):
-        t = claim_table(empty, tables={**tables, "forecast_sizes": sizes.assign(**change)}, n_permutations=9,
-                        n_resamples=9).set_index("id").loc["forecast_across_sizes"]
+        t = claim_table(empty, tables={**tables, "forecast_sizes": sizes.assign(**change)},
+                        n_permutations=9).set_index("id").loc["forecast_across_sizes"]
         assert t["verdict"] == verdict and said in t["reason"], (change, t["reason"])
     from ckptgeo.claimtable.verdicts import TAU_MARGIN
     from ckptgeo.forecasting.evaluate import POWER_TAU
