@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import asdict
@@ -267,3 +268,31 @@ def test_the_default_budget_counts_sgld_steps_not_seconds():
     assert busy.stopped_by == quiet.stopped_by == "completed" and busy.converged
     assert list(busy.n_steps_per_chain) == list(quiet.n_steps_per_chain) == [20, 20]   # draws after burn-in
     assert busy.llc_mean == quiet.llc_mean
+
+
+def test_the_estimate_starts_where_the_gradient_bias_is_below_the_stated_criterion():
+    """``max_gradient_bias``: away from a minimum (bias 64 here) no SGLD runs and the value is NaN with the reason;
+    at the minimum (bias 0) the estimate is as without the criterion. Fails on the old code (no such option)."""
+    q = _QUAD
+    model = _Quadratic(torch.zeros(q["d"]) + 1.0)
+
+    def loss_fn(m, idx):
+        return 0.5 * q["a"] * (m.w ** 2).sum()
+
+    cfg = LLCConfig(lr=q["lr"], nbeta=q["nbeta"], localization=q["gamma"], num_chains=2, num_draws=5,
+                    num_burnin_steps=5, batch_size=8, max_seconds=None, max_gradient_bias=20.0)
+    far = estimate_llc(model, loss_fn, 16, cfg, seed=0)
+    assert far.stopped_by == "gradient" and not far.converged and math.isnan(far.llc_mean)
+    assert far.gradient_bias == pytest.approx(64.0) and far.n_steps_per_chain == (0, 0) and far.seconds == 0.0
+    at_min = _Quadratic(torch.zeros(q["d"]))
+    kept = estimate_llc(at_min, loss_fn, 16, cfg, seed=0)
+    plain = estimate_llc(at_min, loss_fn, 16, dataclasses.replace(cfg, max_gradient_bias=None), seed=0)
+    assert kept.stopped_by == "completed" and kept.llc_mean == plain.llc_mean and math.isfinite(kept.llc_mean)
+
+
+def test_the_metric_row_says_why_a_checkpoint_was_not_estimated():
+    [value] = llc(tiny_context(), LLCConfig(num_chains=1, num_draws=2, num_burnin_steps=0, batch_size=4,
+                                            max_gradient_bias=0.0))
+    assert math.isnan(value.value) and value.extra["stopped_by"] == "gradient", value.extra
+    assert "not near a minimum" in value.reason and "llc.max_gradient_bias 0" in value.reason, value.reason
+    assert value.extra["max_gradient_bias"] == 0.0

@@ -21,9 +21,10 @@ feature sets side by side: behaviour (accuracy so far with its interval, its slo
 planned steps, the task loss and its slope) and behaviour + geometry (RankMe of three layers against its first value
 and floor, its slope, checkpoints since collapse and since recovery onset; CKA and weight distance against the
 previous and first checkpoint where the scan measured them). Runs that never acquire are censored. Every score is on
-held-out runs (leave one task, seed or size out); geometry's skill over behaviour is tested across held-out runs
-(Wilcoxon) and on a null copy whose geometry is noise pooled over all runs; "geometry helps" also needs the run's
-own geometry to beat a sibling's (another seed of the same setting), else the gain is "setting level only". Each
+held-out runs (leave one task, seed or size out); geometry's skill over behaviour is tested over held-out tasks, else
+settings (a sign-flip test: the seeds of a setting are one unit) and on a null copy whose geometry is noise pooled
+over all runs; "geometry helps" also needs the run's own geometry to beat a sibling's (another seed of the same
+setting), else the gain is "not shown beyond the setting's level" (with the timing test's power). Each
 held-out fold's 80% intervals are widened by an inner leave-one-group-out on its training runs only (coverage and
 the model's own beside it).
 

@@ -120,16 +120,18 @@ def forecast_text(result: ForecastResult) -> str:
                      "runs, with its 95% interval, and of the model's own):\n" + ev[[c for c in cols if c in ev]].to_string(index=False))
         sk = result.tables.get("forecast_skill")
         if sk is not None and len(sk):
-            keep = ["split", "n_runs", "delta_log_score", "p_value", "null_delta_log_score", "null_p_value",
-                    "sibling_n_runs", "sibling_delta_log_score", "timing_delta_log_score", "timing_p_value", "verdict"]
-            parts.append("skill of geometry over behaviour (per-run log-score difference, one-sided Wilcoxon), on the "
+            keep = ["split", "n_runs", "n_units", "delta_log_score", "p_value", "null_delta_log_score", "null_p_value",
+                    "sibling_n_runs", "sibling_delta_log_score", "timing_delta_log_score", "timing_p_value",
+                    "timing_mde", "verdict"]
+            parts.append("skill of geometry over behaviour (log-score difference, one-sided sign-flip test over held-out "
+                         "tasks, else settings: the seeds of a setting are one unit), on the "
                          "null copy (noise: must show none), of a sibling's geometry (another seed of the setting), and "
                          "of the run's own geometry over the sibling's (timing):\n"
                          + sk[[c for c in keep if c in sk]].to_string(index=False))
         cc = result.tables.get("forecast_concordance")
         if cc is not None and len(cc):
             parts.append("concordance of forecast and actual acquisition order within difficulty class (hard / easy), "
-                         "95% interval and permutation p, beside the paper's figure:\n"
+                         "95% interval and permutation p (whole settings exchanged), beside the paper's figure:\n"
                          + cc.to_string(index=False))
         sz = result.tables.get("forecast_sizes")
         if sz is not None and len(sz):

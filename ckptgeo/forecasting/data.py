@@ -121,6 +121,14 @@ class RunCurves:
         return "hard" if is_hard(self.task, self.level) else "easy"
 
     @property
+    def setting(self) -> str:
+        """The run's setting, ``task-L{level}-{size}`` (``task-{size}`` without a level): its seeds share it, and a
+        test of the forecast counts settings, not runs, as its independent units (:mod:`ckptgeo.forecasting.evaluate`).
+        """
+        level = f"-L{self.level}" if self.level is not None else ""
+        return f"{self.task}{level}-{self.size}" if self.size else f"{self.task}{level}"
+
+    @property
     def acquisition_step(self) -> int | None:
         return None if self.acquisition_index is None else int(self.steps[self.acquisition_index])
 

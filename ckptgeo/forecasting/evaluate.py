@@ -14,26 +14,35 @@ of its checkpoints before its acquisition is known, and scored:
   (:mod:`ckptgeo.forecasting.calibrate`), and beside it the model's own (``coverage_model``).
 
 **Skill** of geometry over behaviour: per held-out run, the behaviour set's log score minus the geometry set's
-(positive: geometry better); a one-sided Wilcoxon signed-rank test across runs (``scipy.stats.wilcoxon``). The same
+(positive: geometry better), averaged over each independent **unit** (the held-out task or size, or for the seed
+split the run's setting: the seeds of a setting share its geometry and timing); a one-sided sign-flip test across
+units (:func:`ckptgeo.stats.sign_flip_test`; 5 units are the fewest that can give p < 0.05). The same
 on a **null copy** (every RankMe and cross-checkpoint curve replaced by noise at the mean and sd pooled over all
 runs, :func:`ckptgeo.forecasting.features.null_copy`), which must show no skill. The test the other way
 (``p_value_worse``) says where geometry made the forecast worse. Skill may come from the setting alone (a hard
 task's RankMe differs from an easy one's, and so does its acquisition step): the **sibling copy** gives each run
 the geometry of another seed of its own setting (:func:`ckptgeo.forecasting.features.sibling_copy`), and
-"geometry helps" needs the run's own geometry to beat it too (``timing_p_value``, the same test).
+"geometry helps" needs the run's own geometry to beat it too (``timing_p_value``, the same test); where it does
+not, the verdict is "not shown beyond the setting's level", a failure to reject stated with the test's power
+(``timing_mde``).
 
 **Concordance** within a difficulty class (hard / easy, :attr:`RunCurves.difficulty_class`): for two acquired runs
 of one class, their forecasts made at the same training step (half the earlier acquisition, before either
-acquired) put them in the true order; ties count a half. Its p-value permutes acquisition steps among the class's
-runs (the forecasts at each run's checkpoints kept), one-sided; its 95% interval resamples tasks, then runs within
-them. The paper's figures for geometry alone: 52% (easy) and 69% (hard).
+acquired) put them in the true order; ties count a half. Its p-value exchanges whole settings' acquisition steps
+among the class's settings (seeds kept together; the forecasts at each run's checkpoints kept), one-sided, never
+below what the number of settings allows (``min_p``); its 95% interval resamples tasks, then runs within them. The
+paper's figures for geometry alone: 52% (easy) and 69% (hard).
 
-**Across sizes**: each size forecast by a model fitted to the strictly smaller sizes only.
+**Across sizes**: each size forecast by a model fitted to the strictly smaller sizes only; its concordance tested
+as above among that size's settings, with the test's power at a Kendall tau of :data:`POWER_TAU`
+(:func:`concordance_power`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -50,12 +59,17 @@ from ckptgeo.forecasting.model import DEFAULT_COVERAGE, DEFAULT_HORIZON, DEFAULT
 
 __all__ = ["ForecastConfig", "SPLITS", "PAPER_CONCORDANCE", "SKILL_VERDICTS", "split_groups", "out_of_fold",
            "run_scores", "evaluation_table", "skill_table", "skill_verdict", "Concordance", "concordance",
-           "concordance_table", "sizes_table", "primary_split"]
+           "concordance_table", "concordance_power", "sizes_table", "primary_split", "unit_of", "min_units",
+           "sign_flip_mde", "POWER_TAU", "N_POWER"]
 
 #: the held-out splits, in the order tables show them
 SPLITS = ("task", "seed", "size")
 #: within-class concordance of geometry with acquisition order, arXiv:2602.15997 v3 abstract
 PAPER_CONCORDANCE = {"easy": 0.52, "hard": 0.69}
+#: the across-sizes concordance test's power is stated at this Kendall tau (the claim table's margin in tau,
+#: :data:`ckptgeo.claimtable.verdicts.TAU_MARGIN`), over this many planted forecasts (:func:`concordance_power`)
+POWER_TAU = 0.75
+N_POWER = 40
 
 
 @dataclass(frozen=True)
@@ -178,8 +192,8 @@ def _scores_frame(runs, fcs: dict[str, list], cfg: ForecastConfig, split: str) -
         for run, fc in zip(runs, per_run):
             if fc is None:
                 continue
-            rows.append({"split": split, "feature_set": name, "run": run.name, "task": run.task,
-                         "difficulty": run.difficulty, **run_scores(run, fc, cfg)})
+            rows.append({"split": split, "feature_set": name, "run": run.name, "task": run.task, "size": run.size,
+                         "setting": run.setting, "difficulty": run.difficulty, **run_scores(run, fc, cfg)})
     return pd.DataFrame(rows)
 
 
@@ -205,82 +219,164 @@ def evaluation_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _wilcoxon(d: np.ndarray, alternative: str = "greater") -> float:
-    from scipy.stats import wilcoxon
+def unit_of(split: str) -> str:
+    """The column of the scores that names a run's independent unit under ``split``: the held-out group where it
+    holds whole settings (``task``, ``size``), else the run's setting (``seed`` and ``run`` groups cut across
+    settings, whose seeds share their geometry and timing)."""
+    return split if split in ("task", "size") else "setting"
 
-    d = d[np.isfinite(d)]
-    if not len(d) or not np.any(d != 0):
-        return math.nan if not len(d) else 1.0
-    return float(wilcoxon(d, alternative=alternative).pvalue)
+
+def min_units(alpha: float) -> int:
+    """The fewest units with which a one-sided sign-flip test can reach p < ``alpha`` (5 at 0.05).
+
+    Examples
+    --------
+    >>> min_units(0.05), min_units(0.01)
+    (5, 7)
+    """
+    return int(math.floor(math.log2(1 / alpha))) + 1
+
+
+def _unit_means(d: pd.Series, units: pd.Series) -> np.ndarray:
+    """Per unit, the mean of its runs' finite values of ``d`` (indexed by run)."""
+    d = d[np.isfinite(d.to_numpy(float))]
+    return d.groupby(units.reindex(d.index).to_numpy(), sort=True).mean().to_numpy(float)
+
+
+def _sign_flip(values: np.ndarray, cfg: ForecastConfig, alternative: str = "greater") -> float:
+    if not len(values):
+        return math.nan
+    return stats.sign_flip_test(values, n_permutations=cfg.n_permutations, seed=cfg.seed,
+                                alternative=alternative).p_value
+
+
+def _smallest_sign_p(n_units: int, cfg: ForecastConfig) -> float:
+    return 2.0 ** -n_units if 2 ** n_units <= cfg.n_permutations else 1.0 / (cfg.n_permutations + 1)
+
+
+#: effects tried by :func:`sign_flip_mde`, in units of the spread of the units' values
+_MDE_STEPS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+
+
+def sign_flip_mde(values: np.ndarray, cfg: ForecastConfig, *, power: float = 0.8, n_power: int = 200) -> float:
+    """The smallest mean effect the one-sided sign-flip test over these units detects with ``power``: the least
+    ``delta`` of :data:`_MDE_STEPS` x s (s the units' sd) at which the test rejects at ``cfg.alpha`` in ``power``
+    of ``n_power`` draws of as many units, each N(delta, s^2). NaN where none does (too few units, or no spread).
+
+    Examples
+    --------
+    >>> cfg = ForecastConfig(n_permutations=999)
+    >>> math.isnan(sign_flip_mde(np.array([0.1, -0.2, 0.3, 0.0]), cfg))   # 4 units: never p < 0.05
+    True
+    >>> 0 < sign_flip_mde(np.array([0.1, -0.2, 0.3, 0.0, 0.2, -0.1, 0.05, 0.15]), cfg) < 0.5
+    True
+    """
+    values = np.asarray(values, float)
+    values = values[np.isfinite(values)]
+    sd = float(values.std(ddof=1)) if len(values) > 1 else math.nan
+    if not math.isfinite(sd) or sd <= 0 or _smallest_sign_p(len(values), cfg) >= cfg.alpha:
+        return math.nan
+    rng = np.random.default_rng(cfg.seed)
+    draws = rng.normal(0.0, sd, (n_power, len(values)))
+    # the relabellings of stats.sign_flip_test, once for every draw: all sign vectors where they are few
+    exact = 2 ** len(values) <= cfg.n_permutations
+    signs = (np.array(list(itertools.product((1.0, -1.0), repeat=len(values)))) if exact else
+             np.where(np.random.default_rng(cfg.seed).random((cfg.n_permutations, len(values))) < 0.5, -1.0, 1.0))
+    for k in _MDE_STEPS:
+        shifted = draws + k * sd
+        null = shifted @ signs.T / len(values)
+        hits = sum(stats.p_value(float(obs), row, "greater", exact) < cfg.alpha
+                   for obs, row in zip(shifted.mean(axis=1), null))
+        if hits >= power * n_power:
+            return k * sd
+    return math.nan
 
 
 def skill_table(scores: pd.DataFrame, cfg: ForecastConfig) -> pd.DataFrame:
-    """Per split: geometry's skill over behaviour (mean per-run log-score difference, positive = geometry better,
-    relative skill 1 - LS_geometry / LS_behaviour) with its one-sided Wilcoxon p-value across held-out runs
-    (``p_value``: geometry better; ``p_value_worse``: geometry worse), and the same for the null copy (``null_``);
-    the sibling copy's skill over behaviour (``sibling_n_runs``, ``sibling_delta_log_score``: what knowing the
-    setting's geometry gives) and the run's own geometry against it (``timing_delta_log_score``: the sibling's log
-    score minus the run's own, positive = the run's own timing helps; ``timing_p_value``, one-sided) on the runs
-    that took a sibling's geometry; ``verdict`` reads them all (:func:`skill_verdict`)."""
+    """Per split: geometry's skill over behaviour and its tests, with the **unit** of each test a run's held-out
+    group where it holds whole settings (task, size), else its setting (:func:`unit_of`): the seeds of a setting
+    share its geometry and timing, so they are one piece of evidence, not three.
+
+    Columns: ``n_runs`` and ``n_units`` (held-out runs, and the units they form), ``min_p`` (the smallest p the
+    units allow: ``2 ** -n_units``), ``delta_log_score`` (the mean over units of their runs' mean log-score
+    difference behaviour minus geometry; positive = geometry better), ``skill`` (1 - LS_geometry / LS_behaviour over
+    runs), ``p_value`` (one-sided sign-flip test over the units' means, :func:`ckptgeo.stats.sign_flip_test`:
+    geometry better), ``p_value_worse`` (geometry worse); the same for the null copy (``null_``); the sibling copy's
+    skill over behaviour (``sibling_n_runs``, ``sibling_delta_log_score``: what knowing the setting's geometry
+    gives) and the run's own geometry against it on the runs that took a sibling's geometry
+    (``timing_delta_log_score``: the sibling's log score minus the run's own, positive = the run's own timing helps;
+    ``timing_n_units``, ``timing_p_value``, one-sided, and ``timing_mde``: the smallest timing gain in log score
+    the test detects with 80% power, :func:`sign_flip_mde`); ``verdict`` reads them all (:func:`skill_verdict`)."""
     rows = []
     for split, g in scores.groupby("split", sort=False):
         piv = g.pivot_table(index="run", columns="feature_set", values="log_score")
         if "behaviour" not in piv or "geometry" not in piv:
             continue
+        units = g.drop_duplicates("run").set_index("run")[unit_of(split)] if unit_of(split) in g else \
+            pd.Series(piv.index, index=piv.index)
         row = {"split": split}
         for name, label in (("geometry", ""), ("geometry_null", "null_")):
             if name not in piv:
-                row.update({f"{label}n_runs": 0, f"{label}delta_log_score": math.nan, f"{label}skill": math.nan,
-                            f"{label}p_value": math.nan, f"{label}p_value_worse": math.nan})
+                row.update({f"{label}n_runs": 0, f"{label}n_units": 0, f"{label}delta_log_score": math.nan,
+                            f"{label}skill": math.nan, f"{label}p_value": math.nan,
+                            f"{label}p_value_worse": math.nan})
                 continue
             both = piv[["behaviour", name]].dropna()
-            d = (both["behaviour"] - both[name]).to_numpy(float)
-            row.update({f"{label}n_runs": len(d), f"{label}delta_log_score": float(np.mean(d)) if len(d) else math.nan,
+            m = _unit_means(both["behaviour"] - both[name], units)
+            row.update({f"{label}n_runs": len(both), f"{label}n_units": len(m),
+                        f"{label}delta_log_score": float(np.mean(m)) if len(m) else math.nan,
                         f"{label}skill": float(1 - both[name].mean() / both["behaviour"].mean())
-                        if len(d) and both["behaviour"].mean() > 0 else math.nan,
-                        f"{label}p_value": _wilcoxon(d), f"{label}p_value_worse": _wilcoxon(d, "less")})
+                        if len(both) and both["behaviour"].mean() > 0 else math.nan,
+                        f"{label}p_value": _sign_flip(m, cfg), f"{label}p_value_worse": _sign_flip(m, cfg, "less")})
+        row["min_p"] = _smallest_sign_p(row["n_units"], cfg) if row["n_units"] else math.nan
         sib = piv[["behaviour", "geometry", "geometry_sibling"]].dropna() if "geometry_sibling" in piv else None
         if sib is None or not len(sib):
             row.update(sibling_n_runs=0, sibling_delta_log_score=math.nan, timing_delta_log_score=math.nan,
-                       timing_p_value=math.nan)
+                       timing_n_units=0, timing_p_value=math.nan, timing_mde=math.nan)
         else:
-            d = (sib["geometry_sibling"] - sib["geometry"]).to_numpy(float)
+            m = _unit_means(sib["geometry_sibling"] - sib["geometry"], units)
             row.update(sibling_n_runs=len(sib),
-                       sibling_delta_log_score=float((sib["behaviour"] - sib["geometry_sibling"]).mean()),
-                       timing_delta_log_score=float(np.mean(d)), timing_p_value=_wilcoxon(d))
+                       sibling_delta_log_score=float(np.mean(_unit_means(sib["behaviour"] - sib["geometry_sibling"],
+                                                                         units))),
+                       timing_delta_log_score=float(np.mean(m)), timing_n_units=len(m),
+                       timing_p_value=_sign_flip(m, cfg), timing_mde=sign_flip_mde(m, cfg))
         row["verdict"] = skill_verdict(row, cfg.alpha)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 #: the verdicts of :func:`skill_verdict`, in the order of how much they say
-SKILL_VERDICTS = ("geometry helps", "setting level only", "timing untested", "no skill shown", "geometry worse",
-                  "inconclusive")
+SKILL_VERDICTS = ("geometry helps", "not shown beyond the setting's level", "timing untested", "no skill shown",
+                  "geometry worse", "inconclusive")
 
 
-def skill_verdict(row: dict, alpha: float, min_runs: int = 5) -> str:
-    """One of :data:`SKILL_VERDICTS`:
+def skill_verdict(row: dict, alpha: float) -> str:
+    """One of :data:`SKILL_VERDICTS`, each test counting units (:func:`skill_table`), at least :func:`min_units`:
 
     * ``geometry helps``: better than behaviour alone (``p_value`` < ``alpha``) *and* better than a sibling's
       geometry of the same setting (``timing_p_value`` < ``alpha``): the run's own geometry tells its timing;
-    * ``setting level only``: better than behaviour, not shown better than a sibling's geometry: the gain is what
-      the geometry says of the task, size and schedule (the paper's "coarse difficulty, not fine timing");
-    * ``timing untested``: better than behaviour, and fewer than ``min_runs`` runs with a sibling to test timing;
+    * ``not shown beyond the setting's level``: better than behaviour, not shown better than a sibling's geometry:
+      a failure to reject, not a finding (the row states the timing test's power, ``timing_mde``); the gain shown
+      is what the geometry says of the task, size and schedule (the paper's "coarse difficulty, not fine timing");
+    * ``timing untested``: better than behaviour, and fewer units than :func:`min_units` with a sibling to test
+      timing;
     * ``geometry worse`` (the one-sided test the other way) / ``no skill shown`` (neither: not evidence of no
       skill);
-    * ``inconclusive``: fewer than ``min_runs`` held-out runs (5 is the fewest at which a one-sided Wilcoxon test
-      can reach p < 0.05), or the null copy showing skill too, so the test cannot be trusted on these data.
+    * ``inconclusive``: fewer held-out units than :func:`min_units` (no p below ``alpha`` is possible), or the null
+      copy showing skill too, so the test cannot be trusted on these data.
     """
-    n, p, p0 = row.get("n_runs", 0), row.get("p_value", math.nan), row.get("null_p_value", math.nan)
-    if n < min_runs or not math.isfinite(p):
+    need = min_units(alpha)
+    n = row.get("n_units", row.get("n_runs", 0))
+    p, p0 = row.get("p_value", math.nan), row.get("null_p_value", math.nan)
+    if n < need or not math.isfinite(p):
         return "inconclusive"
     if math.isfinite(p0) and p0 < alpha:
         return "inconclusive"
     if p < alpha:
         pt = row.get("timing_p_value", math.nan)
-        if row.get("sibling_n_runs", 0) < min_runs or not math.isfinite(pt):
+        if row.get("timing_n_units", row.get("sibling_n_runs", 0)) < need or not math.isfinite(pt):
             return "timing untested"
-        return "geometry helps" if pt < alpha else "setting level only"
+        return "geometry helps" if pt < alpha else "not shown beyond the setting's level"
     return "geometry worse" if row.get("p_value_worse", math.nan) < alpha else "no skill shown"
 
 
@@ -307,17 +403,92 @@ def _pairs_concordance(steps_by_run, med_by_run, acq: np.ndarray, order: np.ndar
 
 class Concordance(NamedTuple):
     """Concordance of forecast and actual acquisition order: pairs judged, the share in the true order, its
-    one-sided permutation p, and its 95% interval (runs resampled within tasks resampled, percentile)."""
+    one-sided permutation p (whole settings' acquisitions exchanged), its 95% interval (runs resampled within tasks
+    resampled, percentile), the settings the test counts (``n_units``) and the smallest p their relabellings allow
+    (``min_p``: above alpha, the design cannot show concordance whatever the forecasts)."""
 
     n_pairs: int
     concordance: float
     p_value: float
     low: float = math.nan
     high: float = math.nan
+    n_units: int = 0
+    min_p: float = math.nan
+
+
+def _unit_blocks(units: list) -> list[np.ndarray]:
+    """The runs of each unit (in order of first appearance), as index arrays."""
+    members: dict = {}
+    for i, u in enumerate(units):
+        members.setdefault(u, []).append(i)
+    return [np.asarray(m) for m in members.values()]
+
+
+def _smallest_p(sizes: list[int], n_permutations: int) -> float:
+    """The smallest p of a test that exchanges whole units among units of the same size: one over the number of
+    distinct relabellings (the product over sizes of (units of that size)!), or over the draws where they are more."""
+    total = math.prod(math.factorial(c) for c in Counter(sizes).values())
+    return 1.0 / total if total <= n_permutations else 1.0 / (n_permutations + 1)
+
+
+def _settings_permuted(steps: list, meds: list, acq: np.ndarray, units: list | None, cfg: ForecastConfig):
+    """The concordance's permutation test with whole units' acquisitions exchanged (:func:`concordance`):
+    (PermutationResult, number of units, smallest p they allow)."""
+    blocks = _unit_blocks(list(units) if units is not None else list(range(len(acq))))
+    sizes = [len(b) for b in blocks]
+
+    def relabelled(unit_order: np.ndarray) -> float:
+        order = np.empty(len(acq), dtype=np.int64)
+        for block, source in zip(blocks, unit_order):
+            order[block] = blocks[source]   # the same number of runs: permuted within strata of sizes
+        return _pairs_concordance(steps, meds, acq, order)
+
+    res = stats.permutation_test(relabelled, len(blocks), strata=sizes, n_permutations=cfg.n_permutations,
+                                 seed=cfg.seed)
+    return res, len(blocks), _smallest_p(sizes, cfg.n_permutations)
+
+
+def concordance_power(acquisitions, units: list, cfg: ForecastConfig, *, tau: float = POWER_TAU,
+                      n_power: int = N_POWER) -> float:
+    """The power of the concordance test (:func:`concordance`) on a design: the share of ``n_power`` planted
+    forecasts in which it rejects at ``cfg.alpha``.
+
+    Each planted forecast is a run's own acquisition step plus Gaussian noise (one value for all its checkpoints),
+    with the noise's sd set so that the expected concordance over the design's pairs is ``(1 + tau) / 2`` (Kendall's
+    tau ``tau``, run-level information: what a forecast that tells the order would give). 0 where the design's
+    settings allow no p below alpha.
+
+    Parameters
+    ----------
+    acquisitions : sequence of float, shape (n_runs,)
+        The acquired runs' acquisition steps.
+    units : list, shape (n_runs,)
+        Each run's setting, as :func:`concordance` takes it.
+    tau : float in (0, 1), default=:data:`POWER_TAU`
+    n_power : int, default=:data:`N_POWER`
+    """
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    acq = np.asarray(acquisitions, float)
+    iu = np.triu_indices(len(acq), 1)
+    gap = np.abs(acq[iu[0]] - acq[iu[1]])
+    gap = gap[gap > 0]
+    if not len(gap) or _smallest_p([len(b) for b in _unit_blocks(list(units))], cfg.n_permutations) >= cfg.alpha:
+        return 0.0
+    target = (1 + tau) / 2
+    log_sd = brentq(lambda x: float(norm.cdf(gap / (math.exp(x) * math.sqrt(2))).mean()) - target, -20, 20)
+    rng = np.random.default_rng(cfg.seed)
+    flat = [np.zeros(1)] * len(acq)
+    hits = 0
+    for _ in range(n_power):
+        planted = [np.array([v]) for v in acq + rng.normal(0, math.exp(log_sd), len(acq))]
+        hits += _settings_permuted(flat, planted, acq, units, cfg)[0].p_value < cfg.alpha
+    return hits / n_power
 
 
 def concordance(forecasts: list[tuple[np.ndarray, np.ndarray, float]], cfg: ForecastConfig,
-                clusters: list | None = None) -> Concordance:
+                clusters: list | None = None, units: list | None = None) -> Concordance:
     """The :class:`Concordance` of acquired runs' forecasts.
 
     Parameters
@@ -328,6 +499,19 @@ def concordance(forecasts: list[tuple[np.ndarray, np.ndarray, float]], cfg: Fore
     clusters : list, optional
         Per run, its task: the interval resamples tasks, then runs within them (``stats.hierarchical_bootstrap``,
         ``cfg.n_permutations`` resamples); None: runs alone.
+    units : list, optional
+        Per run, its setting (:attr:`RunCurves.setting`): the p-value's null gives each setting the acquisition
+        steps of another setting with as many acquired runs, its seeds kept together (in their order), so that
+        forecasts and acquisitions that share a setting's level but not its timing are not counted as evidence
+        (``stats.permutation_test`` over settings, strata by their number of runs; exact where the relabellings
+        are few). None: each run its own unit.
+
+    Notes
+    -----
+    The seeds of a setting share its task's geometry and timing: permuting single runs' acquisitions treats
+    them as independent, and on synthetic designs whose forecasts knew only the task (unrelated to acquisition) it
+    rejected in 11-20% of designs at alpha 5%. Exchanging whole settings keeps that structure under the null
+    (``scripts/forecast_false_positives.py`` measures both).
     """
     if len(forecasts) < 2:
         return Concordance(0, math.nan, math.nan)
@@ -337,8 +521,7 @@ def concordance(forecasts: list[tuple[np.ndarray, np.ndarray, float]], cfg: Fore
     n_pairs = int(sum(1 for x in range(len(acq)) for y in range(x + 1, len(acq)) if acq[x] != acq[y]))
     if not n_pairs:
         return Concordance(0, math.nan, math.nan)
-    res = stats.permutation_test(lambda o: _pairs_concordance(steps, meds, acq, np.asarray(o)), len(acq),
-                                 n_permutations=cfg.n_permutations, seed=cfg.seed)
+    res, n_units, min_p = _settings_permuted(steps, meds, acq, units, cfg)
 
     def on(frame):
         idx = frame["run"].to_numpy()
@@ -348,18 +531,20 @@ def concordance(forecasts: list[tuple[np.ndarray, np.ndarray, float]], cfg: Fore
                           "run": np.arange(len(acq))})
     boot = stats.hierarchical_bootstrap(frame, on, levels=("task", "run"), n_resamples=cfg.n_permutations,
                                         seed=cfg.seed)
-    return Concordance(n_pairs, res.statistic, res.p_value, boot.low, boot.high)
+    return Concordance(n_pairs, res.statistic, res.p_value, boot.low, boot.high, n_units, min_p)
 
 
 def _concordance(runs: list[RunCurves], fcs: list, cfg: ForecastConfig) -> Concordance:
     keep = [(r, fc) for r, fc in zip(runs, fcs) if fc is not None and r.acquisition_step is not None and len(fc)]
     return concordance([(fc["step"].to_numpy(float), fc["median_step"].to_numpy(float), r.acquisition_step)
-                        for r, fc in keep], cfg, clusters=[r.task for r, _ in keep])
+                        for r, fc in keep], cfg, clusters=[r.task for r, _ in keep],
+                       units=[r.setting for r, _ in keep])
 
 
 def concordance_table(runs: list[RunCurves], fcs: dict[str, list], split: str, cfg: ForecastConfig) -> pd.DataFrame:
     """Per feature set and difficulty class (:attr:`RunCurves.difficulty_class`: hard / easy): runs, acquired runs,
-    pairs, concordance with its 95% interval and permutation p, the paper's figure for that class."""
+    pairs, concordance with its 95% interval and permutation p (settings exchanged, :func:`concordance`), the
+    settings it counts (``n_units``) and the smallest p they allow (``min_p``), the paper's figure for that class."""
     rows = []
     classes = sorted({r.difficulty_class for r in runs})
     for name, per_run in fcs.items():
@@ -369,7 +554,8 @@ def concordance_table(runs: list[RunCurves], fcs: dict[str, list], split: str, c
             rows.append({"split": split, "feature_set": name, "difficulty": cls, "n_runs": len(idx),
                          "n_acquired": sum(runs[i].acquisition_step is not None for i in idx), "n_pairs": c.n_pairs,
                          "concordance": c.concordance, "concordance_low": c.low, "concordance_high": c.high,
-                         "p_value": c.p_value, "paper": PAPER_CONCORDANCE.get(cls, math.nan)})
+                         "p_value": c.p_value, "n_units": c.n_units, "min_p": c.min_p,
+                         "paper": PAPER_CONCORDANCE.get(cls, math.nan)})
     return pd.DataFrame(rows)
 
 
@@ -379,7 +565,9 @@ def sizes_table(runs: list[RunCurves], cfg: ForecastConfig, sets=FEATURE_SETS) -
     Table columns: size, fitted_on (the smaller sizes), feature_set, n_runs, n_acquired, rel_error_25/50/75
     (medians), coverage (the widened intervals; :mod:`ckptgeo.forecasting.calibrate`, inner groups from the smaller
     sizes), coverage_model (the model's own), widening, n_pairs, concordance (order of acquisition) with its 95%
-    interval (concordance_low/high), p_value (permutation), kendall_tau (2 x concordance - 1).
+    interval (concordance_low/high), p_value (permutation, settings exchanged: :func:`concordance`), n_units (the
+    size's settings with an acquired run), min_p (the smallest p they allow), power (the test's power at a Kendall tau
+    of :data:`POWER_TAU`, :func:`concordance_power`), kendall_tau (2 x concordance - 1).
     """
     sizes: dict[str, list[float]] = {}
     for r in runs:
@@ -393,6 +581,8 @@ def sizes_table(runs: list[RunCurves], cfg: ForecastConfig, sets=FEATURE_SETS) -
         train = [i for i, r in enumerate(runs) if r.size in order[:j]]
         later = [i for i, r in enumerate(runs) if r.size not in order[:j]]
         test = [i for i, r in enumerate(runs) if r.size == size]
+        acquired = [runs[i] for i in test if runs[i].acquisition_step is not None]
+        power = concordance_power([r.acquisition_step for r in acquired], [r.setting for r in acquired], cfg)
         for fset in sets:
             cache = caches[fset]
             model = cache.without(later)
@@ -410,7 +600,8 @@ def sizes_table(runs: list[RunCurves], cfg: ForecastConfig, sets=FEATURE_SETS) -
                          "coverage": k / n if n else math.nan,
                          "coverage_model": int(sc["covered_model"].sum()) / n if n else math.nan, "widening": q,
                          "n_pairs": c.n_pairs, "concordance": c.concordance, "concordance_low": c.low,
-                         "concordance_high": c.high, "p_value": c.p_value,
+                         "concordance_high": c.high, "p_value": c.p_value, "n_units": c.n_units, "min_p": c.min_p,
+                         "power": power,
                          "kendall_tau": 2 * c.concordance - 1 if math.isfinite(c.concordance) else math.nan})
     return pd.DataFrame(rows), (pd.concat(score_rows, ignore_index=True) if score_rows else pd.DataFrame())
 

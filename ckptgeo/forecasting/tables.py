@@ -9,7 +9,7 @@
     │                                 by the fold's inner calibration; the model's own beside it), P(next h)
     ├── forecast_evaluation.parquet   per split and feature set: log score, Brier, errors at 25/50/75%, coverage
     │                                 (widened and the model's own), the widening
-    ├── forecast_skill.parquet        per split: geometry over behaviour, paired Wilcoxon test, the null copy's
+    ├── forecast_skill.parquet        per split: geometry over behaviour, sign-flip test over units, the null copy's
     ├── forecast_concordance.parquet  per feature set and class (hard / easy): order concordance with its interval
     │                                 and p, the paper's figure
     └── forecast_sizes.parquet        per larger size: forecast from the smaller sizes only

@@ -4,7 +4,7 @@
   :class:`BootstrapResult`, :class:`KendallResult`), the default budgets and the parameter checks;
 * :mod:`~ckptgeo.stats.intervals`: a count of runs with its binomial interval (:func:`binomial_interval`);
 * :mod:`~ckptgeo.stats.permutation`: relabelling tests (:func:`permutation_test`, :func:`circular_shift_test`,
-  :func:`kendall_tau`, :func:`p_value`, :func:`slope`);
+  :func:`sign_flip_test`, :func:`kendall_tau`, :func:`p_value`, :func:`slope`);
 * :mod:`~ckptgeo.stats.bootstrap`: :func:`hierarchical_bootstrap` over (task, seed) groups;
 * :mod:`~ckptgeo.stats.units`: tests whose units are settings, not runs (:func:`unit_permutation_test`,
   :func:`unit_orders`, :func:`smallest_p`);
@@ -18,12 +18,13 @@ st.permutation_test(...)``). Everything is seeded, budgets are counts, nothing r
 from ckptgeo.stats.results import (DEFAULT_CONFIDENCE, DEFAULT_N_NOISE_CURVES, DEFAULT_N_PERMUTATIONS,  # noqa: I001
                                    DEFAULT_N_RESAMPLES, BootstrapResult, KendallResult, PermutationResult, Rate)
 from ckptgeo.stats.intervals import binomial_interval
-from ckptgeo.stats.permutation import circular_shift_test, kendall_tau, p_value, permutation_test, slope
+from ckptgeo.stats.permutation import (circular_shift_test, kendall_tau, p_value, permutation_test, sign_flip_test,
+                                       slope)
 from ckptgeo.stats.bootstrap import hierarchical_bootstrap
 from ckptgeo.stats.noise import false_positive_rate, noise_curves, robust_noise_sd
 from ckptgeo.stats.units import smallest_p, unit_orders, unit_permutation_test
 
 __all__ = ["Rate", "PermutationResult", "BootstrapResult", "KendallResult", "binomial_interval", "permutation_test",
-           "circular_shift_test", "noise_curves", "false_positive_rate", "hierarchical_bootstrap", "kendall_tau", "slope",
-           "robust_noise_sd", "p_value", "DEFAULT_CONFIDENCE", "DEFAULT_N_PERMUTATIONS", "DEFAULT_N_RESAMPLES",
-           "DEFAULT_N_NOISE_CURVES", "unit_orders", "smallest_p", "unit_permutation_test"]
+           "circular_shift_test", "sign_flip_test", "noise_curves", "false_positive_rate", "hierarchical_bootstrap",
+           "kendall_tau", "slope", "robust_noise_sd", "p_value", "DEFAULT_CONFIDENCE", "DEFAULT_N_PERMUTATIONS",
+           "DEFAULT_N_RESAMPLES", "DEFAULT_N_NOISE_CURVES", "unit_orders", "smallest_p", "unit_permutation_test"]

@@ -7,6 +7,7 @@ that relabel the runs:
 * :func:`permutation_test`: a p-value for any statistic of runs under relabelling (acquisition times
   permuted across runs, optionally within strata); exact enumeration when the relabellings are few.
 * :func:`circular_shift_test`: the same with each run's curve rolled by a random number of checkpoints.
+* :func:`sign_flip_test`: the mean of independent units' values (settings, held-out groups) against zero.
 * :func:`kendall_tau`: Kendall's tau-b with a permutation p-value and its ties counted.
 * :func:`p_value`: the Monte Carlo (or exact) p of an observed statistic against its null draws;
   :func:`slope`: a least-squares slope.
@@ -30,7 +31,7 @@ from ckptgeo.errors import InvalidParameterError
 from ckptgeo.stats.results import (DEFAULT_N_PERMUTATIONS, KendallResult, PermutationResult, check_alternative,
                                    check_count)
 
-__all__ = ["permutation_test", "circular_shift_test", "kendall_tau", "slope", "p_value"]
+__all__ = ["permutation_test", "circular_shift_test", "sign_flip_test", "kendall_tau", "slope", "p_value"]
 
 
 # ------------------------------------------------------------------------------------------ permutation tests
@@ -197,6 +198,60 @@ def circular_shift_test(statistic: Callable[[np.ndarray], float], lengths: Seque
     hi = np.asarray(lengths, dtype=np.int64)
     null = np.asarray([float(statistic(rng.integers(0, hi))) for _ in range(n_permutations)], dtype=np.float64)
     return _summarise(observed, null, alternative, False, seed)
+
+
+def sign_flip_test(values: Sequence[float], *, n_permutations: int = DEFAULT_N_PERMUTATIONS, seed: int = 0,
+                   alternative: str = "greater") -> PermutationResult:
+    """A p-value for the mean of independent units' values (one per unit: a setting's or a held-out group's mean
+    difference) against zero, by flipping their signs.
+
+    Parameters
+    ----------
+    values : sequence of float, shape (n_units,)
+        One value per unit; NaN values are left out.
+    n_permutations : int, default=999
+        Random sign vectors drawn; all ``2 ** n_units`` are enumerated when there are at most this many (then the
+        p is exact and never below ``2 ** -n_units``: 5 units are the fewest that can reach p < 0.05).
+    seed : int, default=0
+    alternative : {"greater", "less", "two-sided"}, default="greater"
+
+    Returns
+    -------
+    PermutationResult
+        NaN p for no finite value.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``n_permutations`` < 1, unknown ``alternative``.
+
+    Notes
+    -----
+    Valid where the units are independent and each is symmetric about 0 under the null (a unit's value is a
+    difference of two forecasts' scores, whose labels could be swapped). Counting runs of one setting as units
+    instead rejects far above alpha where the runs share their setting's geometry (docs/definitions.md).
+
+    Examples
+    --------
+    >>> r = sign_flip_test([0.3, 0.2, 0.4, 0.1, 0.5])
+    >>> r.exact, r.n_permutations, r.p_value
+    (True, 32, 0.03125)
+    >>> sign_flip_test([0.3, 0.2, 0.4, 0.1]).p_value   # 4 units: at best 1/16
+    0.0625
+    """
+    n_permutations = check_count(n_permutations, "n_permutations")
+    alternative = check_alternative(alternative)
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return PermutationResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0, True, int(seed), alternative,
+                                 np.empty(0))
+    observed = float(v.mean())
+    if 2 ** v.size <= n_permutations:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=v.size)))
+        return _summarise(observed, signs @ v / v.size, alternative, True, seed)
+    signs = np.where(np.random.default_rng(seed).random((n_permutations, v.size)) < 0.5, -1.0, 1.0)
+    return _summarise(observed, signs @ v / v.size, alternative, False, seed)
 
 
 # ------------------------------------------------------------------------------------------ rank tests

@@ -486,12 +486,46 @@ def _whole(ctx: ClaimContext, metric: str, paper: str) -> Claim:
     row = _lead_row(ctx, metric, paper, curves, behaviour(ctx),
                     judged, "absent", metric, f"curves (metric {metric}, layer -1, a grid shared within each "
                                                "schedule); summary/leads.parquet")
-    values = [np.asarray(curves[m].values, dtype=float) for m in judged]
-    missing, total = sum(int(np.sum(~np.isfinite(v))) for v in values), sum(len(v) for v in values)
-    if missing:   # values the analysis left out (a budget cut the estimate short: not converged) or not measured
-        row = dataclasses.replace(row, measured=row.measured + f"; {missing} of {total} values left out "
-                                                               "(not converged or not measured)")
+    left = left_out_text([curves[m] for m in judged])
+    if left:
+        row = dataclasses.replace(row, measured=row.measured + f"; {left}")
     return row
+
+
+def left_out_text(curves: list) -> str:
+    """Which checkpoints of whole-model curves the analysis left out (a budget cut the estimate short, a negative
+    LLC, an LLC not estimated away from a minimum: ``llc.max_gradient_bias``, or not measured) and where each
+    curve's first kept value lies: an onset before it cannot be seen. ``""`` where nothing was left out.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as C
+    >>> text = left_out_text([C(steps=np.array([0, 16, 60]), values=np.array([np.nan, np.nan, 5.0])),
+    ...                       C(steps=np.array([0, 16, 60]), values=np.array([np.nan, 2.0, 5.0]))])
+    >>> text.split(": ")[1]
+    'step 0 in 2 runs, 16 in 1 run; the first kept value at step 16 in 1 run, 60 in 1 run'
+    """
+    from collections import Counter
+
+    gone, first, missing, total = Counter(), Counter(), 0, 0
+    for c in curves:
+        v, s = np.asarray(c.values, dtype=float), np.asarray(c.steps)
+        bad = ~np.isfinite(v)
+        missing, total = missing + int(bad.sum()), total + len(v)
+        gone.update(int(x) for x in s[bad])
+        kept = s[~bad]
+        first[int(kept[0]) if len(kept) else -1] += 1
+    if not missing:
+        return ""
+
+    def counts(c: Counter, what: str) -> str:
+        items = sorted(c.items())
+        return ", ".join(f"{what + ' ' if i == 0 else ''}{'none' if k < 0 else k} in {n} run{'s' if n > 1 else ''}"
+                         for i, (k, n) in enumerate(items))
+
+    return (f"{missing} of {total} values left out (not converged, negative, not near a minimum, or not measured): "
+            f"{counts(gone, 'step')}; the first kept value at {counts(first, 'step')}: an onset before a run's first "
+            "kept value cannot be seen")
 
 
 @register_claim(id="llc", order=80,
