@@ -10,7 +10,8 @@ The public API is this module's names; internal modules may move without breakin
 
 ========================  ========================================================================
 ``scan``, ``plan_scan``   measure the revisions of a source into Parquet tables / say what it would do
-``analyze``               events (acquisition, collapse, precursor gap) and summaries of a dataset
+``analyze``               events (acquisition, collapse, precursor gap), summaries, figures, report.md and
+                          report.html of a dataset (``plots=False``: no figures)
 ``forecast``              forecast acquisition per run and checkpoint; does geometry beat behaviour?
 ``combine``               the cross-checkpoint step: artifacts -> the ``compare`` table (CKA, distances)
 ``read_table``            one table of a dataset as a DataFrame
@@ -46,7 +47,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 #: public name -> the module that defines it (imported on first access of the name)
 _FACADE = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
-    "analyze": "ckptgeo.analysis.summary", "combine": "ckptgeo.metrics.cross",
+    "analyze": "ckptgeo.analysis.report", "combine": "ckptgeo.metrics.cross",
     "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
     "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
@@ -69,7 +70,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ckptgeo.analysis.figures import FIGURES, register_figure
     from ckptgeo.analysis.steps import STEPS, register_step
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.report import analyze
     from ckptgeo.engine.config import ScanConfig
     from ckptgeo.engine.plan import plan_scan
     from ckptgeo.engine.scan import scan

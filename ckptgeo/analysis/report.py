@@ -1,6 +1,11 @@
-"""The markdown report of an analysis: ``report.md`` in the analysis output folder, its tables, and links to the
-figures :func:`ckptgeo.analysis.figures.plot_all` draws. Its settings and the revisions left out come first; every
-other section is declared by the analysis step that writes its tables (:mod:`ckptgeo.analysis.report_sections`).
+"""The report of an analysis: ``report.md`` in the analysis output folder, its tables, and links to the figures
+:func:`ckptgeo.analysis.figures.plot_all` draws; beside it ``report.html``, the page a browser opens
+(:mod:`ckptgeo.analysis.html`). In ``report.md`` the settings and the revisions left out come first; every other
+section is declared by the analysis step that writes its tables (:mod:`ckptgeo.analysis.report_sections`).
+
+:func:`analyze` is the public ``ckptgeo.analyze``: the analysis (:func:`ckptgeo.analysis.summary.analyze`, tables
+only, what the other steps of the toolkit call), then its figures and both reports, as ``ckptgeo analyze`` writes
+them.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from ckptgeo._io import atomic_write_text
 from ckptgeo.analysis.figures import plot_all
 from ckptgeo.analysis.report_sections import compare_view, markdown_table, markdown_text, table_sections
 
-__all__ = ["write_report", "markdown_table", "markdown_text", "compare_view"]
+__all__ = ["analyze", "write_report", "markdown_table", "markdown_text", "compare_view"]
 
 
 def _left_out_md(analysis) -> str:
@@ -39,7 +44,8 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
     Returns
     -------
     Path
-        The report, in the analysis output folder.
+        ``report.md``, in the analysis output folder; ``report.html`` is written beside it
+        (:func:`ckptgeo.analysis.html.write_html`).
     """
     from ckptgeo.analysis.steps import STEPS
     from ckptgeo.analysis.summary import analyze
@@ -75,4 +81,52 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
         for p in figures:
             rel = p.relative_to(out).as_posix()
             parts.append(f"### {p.stem}\n\n![{p.stem}]({rel})\n")
-    return atomic_write_text(out / "report.md", "\n".join(parts))
+    from ckptgeo.analysis.html import write_html
+
+    path = atomic_write_text(out / "report.md", "\n".join(parts))
+    write_html(analysis, out / "report.html", figures=figures)
+    return path
+
+
+def analyze(dir: str | os.PathLike, *, plots: bool = True, out: str | os.PathLike | None = None, **kwargs):
+    """Analyse a scanned dataset and write what ``ckptgeo analyze`` writes: the tables, the figures, ``report.md``
+    and ``report.html`` (the public ``ckptgeo.analyze``).
+
+    Parameters
+    ----------
+    dir : path
+        A ckptgeo dataset (the ``--out`` of ``ckptgeo scan``).
+    plots : bool, default=True
+        Draw the figures (``figures/*.png``); the reports are written either way.
+    out : path or None, default=None
+        Where the tables, figures and reports go; None: ``dir`` itself.
+    **kwargs
+        Every keyword of :func:`ckptgeo.analysis.summary.analyze` (``x``, ``difficulty``, ``keep_grouped``,
+        ``config``, any rule by name); ``write=False`` writes nothing at all.
+
+    Returns
+    -------
+    Analysis
+        Every table by name; ``Analysis.report`` is the ``report.html`` written (None with ``write=False``).
+
+    Raises
+    ------
+    DatasetLayoutError, InvalidParameterError, AnalysisStepError
+        As :func:`ckptgeo.analysis.summary.analyze`.
+
+    Examples
+    --------
+    >>> import ckptgeo                                                  # doctest: +SKIP
+    >>> a = ckptgeo.analyze("results/demo/dataset", plots=False)        # doctest: +SKIP
+    >>> a                                                               # doctest: +SKIP
+    Analysis of results/demo/dataset: 2 runs, 2 suites, 1 measure (rankme) ...
+    """
+    import dataclasses
+
+    from ckptgeo.analysis.summary import analyze as analyse_tables
+
+    analysis = analyse_tables(dir, out=out, **kwargs)
+    if not kwargs.get("write", True):
+        return analysis
+    write_report(analysis.root, analysis=analysis, plots=plots)
+    return dataclasses.replace(analysis, report=analysis.out / "report.html")

@@ -48,7 +48,7 @@ def _run_claims(args: argparse.Namespace) -> int:
 
     from ckptgeo.errors import DatasetLayoutError
     from ckptgeo.studies.calibrate import calibrate, calibration_table, dataset_claims
-    from ckptgeo.studies.report import write_claims
+    from ckptgeo.studies.report import claims_next, claims_text, write_claims
 
     root = Path(args.dataset)
     study = root if (root / "dataset").is_dir() else None
@@ -72,14 +72,13 @@ def _run_claims(args: argparse.Namespace) -> int:
                          n_power=min(args.power, 10), seed=args.seed, progress=progress)
         calib = calibration_table(runs)
     paths = write_claims(dataset, table, analysis, calib, study=study)
-    view = table[["id", "verdict", "p_value", "p_holm"]].to_string(index=False)
-    print(view)
+    print(claims_text(table))
     if calib is not None:
         bad = calib[~calib["ok"]]
         print(f"calibration: {len(calib)} row x null cells, {len(bad)} above alpha"
               + ("" if bad.empty else ": " + ", ".join(f"{r.id} on {r.null}" for r in bad.itertuples())))
     for p in paths:
         print(f"wrote {p}")
-    print(f"next: ckptgeo claims {args.dataset} --calibrate 24" if calib is None else
-          f"next: read {paths[-1]}")
+    page = next(p for p in paths if p.name == "report.html")
+    print(claims_next(table, args.dataset, page) if calib is None else f"next: open {page}")
     return 0
