@@ -96,7 +96,7 @@ def _claims_view(claims):
 
 def claims_text(claims, *, width: int = 100) -> str:
     """The claim table for a terminal, as a person reads it: per claim its verdict and the claim in words, then the
-    value measured, p and Holm p, and one phrase of why (the first clause of its reason); the whole rows are in
+    value measured and one phrase of why (the first clause of each), p and Holm p; the whole rows are in
     ``summary/claims.parquet``, ``claims.md`` and ``report.html``.
 
     Examples
@@ -122,7 +122,8 @@ def claims_text(claims, *, width: int = 100) -> str:
         claim = textwrap.wrap(str(r.get("claim") or r.get("id")), width - len(pad)) or [""]
         lines.append(f"{str(r.get('verdict')):<15} {claim[0]}")
         lines += [pad + c for c in claim[1:]]
-        lines += textwrap.wrap(f"measured {r.get('measured') or '–'}; {p}; why: {why}", width,
+        measured = short_text(r.get("measured"), width=width - len(pad) - 9) or "–"
+        lines += textwrap.wrap(f"measured {measured}; {p}; why: {why}", width,
                                initial_indent=pad, subsequent_indent=pad)
     return "\n".join(lines)
 
