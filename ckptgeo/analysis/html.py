@@ -241,6 +241,7 @@ def _chart(data: dict[str, dict], metric: str, xcol: str) -> tuple[str, str]:
         "layer": [f"L{l['layer']}" for l in first["layers"]], "color": [l["color"] for l in first["layers"]]})
     lines = p.multi_line("xs", "ys", source=layers, line_color="color", line_width=1.6,
                          hover_line_width=3.5, hover_line_color="color")
+    p.y_range.renderers = [lines]   # the log axis fits the curves, not the accuracy drawn on the right axis
     p.extra_y_ranges = {"acc": Range1d(-0.02, 1.02)}
     p.extra_y_scales = {"acc": LinearScale()}   # the main axis is log; accuracy is not
     p.add_layout(LinearAxis(y_range_name="acc", axis_label="accuracy"), "right")

@@ -10,7 +10,7 @@ prints the events table. Every stage resumes: a rerun skips finished training ru
     OUT/
       runs/<task>-L<level>-<size>-s<seed>/   step{N}/ checkpoints, suites/, manifest.json
       dataset/                               geometry/ behavior/ revisions/ events/ summary/
-        figures/*.png  report.md
+        figures/*.png  report.md  report.html
 """
 
 from __future__ import annotations
