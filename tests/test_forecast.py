@@ -346,7 +346,7 @@ def test_the_trainer_callback_reports_the_forecast_to_tensorboard(tmp_path, sing
 def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_the_data_cannot_say(planted):
     from ckptgeo.forecasting.evaluate import sizes_table
     from ckptgeo.forecasting.tables import forecast_frame
-    from ckptgeo.studies.claims import claim_table
+    from ckptgeo.claimtable.table import claim_table
 
     runs = _runs(lead=6)
     table = forecast_frame(runs, planted["forecasts"]["task"], "task", CFG)

@@ -24,7 +24,7 @@ import pytest
 import ckptgeo
 from ckptgeo.analysis import figures as fig_mod
 from ckptgeo.analysis import plotting
-from ckptgeo.analysis.summary import analyze as analyse_tables
+from ckptgeo.analysis.pipeline import analyze as analyse_tables
 from tests.test_analysis import _acc, _hard, _probe_rows, _write_dataset
 
 FAST = dict(n_permutations=9, n_noise_curves=0)

@@ -106,7 +106,7 @@ def runs_view(analysis, metric: str = "rankme") -> pd.DataFrame:
     acquisition, recovery onset, gap in steps and checkpoints, the checkpoint spacing, the collapse floor, and
     the acquisition in tokens where the dataset records tokens. Falls back to the first geometry measure when the
     dataset has no ``metric``."""
-    from ckptgeo.analysis.curves import run_rows
+    from ckptgeo.events.curves import run_rows
 
     e = analysis.events
     if e is None or e.empty:
@@ -193,7 +193,7 @@ def chart_data(analysis, metric: str = "rankme", max_runs: int = MAX_CHART_RUNS)
     the accuracy, and the summary layer's recovery onset and acquisition (on the analysis's x axis)."""
     from bokeh.palettes import Viridis256
 
-    from ckptgeo.analysis.curves import run_accuracy, run_curves, summary_event
+    from ckptgeo.events.curves import run_accuracy, run_curves, summary_event
 
     c = analysis.curves
     if c is None or c.empty or not (c["metric"] == metric).any():
@@ -272,7 +272,7 @@ def _chart(data: dict[str, dict], metric: str, xcol: str) -> tuple[str, str]:
 
 def _measured(analysis) -> str:
     """What was measured: sources, revisions, suites, measures, what was left out and why."""
-    from ckptgeo.analysis.tables import left_out_text
+    from ckptgeo.analysis.inputs import left_out_text
 
     items = []
     c, acc = analysis.curves, analysis.accuracy
@@ -383,12 +383,12 @@ def write_html(analysis, path: str | os.PathLike | None = None, *, title: str | 
     Parameters
     ----------
     analysis : Analysis
-        A finished analysis (:func:`ckptgeo.analysis.summary.analyze`).
+        A finished analysis (:func:`ckptgeo.analysis.pipeline.analyze`).
     path : path or None, default=None
         The page; None: ``analysis.out / "report.html"``. Links to figures and tables are relative to its folder.
     title : str or None, default=None
     claims : DataFrame or None, default=None
-        A claim table (:func:`ckptgeo.studies.claims.claim_table`), shown second.
+        A claim table (:func:`ckptgeo.claimtable.table.claim_table`), shown second.
     calibration : DataFrame or None, default=None
         Its calibration on null copies (``ckptgeo claims --calibrate``), folded.
     figures : iterable of Path or None, default=None
@@ -411,7 +411,7 @@ def write_html(analysis, path: str | os.PathLike | None = None, *, title: str | 
     data = chart_data(analysis, view.attrs.get("metric", metric)) if not view.empty else {}
     xcol = "tokens" if getattr(analysis, "x", "steps") == "tokens" else "step"
     head_js, chart = _chart(data, view.attrs.get("metric", metric), xcol) if data else ("", "<p>No curve to draw.</p>")
-    from ckptgeo import __version__
+    from ckptgeo._version import __version__
 
     sections = [f"<h1>{_e(title)}</h1>",
                 f'<p class="muted">{_e(Path(analysis.root).resolve())} · ckptgeo {_e(__version__)} · written '

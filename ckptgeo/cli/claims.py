@@ -47,7 +47,7 @@ def _run_claims(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ckptgeo.errors import DatasetLayoutError
-    from ckptgeo.studies.calibrate import calibrate, calibration_table, dataset_claims
+    from ckptgeo.claimtable.calibrate import calibrate, calibration_table, dataset_claims
     from ckptgeo.studies.report import claims_next, claims_text, write_claims
 
     root = Path(args.dataset)

@@ -87,7 +87,7 @@ def forecast(dir: str | os.PathLike, *, out: str | os.PathLike | None = None, ho
     """
     from ckptgeo.analysis import write_report
     from ckptgeo.analysis.config import write_table
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
 
     overrides = {k: v for k, v in (("horizon", horizon), ("max_horizon", max_horizon), ("coverage", coverage))
                  if v is not None}

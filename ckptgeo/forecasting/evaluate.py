@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import stats
+import ckptgeo.stats as stats
 from ckptgeo.forecasting.calibrate import FRACTIONS, FitCache, scoring_rows, widen, widening
 from ckptgeo.forecasting.data import RunCurves
 from ckptgeo.forecasting.features import FEATURE_SETS, null_copy, run_features, sibling_copy

@@ -22,7 +22,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis.report_sections import markdown_table
+import ckptgeo.forecasting.figures  # noqa: F401  (the forecast figure registers with the step)
+from ckptgeo.analysis.report import markdown_table
 from ckptgeo.analysis.steps import register_step
 from ckptgeo.forecasting.data import RunCurves, runs_from_tables
 from ckptgeo.forecasting.evaluate import FEATURE_SETS, ForecastConfig, evaluate

@@ -35,9 +35,11 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
     import pandas as pd
 
     from ckptgeo.analysis import analyze
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
     from ckptgeo.analysis.figures import plot_grid
     from ckptgeo.analysis.report import write_report
-    from ckptgeo.studies.claims import claim_table, rules, runs_table, spacing_table
+    from ckptgeo.claimtable.table import claim_table, grid_runs, spacing_table
+    from ckptgeo.claimtable.verdicts import rules
 
     analysis = analyze(dataset)
     write_report(dataset, analysis=analysis, plots=plots)
@@ -46,7 +48,7 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
                          n_permutations=preset.n_permutations, n_resamples=preset.n_permutations,
                          n_noise_curves=preset.n_noise_curves, tables=analysis.tables)
     spacing = spacing_table(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
-    table = runs_table(analysis.events)
+    table = grid_runs(analysis.events)
     grid_png = plot_grid(table, out / "figures" / "grid.png") if plots else None
     manifests = {}
     for r in runs:
@@ -187,7 +189,7 @@ def _cannot_say(preset: Preset) -> str:
 def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests: dict, grid_png,
                     seconds: dict, scan_s: float = math.nan) -> Path:
     from ckptgeo.analysis.report import markdown_table
-    from ckptgeo.studies import claims as claims_mod
+    from ckptgeo.claimtable.verdicts import DEFINITIONS
 
     train_s = sum(m.get("seconds") or 0.0 for m in manifests.values())
     threads = sorted({m.get("recipe", {}).get("threads") for m in manifests.values()} - {None})
@@ -216,7 +218,7 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
              "first kept checkpoint, so there is no rate to give.\n",
              markdown_table(_spacing_view(spacing), max_rows=20),
              "## What this study cannot say\n", _cannot_say(preset),
-             "## How the verdicts are reached\n", claims_mod.DEFINITIONS,
+             "## How the verdicts are reached\n", DEFINITIONS,
              "Every rule and threshold: `study.json` (`rules`) and `dataset/summary/claims_rules.json`.\n",
              "## Recipe\n",
              f"AdamW, lr {RECIPE['lr']:g}, weight decay {RECIPE['weight_decay']:g} (matrices and embeddings), batch "
@@ -285,14 +287,14 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
     given, else ``dataset``: :func:`write_study_html`); in a ``study`` folder also put the calibration table into its
     ``reproduction.md`` (replacing an earlier one). Returns the paths written."""
     from ckptgeo.analysis.report import markdown_table as _md
-    from ckptgeo.studies import claims as claims_mod
-    from ckptgeo.studies.claim_leads import leads_table
+    from ckptgeo.claimtable.rows.leads import leads_table
+    from ckptgeo.claimtable.table import claim_context
 
     summary = dataset / "summary"
     summary.mkdir(parents=True, exist_ok=True)
     written = [summary / "claims.parquet", summary / "leads.parquet"]
     claims.to_parquet(written[0], index=False)
-    ctx = claims_mod.claim_context(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
+    ctx = claim_context(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
     leads_table(ctx).to_parquet(written[1], index=False)
     parts = ["# Claims\n", "One row per claim: the value measured with its 95% interval, the null, the raw and "
              "Holm-adjusted p (the primary row is not adjusted), and the verdict.\n",
@@ -303,7 +305,7 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
         calib.to_parquet(written[-1], index=False)
         calib_md = _CALIBRATION_HEAD + "\n" + _CALIBRATION_NOTE + "\n" + _md(_calibration_view(calib), max_rows=200)
         parts.append(calib_md)
-    parts += ["## How the verdicts are reached\n", claims_mod.DEFINITIONS]
+    parts += ["## How the verdicts are reached\n", DEFINITIONS]
     written.append(dataset / "claims.md")
     atomic_write_text(written[-1], "\n".join(parts))
     written.append(write_study_html(study or dataset, dataset, analysis, claims, calib))

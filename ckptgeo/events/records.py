@@ -2,7 +2,7 @@
 the rules' defaults, and the curve conventions every rule shares.
 
 The conventions (missing checkpoints, order, ties, the grid's uncertainty) and why each default is what it is
-are in :mod:`ckptgeo.analysis.events`, which re-exports every name here; import from there.
+are in :mod:`ckptgeo.events.detect`, which re-exports every name here; import from there.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DEFAULT_WINDOW = 3
 DEFAULT_RECOVERY = 0.1
 #: fraction of its first value a layer's RankMe must fall to for its collapse onset.
 DEFAULT_COLLAPSE_FRACTION = 0.5
-#: fall, as a fraction of its first value, that RankMe must exceed for a collapse (:mod:`ckptgeo.analysis.events`: why 0.25).
+#: fall, as a fraction of its first value, that RankMe must exceed for a collapse (:mod:`ckptgeo.events.detect`: why 0.25).
 DEFAULT_MIN_DROP = 0.25
 #: a gap of at most this many checkpoints (and at most one spacing in steps) is not a precursor.
 DEFAULT_RESOLUTION_CHECKPOINTS = 1

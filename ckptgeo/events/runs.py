@@ -8,7 +8,7 @@
       runs.tex     the same rows as a LaTeX ``tabular`` (booktabs rules), a row of units under the header,
                    to ``\\input`` into a paper
 
-Fed from the events table (:func:`ckptgeo.analysis.summary.analyze`): a run is one (model, suite,
+Fed from the events table (:func:`ckptgeo.analysis.pipeline.analyze`): a run is one (model, suite,
 config_hash) curve family of ``measure`` (RankMe), read at its summary layer ``layer`` (the deepest).
 Steps are training steps; ``floor`` is the collapse floor in the measure's unit (RankMe: effective
 dimensions); ``gap_steps`` is acquisition - recovery onset; ``spacing_steps`` is the checkpoint spacing at
@@ -28,6 +28,7 @@ from typing import Mapping
 import pandas as pd
 
 from ckptgeo._io import atomic_write_text
+from ckptgeo.events.curves import model_size, run_identity, run_rows
 
 __all__ = ["RUNS_COLUMNS", "RUNS_UNITS", "runs_table", "runs_latex", "write_runs_table", "write_runs_files", "params_text"]
 
@@ -89,9 +90,6 @@ def runs_table(events: pd.DataFrame, *, metric: str = "rankme",
         Steps as nullable integers (missing: no such event), ``floor`` as float, ``level`` as a nullable
         integer (missing for a suite that is not a task level).
     """
-    from ckptgeo.analysis.curves import run_identity, run_rows
-    from ckptgeo.analysis.tables import model_size
-
     e = run_rows(events, metric)
     if e is None or e.empty:
         return pd.DataFrame(columns=RUNS_COLUMNS)

@@ -1,23 +1,21 @@
-"""Statistics that tell an event from chance: binomial intervals, nulls, bootstrap and rank tests.
+"""Tests that tell an event from chance by relabelling: permutation, circular-shift and rank tests.
 
 Every rate ckptgeo reports (precursor rate, probe lead, top-down) is a count of runs out of a number of
-runs; on its own it cannot say whether the rule found something or fired on noise. This module holds the
-pieces that can:
+runs; on its own it cannot say whether the rule found something or fired on noise. This module holds the tests
+that relabel the runs:
 
-* :func:`binomial_interval`: a rate with its Wilson (or Clopper-Pearson) interval.
 * :func:`permutation_test`: a p-value for any statistic of runs under relabelling (acquisition times
   permuted across runs, optionally within strata); exact enumeration when the relabellings are few.
 * :func:`circular_shift_test`: the same with each run's curve rolled by a random number of checkpoints.
-* :func:`noise_curves` and :func:`false_positive_rate`: how often a detector fires on synthetic curves
-  without any signal, at a given checkpoint schedule (the run's own).
-* :func:`hierarchical_bootstrap`: an interval for a statistic over (task, seed) groups, resampling tasks,
-  then seeds within each task.
 * :func:`kendall_tau`: Kendall's tau-b with a permutation p-value and its ties counted.
-* :func:`slope` and :func:`robust_noise_sd`: small helpers (least-squares slope, noise level of a curve).
+* :func:`p_value`: the Monte Carlo (or exact) p of an observed statistic against its null draws;
+  :func:`slope`: a least-squares slope.
+
+Intervals are :mod:`ckptgeo.stats.intervals`, the bootstrap :mod:`ckptgeo.stats.bootstrap`, noise nulls
+:mod:`ckptgeo.stats.noise`, the result records :mod:`ckptgeo.stats.results`.
 
 Everything is seeded and deterministic: the same inputs and ``seed`` give the same numbers on any machine
-and under any load; budgets are counts (``n_permutations``, ``n_resamples``, ``n_curves``), never seconds.
-Nothing here reads or writes files.
+and under any load; budgets are counts (``n_permutations``), never seconds. Nothing here reads or writes files.
 """
 
 from __future__ import annotations
@@ -28,64 +26,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ckptgeo.analysis.stat_types import (DEFAULT_CONFIDENCE, DEFAULT_N_NOISE_CURVES, DEFAULT_N_PERMUTATIONS,
-                                         DEFAULT_N_RESAMPLES, BootstrapResult, KendallResult, PermutationResult, Rate,
-                                         check_alternative, check_confidence, check_count)
 from ckptgeo.errors import InvalidParameterError
+from ckptgeo.stats.results import (DEFAULT_N_PERMUTATIONS, KendallResult, PermutationResult, check_alternative,
+                                   check_count)
 
-__all__ = [
-    "Rate", "PermutationResult", "BootstrapResult", "KendallResult",
-    "binomial_interval", "permutation_test", "circular_shift_test", "noise_curves", "false_positive_rate",
-    "hierarchical_bootstrap", "kendall_tau", "slope", "robust_noise_sd", "p_value",
-    "DEFAULT_CONFIDENCE", "DEFAULT_N_PERMUTATIONS", "DEFAULT_N_RESAMPLES", "DEFAULT_N_NOISE_CURVES",
-]
-
-
-# ------------------------------------------------------------------------------------------ rates
-
-def binomial_interval(k: int, n: int, *, confidence: float = DEFAULT_CONFIDENCE, method: str = "wilson") -> Rate:
-    """A rate ``k / n`` with its binomial confidence interval.
-
-    Parameters
-    ----------
-    k : int
-        Successes, ``0 <= k <= n``.
-    n : int
-        Trials, ``n >= 0``.
-    confidence : float in (0, 1), default=0.95
-    method : {"wilson", "exact"}, default="wilson"
-        Wilson score interval (good coverage at small ``n``), or Clopper-Pearson ("exact", conservative),
-        both from :meth:`scipy.stats.binomtest(...).proportion_ci <scipy.stats._result_classes.BinomTestResult>`.
-
-    Returns
-    -------
-    Rate
-        ``n == 0`` gives NaN rate and bounds.
-
-    Raises
-    ------
-    InvalidParameterError
-        ``k`` or ``n`` negative or ``k > n``; ``confidence`` outside (0, 1); unknown ``method``.
-
-    Examples
-    --------
-    >>> r = binomial_interval(7, 10)
-    >>> round(r.rate, 2), round(r.low, 3), round(r.high, 3)
-    (0.7, 0.397, 0.892)
-    """
-    from scipy.stats import binomtest
-
-    k, n = int(k), int(n)
-    if n < 0 or k < 0 or k > n:
-        raise InvalidParameterError(f"A rate needs 0 <= k <= n. Got k={k}, n={n}.", name="k", value=(k, n))
-    confidence = check_confidence(confidence)
-    if method not in ("wilson", "exact"):
-        raise InvalidParameterError(f"The 'method' parameter must be 'wilson' or 'exact'. Got {method!r}.",
-                                    name="method", value=method)
-    if n == 0:
-        return Rate(0, 0, math.nan, math.nan, math.nan, confidence, method)
-    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method=method)
-    return Rate(k, n, k / n, float(ci.low), float(ci.high), confidence, method)
+__all__ = ["permutation_test", "circular_shift_test", "kendall_tau", "slope", "p_value"]
 
 
 # ------------------------------------------------------------------------------------------ permutation tests
@@ -252,208 +197,6 @@ def circular_shift_test(statistic: Callable[[np.ndarray], float], lengths: Seque
     hi = np.asarray(lengths, dtype=np.int64)
     null = np.asarray([float(statistic(rng.integers(0, hi))) for _ in range(n_permutations)], dtype=np.float64)
     return _summarise(observed, null, alternative, False, seed)
-
-
-# ------------------------------------------------------------------------------------------ noise
-
-def noise_curves(steps: Sequence[float], *, n_curves: int = DEFAULT_N_NOISE_CURVES, seed: int = 0,
-                 kind: str = "gaussian", level: float = 1.0, relative_sd: float = 0.05) -> np.ndarray:
-    """Synthetic curves without any event, at a given checkpoint schedule.
-
-    Parameters
-    ----------
-    steps : array-like of shape (n_checkpoints,)
-        The schedule (training steps). Only its length matters for "gaussian"; "random_walk" scales each
-        increment by the square root of the step spacing (a diffusion in training time).
-    n_curves : int, default=200
-    seed : int, default=0
-    kind : {"gaussian", "random_walk"}, default="gaussian"
-        "gaussian": ``level * (1 + relative_sd * e)``, ``e`` iid standard normal at each checkpoint.
-        "random_walk": ``level * (1 + relative_sd * W)``, ``W`` a Brownian path in units of the run's length
-        (its standard deviation is 1 at the last checkpoint).
-    level : float, default=1.0
-        The curve's mean level (e.g. the run's first RankMe value).
-    relative_sd : float, default=0.05
-        Noise standard deviation as a fraction of ``level`` (>= 0).
-
-    Returns
-    -------
-    ndarray of shape (n_curves, n_checkpoints)
-
-    Raises
-    ------
-    InvalidParameterError
-        Unknown ``kind``, negative ``relative_sd``, ``n_curves`` < 1.
-
-    Examples
-    --------
-    >>> noise_curves([0, 10, 20], n_curves=2, relative_sd=0.0)
-    array([[1., 1., 1.],
-           [1., 1., 1.]])
-    """
-    n_curves = check_count(n_curves, "n_curves")
-    if kind not in ("gaussian", "random_walk"):
-        raise InvalidParameterError(f"The 'kind' parameter must be 'gaussian' or 'random_walk'. Got {kind!r}.",
-                                    name="kind", value=kind)
-    if not (float(relative_sd) >= 0.0):
-        raise InvalidParameterError(f"The 'relative_sd' parameter must be >= 0. Got {relative_sd!r}.",
-                                    name="relative_sd", value=relative_sd)
-    s = np.sort(np.asarray(steps, dtype=np.float64).reshape(-1))
-    rng = np.random.default_rng(seed)
-    e = rng.standard_normal((n_curves, s.size))
-    if kind == "random_walk" and s.size:
-        dt = np.diff(s, prepend=s[0])
-        span = float(s[-1] - s[0]) or 1.0
-        e[:, 0] = 0.0
-        e = np.cumsum(e * np.sqrt(dt / span), axis=1)
-    return float(level) * (1.0 + float(relative_sd) * e)
-
-
-def false_positive_rate(detector: Callable[[np.ndarray, np.ndarray], bool], steps: Sequence[float], *,
-                        n_curves: int = DEFAULT_N_NOISE_CURVES, seed: int = 0, kind: str = "gaussian",
-                        level: float = 1.0, relative_sd: float = 0.05,
-                        confidence: float = DEFAULT_CONFIDENCE) -> Rate:
-    """How often a detector fires on curves without any event, at a given checkpoint schedule.
-
-    Parameters
-    ----------
-    detector : callable, ``(steps, values) -> bool``
-        The rule under test, e.g. "precursor before the acquisition step of this run" (close over the
-        acquisition step). ``steps`` is the sorted schedule, ``values`` one synthetic curve.
-    steps : array-like of shape (n_checkpoints,)
-        The run's own schedule.
-    n_curves, seed, kind, level, relative_sd
-        As :func:`noise_curves`.
-    confidence : float, default=0.95
-        Coverage of the Wilson interval on the rate.
-
-    Returns
-    -------
-    Rate
-        ``k`` curves out of ``n_curves`` on which the detector fired.
-
-    Examples
-    --------
-    >>> r = false_positive_rate(lambda s, v: bool(v[-1] > v[0]), [0, 1, 2, 3], n_curves=400)
-    >>> 0.4 < r.rate < 0.6
-    True
-    """
-    s = np.sort(np.asarray(steps, dtype=np.float64).reshape(-1))
-    curves = noise_curves(s, n_curves=n_curves, seed=seed, kind=kind, level=level, relative_sd=relative_sd)
-    k = int(sum(bool(detector(s, c)) for c in curves))
-    return binomial_interval(k, curves.shape[0], confidence=confidence)
-
-
-def robust_noise_sd(values: Sequence[float]) -> float:
-    """The noise level of a curve from its checkpoint-to-checkpoint changes, robust to its trend and jumps.
-
-    ``1.4826 * median(|diff - median(diff)|) / sqrt(2)``: the standard deviation of iid noise added to a
-    smooth curve, from the median absolute deviation of first differences.
-
-    Parameters
-    ----------
-    values : array-like of shape (n_checkpoints,)
-        NaN values are dropped.
-
-    Returns
-    -------
-    float
-        NaN with fewer than three finite values.
-
-    Examples
-    --------
-    >>> round(robust_noise_sd(np.random.default_rng(0).normal(5.0, 0.1, 4000)), 2)
-    0.1
-    """
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
-    v = v[np.isfinite(v)]
-    if v.size < 3:
-        return math.nan
-    d = np.diff(v)
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2.0))
-
-
-# ------------------------------------------------------------------------------------------ bootstrap
-
-def hierarchical_bootstrap(frame, statistic: Callable[[object], float], *, levels: Sequence[str] = ("task", "seed"),
-                           n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = 0,
-                           confidence: float = DEFAULT_CONFIDENCE) -> BootstrapResult:
-    """A percentile interval for a statistic of grouped runs, resampling each level of the hierarchy.
-
-    Draws the outermost groups (e.g. tasks) with replacement, then, within each drawn group, its subgroups
-    (e.g. seeds) with replacement, and so on; the rows of the innermost groups drawn are kept whole. So the
-    interval reflects both the spread between tasks and the spread between seeds of a task.
-
-    Parameters
-    ----------
-    frame : pandas.DataFrame
-        One row per observation (e.g. a run's event), with a column for each level.
-    statistic : callable, ``DataFrame -> float``
-        E.g. ``lambda d: d["precursor"].mean()``.
-    levels : sequence of str, default=("task", "seed")
-        Grouping columns, outermost first.
-    n_resamples : int, default=999
-    seed : int, default=0
-    confidence : float in (0, 1), default=0.95
-
-    Returns
-    -------
-    BootstrapResult
-        NaN bounds for an empty frame.
-
-    Raises
-    ------
-    InvalidParameterError
-        A level is not a column of ``frame``; no levels; bad counts or confidence.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> d = pd.DataFrame({"task": list("aabb"), "seed": [0, 1, 0, 1], "x": [1.0, 1.0, 3.0, 3.0]})
-    >>> r = hierarchical_bootstrap(d, lambda f: f["x"].mean(), n_resamples=200)
-    >>> r.estimate, r.low, r.high
-    (2.0, 1.0, 3.0)
-    """
-    levels = tuple(levels)
-    if not levels:
-        raise InvalidParameterError("The 'levels' parameter must name at least one column. Got ().",
-                                    name="levels", value=levels)
-    missing = [c for c in levels if c not in frame.columns]
-    if missing:
-        raise InvalidParameterError(f"hierarchical_bootstrap: no column {missing[0]!r} in the table (columns: "
-                                    f"{', '.join(map(str, frame.columns))}).", name="levels", value=missing[0])
-    n_resamples = check_count(n_resamples, "n_resamples")
-    confidence = check_confidence(confidence)
-    n_groups = tuple(int(frame.groupby(list(levels[:i + 1]), dropna=False).ngroups) for i in range(len(levels)))
-    if len(frame) == 0:
-        return BootstrapResult(math.nan, math.nan, math.nan, math.nan, n_resamples, confidence, int(seed), levels,
-                               n_groups)
-    estimate = float(statistic(frame))
-    # a tree of row positions: {group: {subgroup: ... [positions]}}
-    def tree(pos: np.ndarray, depth: int):
-        if depth == len(levels):
-            return pos
-        keys = frame[levels[depth]].iloc[pos].to_numpy()
-        order = sorted(set(keys.tolist()), key=lambda x: (str(type(x)), str(x)))
-        return [tree(pos[keys == k], depth + 1) for k in order]
-
-    root = tree(np.arange(len(frame)), 0)
-    rng = np.random.default_rng(seed)
-
-    def draw(node) -> list:
-        if isinstance(node, np.ndarray):
-            return [node]
-        picks = rng.integers(0, len(node), size=len(node))
-        return [part for i in picks for part in draw(node[i])]
-
-    dist = np.empty(n_resamples, dtype=np.float64)
-    for b in range(n_resamples):
-        dist[b] = float(statistic(frame.iloc[np.concatenate(draw(root))]))
-    finite = dist[np.isfinite(dist)]
-    a = (1.0 - confidence) / 2.0
-    lo, hi = (float(np.quantile(finite, a)), float(np.quantile(finite, 1.0 - a))) if finite.size else (math.nan,) * 2
-    sd = float(finite.std(ddof=1)) if finite.size >= 2 else math.nan
-    return BootstrapResult(estimate, lo, hi, sd, n_resamples, confidence, int(seed), levels, n_groups, dist)
 
 
 # ------------------------------------------------------------------------------------------ rank tests

@@ -2,7 +2,7 @@
 (:func:`accuracy_onset`), where a layer's RankMe falls to a fraction of its first value (:func:`collapse_onset`),
 and where a probe first beats its control (:func:`probe_onset`).
 
-Pure functions with the conventions of :mod:`ckptgeo.analysis.events` (which re-exports them; import from there).
+Pure functions with the conventions of :mod:`ckptgeo.events.detect` (which re-exports them; import from there).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ckptgeo.analysis.event_types import (DEFAULT_COLLAPSE_FRACTION, DEFAULT_RECOVERY, FLAT_TOLERANCE, Onset,
+from ckptgeo.events.records import (DEFAULT_COLLAPSE_FRACTION, DEFAULT_RECOVERY, FLAT_TOLERANCE, Onset,
                                           check_fraction, clean_curve, clean_error, found_onset)
 from ckptgeo.errors import InvalidParameterError
 

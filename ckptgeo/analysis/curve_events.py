@@ -1,10 +1,10 @@
-"""The events of every curve of a dataset: :mod:`ckptgeo.analysis.events` applied per curve.
+"""The events of every curve of a dataset: :mod:`ckptgeo.events.detect` applied per curve.
 
 :func:`acquisitions` finds acquisition (and accuracy's own onset) on every behaviour curve and returns the
 ``acquisitions`` table with the :class:`BehaviorEvents` the geometry curves are judged against;
 :func:`events_table` finds collapse, onsets and the precursor gap on every (model, suite, config_hash,
 metric, layer) geometry curve, with the detector's false-positive rate on noise at the summary layer.
-The rules are in the docstring of :mod:`ckptgeo.analysis.summary`.
+The rules are in the docstring of :mod:`ckptgeo.analysis.pipeline`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import nulls
-from ckptgeo.analysis import stats as st
+from ckptgeo.events import detect as ev
+from ckptgeo.stats import noise as nulls
+import ckptgeo.stats as st
 from ckptgeo.analysis.config import EVENTS_SCHEMA, AnalysisConfig
-from ckptgeo.analysis.curves import CURVE_KEYS, summary_layer
-from ckptgeo.analysis.tables import difficulty_classes
+from ckptgeo.events.curves import CURVE_KEYS, summary_layer
+from ckptgeo.analysis.inputs import difficulty_classes
 from ckptgeo.store.schemas import SCHEMAS
 
 __all__ = ["BehaviorEvents", "acquisitions", "events_table", "match_behavior", "opt_int"]

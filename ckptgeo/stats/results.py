@@ -1,6 +1,6 @@
-"""The records the statistical tests of :mod:`ckptgeo.analysis.stats` return (:class:`Rate`,
+"""The records the statistical tests of :mod:`ckptgeo.stats` return (:class:`Rate`,
 :class:`PermutationResult`, :class:`BootstrapResult`, :class:`KendallResult`), their budgets' defaults, and the
-parameter checks they share. :mod:`ckptgeo.analysis.stats` re-exports every name here; import from there.
+parameter checks they share. :mod:`ckptgeo.stats` re-exports every name here; import from there.
 """
 
 from __future__ import annotations

@@ -24,14 +24,10 @@ import math
 import pandas as pd
 
 from ckptgeo.forecasting.evaluate import PAPER_CONCORDANCE, SPLITS, skill_verdict
-from ckptgeo.studies.claims import ALPHA, MIN_CASES, MIN_SETTINGS, Claim, register_claim
+from ckptgeo.claimtable.registry import Claim, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, MIN_CASES, MIN_SETTINGS
 
 __all__ = ["forecast_geometry", "forecast_across_sizes", "hard_easy_concordance"]
-
-_PAPER = ("arXiv:2602.15997 v3 abstract: geometry encodes coarse difficulty, not fine timing; 'not a prediction tool' "
-          "(docs/definitions.md#claim-forecast-geometry)")
-_SIZES = ("a secondary summary of the paper: small proxies map large runs; v3 abstract: fails at 26% where the task "
-          "order reverses across scales (docs/definitions.md#claim-forecast-across-sizes)")
 
 
 def hard_easy_concordance(concordance: pd.DataFrame | None, feature_set: str) -> dict:
@@ -62,17 +58,19 @@ def _conc_text(conc: dict) -> str:
     return "; ".join(parts)
 
 
-@register_claim(id="forecast_geometry", reads=("forecast_skill", "forecast_concordance"), nulls=())
+@register_claim(id="forecast_geometry", order=170,
+                claim="geometry improves the forecast of acquisition over behaviour alone, beyond its setting's level",
+                source="arXiv:2602.15997 v3 abstract: geometry encodes coarse difficulty, not fine timing; 'not a prediction tool'",
+                anchor="claim-forecast-geometry", reads=("forecast_skill", "forecast_concordance"), nulls=())
 def forecast_geometry(ctx) -> Claim:
     skill, cc = ctx.tables.get("forecast_skill"), ctx.tables.get("forecast_concordance")
-    claim = "geometry improves the forecast of acquisition over behaviour alone, beyond its setting's level"
     paper = "52% (easy) / 69% (hard) within-class concordance; geometry encodes coarse difficulty, not fine timing"
     evidence = "forecast/forecast_skill.parquet, forecast/forecast_evaluation.parquet, figures/forecast/"
     test = ("one-sided Wilcoxon signed-rank tests across held-out runs of the log-score difference, against behaviour "
             "and against a sibling's geometry (another seed of the same setting); null copy beside")
     if skill is None or skill.empty:
-        return Claim("forecast_geometry", claim, paper, "no held-out split (fewer than two runs or groups)",
-                     "inconclusive", "nothing to hold out", evidence, _PAPER, test=test)
+        return Claim("forecast_geometry", ctx.claim, paper, "no held-out split (fewer than two runs or groups)",
+                     "inconclusive", "nothing to hold out", evidence, ctx.source, test=test)
     order = [s for s in (*SPLITS, "run") if s in set(skill["split"])]
     row = skill.set_index("split").loc[order[0]]
     ctext = _conc_text({fs: hard_easy_concordance(cc, fs) for fs in ("behaviour", "geometry")})
@@ -107,20 +105,22 @@ def forecast_geometry(ctx) -> Claim:
                               f"(skill p = {p:.3g})",
         }.get(said, f"no skill shown (p = {p:.3g}) and geometry not shown worse (p = {pw:.3g}): a test that fails to "
                     "reject is not evidence of no skill")
-    return Claim("forecast_geometry", claim, paper, measured, verdict, why, evidence, _PAPER,
+    return Claim("forecast_geometry", ctx.claim, paper, measured, verdict, why, evidence, ctx.source,
                  float(row["delta_log_score"]), math.nan, math.nan, float(row["null_delta_log_score"]), p, test)
 
 
-@register_claim(id="forecast_across_sizes", reads=("forecast_sizes",), nulls=())
+@register_claim(id="forecast_across_sizes", order=180,
+                claim="small sizes forecast a larger size's acquisition (step and order)",
+                source="a secondary summary of the paper: small proxies map large runs; v3 abstract: fails at 26% where the task order reverses across scales",
+                anchor="claim-forecast-across-sizes", reads=("forecast_sizes",), nulls=())
 def forecast_across_sizes(ctx) -> Claim:
     sizes = ctx.tables.get("forecast_sizes")
-    claim = "small sizes forecast a larger size's acquisition (step and order)"
     paper = "'small proxies map large runs' (a summary of the paper); prediction fails at 26% when task order reverses"
     evidence = "forecast/forecast_sizes.parquet"
     test = "concordance of forecast and actual acquisition order at the largest size, acquisition steps permuted"
     if sizes is None or sizes.empty:
-        return Claim("forecast_across_sizes", claim, paper, "one size only", "inconclusive",
-                     "a forecast across sizes needs two sizes or more", evidence, _SIZES, test=test)
+        return Claim("forecast_across_sizes", ctx.claim, paper, "one size only", "inconclusive",
+                     "a forecast across sizes needs two sizes or more", evidence, ctx.source, test=test)
     largest = sizes[sizes["size"] == sizes["size"].iloc[-1]].set_index("feature_set")
     row = largest.loc["geometry"] if "geometry" in largest.index else largest.iloc[0]
     beh = largest.loc["behaviour"] if "behaviour" in largest.index else None
@@ -141,6 +141,6 @@ def forecast_across_sizes(ctx) -> Claim:
         verdict, why = "inconclusive", f"p = {p:.3g} over {n} acquired runs: too few to tell absence from a weak effect"
     else:
         verdict, why = "not reproduced", f"order concordance p = {p:.3g} >= {ALPHA}"
-    return Claim("forecast_across_sizes", claim, paper, measured, verdict, why, evidence, _SIZES,
+    return Claim("forecast_across_sizes", ctx.claim, paper, measured, verdict, why, evidence, ctx.source,
                  float(row["concordance"]), float(row.get("concordance_low", math.nan)),
                  float(row.get("concordance_high", math.nan)), 0.5, p, test)

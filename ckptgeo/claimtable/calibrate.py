@@ -1,7 +1,7 @@
 """The claim table on any dataset, and on null copies of it: verdicts that noise cannot give.
 
 :func:`dataset_claims` judges the claims on a study's or a scan's dataset (the analysis of its tables, then
-:func:`ckptgeo.studies.claims.claim_table`). :func:`calibrate` reruns every row on ``k`` null copies of each kind
+:func:`ckptgeo.claimtable.table.claim_table`). :func:`calibrate` reruns every row on ``k`` null copies of each kind
 (:data:`NULLS`), built from the dataset's own curves:
 
 * ``iid`` -- every geometric curve replaced by independent Gaussian values at its own mean and standard deviation;
@@ -28,8 +28,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import stats
-from ckptgeo.studies.claims import ALPHA, CLAIMS, NULLS, claim_table
+import ckptgeo.stats as stats
+from ckptgeo.claimtable.registry import CLAIMS, NULLS
+from ckptgeo.claimtable.table import claim_table
+from ckptgeo.claimtable.verdicts import ALPHA
 
 __all__ = ["NULLS", "dataset_claims", "null_copy", "calibrate", "calibration_table"]
 
@@ -85,8 +87,8 @@ def null_copy(curves: pd.DataFrame, accuracy: pd.DataFrame, kind: str,
 
 
 def _events(curves: pd.DataFrame, accuracy: pd.DataFrame, config) -> pd.DataFrame:
-    from ckptgeo import __version__
-    from ckptgeo.analysis.event_table import acquisitions, events_table
+    from ckptgeo._version import __version__
+    from ckptgeo.analysis.curve_events import acquisitions, events_table
 
     cfg = dataclasses.replace(config, n_noise_curves=0)
     _, behavior = acquisitions(accuracy, cfg)
@@ -97,6 +99,7 @@ def dataset_claims(dataset: str | Path, *, analysis=None, n_permutations: int = 
                    seed: int = 0) -> tuple[pd.DataFrame, object]:
     """(claim table, analysis) of a dataset folder (``ckptgeo analyze``'s input)."""
     from ckptgeo.analysis import analyze
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
 
     a = analysis if analysis is not None else analyze(dataset, write=False)
     table = claim_table(a.events, a.top_down, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
@@ -109,7 +112,7 @@ def calibrate(analysis, k: int, *, n_permutations: int = 199, n_power: int = 10,
               progress=None) -> pd.DataFrame:
     """Every row on ``k`` null copies of each kind of :data:`NULLS`: one row per (null, copy, claim) with its
     ``verdict`` and ``p_value``. ``progress(i, total, text)`` is called after each copy."""
-    from ckptgeo.analysis.summary import AnalysisConfig
+    from ckptgeo.analysis.config import AnalysisConfig
 
     cfg = analysis.config or AnalysisConfig()
     rows, total, done = [], k * len(NULLS), 0
@@ -138,7 +141,7 @@ def _applies(cid: str, null: str) -> bool:
 def calibration_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per claim row and null: copies, false "reproduced" count and rate with its Wilson interval, the share of
     p-values at or below alpha and the one-sided binomial p that it exceeds alpha, ``applies`` (the null voids
-    what the row tests: :attr:`ckptgeo.studies.claims.ClaimRow.nulls`) and ``ok`` (rate <= alpha where it
+    what the row tests: :attr:`ckptgeo.claimtable.table.ClaimRow.nulls`) and ``ok`` (rate <= alpha where it
     applies; True elsewhere, where a "reproduced" is not false)."""
     from scipy.stats import binomtest
 

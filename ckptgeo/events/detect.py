@@ -1,7 +1,7 @@
 """Events on one training curve: acquisition, collapse, recovery, onsets, and the precursor gap.
 
 Pure functions over a curve given as ``steps`` (training steps, one per checkpoint) and
-``values`` (the measure at each step). No I/O and no tables: :mod:`ckptgeo.analysis.summary`
+``values`` (the measure at each step). No I/O and no tables: :mod:`ckptgeo.analysis.pipeline`
 applies them to every (model, suite, metric, layer) of a dataset.
 
 Conventions shared by every function here (docs/definitions.md#events):
@@ -43,11 +43,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ckptgeo.analysis.event_types import (DEFAULT_ACC_THRESHOLD, DEFAULT_COLLAPSE_FRACTION, DEFAULT_MIN_DROP,
+from ckptgeo.events.records import (DEFAULT_ACC_THRESHOLD, DEFAULT_COLLAPSE_FRACTION, DEFAULT_MIN_DROP,
                                           DEFAULT_RECOVERY, DEFAULT_RESOLUTION_CHECKPOINTS, DEFAULT_WINDOW,
                                           FLAT_TOLERANCE, Acquisition, Collapse, Gap, Onset, check_fraction,
                                           clean_curve, clean_error, found_onset, spacing_after, spacing_before)
-from ckptgeo.analysis.onsets import accuracy_onset, collapse_onset, onset_of_change, probe_onset
+from ckptgeo.events.onsets import accuracy_onset, collapse_onset, onset_of_change, probe_onset
 from ckptgeo.errors import InvalidParameterError
 
 __all__ = [
@@ -424,7 +424,7 @@ def curve_events(steps: Sequence[float], values: Sequence[float], acquisition: A
     """The whole precursor rule on one curve: collapse and recovery (or onset of change), then the gap.
 
     The one place the rule is composed, used by :func:`ckptgeo.analysis.analyze`, the live monitor and the
-    nulls (:mod:`ckptgeo.analysis.stats`: permuted acquisitions, noise curves), so all of them test the same
+    nulls (:mod:`ckptgeo.stats`: permuted acquisitions, noise curves), so all of them test the same
     detector.
 
     Parameters

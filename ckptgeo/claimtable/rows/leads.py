@@ -1,7 +1,7 @@
-"""The claim rows built on like-for-like leads (:mod:`ckptgeo.studies.leads`), with power before verdicts.
+"""The claim rows built on like-for-like leads (:mod:`ckptgeo.claimtable.leads`), with power before verdicts.
 
 * ``contrast`` (the **primary** row, judged at alpha without adjustment): geometry leads behaviour more on hard
-  settings than on easy ones -- :func:`ckptgeo.studies.inference.contrast` over runs matched on acquisition
+  settings than on easy ones -- :func:`ckptgeo.claimtable.inference.contrast` over runs matched on acquisition
   (:func:`matched`: the same checkpoint of one schedule).
 * ``precursor_hard``, ``loss`` ("holds" rows): the hard runs' RankMe onset leads accuracy's onset (the loss's
   onset); reproduced when the onset **tracks** behaviour (Kendall tau of the onset against behaviour's onset
@@ -14,7 +14,7 @@
 * ``tracking``: the Kendall tau split into pairs of one task (seeds) and pairs of two tasks.
 
 Every "not reproduced" of a holds row (and of the contrast) needs power >= 80% at the margin
-(:mod:`ckptgeo.studies.power`) **and** an upper bound below the margin: the planted curves carry measurement
+(:mod:`ckptgeo.claimtable.power`) **and** an upper bound below the margin: the planted curves carry measurement
 noise but not the spread of leads between settings, so power alone would overstate what a few settings exclude.
 """
 
@@ -25,17 +25,15 @@ import math
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import stats
-from ckptgeo.analysis.curves import grid_run, summary_rows
-from ckptgeo.studies.claims import ALPHA, MARGIN, MIN_CASES, SOURCES, Claim, ClaimContext, register_claim
-from ckptgeo.studies.inference import Interval, cluster_interval, contrast
-from ckptgeo.studies.leads import Behaviour, LeadMatrix, lead_matrix
-from ckptgeo.studies.power import mde_text, minimum_detectable
+import ckptgeo.stats as stats
+from ckptgeo.events.curves import grid_run, summary_rows
+from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
+from ckptgeo.claimtable.verdicts import ALPHA, MARGIN, MIN_CASES
+from ckptgeo.claimtable.inference import Interval, cluster_interval, contrast
+from ckptgeo.claimtable.leads import Behaviour, LeadMatrix, lead_matrix
+from ckptgeo.claimtable.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
 
 __all__ = ["behaviour", "lead_frame", "leads_table", "tracking_test", "whole_model_curves"]
-
-#: permutations inside each planted replicate of a power analysis.
-_POWER_PERMUTATIONS = 199
 
 
 def behaviour(ctx: ClaimContext, loss: bool = False) -> dict:
@@ -74,7 +72,7 @@ def loss_curves(ctx: ClaimContext) -> dict:
 
 def whole_model_curves(ctx: ClaimContext, metric: str) -> dict:
     """Model -> Curve of a whole-model measure (layer -1); runs on one whole-model grid share a stratum."""
-    from ckptgeo.studies.chance import Curve
+    from ckptgeo.claimtable.chance import Curve
 
     curves = ctx.tables.get("curves")
     if curves is None or not len(curves):
@@ -201,11 +199,11 @@ def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, pow
                                   floor=1.0).low
             if not lo > 0:
                 return False
-            r = tracking_test(plm, judged, n_permutations=min(ctx.n_permutations, _POWER_PERMUTATIONS),
+            r = tracking_test(plm, judged, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS),
                               seed=ctx.seed)
             return r is not None and r.p_value < ALPHA
 
-        from ckptgeo.analysis.summary import AnalysisConfig
+        from ckptgeo.analysis.config import AnalysisConfig
 
         fraction = (cfg or AnalysisConfig()).recovery
         mde, table = minimum_detectable(detects, curves, beh, judged, n_power=ctx.n_power, fraction=fraction,
@@ -249,12 +247,12 @@ def _absent_verdict(p: float, iv: Interval, mde: float, n: int, n_all: int, what
                           f"checkpoints are detected with power >= 80%")
 
 
-def _lead_row(ctx: ClaimContext, row_id: str, claim: str, paper: str, curves: dict, beh: dict, judged: list,
+def _lead_row(ctx: ClaimContext, row_id: str, paper: str, curves: dict, beh: dict, judged: list,
               kind: str, what: str, evidence: str) -> Claim:
-    source = SOURCES.get(row_id, SOURCES.get("precursor_hard", ""))
+    source = ctx.source
     got = _lead_study(ctx, curves, beh, judged) if judged and curves and beh else None
     if got is None:
-        return Claim(row_id, claim, paper, "not measured", "inconclusive",
+        return Claim(row_id, ctx.claim, paper, "not measured", "inconclusive",
                      "no run with both this curve and behaviour's onset", evidence, source, kind=kind, margin=MARGIN)
     lm, mine, with_onset, iv, res, null, mde, table = got
     p = math.nan if res is None else res.p_value
@@ -267,7 +265,7 @@ def _lead_row(ctx: ClaimContext, row_id: str, claim: str, paper: str, curves: di
         verdict, why = _absent_verdict(p, iv, mde, len(with_onset), len(mine), what)
     else:
         verdict, why = _holds_verdict(p, iv, mde, len(with_onset), what)
-    return Claim(row_id, claim, paper, measured, verdict, why + (f"; {iv.flag}" if iv.flag else ""), evidence, source,
+    return Claim(row_id, ctx.claim, paper, measured, verdict, why + (f"; {iv.flag}" if iv.flag else ""), evidence, source,
                  iv.value, iv.low, iv.high, null, p,
                  "Kendall tau of onset vs behaviour's onset within schedules, behaviour permuted within schedules "
                  f"(one-sided); lead interval: {iv.method}", kind=kind, margin=MARGIN, mde=mde)
@@ -280,16 +278,18 @@ def _counted(ctx: ClaimContext, hard: bool | None) -> list:
     return list(r["model"])
 
 
-@register_claim(id="contrast", reads=("events", "curves", "accuracy"))
+@register_claim(id="contrast", order=10,
+                claim="geometry leads behaviour more on hard settings than on easy ones (same schedules)",
+                source="v4 abstract: 100% precursors on hard tasks, none on easy ones, tested here as a hard-minus-easy contrast of leads",
+                anchor="claim-contrast", reads=("events", "curves", "accuracy"))
 def contrast_row(ctx: ClaimContext) -> Claim:
     """The primary row: hard minus easy difference in RankMe's lead over accuracy's onset."""
     beh = behaviour(ctx)
-    claim = "geometry leads behaviour more on hard settings than on easy ones (same schedules)"
     evidence = "summary/leads.parquet (lead per run); events/events.parquet"
     lm = lead_matrix(ctx.curves, beh, config=ctx.config, own_only=True) if ctx.curves and beh else None
     if lm is None:
-        return Claim("contrast", claim, "hard: precursor; easy: none", "not measured", "inconclusive",
-                     "no acquired run with RankMe and accuracy", evidence, SOURCES["precursor_hard"], kind="primary")
+        return Claim("contrast", ctx.claim, "hard: precursor; easy: none", "not measured", "inconclusive",
+                     "no acquired run with RankMe and accuracy", evidence, ctx.source, kind="primary")
     frame = matched(lead_frame(lm, ctx.runs), beh)
     frame = frame[frame["model"].isin(_counted(ctx, None))]
     c = contrast(frame, n_permutations=ctx.n_permutations, seed=ctx.seed)
@@ -299,9 +299,9 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     def detects(planted: dict) -> bool:
         plm = lead_matrix(planted, beh, config=ctx.config, own_only=True, judged=list(frame["model"]))
         f = frame.assign(lead=[plm.checkpoints[plm.models.index(m), plm.models.index(m)] for m in frame["model"]])
-        return contrast(f, n_permutations=min(ctx.n_permutations, _POWER_PERMUTATIONS), seed=ctx.seed).p_value < ALPHA
+        return contrast(f, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS), seed=ctx.seed).p_value < ALPHA
 
-    from ckptgeo.analysis.summary import AnalysisConfig
+    from ckptgeo.analysis.config import AnalysisConfig
 
     mde, table = (math.inf, {})
     if c.min_p < ALPHA:
@@ -309,12 +309,12 @@ def contrast_row(ctx: ClaimContext) -> Claim:
                                         fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed,
                                         others={m: 0 for m in easy})
     if c.p_value != c.p_value:
-        return Claim("contrast", claim, "hard: precursor (100%); easy: none",
+        return Claim("contrast", ctx.claim, "hard: precursor (100%); easy: none",
                      f"no hard and easy runs acquired at the same checkpoint of one schedule ({c.n_hard} hard, "
                      f"{c.n_easy} easy matched)", "inconclusive",
                      "hard and easy runs must acquire at the same checkpoint of a schedule to compare their leads "
                      "(a geometry unrelated to behaviour leads a later acquisition by more)", evidence,
-                     SOURCES["contrast"], kind="primary", margin=MARGIN)
+                     ctx.source, kind="primary", margin=MARGIN)
     lo = "-inf" if c.low == -math.inf else f"{c.low:+.1f}"
     hi = "inf" if c.high == math.inf else f"{c.high:+.1f}"
     measured = (f"hard minus easy lead {c.estimate:+.1f} checkpoints [{lo}, {hi}] over {c.n_hard} hard and "
@@ -335,46 +335,54 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     else:
         verdict, why = "not reproduced", (f"p = {c.p_value:.3g} >= {ALPHA}, with power >= 80% at {mde:g} checkpoints "
                                           f"and the upper bound {hi} < {MARGIN:g}")
-    return Claim("contrast", claim, "hard: precursor (100%); easy: none", measured, verdict,
-                 why + (f"; {c.flag}" if c.flag else ""), evidence, SOURCES["contrast"], c.estimate, c.low,
+    return Claim("contrast", ctx.claim, "hard: precursor (100%); easy: none", measured, verdict,
+                 why + (f"; {c.flag}" if c.flag else ""), evidence, ctx.source, c.estimate, c.low,
                  c.high, 0.0, c.p_value, "difficulty labels permuted among runs acquired at the same checkpoint of "
                  f"one schedule (one-sided, stratified ranks of the lead); interval: {c.method}", kind="primary",
                  margin=MARGIN,
                  mde=mde)
 
 
-@register_claim(id="precursor_hard", reads=("events", "curves", "accuracy"))
+@register_claim(id="precursor_hard", order=30,
+                claim="RankMe's onset leads accuracy's onset on hard settings",
+                source="v4 abstract: 100% precursor rate for hard algorithmic tasks",
+                anchor="claim-precursor-hard", reads=("events", "curves", "accuracy"))
 def precursor_hard(ctx: ClaimContext) -> Claim:
-    return _lead_row(ctx, "precursor_hard", "RankMe's onset leads accuracy's onset on hard settings",
-                     "100% of hard algorithmic settings", ctx.curves, behaviour(ctx), _counted(ctx, True), "holds",
+    return _lead_row(ctx, "precursor_hard", "100% of hard algorithmic settings", ctx.curves, behaviour(ctx), _counted(ctx, True), "holds",
                      "RankMe", "summary/leads.parquet; events/events.parquet")
 
 
-@register_claim(id="precursor_easy", reads=("events", "curves", "accuracy"))
+@register_claim(id="precursor_easy", order=40,
+                claim="on easy settings RankMe does not lead accuracy (no precursor)",
+                source="v4 abstract: on easy tasks collapse and acquisition coincide",
+                anchor="claim-precursor-easy", reads=("events", "curves", "accuracy"))
 def precursor_easy(ctx: ClaimContext) -> Claim:
-    return _lead_row(ctx, "precursor_easy", "on easy settings RankMe does not lead accuracy (no precursor)",
-                     "none detectable", ctx.curves, behaviour(ctx), _counted(ctx, False), "absent", "RankMe",
+    return _lead_row(ctx, "precursor_easy", "none detectable", ctx.curves, behaviour(ctx), _counted(ctx, False), "absent", "RankMe",
                      "summary/leads.parquet; events/events.parquet")
 
 
-@register_claim(id="loss", reads=("events", "curves", "accuracy"))
+@register_claim(id="loss", order=60,
+                claim="RankMe's onset leads the loss's onset (a precursor more useful than the loss)",
+                source="not a claim of the paper: the bar a geometric precursor must clear to be of use, leading the loss",
+                anchor="claim-loss", reads=("events", "curves", "accuracy"))
 def loss(ctx: ClaimContext) -> Claim:
     """A geometric precursor is useful only where it leads the loss too."""
-    return _lead_row(ctx, "loss", "RankMe's onset leads the loss's onset (a precursor more useful than the loss)",
-                     "not claimed by the paper: the bar a geometric precursor must clear", ctx.curves,
+    return _lead_row(ctx, "loss", "not claimed by the paper: the bar a geometric precursor must clear", ctx.curves,
                      behaviour(ctx, loss=True), _counted(ctx, None), "holds", "RankMe against the loss",
                      "behavior (loss); summary/leads.parquet")
 
 
-@register_claim(id="tracking", reads=("events", "curves", "accuracy"))
+@register_claim(id="tracking", order=50,
+                claim="RankMe's onset tracks accuracy's onset (Kendall tau within schedules)",
+                source="v4 abstract: geometry changes before the capability emerges",
+                anchor="claim-tracking", reads=("events", "curves", "accuracy"))
 def tracking(ctx: ClaimContext) -> Claim:
     beh = behaviour(ctx)
     judged = _counted(ctx, None)
     lm = lead_matrix(ctx.curves, beh, config=ctx.config) if ctx.curves and beh else None
-    claim = "RankMe's onset tracks accuracy's onset (Kendall tau within schedules)"
     if lm is None:
-        return Claim("tracking", claim, "onsets follow acquisition", "not measured", "inconclusive",
-                     "no acquired run with RankMe and accuracy", "summary/leads.parquet", SOURCES["precursor_hard"],
+        return Claim("tracking", ctx.claim, "onsets follow acquisition", "not measured", "inconclusive",
+                     "no acquired run with RankMe and accuracy", "summary/leads.parquet", ctx.source,
                      kind="holds")
     w = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed, same_task=True)
     b = tracking_test(lm, judged, n_permutations=ctx.n_permutations, seed=ctx.seed, same_task=False)
@@ -387,20 +395,20 @@ def tracking(ctx: ClaimContext) -> Claim:
         verdict, why = "reproduced", f"between tasks p = {p:.3g} < {ALPHA}"
     else:
         verdict, why = "inconclusive", f"between tasks p = {p:.3g} >= {ALPHA} (tracking has no power analysis here)"
-    return Claim("tracking", claim, "onsets follow acquisition", "; ".join(part), verdict, why,
-                 "summary/leads.parquet", SOURCES["precursor_hard"], math.nan if b is None else b.statistic,
+    return Claim("tracking", ctx.claim, "onsets follow acquisition", "; ".join(part), verdict, why,
+                 "summary/leads.parquet", ctx.source, math.nan if b is None else b.statistic,
                  null=math.nan if b is None else b.null_mean, p_value=p,
                  test="Kendall tau-a over pairs of runs of two tasks on one schedule, behaviour permuted within "
                       "schedules (one-sided); the within-task tau is shown, not tested for the verdict",
                  kind="holds")
 
 
-def _whole(ctx: ClaimContext, metric: str, label: str, paper: str) -> Claim:
+def _whole(ctx: ClaimContext, metric: str, paper: str) -> Claim:
     import dataclasses
 
     curves = whole_model_curves(ctx, metric)
     judged = [m for m in _counted(ctx, None) if m in curves]
-    row = _lead_row(ctx, metric, f"{label} is not a precursor of accuracy's onset", paper, curves, behaviour(ctx),
+    row = _lead_row(ctx, metric, paper, curves, behaviour(ctx),
                     judged, "absent", metric, f"curves (metric {metric}, layer -1, a grid shared within each "
                                                "schedule); summary/leads.parquet")
     values = [np.asarray(curves[m].values, dtype=float) for m in judged]
@@ -411,11 +419,17 @@ def _whole(ctx: ClaimContext, metric: str, label: str, paper: str) -> Claim:
     return row
 
 
-@register_claim(id="llc", reads=("events", "curves", "accuracy"))
+@register_claim(id="llc", order=80,
+                claim="the local learning coefficient (LLC) is not a precursor of accuracy's onset",
+                source="v4 abstract: LLC synchronous, 0/24 precursors",
+                anchor="claim-llc", reads=("events", "curves", "accuracy"))
 def llc(ctx: ClaimContext) -> Claim:
-    return _whole(ctx, "llc", "the local learning coefficient (LLC)", "synchronous: 0/24 precursors")
+    return _whole(ctx, "llc", "synchronous: 0/24 precursors")
 
 
-@register_claim(id="hessian", reads=("events", "curves", "accuracy"))
+@register_claim(id="hessian", order=90,
+                claim="the Hessian's top eigenvalue is not a precursor of accuracy's onset",
+                source="v4 abstract: Hessian lags",
+                anchor="claim-hessian", reads=("events", "curves", "accuracy"))
 def hessian(ctx: ClaimContext) -> Claim:
-    return _whole(ctx, "hessian", "the Hessian's top eigenvalue", "lags acquisition, or is noisy")
+    return _whole(ctx, "hessian", "lags acquisition, or is noisy")

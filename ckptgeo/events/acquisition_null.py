@@ -1,5 +1,5 @@
 """The one permutation null of a rate judged against acquisition, shared by ``ckptgeo analyze`` (the
-``precursor_rates`` tables) and the claim table (:mod:`ckptgeo.studies.chance`, the order and probe rows).
+``precursor_rates`` tables) and the claim table (:mod:`ckptgeo.claimtable.chance`, the order and probe rows).
 
 A run's **checkpoint schedule** (:func:`schedule`) is the set of steps at which its behaviour was measured; runs
 whose step grids are identical share a schedule, and acquisition steps are exchangeable only among them.
@@ -11,7 +11,7 @@ would have to be moved onto this one, and one after its last checkpoint would co
 pull the null down.
 
 :func:`gap_at` is the rule's outcome at a given acquisition step (the precursor gap of
-:meth:`ckptgeo.analysis.rules.EventRules.curve_events`), the outcome both callers permute.
+:meth:`ckptgeo.events.rules.EventRules.curve_events`), the outcome both callers permute.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import stats
+from ckptgeo.events import detect as ev
+from ckptgeo.events.rules import EventRules
+import ckptgeo.stats as stats
 
 __all__ = ["MIN_JUDGED", "schedule", "gap_at", "rate_null"]
 
@@ -47,7 +48,7 @@ def schedule(steps: Sequence[float]) -> str:
 def gap_at(steps: Sequence[float], values: Sequence[float], step: float, *, kind: str = "recovery",
            config=None) -> ev.Gap | None:
     """The precursor gap of one curve had its run acquired at ``step`` (moved to the first checkpoint at or
-    after it, as :func:`ckptgeo.analysis.events.acquisition_at` does), by the analysis's rule.
+    after it, as :func:`ckptgeo.events.detect.acquisition_at` does), by the analysis's rule.
 
     Parameters
     ----------
@@ -58,7 +59,7 @@ def gap_at(steps: Sequence[float], values: Sequence[float], step: float, *, kind
     kind : {"recovery", "change"}
         RankMe-like (collapse, then recovery onset) or other measures (onset of change).
     config : EventRules, optional
-        The rules (default ``AnalysisConfig()``).
+        The rules (default ``EventRules()``, the declared defaults).
 
     Returns
     -------
@@ -66,9 +67,7 @@ def gap_at(steps: Sequence[float], values: Sequence[float], step: float, *, kind
         None when the acquisition lands on the first finite checkpoint or after the last (nothing to judge).
     """
     if config is None:
-        from ckptgeo.analysis.config import AnalysisConfig
-
-        config = AnalysisConfig()
+        config = EventRules()
     s, v = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     keep = np.isfinite(s) & np.isfinite(v)
     order = np.argsort(s[keep], kind="stable")
@@ -101,10 +100,10 @@ def rate_null(outcome: Callable[[int, int], float], acquisition_steps: Sequence[
         so one pool gives one null however a caller lists it (``analyze`` and the claim table list their runs
         in different orders).
     min_judged : int, default=1
-        Fewer judged runs give None (``analyze`` and :func:`ckptgeo.studies.chance.permutation_null` pass
+        Fewer judged runs give None (``analyze`` and :func:`ckptgeo.claimtable.chance.permutation_null` pass
         :data:`MIN_JUDGED`: a rate of one run is not tested).
     n_permutations, seed, alternative
-        As :func:`ckptgeo.analysis.stats.permutation_test` (exact enumeration when the within-schedule
+        As :func:`ckptgeo.stats.permutation.permutation_test` (exact enumeration when the within-schedule
         relabellings are few).
 
     Returns

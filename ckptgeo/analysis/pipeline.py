@@ -1,7 +1,7 @@
 """Precursor-gap analysis of a ckptgeo dataset: events per curve and the summaries built on them.
 
 :func:`analyze` reads the dataset's ``geometry``, ``behavior`` and (if present) ``probes`` and
-``revisions`` tables, applies :mod:`ckptgeo.analysis.events` to every (model, suite, config_hash,
+``revisions`` tables, applies :mod:`ckptgeo.events.detect` to every (model, suite, config_hash,
 metric, layer) curve, and writes what it finds next to the input::
 
     DIR/
@@ -17,26 +17,26 @@ metric, layer) curve, and writes what it finds next to the input::
         ├── across_sizes.parquet    collapse floors / acquisition steps of one task at different sizes
         ├── seed_spread.parquet     precursor rates across seeds (empty with one seed)
         ├── difficulty_slope.parquet, seed_events.parquet
-        └── runs.csv, runs.tex      one row per run for a paper (:mod:`ckptgeo.analysis.runs_table`)
+        └── runs.csv, runs.tex      one row per run for a paper (:mod:`ckptgeo.events.runs`)
     compare/compare.parquet         the cross-checkpoint step, where the dataset holds artifacts/
 
 Each table is written by a registered **step** (:mod:`ckptgeo.analysis.steps`; the built-ins are
 :mod:`ckptgeo.analysis.builtin_steps`) that declares the tables it reads and writes; :func:`analyze` runs
 every step in dependency order, including those installed packages add (entry-point group
 ``ckptgeo.analysis_steps``), and returns them all on :attr:`Analysis.tables`. The code is split by concern:
-:mod:`~ckptgeo.analysis.config` (settings, result, rules metadata), :mod:`~ckptgeo.analysis.event_table`
-(events per curve), :mod:`~ckptgeo.analysis.summary_tables` (rates, nulls, top-down, probe lead, sizes,
+:mod:`~ckptgeo.analysis.config` (settings, result, rules metadata), :mod:`~ckptgeo.analysis.curve_events`
+(events per curve), :mod:`~ckptgeo.analysis.across_runs` (rates, nulls, top-down, probe lead, sizes,
 seeds), :mod:`~ckptgeo.analysis.view` (the console view); this module reads the dataset and drives the steps.
 
 Each file is written to a hidden temporary name in its folder and moved into place with
 ``os.replace`` (:func:`ckptgeo._io.atomic_path`); readers of the folder skip names starting with ``.``.
 
 Choices made where docs/definitions.md leaves room (all recorded or documented; reading and labelling live in
-:mod:`ckptgeo.analysis.tables`):
+:mod:`ckptgeo.analysis.inputs`):
 
 * Revisions whose weights another revision at another training point also serves, or that share a weight
   file with one (a group: pythia#205, #206), are left out of every table, the whole group, unless
-  ``keep_grouped`` keeps one member on purpose (:func:`ckptgeo.analysis.tables.leave_out_grouped`;
+  ``keep_grouped`` keeps one member on purpose (:func:`ckptgeo.analysis.inputs.leave_out_grouped`;
   ``Analysis.left_out`` says which and why). Remaining rows at the same (curve, step) are averaged.
 * Measures with an eigenvalue ``index`` (Hessian top-k) use their lowest index (the top eigenvalue).
 * A geometry curve takes its accuracy from the behaviour rows of the same (model, suite) with the
@@ -70,8 +70,8 @@ import pandas as pd
 from ckptgeo.analysis.config import (EVENTS_SCHEMA, RULES_KEY, Analysis, AnalysisConfig, config_from, read_rules,
                                      write_table)
 from ckptgeo.analysis.steps import INPUTS, all_steps, order_steps, run_steps
-from ckptgeo.analysis.curves import CURVE_KEYS
-from ckptgeo.analysis.tables import (clean_behavior, clean_geometry, loss_curves, require_columns, check_x, leave_out_grouped,
+from ckptgeo.events.curves import CURVE_KEYS
+from ckptgeo.analysis.inputs import (clean_behavior, clean_geometry, loss_curves, require_columns, check_x, leave_out_grouped,
                                     model_size, split_seed)
 from ckptgeo.analysis.view import EVENT_VIEW, events_legend, events_text, events_view, read_runs, run_labels
 from ckptgeo.errors import DatasetLayoutError
@@ -138,13 +138,13 @@ def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
         threshold in its Parquet metadata (:func:`read_rules`).
     keep_grouped : {None, "latest"} or list of str, default=None
         Revisions serving the same weights as another are left out whole; ``"latest"`` keeps the latest of each
-        group, a list keeps those named (:func:`ckptgeo.analysis.tables.leave_out_grouped`).
+        group, a list keeps those named (:func:`ckptgeo.analysis.inputs.leave_out_grouped`).
     x : {"steps", "tokens"}, default="steps"
         The axis of figures and of the events a reader sees. Events carry both: ``*_step`` and ``*_tokens``
-        (:func:`ckptgeo.analysis.tables.events_in_tokens`); "tokens" needs the dataset's ``tokens`` column.
+        (:func:`ckptgeo.analysis.inputs.events_in_tokens`); "tokens" needs the dataset's ``tokens`` column.
     config : AnalysisConfig or None, default=None
         The analysis settings (:class:`~ckptgeo.analysis.config.AnalysisConfig`: the event rules of
-        :class:`~ckptgeo.analysis.rules.EventRules`, the probe, null and verdict settings); None: the defaults.
+        :class:`~ckptgeo.events.rules.EventRules`, the probe, null and verdict settings); None: the defaults.
     **settings
         Any field of :class:`~ckptgeo.analysis.config.AnalysisConfig` by name, set on ``config``
         (``min_drop=0.3``, ``window=5``, ``n_noise_curves=0``); its declaration gives the default and the range.

@@ -1,13 +1,13 @@
 """What the study's rules give by chance: the event rules re-run on the study's own curves.
 
-The claim table (:mod:`ckptgeo.studies.claims`) judges each rate against a null built here from the same
-event rules :func:`ckptgeo.analysis.analyze` applies (:mod:`ckptgeo.analysis.events`), so a rule change there
+The claim table (:mod:`ckptgeo.claimtable.table`) judges each rate against a null built here from the same
+event rules :func:`ckptgeo.analysis.analyze` applies (:mod:`ckptgeo.events.detect`), so a rule change there
 moves the observed rate and its null together:
 
 * :func:`status_at` -- a curve's status ("precursor", "synchronous", ...) had its run acquired at a given step;
 * :func:`permutation_null` -- acquisition steps permuted across runs that share a checkpoint schedule, the
   rate recomputed each time: the null ``analyze`` gives a precursor rate
-  (:func:`ckptgeo.analysis.acquisition_null.rate_null`);
+  (:func:`ckptgeo.events.acquisition_null.rate_null`);
 * :func:`subsample_rates` -- the precursor rates again with every k-th checkpoint kept (spacing as a factor).
 
 Nothing here reads or writes files.
@@ -22,9 +22,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import acquisition_null
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import stats
+from ckptgeo.events import acquisition_null
+from ckptgeo.events import detect as ev
+import ckptgeo.stats as stats
 
 __all__ = ["Curve", "status_at", "events_at", "permutation_null", "subsample_rates", "SUBSAMPLE_FACTORS"]
 
@@ -44,7 +44,7 @@ class Curve:
         The run's own acquisition step (None: not acquired).
     stratum : str
         Runs with the same stratum share a checkpoint schedule (their acquisition steps can be swapped):
-        :func:`ckptgeo.analysis.acquisition_null.schedule` of the steps of the run's behaviour curve.
+        :func:`ckptgeo.events.acquisition_null.schedule` of the steps of the run's behaviour curve.
     kind : {"recovery", "change"}
         RankMe-like measures (collapse, then recovery onset) or others (onset of change).
     """
@@ -58,16 +58,16 @@ class Curve:
 
 def _acquisition(steps: np.ndarray, step: int | None, rules) -> ev.Acquisition:
     """An acquisition placed at ``step`` of this schedule by ``rules`` (an
-    :class:`~ckptgeo.analysis.rules.EventRules`); None: never acquired."""
+    :class:`~ckptgeo.events.rules.EventRules`); None: never acquired."""
     if step is None:
         return ev.acquisition_step(steps, np.zeros(len(steps)), threshold=0.5, window=rules.window)
     return rules.acquisition_at(steps, int(step))
 
 
 def events_at(steps, values, acquisition_step: int | None, *, kind: str = "recovery", config=None):
-    """The analysis's rule on one curve (:func:`ckptgeo.analysis.events.curve_events`) against an acquisition
+    """The analysis's rule on one curve (:func:`ckptgeo.events.detect.curve_events`) against an acquisition
     at ``acquisition_step``; returns its ``CurveEvents``."""
-    from ckptgeo.analysis.summary import AnalysisConfig
+    from ckptgeo.analysis.config import AnalysisConfig
 
     cfg = config or AnalysisConfig()
     s = np.asarray(steps, dtype=float)
@@ -92,7 +92,7 @@ def status_at(steps, values, acquisition_step: int | None, *, kind: str = "recov
     Returns
     -------
     str
-        A :class:`ckptgeo.analysis.events.Gap` status ("precursor", "synchronous", "unresolved", ...).
+        A :class:`ckptgeo.events.detect.Gap` status ("precursor", "synchronous", "unresolved", ...).
 
     Examples
     --------
@@ -108,8 +108,8 @@ def permutation_null(curves: Mapping[str, Curve], judged: Sequence[str], *, conf
                      n_permutations: int = stats.DEFAULT_N_PERMUTATIONS, seed: int = 0,
                      alternative: str = "greater") -> stats.PermutationResult | None:
     """Precursor rate of ``judged`` runs against acquisition steps permuted across runs of one schedule: the
-    null ``ckptgeo analyze`` gives the same rate (:func:`ckptgeo.analysis.acquisition_null.rate_null`, outcome
-    :func:`ckptgeo.analysis.acquisition_null.gap_at`).
+    null ``ckptgeo analyze`` gives the same rate (:func:`ckptgeo.events.acquisition_null.rate_null`, outcome
+    :func:`ckptgeo.events.acquisition_null.gap_at`).
 
     Every run of ``curves`` that acquired is a donor (its acquisition step can go to another run of its
     stratum); the statistic is the fraction of ``judged`` runs the rule calls a precursor at the acquisition
@@ -156,7 +156,7 @@ def subsample_rates(curves: Mapping[str, Curve], accuracy: Mapping[str, tuple[np
         One row per factor: ``factor``, ``checkpoints`` (median per run), ``hard_k``, ``hard_n``,
         ``hard_rate``, ``hard_low``, ``hard_high`` and the same for ``easy``.
     """
-    from ckptgeo.analysis.summary import AnalysisConfig
+    from ckptgeo.analysis.config import AnalysisConfig
 
     cfg = config or AnalysisConfig()
     rows = []

@@ -23,12 +23,13 @@ Pure functions over pandas frames; nothing here reads or writes files.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["CURVE_KEYS", "NOT_COUNTED", "Reading", "reading", "preferred_variant", "summary_layer", "summary_rows",
+__all__ = ["model_size", "with_defaults", "CURVE_KEYS", "NOT_COUNTED", "Reading", "reading", "preferred_variant", "summary_layer", "summary_rows",
            "counted", "grid_run", "split_seed", "run_identity", "run_rows", "run_curves", "run_accuracy",
            "summary_event"]
 
@@ -217,3 +218,43 @@ def run_accuracy(analysis, model: str, suite: str, config_hash: str | None) -> p
         return acc
     pick = config_hash if (acc["config_hash"] == config_hash).any() else acc["config_hash"].iloc[0]
     return acc[acc["config_hash"] == pick].sort_values("step")
+
+
+#: a parameter count in a model name (``160m``, ``2.8b``) and a width x depth shape (``4x256``)
+_PARAMS = re.compile(r"(?<![\d.a-z])(\d+(?:\.\d+)?)([kmbt])(?![a-z0-9])", re.I)
+_SHAPE = re.compile(r"(?<![\d.])(\d+)x(\d+)(?![\d.])", re.I)
+_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+def model_size(name: str) -> float:
+    """Parameter count parsed from a model name; NaN when the name does not say.
+
+    Examples
+    --------
+    >>> model_size("EleutherAI/pythia-2.8b-deduped"), model_size("modular-4x256-s1"), model_size("gpt2")
+    (2800000000.0, 3145728.0, nan)
+    """
+    base = str(name).rsplit("/", 1)[-1]
+    m = _PARAMS.search(base)
+    if m:
+        return float(m.group(1)) * _SCALE[m.group(2).lower()]
+    m = _SHAPE.search(base)
+    if m:
+        return 12.0 * int(m.group(1)) * int(m.group(2)) ** 2
+    return math.nan
+
+
+def with_defaults(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (a copy) with its curve keys in one form: ``config_hash`` as text (``""`` where missing), ``model``
+    and ``suite`` as text, and a model trained in stages split into one ``model@stage`` per stage (steps restart
+    in each stage)."""
+    df = df.copy()
+    if "config_hash" not in df.columns:
+        df["config_hash"] = ""
+    df["config_hash"] = df["config_hash"].astype("object").where(df["config_hash"].notna(), "").astype(str)
+    df["model"] = df["model"].astype(str)
+    if "stage" in df.columns and df["stage"].notna().any():
+        # steps restart in each stage (OLMo-2's stage-2 ingredients): one curve per model and stage
+        df["model"] = [m if s is None or pd.isna(s) else f"{m}@{s}" for m, s in zip(df["model"], df["stage"])]
+    df["suite"] = df["suite"].astype(str)
+    return df

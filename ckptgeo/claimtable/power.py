@@ -2,13 +2,13 @@
 
 Rank rows (a Kendall tau between sizes or against parameters) state theirs in tau: :func:`kendall_mde`; the
 top-down row (a mean tau over runs, each its own depth) :func:`mean_kendall_mde`. A row may say "not reproduced"
-only where its MDE is at or below the margin fixed in advance (:data:`ckptgeo.studies.claims.MARGIN`
-checkpoints, :data:`ckptgeo.studies.claims.TAU_MARGIN` in tau).
+only where its MDE is at or below the margin fixed in advance (:data:`ckptgeo.claimtable.table.MARGIN`
+checkpoints, :data:`ckptgeo.claimtable.table.TAU_MARGIN` in tau).
 
 Each judged run's curve is replaced by a smooth curve of its own size (RankMe: a fall by the run's own drop, then
 a recovery; other measures: a step by the run's own largest departure) with its onset planted ``d``
 checkpoints before the run's accuracy onset, plus Gaussian noise at the run's own checkpoint-to-checkpoint
-level (:func:`ckptgeo.analysis.stats.robust_noise_sd`). The row's own test is run on the planted curves; the
+level (:func:`ckptgeo.stats.noise.robust_noise_sd`). The row's own test is run on the planted curves; the
 **power** at ``d`` is the share of ``n_power`` replicates in which it detects the lead, and the **minimum
 detectable effect** (MDE) the smallest ``d`` of :data:`LEADS` with power >= 80%. A curve that never moved (a
 blind detector) plants nothing and gives no power; an onset that would fall before the second checkpoint is
@@ -23,12 +23,14 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ckptgeo.analysis import stats
-from ckptgeo.studies.leads import grid_index
+import ckptgeo.stats as stats
+from ckptgeo.claimtable.leads import grid_index
 
 __all__ = ["LEADS", "POWER", "planted_curve", "plant", "power_at", "minimum_detectable", "kendall_mde",
            "mean_kendall_mde", "mde_text", "tau_mde_text"]
 
+#: permutations inside each planted replicate of a power analysis.
+POWER_PERMUTATIONS = 199
 #: planted leads tried, in checkpoints.
 LEADS = (1, 2, 3, 4, 6, 8)
 #: power a row needs at an effect before it may say "not reproduced".

@@ -5,7 +5,7 @@ has no part); revisions whose weights another revision also serves are left out
 (:func:`leave_out_grouped`, the one place that decides it), and curves are cleaned to one value per
 (model, suite, config_hash, metric, layer, step), with the training tokens there (:func:`events_in_tokens`
 gives the events in tokens too). Models get a size (:func:`model_size`) and a seed (:func:`split_seed`) from their names; suites a task and a
-difficulty class (see :mod:`ckptgeo.analysis.summary` for the rules).
+difficulty class (see :mod:`ckptgeo.analysis.pipeline` for the rules).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo._io import safe_name
-from ckptgeo.analysis.curves import CURVE_KEYS, split_seed
+from ckptgeo.events.curves import CURVE_KEYS, model_size, split_seed, with_defaults
 from ckptgeo.errors import DatasetLayoutError
 from ckptgeo.sources.groups import grouped_revisions, groups_of
 
@@ -35,9 +35,6 @@ X_AXES = ("steps", "tokens")
 logger = logging.getLogger(__name__)
 
 _LEVEL = re.compile(r"^(?P<task>.+)-L(?P<level>\d+)$")
-_PARAMS = re.compile(r"(?<![\d.a-z])(\d+(?:\.\d+)?)([kmbt])(?![a-z0-9])", re.I)
-_SHAPE = re.compile(r"(?<![\d.])(\d+)x(\d+)(?![\d.])", re.I)
-_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
 
 # --------------------------------------------------------------------------------------------- cleaning
@@ -235,19 +232,6 @@ def check_x(x: str, curves: pd.DataFrame, accuracy: pd.DataFrame) -> None:
                 f"its naming scheme has no known global batch); use --x steps", name="x", value=x)
 
 
-def with_defaults(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
-    if "config_hash" not in df.columns:
-        df["config_hash"] = ""
-    df["config_hash"] = df["config_hash"].astype("object").where(df["config_hash"].notna(), "").astype(str)
-    df["model"] = df["model"].astype(str)
-    if "stage" in df.columns and df["stage"].notna().any():
-        # steps restart in each stage (OLMo-2's stage-2 ingredients): one curve per model and stage
-        df["model"] = [m if s is None or pd.isna(s) else f"{m}@{s}" for m, s in zip(df["model"], df["stage"])]
-    df["suite"] = df["suite"].astype(str)
-    return df
-
-
 def clean_geometry(geo: pd.DataFrame) -> pd.DataFrame:
     """One value per curve and step. Values a budget cut short (``converged`` False) and negative LLC
     estimates are left out (NaN: a missing checkpoint) and counted per step in ``unconverged`` / ``negative``;
@@ -324,24 +308,6 @@ def clean_behavior(beh: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------ labelling
-
-def model_size(name: str) -> float:
-    """Parameter count parsed from a model name; NaN when the name does not say.
-
-    Examples
-    --------
-    >>> model_size("EleutherAI/pythia-2.8b-deduped"), model_size("modular-4x256-s1"), model_size("gpt2")
-    (2800000000.0, 3145728.0, nan)
-    """
-    base = str(name).rsplit("/", 1)[-1]
-    m = _PARAMS.search(base)
-    if m:
-        return float(m.group(1)) * _SCALE[m.group(2).lower()]
-    m = _SHAPE.search(base)
-    if m:
-        return 12.0 * int(m.group(1)) * int(m.group(2)) ** 2
-    return math.nan
-
 
 @lru_cache(maxsize=256)
 def _header_difficulty(suite: str) -> str | None:

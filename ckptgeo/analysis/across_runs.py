@@ -3,9 +3,9 @@ order, probe lead, comparisons across model sizes, and spread across seeds.
 
 Each function takes the events table (and what else it names) and returns one table; the steps of
 :mod:`ckptgeo.analysis.builtin_steps` call them. Rates are taken at the summary layer of each curve family
-(:func:`ckptgeo.analysis.curves.summary_rows`); the nulls re-run the detector itself with acquisition moved
+(:func:`ckptgeo.events.curves.summary_rows`); the nulls re-run the detector itself with acquisition moved
 (:func:`null_curves`) and permute acquisition within checkpoint schedules, the one null the claim table uses
-too (:mod:`ckptgeo.analysis.acquisition_null`).
+too (:mod:`ckptgeo.events.acquisition_null`).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import acquisition_null as an
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import stats as st
+from ckptgeo.events import acquisition_null as an
+from ckptgeo.events import detect as ev
+import ckptgeo.stats as st
 from ckptgeo.analysis.config import AnalysisConfig
-from ckptgeo.analysis.event_table import match_behavior, opt_int
-from ckptgeo.analysis import curves as cv
-from ckptgeo.analysis.curves import CURVE_KEYS, preferred_variant, split_seed, summary_rows
-from ckptgeo.analysis.tables import model_size, with_defaults
+from ckptgeo.analysis.curve_events import match_behavior, opt_int
+from ckptgeo.events import curves as cv
+from ckptgeo.events.curves import CURVE_KEYS, preferred_variant, split_seed, summary_rows
+from ckptgeo.events.curves import model_size, with_defaults
 
 __all__ = ["null_curves", "rates", "difficulty_slope", "top_down", "probe_lead", "across_sizes",
            "seed_spread", "seed_events"]
@@ -41,7 +41,7 @@ class _NullCurve:
 
     def at(self, step: float, field_: str = "precursor") -> float:
         """The outcome with acquisition at ``step`` (moved to the first checkpoint at or after it; NaN after
-        the last), as :func:`ckptgeo.analysis.acquisition_null.gap_at` gives it."""
+        the last), as :func:`ckptgeo.events.acquisition_null.gap_at` gives it."""
         pos = int(np.searchsorted(self.grid, float(step), side="left"))
         return float(getattr(self, field_)[pos]) if pos < self.grid.size else math.nan
 
@@ -87,7 +87,7 @@ def _outcomes(nulls: list[_NullCurve], acq_steps: np.ndarray, field_: str) -> np
 
 def _rate_null(pool: pd.DataFrame, judged: pd.Index, nulls: dict, cfg: AnalysisConfig) -> st.PermutationResult | None:
     """The judged rows' precursor rate against acquisition permuted within schedules
-    (:func:`ckptgeo.analysis.acquisition_null.rate_null`): ``pool`` the counted rows of the curve family, each a
+    (:func:`ckptgeo.events.acquisition_null.rate_null`): ``pool`` the counted rows of the curve family, each a
     donor of its acquisition step."""
     keys = CURVE_KEYS + ["metric", "layer"]
     have = [(ix, nulls.get(k), a) for ix, k, a in zip(pool.index, pool[keys].itertuples(index=False, name=None),
@@ -100,7 +100,7 @@ def _rate_null(pool: pd.DataFrame, judged: pd.Index, nulls: dict, cfg: AnalysisC
                         n_permutations=cfg.n_permutations, seed=cfg.seed)
 
 
-#: the precursor rule's rate on each noise model, pooled over the curves (ckptgeo.analysis.nulls): measurement
+#: the precursor rule's rate on each noise model, pooled over the curves (ckptgeo.stats.noise): measurement
 #: jitter, iid noise at each curve's own variance, random walks of that spread
 NOISE_RATE_COLUMNS = tuple(f"{k}_rate{x}" for k in ("jitter", "iid", "walk") for x in ("", "_low", "_high"))
 
@@ -183,7 +183,7 @@ def difficulty_slope(rows: pd.DataFrame, nulls: dict, cfg: AnalysisConfig) -> pd
 
     Later acquisition leaves more checkpoints before it, so even unrelated curves give gaps that grow with the
     acquisition step; the null (acquisition steps permuted among the runs of one checkpoint schedule, as for the
-    rates (:mod:`ckptgeo.analysis.acquisition_null`), each curve's gap recomputed) measures
+    rates (:mod:`ckptgeo.events.acquisition_null`), each curve's gap recomputed) measures
     that built-in slope, and the p-value (two-sided) says whether the observed slope differs from it.
     """
     by = ["metric", "centered"]

@@ -1,9 +1,9 @@
 """Like-for-like leads: a geometric onset against behaviour's own onset under the same rule, per run and under the
 within-schedule null.
 
-A run's **lead** is accuracy's onset (:func:`ckptgeo.analysis.events.accuracy_onset`: the first checkpoint at
+A run's **lead** is accuracy's onset (:func:`ckptgeo.events.detect.accuracy_onset`: the first checkpoint at
 which accuracy has risen a tenth of the way from chance to its maximum) minus the geometric onset (RankMe's
-recovery onset, or a whole-model measure's onset of change, :func:`ckptgeo.analysis.events.curve_events`), in
+recovery onset, or a whole-model measure's onset of change, :func:`ckptgeo.events.detect.curve_events`), in
 checkpoints of the geometric curve's grid and in steps. Positive: the geometry moved first. Both onsets are
 known to their checkpoint only (each lies in the interval ending at its checkpoint), so a lead carries the
 spacing before each onset (``geo_resolution_steps``, ``acc_resolution_steps``); in checkpoints it is exact to
@@ -13,7 +13,7 @@ lead its grid allows), so a rank statistic keeps it.
 The null (:class:`LeadMatrix`): run ``i``'s geometric curve against run ``j``'s behaviour, for every pair of
 runs that share a checkpoint schedule (their ``stratum``). Permuting which behaviour goes with which curve
 within a schedule keeps each curve's shape, its autocorrelation and the schedule, and breaks only the pairing;
-the identity gives the observed leads. The claim rows (:mod:`ckptgeo.studies.claim_leads`) and ``analyze``
+the identity gives the observed leads. The claim rows (:mod:`ckptgeo.claimtable.rows.leads`) and ``analyze``
 use this one null.
 """
 
@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ckptgeo.analysis import events as ev
+from ckptgeo.events import detect as ev
 
 __all__ = ["Behaviour", "LeadMatrix", "lead_matrix", "grid_index"]
 
@@ -114,14 +114,14 @@ def _onset_index(grid: np.ndarray, onset: ev.Onset) -> tuple[float, float]:
 
 def lead_matrix(curves: Mapping[str, object], behaviour: Mapping[str, Behaviour], *, config=None,
                 judged: Sequence[str] | None = None, own_only: bool = False) -> LeadMatrix | None:
-    """The :class:`LeadMatrix` of the runs in both ``curves`` (model -> :class:`ckptgeo.studies.chance.Curve`)
+    """The :class:`LeadMatrix` of the runs in both ``curves`` (model -> :class:`ckptgeo.claimtable.chance.Curve`)
     and ``behaviour`` (model -> :class:`Behaviour`).
 
     Only pairs on one schedule (the curves' ``stratum``) are computed; the pool is every run whose behaviour
     has an onset and an acquisition after the first checkpoint (``judged`` restricts the rows computed, the
     columns stay the whole pool; ``own_only``: the diagonal only). Returns None without such a run.
     """
-    from ckptgeo.analysis.summary import AnalysisConfig
+    from ckptgeo.analysis.config import AnalysisConfig
 
     cfg = config or AnalysisConfig()
     pool, onsets = [], {}
