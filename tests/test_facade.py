@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the facade as documented in README.md and CONTRIBUTING.md, and where each object lives today
 PUBLIC = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
-    "analyze": "ckptgeo.analysis.pipeline", "combine": "ckptgeo.metrics.cross",
+    "analyze": "ckptgeo.analysis.report", "combine": "ckptgeo.metrics.cross",
     "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
     "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
