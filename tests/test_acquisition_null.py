@@ -106,12 +106,12 @@ def test_the_smallest_detectable_kendall_tau_has_its_known_size():
     under the alternative); more settings detect less."""
     from ckptgeo.claimtable.power import kendall_mde
 
-    assert kendall_mde([1, 2, 3])[0] == math.inf
+    assert kendall_mde([1, 2, 3], alpha=0.05)[0] == math.inf
     n = 20
     approx = (1.645 + 0.842) * math.sqrt(2 * (2 * n + 5) / (9 * n * (n - 1)))
-    mde, table = kendall_mde(np.arange(n), seed=1)
+    mde, table = kendall_mde(np.arange(n), alpha=0.05, seed=1)
     assert approx == pytest.approx(0.403, abs=1e-3)
     assert approx - 0.1 <= mde <= approx + 0.03, (mde, table)
     assert list(table.values())[-1] >= 0.8 > max(list(table.values())[:-1])
-    assert kendall_mde(np.arange(40), seed=1)[0] < mde
-    assert kendall_mde(np.arange(20), seed=1) == (mde, table)     # seeded: the same answer
+    assert kendall_mde(np.arange(40), alpha=0.05, seed=1)[0] < mde
+    assert kendall_mde(np.arange(20), alpha=0.05, seed=1) == (mde, table)     # seeded: the same answer

@@ -146,7 +146,7 @@ def test_intervals_cover_at_their_nominal_rate_on_studies_of_the_preset_shape():
     n, hit_c, hit_m = 800, 0, 0
     for _ in range(n):
         f = _study(rng, 3.0)
-        c = contrast(f, n_permutations=50)
+        c = contrast(f, alpha=0.05, n_permutations=50)
         hit_c += c.low <= 3.0 <= c.high
         m = cluster_interval(f.loc[f["hard"], "lead"], f.loc[f["hard"], "setting"])
         hit_m += m.low <= 3.0 <= m.high
@@ -180,10 +180,10 @@ def test_not_reproduced_needs_power_and_an_upper_bound_below_the_margin():
 
     wide = Interval(0.2, -1.6, 2.4, 0.95, 10, "t")
     narrow = Interval(0.2, -0.9, 1.1, 0.95, 10, "t")
-    assert _holds_verdict(0.4, wide, 1.0, 30, "RankMe")[0] == "inconclusive"
-    assert "does not exclude a 2-checkpoint lead" in _holds_verdict(0.4, wide, 1.0, 30, "RankMe")[1]
-    assert _holds_verdict(0.4, narrow, 1.0, 30, "RankMe")[0] == "not reproduced"
-    assert _holds_verdict(0.4, narrow, math.inf, 30, "RankMe")[0] == "inconclusive"
+    assert _holds_verdict(0.4, wide, 1.0, 30, "RankMe", alpha=0.05)[0] == "inconclusive"
+    assert "does not exclude a 2-checkpoint lead" in _holds_verdict(0.4, wide, 1.0, 30, "RankMe", alpha=0.05)[1]
+    assert _holds_verdict(0.4, narrow, 1.0, 30, "RankMe", alpha=0.05)[0] == "not reproduced"
+    assert _holds_verdict(0.4, narrow, math.inf, 30, "RankMe", alpha=0.05)[0] == "inconclusive"
     assert MARGIN == 2.0
 
 
@@ -200,7 +200,7 @@ def test_calibration_holds_a_row_to_alpha_only_on_the_nulls_that_void_what_it_te
             "p_value": 0.6} for c in range(4)]
         + [{"null": "iid", "copy": c, "id": "contrast", "verdict": "reproduced" if c else "inconclusive",
             "p_value": 0.01 if c else 0.5} for c in range(4)])
-    t = calibration_table(runs).set_index(["id", "null"])
+    t = calibration_table(runs, 0.05).set_index(["id", "null"])
     walk = t.loc[("across_sizes_acquisition_step", "random_walk")]
     assert walk["false_reproduced"] == 4 and not walk["applies"] and walk["ok"]
     assert t.loc[("across_sizes_acquisition_step", "permuted"), "applies"]

@@ -111,12 +111,12 @@ def _order_context(n_runs: int, *, shape: str = "in order", n_power: int = 10):
 def test_holds_verdict_says_not_reproduced_only_with_power_at_the_margin():
     from ckptgeo.claimtable.verdicts import holds_verdict
 
-    assert holds_verdict(0.5, 10, "x", 0.001, mde=1.0)[0] == "not reproduced"
-    verdict, why = holds_verdict(0.5, 10, "x", 0.001, mde=float("inf"))
+    assert holds_verdict(0.5, 10, "x", 0.001, alpha=0.05, mde=1.0)[0] == "not reproduced"
+    verdict, why = holds_verdict(0.5, 10, "x", 0.001, alpha=0.05, mde=float("inf"))
     assert verdict == "inconclusive" and "power < 80%" in why
-    assert holds_verdict(0.5, 10, "x", 0.001, mde=-0.8, margin=0.75, unit="in Kendall tau")[0] == "inconclusive"
-    assert holds_verdict(0.5, 10, "x", 0.001, mde=-0.7, margin=0.75, unit="in Kendall tau")[0] == "not reproduced"
-    assert holds_verdict(0.01, 10, "x", 0.001, mde=float("inf"))[0] == "reproduced"
+    assert holds_verdict(0.5, 10, "x", 0.001, alpha=0.05, mde=-0.8, margin=0.75, unit="in Kendall tau")[0] == "inconclusive"
+    assert holds_verdict(0.5, 10, "x", 0.001, alpha=0.05, mde=-0.7, margin=0.75, unit="in Kendall tau")[0] == "not reproduced"
+    assert holds_verdict(0.01, 10, "x", 0.001, alpha=0.05, mde=float("inf"))[0] == "reproduced"
 
 
 def test_the_order_row_states_its_minimum_detectable_lead():

@@ -81,8 +81,8 @@ FLOORS = {"copy": 3.0, "sort": 4.0, "compare": 5.0, "reverse": 6.0, "parity": 7.
 
 def _verdicts(root, n_permutations=499):
     a = analyze(root, write=False, n_permutations=99, n_noise_curves=10)
-    table = claim_table(a.events, a.top_down, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
-                        n_permutations=n_permutations, n_resamples=199, n_noise_curves=20, n_power=10)
+    table = claim_table(a.events, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
+                        tables=a.tables, n_permutations=n_permutations, n_power=10)
     return table.set_index("id")
 
 

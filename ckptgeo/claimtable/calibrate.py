@@ -29,9 +29,8 @@ import numpy as np
 import pandas as pd
 
 import ckptgeo.stats as stats
-from ckptgeo.claimtable.registry import CLAIMS, NULLS
+from ckptgeo.claimtable.registry import CLAIMS, NULLS, ClaimSettings
 from ckptgeo.claimtable.table import claim_table
-from ckptgeo.claimtable.verdicts import ALPHA
 
 __all__ = ["NULLS", "dataset_claims", "null_copy", "calibrate", "calibration_table"]
 
@@ -95,16 +94,17 @@ def _events(curves: pd.DataFrame, accuracy: pd.DataFrame, config) -> pd.DataFram
     return events_table(curves, behavior.groups, behavior.classes, cfg, __version__)
 
 
-def dataset_claims(dataset: str | Path, *, analysis=None, n_permutations: int = 999, n_power: int = 40,
-                   seed: int = 0) -> tuple[pd.DataFrame, object]:
-    """(claim table, analysis) of a dataset folder (``ckptgeo analyze``'s input)."""
+def dataset_claims(dataset: str | Path, *, analysis=None, settings: ClaimSettings | None = None,
+                   config=None) -> tuple[pd.DataFrame, object]:
+    """(claim table, analysis) of a dataset folder (``ckptgeo analyze``'s input), with the claim table's
+    ``settings`` (default ``ClaimSettings()``) and the analysis settings ``config`` (default ``AnalysisConfig()``;
+    ignored with ``analysis``)."""
     from ckptgeo.analysis import analyze
     import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
 
-    a = analysis if analysis is not None else analyze(dataset, write=False)
-    table = claim_table(a.events, a.top_down, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
-                        config=a.config, n_permutations=n_permutations, n_resamples=n_permutations, seed=seed,
-                        tables=a.tables, n_power=n_power)
+    a = analysis if analysis is not None else analyze(dataset, write=False, config=config)
+    table = claim_table(a.events, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
+                        config=a.config, settings=settings, tables=a.tables)
     return table, a
 
 
@@ -122,7 +122,7 @@ def calibrate(analysis, k: int, *, n_permutations: int = 199, n_power: int = 10,
             curves, acc = null_copy(analysis.curves, analysis.accuracy, kind, rng)
             events = _events(curves, acc, cfg)
             t = claim_table(events, curves=curves, accuracy=acc, config=cfg, n_permutations=n_permutations,
-                            n_resamples=n_permutations, seed=seed + c, n_power=n_power,
+                            seed=seed + c, n_power=n_power,
                             tables={"curves": curves, "accuracy": acc, "events": events})
             rows += [{"null": kind, "copy": c, "id": r.id, "verdict": r.verdict, "p_value": r.p_value}
                      for r in t.itertuples(index=False)]
@@ -138,7 +138,7 @@ def _applies(cid: str, null: str) -> bool:
     return null in CLAIMS.get(cid).nulls if cid in CLAIMS else True
 
 
-def calibration_table(runs: pd.DataFrame) -> pd.DataFrame:
+def calibration_table(runs: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """Per claim row and null: copies, false "reproduced" count and rate with its Wilson interval, the share of
     p-values at or below alpha and the one-sided binomial p that it exceeds alpha, ``applies`` (the null voids
     what the row tests: :attr:`ckptgeo.claimtable.table.ClaimRow.nulls`) and ``ok`` (rate <= alpha where it
@@ -150,10 +150,10 @@ def calibration_table(runs: pd.DataFrame) -> pd.DataFrame:
         k = int((g["verdict"] == "reproduced").sum())
         r = stats.binomial_interval(k, len(g))
         p = g["p_value"].dropna()
-        small = int((p <= ALPHA).sum())
-        excess = binomtest(small, len(p), ALPHA, alternative="greater").pvalue if len(p) else math.nan
+        small = int((p <= alpha).sum())
+        excess = binomtest(small, len(p), alpha, alternative="greater").pvalue if len(p) else math.nan
         out.append({"id": cid, "null": null, "copies": len(g), "false_reproduced": k, "rate": r.rate,
                     "low": r.low, "high": r.high, "n_p": len(p), "p_at_or_below_alpha": small,
                     "uniformity_p": float(excess), "applies": _applies(cid, null),
-                    "ok": r.rate <= ALPHA or not _applies(cid, null)})
+                    "ok": r.rate <= alpha or not _applies(cid, null)})
     return pd.DataFrame(out)

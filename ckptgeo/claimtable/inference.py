@@ -263,7 +263,7 @@ def _labellings(groups: list, hard: np.ndarray, n_permutations: int, seed: int) 
     return out, False
 
 
-def contrast(leads: pd.DataFrame, *, n_permutations: int = 999, seed: int = 0, alpha: float = 0.05,
+def contrast(leads: pd.DataFrame, *, alpha: float, n_permutations: int = 999, seed: int = 0,
              floor: float = 1.0) -> Contrast:
     """The hard-minus-easy contrast of leads (module docstring).
 

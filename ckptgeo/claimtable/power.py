@@ -124,7 +124,7 @@ def _tau_b_many(x: np.ndarray, ys: np.ndarray) -> np.ndarray:
         return (dy @ dx) / np.sqrt(nx * ny)
 
 
-def kendall_mde(x, *, alpha: float = 0.05, n_sim: int = 400, n_null: int = 1999, seed: int = 0,
+def kendall_mde(x, *, alpha: float, n_sim: int = 400, n_null: int = 1999, seed: int = 0,
                 rhos=tuple(np.round(np.arange(0.05, 1.0, 0.05), 2))) -> tuple[float, dict]:
     """(MDE in Kendall tau, {tau: power}): the smallest rank correlation a one-sided Kendall test of ``x``
     against a continuous outcome detects with power >= :data:`POWER` at alpha, at this design (``x`` with its
@@ -137,7 +137,7 @@ def kendall_mde(x, *, alpha: float = 0.05, n_sim: int = 400, n_null: int = 1999,
 
     Examples
     --------
-    >>> kendall_mde([1, 2, 3])[0]
+    >>> kendall_mde([1, 2, 3], alpha=0.05)[0]
     inf
     """
     from scipy.stats import norm, rankdata
@@ -173,7 +173,7 @@ def kendall_mde(x, *, alpha: float = 0.05, n_sim: int = 400, n_null: int = 1999,
     return math.inf, table
 
 
-def mean_kendall_mde(xs, *, alpha: float = 0.05, n_sim: int = 200, n_null: int = 999, seed: int = 0,
+def mean_kendall_mde(xs, *, alpha: float, n_sim: int = 200, n_null: int = 999, seed: int = 0,
                      rhos=tuple(np.round(np.arange(0.05, 1.0, 0.05), 2))) -> tuple[float, dict]:
     """(MDE in mean Kendall tau, {tau: power}) of a test of the mean tau over runs, each run's outcome permuted
     among its own items (the top-down row: depth against collapse onset within each run).
@@ -186,7 +186,7 @@ def mean_kendall_mde(xs, *, alpha: float = 0.05, n_sim: int = 200, n_null: int =
 
     Examples
     --------
-    >>> mean_kendall_mde([[1, 2, 3]])[0]
+    >>> mean_kendall_mde([[1, 2, 3]], alpha=0.05)[0]
     inf
     """
     from scipy.stats import norm, rankdata

@@ -25,8 +25,9 @@ import pandas as pd
 
 import ckptgeo.stats as stats
 from ckptgeo._registry import Registry
+from ckptgeo._settings import Interval, setting, with_settings_doc
 
-__all__ = ["Claim", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_ids"]
+__all__ = ["Claim", "ClaimSettings", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_ids"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,34 @@ class Claim:
     mde: float = math.nan
 
 
+@dataclass(frozen=True)
+class ClaimSettings:
+    """The claim table's own settings: the work of its tests (counts, never seconds) and their seed. Its rules, the
+    tests' level ``alpha`` and the event rules are the analysis's (:class:`ckptgeo.analysis.config.AnalysisConfig`).
+    Each is declared once, with its ``ckptgeo claims`` flag; a study records the values it ran with
+    (``summary/claims_rules.json``, ``study.json``) and ``ckptgeo claims`` on its folder reads them back.
+
+    Attributes
+    ----------
+    {settings}
+    """
+
+    n_permutations: int = setting(
+        stats.DEFAULT_N_PERMUTATIONS, "Relabellings per permutation test of a claim row (raised to "
+        ":func:`~ckptgeo.claimtable.table.holm_permutations` of the row count where smaller).",
+        admits=(Interval(int, 1, None),), flag="--n-permutations", help="relabellings per test (default %(default)s)")
+    n_power: int = setting(40, "Planted replicates per lead of each row's power analysis "
+                           "(:mod:`ckptgeo.claimtable.power`).", admits=(Interval(int, 1, None),), flag="--power",
+                           help="planted replicates per lead in the power analysis (default %(default)s)")
+    seed: int = setting(0, "Seed of the claim rows' nulls, power analyses and null copies.",
+                        admits=(Interval(int, 0, None),), flag="--seed",
+                        help="seed of the nulls and copies (default %(default)s)")
+
+
+ClaimSettings.__doc__ = with_settings_doc(ClaimSettings.__doc__, ClaimSettings)
+_DEFAULT = ClaimSettings()
+
+
 @dataclass
 class ClaimContext:
     """What a claim row sees: the grid's runs, their curves for the nulls, the tests' settings, and the tables
@@ -78,11 +107,9 @@ class ClaimContext:
     accuracy : dict
         model -> (steps, accuracy, chance) arrays.
     config : AnalysisConfig or None
-    n_permutations, n_resamples, n_noise_curves, seed : int
-        Work of the tests (counts, never seconds) and their seed; ``n_permutations`` is raised to
-        :func:`holm_permutations` of the row count where smaller.
-    n_power : int
-        Planted replicates per lead of the power analysis (:mod:`ckptgeo.claimtable.power`).
+    n_permutations, n_power, seed : int
+        The table's :class:`ClaimSettings` (``n_permutations`` already raised to
+        :func:`~ckptgeo.claimtable.table.holm_permutations` of the row count where smaller).
     tables : mapping of str to DataFrame or None
         The analysis tables of the row's ``reads`` (``ctx.tables["events"]``); None where a table was not given.
     claim, source : str
@@ -95,14 +122,20 @@ class ClaimContext:
     curves: dict = field(default_factory=dict)          # model -> chance.Curve (RankMe, summary layer)
     accuracy: dict = field(default_factory=dict)        # model -> (steps, accuracy, chance)
     config: object = None
-    n_permutations: int = stats.DEFAULT_N_PERMUTATIONS
-    n_resamples: int = stats.DEFAULT_N_RESAMPLES
-    n_noise_curves: int = 100
-    seed: int = 0
+    n_permutations: int = _DEFAULT.n_permutations
+    seed: int = _DEFAULT.seed
     tables: Mapping[str, Any] = field(default_factory=dict)
-    n_power: int = 40
+    n_power: int = _DEFAULT.n_power
     claim: str = ""
     source: str = ""
+
+    @property
+    def alpha(self) -> float:
+        """Every test's significance level: the analysis settings' ``alpha`` (:attr:`config`, default
+        ``AnalysisConfig()``), the one declaration of it."""
+        from ckptgeo.analysis.config import AnalysisConfig
+
+        return (self.config if self.config is not None else AnalysisConfig()).alpha
 
 
 # ------------------------------------------------------------------------------------------- the registry

@@ -9,7 +9,7 @@ Every row carries the measured value with its interval (over settings, :mod:`ckp
 rate's never narrower than the exact binomial interval of its count), the value the same rule gives
 by chance (:mod:`ckptgeo.claimtable.chance`: acquisition steps permuted across runs of one checkpoint schedule,
 noise curves at each run's schedule), the test's p-value, and a verdict from that test
-(:mod:`ckptgeo.claimtable.verdicts`: :data:`~ckptgeo.claimtable.verdicts.DEFINITIONS`, and every rule and threshold as
+(:mod:`ckptgeo.claimtable.verdicts`: :func:`~ckptgeo.claimtable.verdicts.definitions`, and every rule and threshold as
 :func:`~ckptgeo.claimtable.verdicts.rules`, written into the study's metadata).
 
 Each row is a registered function ``fn(ctx: ClaimContext) -> Claim`` (:mod:`ckptgeo.claimtable.registry`) that
@@ -27,12 +27,13 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 import ckptgeo.stats as stats
-from ckptgeo.claimtable.registry import CLAIMS, Claim, ClaimContext, claim_ids
-from ckptgeo.claimtable.verdicts import ALPHA, numeric, size_params
+from ckptgeo._settings import replace_params
+from ckptgeo.claimtable.registry import CLAIMS, Claim, ClaimContext, ClaimSettings, claim_ids
+from ckptgeo.claimtable.verdicts import numeric, size_params
 from ckptgeo.events.curves import NOT_COUNTED, grid_run, preferred_variant, run_identity, run_rows, summary_rows
 from ckptgeo.suites.tasks import is_hard
 
-__all__ = ["claim_table", "holm_permutations", "grid_runs", "spacing_table", "claim_context"]
+__all__ = ["claim_table", "claim_settings", "holm_permutations", "grid_runs", "spacing_table", "claim_context"]
 
 
 def grid_runs(events: pd.DataFrame, metric: str = "rankme",
@@ -108,12 +109,10 @@ def _contexts(runs: pd.DataFrame, curves: pd.DataFrame | None, accuracy: pd.Data
     return cur_by, acc_by
 
 
-def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
-                probe_lead: pd.DataFrame | None = None, *, curves: pd.DataFrame | None = None,
+def claim_table(events: pd.DataFrame, probe_lead: pd.DataFrame | None = None, *, curves: pd.DataFrame | None = None,
                 accuracy: pd.DataFrame | None = None, probes: pd.DataFrame | None = None, config=None,
-                hard: Callable[[str, int], bool] | None = None, n_permutations: int = stats.DEFAULT_N_PERMUTATIONS,
-                n_resamples: int = stats.DEFAULT_N_RESAMPLES, n_noise_curves: int = 100,
-                seed: int = 0, tables: Mapping[str, Any] | None = None, n_power: int = 40) -> pd.DataFrame:
+                hard: Callable[[str, int], bool] | None = None, settings: ClaimSettings | None = None,
+                tables: Mapping[str, Any] | None = None, **overrides) -> pd.DataFrame:
     """The claims of arXiv:2602.15997 against a grid's events, one row each, each with its test.
 
     Parameters
@@ -121,8 +120,6 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
     events : DataFrame
         :attr:`Analysis.events` of a dataset whose models are grid runs (``<task>-L<level>-<size>-s<seed>``);
         other models are ignored.
-    top_down : DataFrame, optional
-        Unused (kept for the call signature of earlier versions; top-down is tested from ``events``).
     probe_lead : DataFrame, optional
         :attr:`Analysis.probe_lead`; missing: the probe row is inconclusive.
     curves, accuracy : DataFrame, optional
@@ -131,16 +128,18 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
     probes : DataFrame, optional
         The probes table, for the probe's sanity gate.
     config : AnalysisConfig, optional
-        The analysis's settings (the nulls re-run its rules); default ``AnalysisConfig()``.
+        The analysis's settings (the nulls re-run its rules; its ``alpha`` is every test's level); default
+        ``AnalysisConfig()``.
     hard : callable (task, level) -> bool, optional
         The difficulty rule (default :func:`is_hard`).
-    n_permutations, n_resamples, n_noise_curves, seed : int
-        Work of the tests (counts, never seconds) and their seed; ``n_permutations`` is raised to
+    settings : ClaimSettings, optional
+        The work of the tests and their seed (default ``ClaimSettings()``); ``n_permutations`` is raised to
         :func:`holm_permutations` of the row count where smaller.
     tables : mapping of str to DataFrame, optional
-        Further analysis tables by name (``Analysis.tables``), for rows an installed package registers.
-    n_power : int, default=40
-        Planted replicates per lead of each row's power analysis.
+        Further analysis tables by name (``Analysis.tables``, its ``top_down`` included), for rows an installed
+        package registers.
+    **overrides
+        Fields of :class:`ClaimSettings` set by name (``n_permutations=199``), checked against their declaration.
 
     Returns
     -------
@@ -150,7 +149,12 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
         ``verdict`` (one of :data:`VERDICTS`), ``reason``, ``evidence``, ``source``, ``value``, ``low``,
         ``high``, ``null``, ``p_value``, ``test``, ``kind``, ``p_holm``, ``margin``, ``mde``. The primary row
         (``contrast``) is judged at alpha; every other tested row also by its Holm-adjusted p. Rules:
-        :data:`DEFINITIONS`, :func:`rules`.
+        :func:`~ckptgeo.claimtable.verdicts.definitions`, :func:`~ckptgeo.claimtable.verdicts.rules`.
+
+    Raises
+    ------
+    InvalidParameterError
+        An override that is no field of :class:`ClaimSettings`, or a value out of its declared range.
 
     References
     ----------
@@ -160,34 +164,49 @@ def claim_table(events: pd.DataFrame, top_down: pd.DataFrame | None = None,
     runs = grid_runs(events, hard=hard)
     cur_by, acc_by = _contexts(runs, curves, accuracy)
     given = dict(tables or {})
-    given.update((name, t) for name, t in (("events", events), ("top_down", top_down), ("probe_lead", probe_lead),
+    settings = claim_settings(settings, **overrides)
+    given.update((name, t) for name, t in (("events", events), ("probe_lead", probe_lead),
                                            ("curves", curves), ("accuracy", accuracy), ("probes", probes))
                  if t is not None or name not in given)
     names = claim_ids()
-    ctx = ClaimContext(runs, cur_by, acc_by, config, max(int(n_permutations), holm_permutations(len(names))),
-                       n_resamples, n_noise_curves, seed, n_power=n_power)
+    alpha = ClaimContext(runs, config=config).alpha
+    ctx = ClaimContext(runs, cur_by, acc_by, config,
+                       max(int(settings.n_permutations), holm_permutations(len(names), alpha)), settings.seed,
+                       n_power=settings.n_power)
     rows = []
     for name in names:
         row = CLAIMS.get(name)
         view = MappingProxyType({t: given.get(t) for t in row.reads})
         claim = row.fn(dataclasses.replace(ctx, tables=view, claim=row.claim, source=row.source_text))
         rows.append(Claim(**claim) if isinstance(claim, Mapping) else claim)
-    return pd.DataFrame([r.__dict__ for r in _adjusted(rows)], columns=list(Claim.__dataclass_fields__))
+    return pd.DataFrame([r.__dict__ for r in _adjusted(rows, alpha)], columns=list(Claim.__dataclass_fields__))
 
 
-def holm_permutations(n_rows: int) -> int:
+def claim_settings(settings: ClaimSettings | None = None, **overrides) -> ClaimSettings:
+    """``settings`` (default ``ClaimSettings()``) with ``overrides`` set by field name, checked against each
+    field's declaration.
+
+    Raises
+    ------
+    InvalidParameterError
+        A name that is no setting (close names suggested), or a value out of its declared range.
+    """
+    return replace_params(settings if settings is not None else ClaimSettings(), overrides, owner="claim_table")
+
+
+def holm_permutations(n_rows: int, alpha: float) -> int:
     """Fewest relabellings per permutation test that let Holm over ``n_rows`` rows reject: the smallest
     p-value, 1 / (N + 1), times ``n_rows`` must fall below alpha. :func:`claim_table` raises a smaller
     ``n_permutations`` to this (the calibration's copies ask for 199, at which Holm over 20 rows could never
     reject, so no row could read "reproduced" on a copy and the calibration would pass by construction).
 
-    >>> holm_permutations(20)
+    >>> holm_permutations(20, 0.05)
     400
     """
-    return math.ceil(n_rows / ALPHA - 1e-9)
+    return math.ceil(n_rows / alpha - 1e-9)
 
 
-def _adjusted(rows: list[Claim]) -> list[Claim]:
+def _adjusted(rows: list[Claim], alpha: float) -> list[Claim]:
     """Holm over every tested row but the primary one; a verdict its raw p gave that the adjusted p does not
     keep becomes inconclusive (a "reproduced" that rested on p < alpha, a "not reproduced" absence that rested
     on a significant excess)."""
@@ -200,9 +219,9 @@ def _adjusted(rows: list[Claim]) -> list[Claim]:
         r = dataclasses.replace(rows[i], p_holm=float(q))
         rested = (r.verdict == "reproduced" and r.kind != "absent") or (r.verdict == "not reproduced"
                                                                      and r.kind == "absent")
-        if rested and r.p_value < ALPHA <= q:
+        if rested and r.p_value < alpha <= q:
             r = dataclasses.replace(r, verdict="inconclusive",
-                                    reason=r.reason + f"; Holm-adjusted p = {q:.3g} >= {ALPHA} over "
+                                    reason=r.reason + f"; Holm-adjusted p = {q:.3g} >= {alpha} over "
                                                       f"{len(family)} rows")
         out[i] = r
     return out

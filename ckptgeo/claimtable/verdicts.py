@@ -1,5 +1,5 @@
 """How a claim row is judged: the thresholds fixed before any outcome, the verdict rules, the definitions
-written into ``reproduction.md`` (:data:`DEFINITIONS`), every rule as plain values (:func:`rules`), and the small
+written into ``reproduction.md`` (:func:`definitions`), every rule as plain values (:func:`rules`), and the small
 text helpers the rows share.
 """
 
@@ -13,16 +13,14 @@ import pandas as pd
 from ckptgeo.claimtable.registry import CLAIMS, ClaimContext, claim_ids
 from ckptgeo.suites.tasks import PILOT_HARD
 
-__all__ = ["MIN_CASES", "MIN_SETTINGS", "ALPHA", "PROBE_GATE_ACCURACY", "VERDICTS", "MARGIN", "TAU_MARGIN",
-           "DEFINITIONS", "rules", "holds_verdict", "rate_of", "size_params", "size_order", "floor_p", "fraction_text", "examples_text",
+__all__ = ["MIN_CASES", "MIN_SETTINGS", "PROBE_GATE_ACCURACY", "VERDICTS", "MARGIN", "TAU_MARGIN",
+           "definitions", "rules", "holds_verdict", "rate_of", "size_params", "size_order", "floor_p", "fraction_text", "examples_text",
            "numeric", "ci_text"]
 
 #: fewest cases (runs, settings) a test is run on; fewer: inconclusive.
 MIN_CASES = 3
 #: fewest matched (task, level) settings a rank correlation between two sizes is judged on.
 MIN_SETTINGS = 5
-#: significance level of every test.
-ALPHA = 0.05
 #: the probe's sanity gate: where the model's accuracy at the last probed checkpoint is at least this, some
 #: layer's probe must decode the target there (beat max(chance, control) by the margin with p < alpha).
 PROBE_GATE_ACCURACY = 0.95
@@ -38,8 +36,10 @@ MARGIN = 2.0
 #: no size for the other rank claims, which get the same.
 TAU_MARGIN = 0.75
 
-#: How runs are classed and claims judged (markdown; also in reproduction.md).
-DEFINITIONS = f"""\
+def definitions(alpha: float) -> str:
+    """How runs are classed and claims judged, at significance level ``alpha`` (markdown; in reproduction.md and
+    claims.md)."""
+    return f"""\
 * A **run** is one (task, level, size, seed); its RankMe events are those of the uncentred RankMe at the
   summary layer (the deepest: after the final layer norm). **Counted** runs are acquired, and not at the
   first checkpoint (nothing measured before it could precede it).
@@ -51,7 +51,7 @@ DEFINITIONS = f"""\
   onset, a whole-model measure's onset of change), in checkpoints and steps; each onset is known to its checkpoint
   (+-1). **Schedules are paired**: the presets train hard and easy settings on the same checkpoint schedules and
   measure whole-model quantities on a grid shared within a schedule, so one null serves both.
-* **The primary row** (`contrast`, judged at alpha = {ALPHA} without adjustment): hard minus easy difference in
+* **The primary row** (`contrast`, judged at alpha = {alpha} without adjustment): hard minus easy difference in
   lead over settings of one schedule; tested by permuting the difficulty labels among the settings of a schedule
   (seeds move with their setting), with stratified ranks of the setting-mean lead (one-sided). Every other tested
   row is also judged on its **Holm**-adjusted p (raw and adjusted side by side); a verdict that rested on a raw p
@@ -102,13 +102,15 @@ DEFINITIONS = f"""\
 """
 
 
-def rules() -> dict:
-    """Every rule and threshold the claim table uses (written into ``study.json`` and the dataset's
-    ``summary/claims_rules.json``)."""
+def rules(config=None) -> dict:
+    """Every rule and threshold the claim table uses with the analysis settings ``config`` (default
+    ``AnalysisConfig()``; its ``alpha`` is every test's level), written into ``study.json`` and the dataset's
+    ``summary/claims_rules.json``."""
     from ckptgeo.analysis.config import AnalysisConfig
     from ckptgeo.claimtable.chance import SUBSAMPLE_FACTORS
 
-    return {"alpha": ALPHA, "min_cases": MIN_CASES, "min_settings": MIN_SETTINGS,
+    config = config if config is not None else AnalysisConfig()
+    return {"alpha": config.alpha, "min_cases": MIN_CASES, "min_settings": MIN_SETTINGS,
             "hard": "level >= 2, or (task, 1) in pilot_hard", "pilot_hard": sorted(map(list, PILOT_HARD)),
             "pilot": "tiny, seed 0 (ckptgeo.suites.tasks docstring); seed 0 left out of the presets",
             "probe_gate_accuracy": PROBE_GATE_ACCURACY, "probe_target": "first answer token, exact",
@@ -121,7 +123,7 @@ def rules() -> dict:
                         "permutation test); rates: the same on setting rates, at least Clopper-Pearson of the count",
             "null": "behaviour permuted among runs sharing a checkpoint schedule, onsets found again",
             "floor_modular": "every size's 95% t interval of the mean floor over seeds (>= 5) within 2.0 +- 0.5",
-            "subsample_factors": list(SUBSAMPLE_FACTORS), "analysis": AnalysisConfig().__dict__,
+            "subsample_factors": list(SUBSAMPLE_FACTORS), "analysis": config.__dict__,
             "sources": {cid: CLAIMS.get(cid).source_text for cid in claim_ids()}}
 
 
@@ -179,11 +181,11 @@ def rate_of(ctx: ClaimContext, rows: pd.DataFrame, flag: pd.Series) -> tuple[flo
     return r.value, r.low, r.high, r.method + (f" ({r.flag})" if r.flag else "")
 
 
-def _powerless(floor_p: float) -> bool:
-    return floor_p is not None and not math.isnan(floor_p) and floor_p >= ALPHA
+def _powerless(floor_p: float, alpha: float) -> bool:
+    return floor_p is not None and not math.isnan(floor_p) and floor_p >= alpha
 
 
-def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan, *, mde: float | None = None,
+def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan, *, alpha: float, mde: float | None = None,
                   margin: float = MARGIN, unit: str = "checkpoints") -> tuple[str, str]:
     """Verdict of a claim that something holds, from its test's p-value over n cases (``floor_p``: the smallest
     p-value the test could give; at or above alpha the test cannot reject and the verdict is inconclusive).
@@ -194,13 +196,13 @@ def holds_verdict(p: float, n: int, what: str, floor_p: float = math.nan, *, mde
     if n < MIN_CASES or p is None or math.isnan(p):
         return "inconclusive", f"only {n} case(s); at least {MIN_CASES} are needed" if n < MIN_CASES else \
             "no test possible"
-    if p < ALPHA:
-        return "reproduced", f"{what}: p = {p:.3g} < {ALPHA}"
-    if _powerless(floor_p):
+    if p < alpha:
+        return "reproduced", f"{what}: p = {p:.3g} < {alpha}"
+    if _powerless(floor_p, alpha):
         return "inconclusive", (f"{what}: p = {p:.3g}; the test cannot reject (no outcome of these cases could: "
-                                f"its smallest possible p is {floor_p:.2g} >= {ALPHA})")
+                                f"its smallest possible p is {floor_p:.2g} >= {alpha})")
     if mde is not None and not (math.isfinite(mde) and abs(mde) <= margin):
-        return "inconclusive", (f"{what}: p = {p:.3g} >= {ALPHA}, but this design detects an effect of {margin:g} "
+        return "inconclusive", (f"{what}: p = {p:.3g} >= {alpha}, but this design detects an effect of {margin:g} "
                                 f"{unit} with power < 80% (not evidence either way)")
     power = "" if mde is None else f", and this design detects {abs(mde):g} {unit} with power >= 80%"
-    return "not reproduced", f"{what}: p = {p:.3g} >= {ALPHA} (not distinguishable from chance){power}"
+    return "not reproduced", f"{what}: p = {p:.3g} >= {alpha} (not distinguishable from chance){power}"

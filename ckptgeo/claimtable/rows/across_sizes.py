@@ -10,7 +10,7 @@ import numpy as np
 import ckptgeo.stats as stats
 from ckptgeo.claimtable.power import kendall_mde, tau_mde_text
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, MIN_SETTINGS, TAU_MARGIN, numeric, size_order
+from ckptgeo.claimtable.verdicts import MIN_SETTINGS, TAU_MARGIN, numeric, size_order
 
 
 def _across(ctx: ClaimContext, quantity: str) -> Claim:
@@ -32,7 +32,7 @@ def _across(ctx: ClaimContext, quantity: str) -> Claim:
                 kt = stats.kendall_tau(both[small].to_numpy(float), both[large].to_numpy(float),
                                        n_permutations=ctx.n_permutations, seed=ctx.seed, alternative="greater")
                 pairs.append((small, large, len(both), kt.tau, kt.p_value, kt.min_p))
-                mdes[(small, large)] = kendall_mde(both[small].to_numpy(float), alpha=ALPHA, seed=ctx.seed)[0]
+                mdes[(small, large)] = kendall_mde(both[small].to_numpy(float), alpha=ctx.alpha, seed=ctx.seed)[0]
             else:
                 pairs.append((small, large, len(both), math.nan, math.nan, math.nan))
     shown = "; ".join(f"{a} vs {b}: tau {t:+.2f} (p {p:.2g}, {n} settings, "
@@ -42,19 +42,19 @@ def _across(ctx: ClaimContext, quantity: str) -> Claim:
     mde = max((mdes[(a, b)] for a, b, n, t, _, _ in pairs if n >= MIN_SETTINGS and not math.isnan(t)),
               default=math.nan)
     failed = [(t, m, mdes[(a, b)]) for a, b, n, t, p, m in pairs
-              if n >= MIN_SETTINGS and not math.isnan(t) and not (t > 0 and p < ALPHA)]
+              if n >= MIN_SETTINGS and not math.isnan(t) and not (t > 0 and p < ctx.alpha)]
     if not judged:
         verdict, why = "inconclusive", f"no pair of sizes shares {MIN_SETTINGS} settings with a defined tau"
     elif not failed:
-        verdict, why = "reproduced", f"tau > 0 with p < {ALPHA} for every pair of sizes"
-    elif all(t > 0 and m >= ALPHA for t, m, _ in failed):
+        verdict, why = "reproduced", f"tau > 0 with p < {ctx.alpha} for every pair of sizes"
+    elif all(t > 0 and m >= ctx.alpha for t, m, _ in failed):
         verdict, why = "inconclusive", (f"tau > 0 for every pair of sizes, but for some pair no order of its "
-                                        f"settings could give p < {ALPHA}")
+                                        f"settings could give p < {ctx.alpha}")
     elif not all(math.isfinite(d) and d <= TAU_MARGIN for _, _, d in failed):
-        verdict, why = "inconclusive", (f"some pair of sizes has tau <= 0 or p >= {ALPHA}, but its design detects a "
+        verdict, why = "inconclusive", (f"some pair of sizes has tau <= 0 or p >= {ctx.alpha}, but its design detects a "
                                         f"tau of {TAU_MARGIN:g} with power < 80% (not evidence either way)")
     else:
-        verdict, why = "not reproduced", f"some pair of sizes has tau <= 0 or p >= {ALPHA}"
+        verdict, why = "not reproduced", f"some pair of sizes has tau <= 0 or p >= {ctx.alpha}"
     ps = [p for _, _, p, _ in judged]
     return Claim(f"across_sizes_{quantity}", ctx.claim,
                  "positive rank correlation between sizes", shown, verdict, why,

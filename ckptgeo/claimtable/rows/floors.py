@@ -11,7 +11,7 @@ import ckptgeo.stats as stats
 from ckptgeo.claimtable.inference import cluster_interval
 from ckptgeo.claimtable.power import kendall_mde, tau_mde_text
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, MIN_CASES, TAU_MARGIN, holds_verdict, numeric, size_order
+from ckptgeo.claimtable.verdicts import MIN_CASES, TAU_MARGIN, holds_verdict, numeric, size_order
 
 
 def _floor_rows(runs: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -65,9 +65,9 @@ def _floor_multiplication(ctx: ClaimContext) -> Claim:
     kt = stats.kendall_tau(r["n_parameters"].to_numpy(float), r["collapse_floor"].to_numpy(float),
                            n_permutations=ctx.n_permutations, seed=ctx.seed, alternative="greater")
     # a design that cannot reject leaves a rising floor inconclusive; a falling one is still not reproduced
-    mde, _ = kendall_mde(r["n_parameters"].to_numpy(float), alpha=ALPHA, seed=ctx.seed)
+    mde, _ = kendall_mde(r["n_parameters"].to_numpy(float), alpha=ctx.alpha, seed=ctx.seed)
     verdict, why = holds_verdict(kt.p_value, len(r), f"Kendall tau(parameters, floor) = {kt.tau:+.2f} over {len(r)} runs",
-                                 kt.min_p if kt.tau > 0 else math.nan, mde=mde, margin=TAU_MARGIN,
+                                 kt.min_p if kt.tau > 0 else math.nan, alpha=ctx.alpha, mde=mde, margin=TAU_MARGIN,
                                  unit="in Kendall tau")
     return Claim("floor_multiplication", ctx.claim,
                  "floors rise with model size", f"median floor by size: {shown}; tau {kt.tau:+.2f}; {tau_mde_text(mde)}",

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ckptgeo.forecasting.evaluate import PAPER_CONCORDANCE, SPLITS, skill_verdict
 from ckptgeo.claimtable.registry import Claim, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, MIN_CASES, MIN_SETTINGS
+from ckptgeo.claimtable.verdicts import MIN_CASES, MIN_SETTINGS
 
 __all__ = ["forecast_geometry", "forecast_across_sizes", "hard_easy_concordance"]
 
@@ -85,23 +85,23 @@ def forecast_geometry(ctx) -> Claim:
         measured += (f"; a sibling's geometry (another seed of the setting) {row['sibling_delta_log_score']:+.3f}, "
                      f"the run's own over it {row['timing_delta_log_score']:+.3f}, p = {pt:.3g} over {ns} runs")
     measured += f"; {ctext}" if ctext else ""
-    said = skill_verdict(row.to_dict(), ALPHA)   # the forecast's own verdict; the row's reason says why in words
+    said = skill_verdict(row.to_dict(), ctx.alpha)   # the forecast's own verdict; the row's reason says why in words
     verdict = {"geometry helps": "reproduced", "geometry worse": "not reproduced"}.get(said, "inconclusive")
     if n < 5 or not math.isfinite(p):
-        why = f"{n} held-out runs; a one-sided Wilcoxon test needs 5 to reach p < {ALPHA}"
-    elif math.isfinite(p0) and p0 < ALPHA:
+        why = f"{n} held-out runs; a one-sided Wilcoxon test needs 5 to reach p < {ctx.alpha}"
+    elif math.isfinite(p0) and p0 < ctx.alpha:
         why = (f"the null copy (geometry made of noise) shows skill too (p = {p0:.3g}): the test cannot tell "
                "geometry from curves that say nothing of the run's own acquisition")
     else:
         why = {
-            "geometry helps": f"geometry's skill p = {p:.3g} < {ALPHA}, and the run's own geometry beats a sibling's "
+            "geometry helps": f"geometry's skill p = {p:.3g} < {ctx.alpha}, and the run's own geometry beats a sibling's "
                               f"(p = {pt:.3g}); the null copy's p = {p0:.3g}",
             "setting level only": f"geometry's skill p = {p:.3g}, but a sibling's geometry of the same setting "
                                   f"forecasts as well (the run's own over it p = {pt:.3g}): the gain is what the "
                                   "geometry says of the setting, not of this run's timing",
             "timing untested": f"geometry's skill p = {p:.3g}, but {ns} held-out runs have a sibling (another seed "
                                "of the setting) to test whether the gain is the setting's level; 5 are needed",
-            "geometry worse": f"geometry forecasts worse than behaviour alone: one-sided p = {pw:.3g} < {ALPHA} "
+            "geometry worse": f"geometry forecasts worse than behaviour alone: one-sided p = {pw:.3g} < {ctx.alpha} "
                               f"(skill p = {p:.3g})",
         }.get(said, f"no skill shown (p = {p:.3g}) and geometry not shown worse (p = {pw:.3g}): a test that fails to "
                     "reject is not evidence of no skill")
@@ -135,12 +135,12 @@ def forecast_across_sizes(ctx) -> Claim:
     n, p = int(row["n_acquired"]), float(row["p_value"])
     if n < MIN_CASES or not math.isfinite(p):
         verdict, why = "inconclusive", f"{n} acquired runs at the largest size; at least {MIN_CASES} are needed"
-    elif p < ALPHA:
-        verdict, why = "reproduced", f"order concordance p = {p:.3g} < {ALPHA}"
+    elif p < ctx.alpha:
+        verdict, why = "reproduced", f"order concordance p = {p:.3g} < {ctx.alpha}"
     elif n < MIN_SETTINGS:
         verdict, why = "inconclusive", f"p = {p:.3g} over {n} acquired runs: too few to tell absence from a weak effect"
     else:
-        verdict, why = "not reproduced", f"order concordance p = {p:.3g} >= {ALPHA}"
+        verdict, why = "not reproduced", f"order concordance p = {p:.3g} >= {ctx.alpha}"
     return Claim("forecast_across_sizes", ctx.claim, paper, measured, verdict, why, evidence, ctx.source,
                  float(row["concordance"]), float(row.get("concordance_low", math.nan)),
                  float(row.get("concordance_high", math.nan)), 0.5, p, test)

@@ -28,7 +28,7 @@ import pandas as pd
 import ckptgeo.stats as stats
 from ckptgeo.events.curves import grid_run, summary_rows
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, MARGIN, MIN_CASES
+from ckptgeo.claimtable.verdicts import MARGIN, MIN_CASES
 from ckptgeo.claimtable.inference import Interval, cluster_interval, contrast
 from ckptgeo.claimtable.leads import Behaviour, LeadMatrix, lead_matrix
 from ckptgeo.claimtable.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
@@ -201,7 +201,7 @@ def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, pow
                 return False
             r = tracking_test(plm, judged, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS),
                               seed=ctx.seed)
-            return r is not None and r.p_value < ALPHA
+            return r is not None and r.p_value < ctx.alpha
 
         from ckptgeo.analysis.config import AnalysisConfig
 
@@ -211,14 +211,14 @@ def _lead_study(ctx: ClaimContext, curves: dict, beh: dict, judged: list, *, pow
     return lm, mine, with_onset, iv, res, null, mde, table
 
 
-def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str) -> tuple[str, str]:
+def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str, *, alpha: float) -> tuple[str, str]:
     if n < MIN_CASES or p != p:
         return "inconclusive", f"{n} run(s) with a lead; at least {MIN_CASES} are needed" if n < MIN_CASES else \
             "no pair of runs on one schedule to test"
-    if p < ALPHA and iv.low > 0:
+    if p < alpha and iv.low > 0:
         return "reproduced", f"{what} tracks behaviour (p = {p:.3g}) and leads it (interval above 0)"
-    seen = (f"tracks behaviour (p = {p:.3g}) but its lead's interval reaches 0" if p < ALPHA else
-            f"tracking p = {p:.3g} >= {ALPHA}")
+    seen = (f"tracks behaviour (p = {p:.3g}) but its lead's interval reaches 0" if p < alpha else
+            f"tracking p = {p:.3g} >= {alpha}")
     if not (math.isfinite(mde) and mde <= MARGIN):
         return "inconclusive", (f"{what} {seen}; this design detects a {MARGIN:g}-checkpoint lead with power < 80% "
                                 f"(not evidence either way)")
@@ -229,11 +229,11 @@ def _holds_verdict(p: float, iv: Interval, mde: float, n: int, what: str) -> tup
                               f"the lead's upper bound {iv.high:+.1f} < {MARGIN:g}")
 
 
-def _absent_verdict(p: float, iv: Interval, mde: float, n: int, n_all: int, what: str) -> tuple[str, str]:
+def _absent_verdict(p: float, iv: Interval, mde: float, n: int, n_all: int, what: str, *, alpha: float) -> tuple[str, str]:
     if n < MIN_CASES:
         return "inconclusive", (f"the rule found an onset in {n} of {n_all} runs; at least {MIN_CASES} are needed "
                                 f"(a detector that finds nothing shows nothing)")
-    if p == p and p < ALPHA and iv.low > 0:
+    if p == p and p < alpha and iv.low > 0:
         return "not reproduced", f"{what} tracks behaviour (p = {p:.3g}) and leads it (interval above 0)"
     if iv.coverage < 0.95 - 1e-9 or not math.isfinite(iv.high):
         return "inconclusive", (f"no 95% upper bound on the lead ({iv.flag or iv.method}): absence needs one below "
@@ -262,9 +262,9 @@ def _lead_row(ctx: ClaimContext, row_id: str, paper: str, curves: dict, beh: dic
                 f"({iv.n_settings} settings; median {_fmt(steps, '{:+.0f}')} steps); by chance (behaviour of its "
                 f"schedule) {_fmt(null, '{:+.1f}')}; tracking tau {_fmt(tau, '{:+.2f}')}; {mde_text(mde, table)}")
     if kind == "absent":
-        verdict, why = _absent_verdict(p, iv, mde, len(with_onset), len(mine), what)
+        verdict, why = _absent_verdict(p, iv, mde, len(with_onset), len(mine), what, alpha=ctx.alpha)
     else:
-        verdict, why = _holds_verdict(p, iv, mde, len(with_onset), what)
+        verdict, why = _holds_verdict(p, iv, mde, len(with_onset), what, alpha=ctx.alpha)
     return Claim(row_id, ctx.claim, paper, measured, verdict, why + (f"; {iv.flag}" if iv.flag else ""), evidence, source,
                  iv.value, iv.low, iv.high, null, p,
                  "Kendall tau of onset vs behaviour's onset within schedules, behaviour permuted within schedules "
@@ -292,19 +292,20 @@ def contrast_row(ctx: ClaimContext) -> Claim:
                      "no acquired run with RankMe and accuracy", evidence, ctx.source, kind="primary")
     frame = matched(lead_frame(lm, ctx.runs), beh)
     frame = frame[frame["model"].isin(_counted(ctx, None))]
-    c = contrast(frame, n_permutations=ctx.n_permutations, seed=ctx.seed)
+    c = contrast(frame, alpha=ctx.alpha, n_permutations=ctx.n_permutations, seed=ctx.seed)
     hard = [m for m in frame["model"] if bool(frame.set_index("model").loc[m, "hard"])]
     easy = [m for m in frame["model"] if m not in set(hard)]
 
     def detects(planted: dict) -> bool:
         plm = lead_matrix(planted, beh, config=ctx.config, own_only=True, judged=list(frame["model"]))
         f = frame.assign(lead=[plm.checkpoints[plm.models.index(m), plm.models.index(m)] for m in frame["model"]])
-        return contrast(f, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS), seed=ctx.seed).p_value < ALPHA
+        return contrast(f, alpha=ctx.alpha, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS),
+                        seed=ctx.seed).p_value < ctx.alpha
 
     from ckptgeo.analysis.config import AnalysisConfig
 
     mde, table = (math.inf, {})
-    if c.min_p < ALPHA:
+    if c.min_p < ctx.alpha:
         mde, table = minimum_detectable(detects, ctx.curves, beh, hard, n_power=ctx.n_power,
                                         fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed,
                                         others={m: 0 for m in easy})
@@ -319,21 +320,21 @@ def contrast_row(ctx: ClaimContext) -> Claim:
     hi = "inf" if c.high == math.inf else f"{c.high:+.1f}"
     measured = (f"hard minus easy lead {c.estimate:+.1f} checkpoints [{lo}, {hi}] over {c.n_hard} hard and "
                 f"{c.n_easy} easy runs matched on acquisition ({c.n_strata} schedule x checkpoint cells); rank statistic {c.statistic:+.2f}; "
-                + (mde_text(mde, table) if table else f"no labelling of these settings could give p < {ALPHA}"))
+                + (mde_text(mde, table) if table else f"no labelling of these settings could give p < {ctx.alpha}"))
     if c.p_value != c.p_value:
         verdict, why = "inconclusive", c.flag
-    elif c.p_value < ALPHA:
-        verdict, why = "reproduced", f"p = {c.p_value:.3g} < {ALPHA} (primary row, unadjusted)"
-    elif c.min_p >= ALPHA:
+    elif c.p_value < ctx.alpha:
+        verdict, why = "reproduced", f"p = {c.p_value:.3g} < {ctx.alpha} (primary row, unadjusted)"
+    elif c.min_p >= ctx.alpha:
         verdict, why = "inconclusive", (f"p = {c.p_value:.3g}; the smallest p these {c.n_hard + c.n_easy} settings "
-                                        f"allow is {c.min_p:.2g} >= {ALPHA}")
+                                        f"allow is {c.min_p:.2g} >= {ctx.alpha}")
     elif not (math.isfinite(mde) and mde <= MARGIN):
-        verdict, why = "inconclusive", f"p = {c.p_value:.3g} >= {ALPHA}; power < 80% at {MARGIN:g} checkpoints"
+        verdict, why = "inconclusive", f"p = {c.p_value:.3g} >= {ctx.alpha}; power < 80% at {MARGIN:g} checkpoints"
     elif not c.high < MARGIN:
-        verdict, why = "inconclusive", (f"p = {c.p_value:.3g} >= {ALPHA}, but the upper bound {hi} does not exclude a "
+        verdict, why = "inconclusive", (f"p = {c.p_value:.3g} >= {ctx.alpha}, but the upper bound {hi} does not exclude a "
                                         f"{MARGIN:g}-checkpoint contrast")
     else:
-        verdict, why = "not reproduced", (f"p = {c.p_value:.3g} >= {ALPHA}, with power >= 80% at {mde:g} checkpoints "
+        verdict, why = "not reproduced", (f"p = {c.p_value:.3g} >= {ctx.alpha}, with power >= 80% at {mde:g} checkpoints "
                                           f"and the upper bound {hi} < {MARGIN:g}")
     return Claim("contrast", ctx.claim, "hard: precursor (100%); easy: none", measured, verdict,
                  why + (f"; {c.flag}" if c.flag else ""), evidence, ctx.source, c.estimate, c.low,
@@ -391,10 +392,10 @@ def tracking(ctx: ClaimContext) -> Claim:
     p = math.nan if b is None else b.p_value
     if b is None or len(judged) < MIN_CASES:
         verdict, why = "inconclusive", "no pair of runs of two tasks on one schedule"
-    elif p < ALPHA:
-        verdict, why = "reproduced", f"between tasks p = {p:.3g} < {ALPHA}"
+    elif p < ctx.alpha:
+        verdict, why = "reproduced", f"between tasks p = {p:.3g} < {ctx.alpha}"
     else:
-        verdict, why = "inconclusive", f"between tasks p = {p:.3g} >= {ALPHA} (tracking has no power analysis here)"
+        verdict, why = "inconclusive", f"between tasks p = {p:.3g} >= {ctx.alpha} (tracking has no power analysis here)"
     return Claim("tracking", ctx.claim, "onsets follow acquisition", "; ".join(part), verdict, why,
                  "summary/leads.parquet", ctx.source, math.nan if b is None else b.statistic,
                  null=math.nan if b is None else b.null_mean, p_value=p,

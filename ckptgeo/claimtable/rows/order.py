@@ -7,7 +7,7 @@ import math
 
 from ckptgeo.claimtable.power import POWER_PERMUTATIONS, mde_text, minimum_detectable
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
+from ckptgeo.claimtable.verdicts import ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
 from ckptgeo.events import acquisition_null
 from ckptgeo.events import curves as cv
 
@@ -25,7 +25,7 @@ def _order(ctx: ClaimContext) -> Claim:
         if res is not None:
             null, p = res.null_mean, res.p_value
             mde, table = _order_power(ctx, list(c["model"]))
-    verdict, why = holds_verdict(p, len(c), "order rate against permuted acquisition", floor_p(res), mde=mde)
+    verdict, why = holds_verdict(p, len(c), "order rate against permuted acquisition", floor_p(res), alpha=ctx.alpha, mde=mde)
     missing = c.loc[~ok.to_numpy(), "model"]
     return Claim("order", ctx.claim,
                  "the shape holds across tasks and sizes",
@@ -68,7 +68,7 @@ def _order_power(ctx: ClaimContext, judged: list[str]) -> tuple[float, dict]:
 
     def detects(planted: dict) -> bool:
         r = _order_null(ctx, planted, judged, n_permutations=min(ctx.n_permutations, POWER_PERMUTATIONS))
-        return r is not None and r.p_value < ALPHA
+        return r is not None and r.p_value < ctx.alpha
 
     return minimum_detectable(detects, ctx.curves, beh, judged, n_power=ctx.n_power,
                               fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed)

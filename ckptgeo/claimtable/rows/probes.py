@@ -10,7 +10,7 @@ import pandas as pd
 
 from ckptgeo.claimtable.power import LEADS, POWER, POWER_PERMUTATIONS, mde_text
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, PROBE_GATE_ACCURACY, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
+from ckptgeo.claimtable.verdicts import PROBE_GATE_ACCURACY, ci_text, examples_text, floor_p, fraction_text, holds_verdict, numeric, rate_of
 from ckptgeo.events import acquisition_null
 
 
@@ -61,7 +61,7 @@ def _probe(ctx: ClaimContext, probe_lead: pd.DataFrame, probes: pd.DataFrame | N
             if res is not None:
                 null, p = res.null_mean, res.p_value
                 mde, table = _probe_power(ctx, pool)
-    verdict, why = holds_verdict(p, len(models), "lead rate against permuted acquisition", floor_p(res), mde=mde)
+    verdict, why = holds_verdict(p, len(models), "lead rate against permuted acquisition", floor_p(res), alpha=ctx.alpha, mde=mde)
     extra = (f"; {len(at_start)} acquired run(s) left out: every layer's probe reads the label at the first "
              f"checkpoint (no rise to see)") if at_start else ""
     extra += f"; {len(not_measured)} acquired run(s) not measured (probe undefined)" if not_measured else ""
@@ -92,7 +92,7 @@ def _probe_power(ctx: ClaimContext, pool: list[str]) -> tuple[float, dict]:
             r = acquisition_null.rate_null(lambda i, a: float(onset[i] < a), acq, [ctx.curves[m].stratum for m in pool],
                                            range(len(pool)), n_permutations=min(ctx.n_permutations,
                                                                                 POWER_PERMUTATIONS), seed=ctx.seed)
-            hits += r is not None and r.p_value < ALPHA
+            hits += r is not None and r.p_value < ctx.alpha
         table[d] = hits / ctx.n_power if ctx.n_power else math.nan
         if table[d] >= POWER:
             return float(d), table

@@ -11,7 +11,7 @@ import pandas as pd
 import ckptgeo.stats as stats
 from ckptgeo.claimtable.power import mean_kendall_mde, tau_mde_text
 from ckptgeo.claimtable.registry import Claim, ClaimContext, register_claim
-from ckptgeo.claimtable.verdicts import ALPHA, TAU_MARGIN, holds_verdict, numeric
+from ckptgeo.claimtable.verdicts import TAU_MARGIN, holds_verdict, numeric
 from ckptgeo.events import curves as cv
 
 
@@ -72,9 +72,9 @@ def _top_down(ctx: ClaimContext, events: pd.DataFrame) -> Claim:
     worst = max(by_null, key=lambda kind: by_null[kind][0])
     p = by_null[worst][0] if noise else math.nan   # without the curves there is no noise null: no p
     k = int(sum(t < 0 for t in per_run))
-    mde, _ = mean_kendall_mde(depths, alpha=ALPHA, seed=ctx.seed)
+    mde, _ = mean_kendall_mde(depths, alpha=ctx.alpha, seed=ctx.seed)
     mde = -mde   # the row tests tau < 0
-    verdict, why = holds_verdict(p, n, f"mean Kendall tau < 0; largest p against {_NULL_NAMES[worst]}", mde=mde,
+    verdict, why = holds_verdict(p, n, f"mean Kendall tau < 0; largest p against {_NULL_NAMES[worst]}", alpha=ctx.alpha, mde=mde,
                                  margin=TAU_MARGIN, unit="in mean Kendall tau")
     shown = "; ".join(f"{_NULL_NAMES[kind]}: mean tau {m:+.2f}, p {q:.3g}{extra}"
                       for kind, (q, m, extra) in by_null.items())
