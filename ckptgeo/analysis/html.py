@@ -120,7 +120,8 @@ def runs_view(analysis, metric: str = "rankme") -> pd.DataFrame:
         "gap (steps)": rows["gap_steps"], "gap (checkpoints)": rows.get("gap_checkpoints"),
         "checkpoint spacing": rows["resolution_steps"], f"{metric} floor": rows["collapse_floor"],
         "layer": rows["layer"]})
-    if "acquisition_tokens" in rows.columns and pd.to_numeric(rows["acquisition_tokens"], errors="coerce").notna().any():
+    tokens = pd.to_numeric(rows["acquisition_tokens"], errors="coerce") if "acquisition_tokens" in rows else None
+    if tokens is not None and tokens.notna().any():
         out.insert(4, "acquisition (tokens)", rows["acquisition_tokens"])
     out.attrs["metric"] = metric
     out.attrs["status"] = list(rows["status"])
@@ -215,8 +216,9 @@ def chart_data(analysis, metric: str = "rankme", max_runs: int = MAX_CHART_RUNS)
         def at(col):
             return None if ev is None or _isna(ev.get(f"{col}_{unit}")) else float(ev[f"{col}_{unit}"])
 
-        note = "" if ev is None else (f"{model} · {suite}: {status_words(ev['status'])}; summary layer L{int(ev['layer'])}"
-                                      + ("" if _isna(ev.get("gap_steps")) else f", gap {int(ev['gap_steps']):,} steps"))
+        note = "" if ev is None else (
+            f"{model} · {suite}: {status_words(ev['status'])}; summary layer L{int(ev['layer'])}"
+            + ("" if _isna(ev.get("gap_steps")) else f", gap {int(ev['gap_steps']):,} steps"))
         out[f"{model} · {suite}"] = {
             "x": _sig(wide.index.to_numpy(dtype=float), 10),
             "layers": [{"layer": int(l), "y": _sig(wide[l].to_numpy()), "color": colours[l]} for l in layers],
@@ -261,8 +263,8 @@ def _chart(data: dict[str, dict], metric: str, xcol: str) -> tuple[str, str]:
     runs = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     body = (f'<p><label>run <select id="ckptgeo-run">{options}</select></label> '
             f'<span class="muted" id="ckptgeo-chart-note">{_e(first["note"])}</span></p>{div}'
-            f'<p class="muted">{_e(metric)} of every layer (colour: shallow dark, deep light; hover for the layer) on a '
-            f"log axis, accuracy in black on the right axis; red: acquisition, dashed grey: the summary layer's "
+            f'<p class="muted">{_e(metric)} of every layer (colour: shallow dark, deep light; hover for the layer) '
+            f"on a log axis, accuracy in black on the right axis; red: acquisition, dashed grey: the summary layer's "
             f"recovery onset. Drag to pan, the wheel to zoom, reset to go back.</p>"
             f'<script type="application/json" id="ckptgeo-runs">{runs}</script>')
     return js + script, body
@@ -304,8 +306,8 @@ def _measured(analysis) -> str:
     items.append(f"<li><b>measures</b>: {_e(', '.join(metrics) or 'none')}"
                  + (f"; {int(n_ck.min())} to {int(n_ck.max())} checkpoints a run" if len(n_ck) else "") + "</li>")
     left = left_out_text(analysis.left_out)
-    items.append(f"<li><b>integrity</b>: {_e(left.splitlines()[0] if left else 'nothing left out')}"
-                 + (f"<details><summary>why</summary><pre>{_e(left)}</pre></details>" if "\n" in left else "") + "</li>")
+    why = f"<details><summary>why</summary><pre>{_e(left)}</pre></details>" if "\n" in left else ""
+    items.append(f"<li><b>integrity</b>: {_e(left.splitlines()[0] if left else 'nothing left out')}{why}</li>")
     cfg = analysis.config
     items.append(f'<li class="muted">rules: window {cfg.window} checkpoints, recovery fraction {cfg.recovery:g}, '
                  f"min drop {cfg.min_drop:g}, {cfg.n_permutations} permutations, seed {cfg.seed} (every rule: the "
