@@ -10,7 +10,8 @@ The public API is this module's names; internal modules may move without breakin
 
 ========================  ========================================================================
 ``scan``, ``plan_scan``   measure the revisions of a source into Parquet tables / say what it would do
-``analyze``               events (acquisition, collapse, precursor gap) and summaries of a dataset
+``analyze``               events (acquisition, collapse, precursor gap), summaries, figures, report.md and
+                          report.html of a dataset (``plots=False``: no figures)
 ``forecast``              forecast acquisition per run and checkpoint; does geometry beat behaviour?
 ``claims``                the paper's claims judged on a study or scan folder (``ckptgeo claims``' table)
 ``combine``               the cross-checkpoint step: artifacts -> the ``compare`` table (CKA, distances)
@@ -47,7 +48,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 #: public name -> the module that defines it (imported on first access of the name)
 _FACADE = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
-    "analyze": "ckptgeo.analysis.pipeline", "combine": "ckptgeo.metrics.cross",
+    "analyze": "ckptgeo.analysis.report", "combine": "ckptgeo.metrics.cross",
     "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
     "claims": "ckptgeo.studies.claims_api",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
@@ -71,7 +72,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ckptgeo.analysis.figures import FIGURES, register_figure
     from ckptgeo.analysis.steps import STEPS, register_step
-    from ckptgeo.analysis.pipeline import analyze
+    from ckptgeo.analysis.report import analyze
     from ckptgeo.claimtable.registry import CLAIMS, register_claim
     from ckptgeo.engine.config import ScanConfig
     from ckptgeo.engine.plan import plan_scan

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the facade as documented in docs/python.md, and where each object lives today
 PUBLIC = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
-    "analyze": "ckptgeo.analysis.pipeline", "combine": "ckptgeo.metrics.cross",
+    "analyze": "ckptgeo.analysis.report", "combine": "ckptgeo.metrics.cross",
     "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
     "claims": "ckptgeo.studies.claims_api",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",

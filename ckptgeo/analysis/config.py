@@ -179,6 +179,9 @@ class Analysis:
         The files written, in the order the steps ran (empty with ``write=False``).
     x : {"steps", "tokens"}
         The axis of the figures and of the events a reader sees.
+    report : Path or None
+        The ``report.html`` written by the public ``ckptgeo.analyze`` (:func:`ckptgeo.analysis.report.analyze`);
+        None when no report was written.
     steps : tuple of str
         The steps run, in dependency order.
     folders : mapping of str to str
@@ -193,6 +196,7 @@ class Analysis:
     x: str = "steps"
     steps: tuple[str, ...] = ()
     folders: Mapping[str, str] = field(default_factory=dict)
+    report: Path | None = None
 
     events = _table("events", "One row per curve (model, suite, config_hash, metric, layer).")
     acquisitions = _table("acquisitions", "One row per behaviour curve (model, suite, config_hash).")
@@ -208,6 +212,24 @@ class Analysis:
     accuracy = _table("accuracy", "The cleaned behaviour curves used.")
     probes = _table("probes", "The dataset's probes table (grouped revisions left out).")
     left_out = _table("left_out", "The revisions left out and why.")
+
+    def __repr__(self) -> str:
+        """One paragraph: what was analysed, what it found, where it went; the tables are on :attr:`tables`."""
+        from ckptgeo.events.curves import run_rows
+        from ckptgeo.analysis.words import status_words
+
+        e = self.events if isinstance(self.events, pd.DataFrame) else pd.DataFrame()
+        metrics = sorted(e["metric"].unique()) if len(e) else []
+        rows = run_rows(e, "rankme" if "rankme" in metrics else metrics[0]) if metrics else e
+        counts = rows["status"].value_counts() if len(rows) else pd.Series(dtype=int)
+        found = ", ".join(f"{n} {status_words(s, short=True)}" for s, n in counts.items()) or "no curves"
+        tables = [n for n in self.folders]
+        lines = [f"Analysis of {self.root}: {len(rows)} run{'s' if len(rows) != 1 else ''}, "
+                 f"{e['suite'].nunique() if len(e) else 0} suite(s), measures {', '.join(metrics) or 'none'}",
+                 f"  runs by status: {found}",
+                 f"  tables: {', '.join(tables) or 'none'} (analysis.tables[name], or analysis.events ...)",
+                 f"  written to {self.out}" + (f"; open {self.report}" if self.report is not None else "")]
+        return "\n".join(lines)
 
     def summary_tables(self) -> dict[str, pd.DataFrame]:
         """The tables written to ``summary/`` as Parquet, by file name (without ``.parquet``), in step order."""

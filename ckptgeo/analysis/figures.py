@@ -32,8 +32,10 @@ import pandas as pd
 
 from ckptgeo._registry import Registry
 from ckptgeo.analysis import plotting as pl
+from ckptgeo.analysis import words
 from ckptgeo.events.curves import preferred_variant, run_accuracy, run_curves, summary_event, summary_rows
 from ckptgeo.analysis.plotting import constant_layers, with_gaps
+from ckptgeo.analysis.words import status_words
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
            "gap_marks", "seed_groups", "constant_layers", "with_gaps", "Figure", "FIGURES", "register_figure"]
@@ -100,6 +102,7 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     ax.set_yscale("log")
     pl.log_ticks(ax.yaxis, sub["value"])
     pl.log_x(ax, sub[xcol])
+    pl.x_ticks(ax, xcol)
     acc = run_accuracy(analysis, model, suite, chash)
     acc_line = None
     if not acc.empty:
@@ -111,8 +114,8 @@ def plot_suite(analysis, model: str, suite: str, path: str | os.PathLike, *, met
     pl.mark_events(ax, marks, colours.get(marks.get("layer"), "tab:blue") if marks else None)
     title = f"{model} · {suite}"
     if marks:
-        title += f" — {marks['status']}" + (f", gap {marks['gap']:,} {marks['unit']}" if marks["gap"] is not None
-                                            else "")
+        title += f" — {status_words(marks['status'])}" + (
+            f", gap {pl.span_text(marks['gap'], marks['unit'])}" if marks["gap"] is not None else "")
     if gaps.size:
         title += f" ({gaps.size} revisions left out: grey dotted lines)"
     pl.title(ax, title)
@@ -142,6 +145,7 @@ def _plot_window(ax, sub, acc, marks: dict, colours: dict, metric: str, xcol: st
     ax.plot(g[xcol], g["value"], color=colours.get(layer, "tab:blue"), lw=1.6, marker=".", label=f"L{layer}")
     ax.set_xlim(lo, hi)
     ax.set_xlabel(f"training {'tokens' if xcol == 'tokens' else 'step'} (linear)")
+    pl.x_ticks(ax, xcol)
     ax.set_ylabel(f"L{layer} {metric}")
     if not acc.empty:
         a = acc[acc[xcol].between(lo, hi)]
@@ -150,7 +154,8 @@ def _plot_window(ax, sub, acc, marks: dict, colours: dict, metric: str, xcol: st
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("accuracy")
     pl.mark_events(ax, marks, colours.get(layer, "tab:blue"), labels=False)
-    pl.title(ax, f"collapse → acquisition, {marks['unit']} {lo:,.0f}–{hi:,.0f} at linear scale", fontsize=9)
+    at = words.tokens_text if xcol == "tokens" else "{:,.0f}".format
+    pl.title(ax, f"collapse → acquisition, {marks['unit']} {at(lo)}–{at(hi)} at linear scale", fontsize=9)
 
 
 def plot_heatmap(analysis, model: str, suite: str, path: str | os.PathLike, *,
@@ -239,12 +244,18 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
         at = {kind: [suites.index(s) - 0.4 + width * (j + 0.5) for m, s, _ in marks[kind] if m == model]
               for kind in marks}
         gaps = [(s, g) for m, s, g in marks["gap"] if m == model]
-        ax.bar(at["gap"], [g for _, g in gaps], width=width, color=color, label=label)
-        low, high = _grid_interval(e, model, [s for s, _ in gaps])
-        if np.isfinite(low).any():   # the gap's interval from the checkpoint grid (gap_low_steps..gap_high_steps)
-            g = np.array([g for _, g in gaps])
-            ax.errorbar(at["gap"], g, yerr=[np.clip(g - low, 0, None), np.clip(high - g, 0, None)], fmt="none",
-                        ecolor="black", elinewidth=0.8, capsize=2)
+        unresolved = [(s, g) for m, s, g in marks["unresolved"] if m == model]
+        ax.bar(at["gap"], [g for _, g in gaps], width=width, color=color, label=label if gaps or not unresolved
+               else None)
+        if unresolved:   # within the checkpoint spacing: not a precursor, so no filled bar
+            ax.bar(at["unresolved"], [g for _, g in unresolved], width=width, facecolor="white", edgecolor=color,
+                   hatch="///", lw=1.0, label=None if gaps else label)
+        for kind, pairs in (("gap", gaps), ("unresolved", unresolved)):
+            low, high = _grid_interval(e, model, [s for s, _ in pairs])
+            if np.isfinite(low).any():   # the gap's interval from the checkpoint grid (gap_low_steps..gap_high_steps)
+                g = np.array([g for _, g in pairs])
+                ax.errorbar(at[kind], g, yerr=[np.clip(g - low, 0, None), np.clip(high - g, 0, None)], fmt="none",
+                            ecolor="black", elinewidth=0.8, capsize=2)
         if at["synchronous"]:
             ax.scatter(at["synchronous"], [0] * len(at["synchronous"]), marker="o", facecolors="none",
                        edgecolors=[color])
@@ -256,11 +267,18 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
         if at["no_gap"]:
             ax.scatter(at["no_gap"], [0] * len(at["no_gap"]), marker="x", color=color)
     ax.axhline(0, color="black", lw=0.8)
+    if marks["unresolved"]:
+        from matplotlib.patches import Patch
+
+        ax.add_artist(ax.legend(handles=[Patch(facecolor="white", edgecolor="0.3", hatch="///",
+                                               label="unresolved: gap within the checkpoint spacing, not a precursor")],
+                                loc="lower right", fontsize=7))
     ax.set_xticks(range(len(suites)))
     ax.set_xticklabels(suites, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("precursor gap (steps): acquisition − recovery onset")
     pl.title(ax, f"{metric} precursor gap by task and model; whiskers: the gap's interval from the checkpoint grid "
-               f"(○ synchronous, ▼ never acquired: no gap, × no onset or acquired at start)", width=70, fontsize=9)
+               f"(hatched: unresolved, not a precursor; ○ synchronous, ▼ never acquired: no gap, × no onset or "
+               f"acquired at start)", width=70, fontsize=9)
     ax.legend(fontsize=7)
     return pl.save(fig, Path(path))
 
@@ -407,9 +425,17 @@ def _grid_interval(e, model: str, suites: list[str]) -> tuple[np.ndarray, np.nda
 
 def gap_marks(e, models, suites) -> dict[str, list]:
     """How :func:`plot_gaps` draws each (model, suite): ``gap`` (a bar of its mean gap in steps),
-    ``synchronous`` (gap 0), ``never_acquired`` (no acquisition: no gap at all, not a gap of 0) or
-    ``no_gap`` (acquired, but no onset or acquired at the first checkpoint). Lists of (model, suite, gap)."""
-    out: dict[str, list] = {"gap": [], "synchronous": [], "never_acquired": [], "no_gap": []}
+    ``unresolved`` (a hatched bar: every row's status is ``unresolved``, a gap within the checkpoint spacing, not a
+    precursor), ``synchronous`` (gap 0), ``never_acquired`` (no acquisition: no gap at all, not a gap of 0) or
+    ``no_gap`` (acquired, but no onset or acquired at the first checkpoint). Lists of (model, suite, gap).
+
+    >>> import pandas as pd
+    >>> e = pd.DataFrame({"model": ["m", "m"], "suite": ["a", "b"], "gap_steps": [25, 100],
+    ...                   "acquisition_step": [50, 400], "status": ["unresolved", "precursor"]})
+    >>> gap_marks(e, ["m"], ["a", "b"])["unresolved"], gap_marks(e, ["m"], ["a", "b"])["gap"]
+    ([('m', 'a', 25.0)], [('m', 'b', 100.0)])
+    """
+    out: dict[str, list] = {"gap": [], "unresolved": [], "synchronous": [], "never_acquired": [], "no_gap": []}
     for model in models:
         for suite in suites:
             r = e[(e["model"] == model) & (e["suite"] == suite)]
@@ -418,7 +444,9 @@ def gap_marks(e, models, suites) -> dict[str, list]:
             gap = r["gap_steps"].dropna()
             if len(gap):
                 g = float(gap.astype(float).mean())
-                out["synchronous" if g == 0.0 else "gap"].append((model, suite, g))
+                kind = ("synchronous" if g == 0.0 else "unresolved" if (r["status"] == "unresolved").all()
+                        else "gap")
+                out[kind].append((model, suite, g))
             elif r["acquisition_step"].isna().all() and (r["status"] == "never_acquired").any():
                 out["never_acquired"].append((model, suite, None))
             else:

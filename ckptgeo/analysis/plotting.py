@@ -14,10 +14,12 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo._io import atomic_path, safe_name
+from ckptgeo.analysis.words import status_words, tokens_text
 
 __all__ = ["slug", "figure", "save", "plain", "log_ticks", "title", "layer_colours", "log_x", "constant_layers",
            "axis_label", "isna", "int_or_none", "left_out_steps", "aligned", "with_gaps", "events_of", "mark_events",
-           "layer_bar", "MAX_LAYER_LEGEND", "spread", "labelled_layers", "line_ends", "end_labels",
+           "layer_bar", "x_ticks", "span_text", "MAX_LAYER_LEGEND", "spread", "labelled_layers", "line_ends",
+           "end_labels",
            "END_LABEL_FONTSIZE", "MAX_END_LABELS"]
 
 
@@ -180,23 +182,47 @@ def events_of(ev, unit: str = "step") -> dict:
 
 def mark_events(ax, marks: dict, colour, *, labels: bool = True) -> None:
     """Collapse (dotted) and recovery onset (dashed) in the colour of the layer they belong to, acquisition
-    (solid red), and the precursor gap (onset -> acquisition) shaded green, a lag (acquisition -> onset) grey."""
+    (solid red), and the span between recovery onset and acquisition: shaded green and called a precursor gap only
+    where the event's status is ``precursor``; hatched grey and called unresolved where the gap is within the
+    checkpoint spacing (``unresolved``: not a precursor); grey where the recovery lags."""
     if not marks:
         return
-    layer, col, rec, acq, gap = (marks["layer"], marks["collapse"], marks["onset"], marks["acquisition"],
-                                 marks["gap"])
+    layer, col, rec, acq = marks["layer"], marks["collapse"], marks["onset"], marks["acquisition"]
     if rec is not None and acq is not None and rec != acq:
         lo, hi = sorted((rec, acq))
-        lead = rec < acq
-        ax.axvspan(lo, hi, color="tab:green" if lead else "0.5", alpha=0.15, lw=0,
-                   label=(f"precursor gap {acq - rec:,} {marks['unit']}" if lead
-                          else f"recovery lags by {rec - acq:,} {marks['unit']}") if labels else None)
+        status, unit = marks.get("status"), marks["unit"]
+        span = span_text(acq - rec, unit)
+        if rec > acq:
+            style, text = {"color": "0.5", "alpha": 0.15}, f"recovery lags by {span_text(rec - acq, unit)}"
+        elif status == "precursor":
+            style, text = {"color": "tab:green", "alpha": 0.15}, f"precursor gap {span}"
+        elif status == "unresolved":
+            style = {"facecolor": "none", "edgecolor": "0.45", "hatch": "///", "alpha": 0.6}
+            text = f"unresolved gap {span} (within the checkpoint spacing: not a precursor)"
+        else:
+            style = {"color": "0.6", "alpha": 0.12}
+            text = f"recovery onset to acquisition {span} ({status_words(status, short=True)})"
+        ax.axvspan(lo, hi, lw=0, label=text if labels else None, **style)
+    at = tokens_text if marks["unit"] == "tokens" else str
     if col is not None:
-        ax.axvline(col, color=colour, ls=":", lw=1.6, label=f"L{layer} collapse {col}" if labels else None)
+        ax.axvline(col, color=colour, ls=":", lw=1.6, label=f"L{layer} collapse {at(col)}" if labels else None)
     if rec is not None:
-        ax.axvline(rec, color=colour, ls="--", lw=1.6, label=f"L{layer} recovery onset {rec}" if labels else None)
+        ax.axvline(rec, color=colour, ls="--", lw=1.6, label=f"L{layer} recovery onset {at(rec)}" if labels else None)
     if acq is not None:
-        ax.axvline(acq, color="tab:red", ls="-", lw=1.6, label=f"acquisition {acq}" if labels else None)
+        ax.axvline(acq, color="tab:red", ls="-", lw=1.6, label=f"acquisition {at(acq)}" if labels else None)
+
+
+def span_text(n: int, unit: str) -> str:
+    """``"25 steps"``; tokens in short form (``"52M tokens"``)."""
+    return f"{tokens_text(n)} tokens" if unit == "tokens" else f"{n:,} {unit}"
+
+
+def x_ticks(ax, xcol: str) -> None:
+    """Tick labels of an x axis of tokens in short form (``1.2B``), of steps as plain numbers."""
+    from matplotlib.ticker import FuncFormatter
+
+    if xcol == "tokens":
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: tokens_text(v)))
 
 
 #: above this many layers a figure's lines get a colour bar of layers, not a legend entry each

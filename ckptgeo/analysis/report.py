@@ -1,5 +1,10 @@
-"""The markdown report of an analysis: ``report.md`` in the analysis output folder (:func:`write_report`), its
-tables, and links to the figures :func:`ckptgeo.analysis.figures.plot_all` draws.
+"""The report of an analysis: ``report.md`` in the analysis output folder (:func:`write_report`), its
+tables, and links to the figures :func:`ckptgeo.analysis.figures.plot_all` draws; beside it ``report.html``, the page
+a browser opens (:mod:`ckptgeo.analysis.html`).
+
+:func:`analyze` is the public ``ckptgeo.analyze``: the analysis (:func:`ckptgeo.analysis.pipeline.analyze`, tables
+only, what the other parts of the toolkit call), then its figures and both reports, as ``ckptgeo analyze`` writes
+them.
 
 Its settings and the revisions left out come first; every other section is declared by the analysis step that
 writes its tables. A step names its section with ``register_step(report=...)``: a function
@@ -20,8 +25,9 @@ import pandas as pd
 from ckptgeo._io import atomic_write_text
 from ckptgeo.events.curves import summary_rows
 
-__all__ = ["write_report", "markdown_text", "markdown_table", "with_run", "compare_view", "table_sections", "acquisitions_section",
-           "far_onsets_section", "events_section", "precursor_rates_section", "precursor_rates_by_model_section", "top_down_section",
+__all__ = ["analyze", "write_report", "markdown_text", "markdown_table", "with_run", "compare_view", "table_sections",
+           "acquisitions_section", "far_onsets_section", "events_section", "precursor_rates_section",
+           "precursor_rates_by_model_section", "top_down_section",
            "probe_lead_section", "across_sizes_section", "difficulty_slope_section", "seed_spread_section",
            "seed_events_section", "compare_section"]
 
@@ -256,7 +262,8 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
     Returns
     -------
     Path
-        The report, in the analysis output folder.
+        ``report.md``, in the analysis output folder; ``report.html`` is written beside it
+        (:func:`ckptgeo.analysis.html.write_html`).
     """
     from ckptgeo.analysis.steps import STEPS
     from ckptgeo.analysis.pipeline import analyze
@@ -294,4 +301,53 @@ def write_report(dir: str | os.PathLike, analysis=None, *, plots: bool = True, *
         for p in figures:
             rel = p.relative_to(out).as_posix()
             parts.append(f"### {p.stem}\n\n![{p.stem}]({rel})\n")
-    return atomic_write_text(out / "report.md", "\n".join(parts))
+    from ckptgeo.analysis.html import write_html
+
+    path = atomic_write_text(out / "report.md", "\n".join(parts))
+    write_html(analysis, out / "report.html", figures=figures)
+    return path
+
+
+def analyze(dir: str | os.PathLike, *, plots: bool = True, out: str | os.PathLike | None = None, **kwargs):
+    """Analyse a scanned dataset and write what ``ckptgeo analyze`` writes: the tables, the figures, ``report.md``
+    and ``report.html`` (the public ``ckptgeo.analyze``).
+
+    Parameters
+    ----------
+    dir : path
+        A ckptgeo dataset (the ``--out`` of ``ckptgeo scan``).
+    plots : bool, default=True
+        Draw the figures (``figures/*.png``); the reports are written either way.
+    out : path or None, default=None
+        Where the tables, figures and reports go; None: ``dir`` itself.
+    **kwargs
+        Every keyword of :func:`ckptgeo.analysis.pipeline.analyze` (``x``, ``difficulty``, ``keep_grouped``,
+        ``config``, any rule by name); ``write=False`` writes nothing at all.
+
+    Returns
+    -------
+    Analysis
+        Every table by name; ``Analysis.report`` is the ``report.html`` written (None with ``write=False``).
+
+    Raises
+    ------
+    DatasetLayoutError, InvalidParameterError, AnalysisStepError
+        As :func:`ckptgeo.analysis.pipeline.analyze`.
+
+    Examples
+    --------
+    >>> import ckptgeo                                                  # doctest: +SKIP
+    >>> ckptgeo.analyze("results/demo/dataset", plots=False)            # doctest: +SKIP
+    Analysis of results/demo/dataset: 2 runs, 2 suite(s), measures loss, rankme
+      runs by status: 2 precursor
+      ...
+    """
+    import dataclasses
+
+    from ckptgeo.analysis.pipeline import analyze as analyse_tables
+
+    analysis = analyse_tables(dir, out=out, **kwargs)
+    if not kwargs.get("write", True):
+        return analysis
+    write_report(analysis.root, analysis=analysis, plots=plots)
+    return dataclasses.replace(analysis, report=analysis.out / "report.html")

@@ -30,6 +30,8 @@ outputs (inside DIR, or --out):
   figures/*.png           RankMe per layer with accuracy and events; layer x step heatmaps; probes; seeds
                           overlaid; gaps by task and size
   report.md               tables and figures together
+  report.html             the page to open in a browser: runs (sortable, filterable), curves to hover and zoom,
+                          figures, claims where judged, links to every table; opens from disk, no network
 """
 
 
@@ -108,8 +110,8 @@ def _refuse_checkpoint_folder(folder: str) -> None:
 
 
 def _run_analyze(args: argparse.Namespace) -> int:
-    from ckptgeo.analysis.report import write_report
-    from ckptgeo.analysis.pipeline import analyze, events_text, read_runs
+    from ckptgeo.analysis.report import analyze
+    from ckptgeo.analysis.pipeline import events_text, read_runs
     import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
     import pandas as pd
 
@@ -120,8 +122,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
     keep = args.keep_grouped
     keep = keep.split(",") if keep not in (None, "latest") else keep
     result = analyze(args.dir, out=args.out, keep_grouped=keep, x=args.x, difficulty=args.difficulty,
-                     **{name: getattr(args, name) for name in args.analysis_settings})
-    report = write_report(result.root, analysis=result, plots=not args.no_plots)
+                     plots=not args.no_plots, **{name: getattr(args, name) for name in args.analysis_settings})
     events = result.events
     if args.x == "tokens":   # the same events, their checkpoints in tokens
         # spacings and the gap's grid interval scale by the curve's tokens per step (constant within a stage)
@@ -140,6 +141,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
     print(f"summaries:     {result.out / 'summary'}")
     if not args.no_plots:
         print(f"figures:       {result.out / 'figures'}")
-    print(f"report:        {report}")
+    print(f"report:        {result.out / 'report.md'}")
+    print(f"open:          {result.report}   (in a browser: the same, with sortable runs and interactive curves)")
     return 0
 

@@ -53,6 +53,7 @@ def _run_claims(args: argparse.Namespace) -> int:
     import sys
 
     from ckptgeo.studies.claims_api import claims, dataset_folder
+    from ckptgeo.studies.report import claims_next, claims_text
 
     dataset, _ = dataset_folder(args.dataset)
     # the analysis and the claim table take minutes on a study of 60 runs: say what is under way
@@ -66,13 +67,15 @@ def _run_claims(args: argparse.Namespace) -> int:
     given = {name: getattr(args, name) for name in args.claim_settings}
     table = claims(args.dataset, calibrate=args.calibrate, progress=progress, **given)
     calib, paths = table.attrs["calibration"], table.attrs["paths"]
-    print(table[["id", "verdict", "p_value", "p_holm"]].to_string(index=False))
+    print(claims_text(table))
     if calib is not None:
         bad = calib[~calib["ok"]]
         print(f"calibration: {len(calib)} row x null cells, {len(bad)} above alpha"
               + ("" if bad.empty else ": " + ", ".join(f"{r.id} on {r.null}" for r in bad.itertuples())))
     for p in paths:
         print(f"wrote {p}")
-    print(f"next: ckptgeo claims {args.dataset} --calibrate 24" if calib is None else
-          f"next: read {paths[-1]}")
+    from pathlib import Path
+
+    page = next((p for p in map(Path, paths) if p.name == "report.html"), None)
+    print(claims_next(table, args.dataset, page) if calib is None or page is None else f"next: open {page}")
     return 0

@@ -25,6 +25,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if not args.no_plots:
         print(f"figures:  {dataset}/figures")
     print(f"report:   {dataset}/report.md")
+    print(f"open:     {dataset}/report.html   (runs, curves and figures in a browser)")
     return 0
 
 

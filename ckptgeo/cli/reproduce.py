@@ -118,8 +118,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if not res.analysed:
         print(f"this process's share is done in {time.perf_counter() - t0:.0f} s; the last process analyses")
         return 0
-    print(res.claims[["id", "verdict", "p_value", "measured"]].to_string(index=False))
+    from ckptgeo.studies.report import claims_text
+
+    print(claims_text(res.claims))
     print(f"\nstudy finished in {time.perf_counter() - t0:.0f} s")
     print(f"report:  {res.report}")
+    print(f"open:    {res.out / 'report.html'}   (claims, runs, curves and figures in a browser)")
     print(f"tables:  {res.out / 'dataset'}")
     return 0

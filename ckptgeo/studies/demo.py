@@ -10,7 +10,7 @@ prints the events table. Every stage resumes: a rerun skips finished training ru
     OUT/
       runs/<task>-L<level>-<size>-s<seed>/   step{N}/ checkpoints, suites/, manifest.json
       dataset/                               geometry/ behavior/ revisions/ difficulty.json, analysed: events/
-                                             summary/ forecast/ figures/ report.md
+                                             summary/ forecast/ figures/ report.md report.html
 
 Every file of both, explained: docs/output.md.
 """

@@ -14,7 +14,7 @@ from ckptgeo._io import atomic_write_text
 from ckptgeo.studies.plan import StudyRun, budgets_text, plan_study
 from ckptgeo.studies.presets import HORIZON_FACTOR, RECIPE, Preset
 
-__all__ = ["StudyResult", "write_study"]
+__all__ = ["StudyResult", "write_study", "write_study_html", "claims_text", "claims_next"]
 
 
 @dataclass
@@ -75,6 +75,9 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
                                                                 "recipe": RECIPE}, indent=1, default=str))
     claims.to_parquet(summary / "claims.parquet", index=False)
     spacing.to_parquet(summary / "claims_spacing.parquet", index=False)
+    write_study_html(out, dataset, analysis, claims, title=f"Reproduction of arXiv:2602.15997 with the "
+                     f"`{preset.name}` preset", intro=f"{len(manifests)} runs; reproduction.md has every table and "
+                     "the rules; this page has the claims, each run's result, its curves and the figures.")
     return StudyResult(out, report, claims=claims, analysis=analysis, seconds=seconds)
 
 
@@ -94,6 +97,48 @@ def _claims_view(claims):
         "p (Holm)": ["primary" if k == "primary" else num(v, pct=False)
                      for k, v in zip(claims.get("kind", [""] * len(claims)), claims.get("p_holm", claims["p_value"]))],
         "verdict": claims["verdict"], "test": claims["test"], "reason": claims["reason"]})
+
+
+def claims_text(claims, *, width: int = 100) -> str:
+    """The claim table for a terminal, as a person reads it: per claim its verdict and the claim in words, then the
+    value measured and one phrase of why (the first clause of each), p and Holm p; the whole rows are in
+    ``summary/claims.parquet``, ``claims.md`` and ``report.html``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> row = dict(id="contrast", claim="hard settings show a precursor more often than easy ones",
+    ...            measured="2/5 hard, 1/4 easy", verdict="inconclusive", kind="primary", p_value=0.131,
+    ...            p_holm=float("nan"), reason="too few runs counted: 9 of 20; the contrast needs both kinds")
+    >>> print(claims_text(pd.DataFrame([row])))
+    inconclusive    hard settings show a precursor more often than easy ones
+                    measured 2/5 hard, 1/4 easy; p 0.13 (primary); why: too few runs counted: 9 of 20
+    """
+    import textwrap
+
+    from ckptgeo.analysis.words import p_text, short_text
+
+    lines = []
+    pad = " " * 16
+    for r in claims.to_dict("records"):
+        holm = "primary" if r.get("kind") == "primary" else f"Holm p {p_text(r.get('p_holm'))}"
+        p = "no test" if p_text(r.get("p_value")) == "–" else f"p {p_text(r.get('p_value'))} ({holm})"
+        why = short_text(r.get("reason"), width=width - len(pad) - 5) or "no reason recorded"
+        claim = textwrap.wrap(str(r.get("claim") or r.get("id")), width - len(pad)) or [""]
+        lines.append(f"{str(r.get('verdict')):<15} {claim[0]}")
+        lines += [pad + c for c in claim[1:]]
+        measured = short_text(r.get("measured"), width=width - len(pad) - 9) or "–"
+        lines += textwrap.wrap(f"measured {measured}; {p}; why: {why}", width,
+                               initial_indent=pad, subsequent_indent=pad)
+    return "\n".join(lines)
+
+
+def claims_next(claims, dataset, report) -> str:
+    """The ``next:`` line after a claim table: calibrate it on null copies when some row reached a verdict (a
+    table of only inconclusive rows has nothing to calibrate), else read why in the report."""
+    judged = claims["verdict"].isin(["reproduced", "not reproduced"]).any() if len(claims) else False
+    return (f"next: ckptgeo claims {dataset} --calibrate 24   (how often each verdict appears on null copies)"
+            if judged else f"next: no row reached a verdict here; open {report} for each row's reason")
 
 
 def _spacing_view(spacing):
@@ -228,12 +273,26 @@ _CALIBRATION_NOTE = (
     "keep the geometry (no null for top-down); the probe and forecast rows are not rerun.\n")
 
 
+def write_study_html(folder: Path, dataset: Path, analysis, claims, calib=None, *, title: str | None = None,
+                     intro: str = "") -> Path:
+    """``folder/report.html`` (:func:`ckptgeo.analysis.html.write_html`) with the claim table first: the page of a
+    study (``folder`` the study, beside ``reproduction.md``) or of a dataset judged by ``ckptgeo claims``. Shows
+    the grid (``figures/grid.png``) and every figure of ``dataset/figures``, linked relatively."""
+    from ckptgeo.analysis.html import write_html
+
+    figures = [p for p in (Path(folder) / "figures" / "grid.png",) if p.is_file() and Path(folder) != Path(dataset)]
+    figures += sorted((Path(dataset) / "figures").rglob("*.png"))
+    return write_html(analysis, Path(folder) / "report.html", claims=claims, calibration=calib, figures=figures,
+                      title=title or f"Claims of arXiv:2602.15997 judged on {Path(folder).resolve().name}", intro=intro)
+
+
 def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | None = None,
                  settings=None) -> list[Path]:
     """Write ``summary/claims.parquet``, ``summary/leads.parquet``, ``summary/claims_calibration.parquet`` (with
     ``calib``), ``claims.md`` and the settings the table ran with (``summary/claims_rules.json``: the rules of
     ``analysis.config`` and the :class:`~ckptgeo.claimtable.registry.ClaimSettings` ``settings``, keeping a study's
-    other records there) into ``dataset``; in a ``study`` folder also put the calibration table into its
+    other records there) into ``dataset``, and ``report.html`` with the claims first (into ``study`` where given, else
+    ``dataset``: :func:`write_study_html`); in a ``study`` folder also put the calibration table into its
     ``reproduction.md`` (replacing an earlier one). Returns the paths written."""
     from ckptgeo.analysis.report import markdown_table as _md
     from ckptgeo.claimtable.registry import ClaimSettings
@@ -264,6 +323,7 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
     record.update(rules=rules(analysis.config), claim_settings=dataclasses.asdict(settings or ClaimSettings()))
     written.append(summary / "claims_rules.json")
     atomic_write_text(written[-1], json.dumps(record, indent=1, default=str))
+    written.append(write_study_html(study or dataset, dataset, analysis, claims, calib))
     report = study / "reproduction.md" if study is not None else None
     if calib_md and report is not None and report.is_file():
         text = report.read_text(encoding="utf-8")
