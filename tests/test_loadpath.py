@@ -320,9 +320,9 @@ def test_the_first_revision_is_fetched_before_the_one_prefetched_after_it(tmp_pa
     pre = _Prefetcher(Recording(tmp_path), todo, 1, lambda rev: True)
     try:
         pre.ahead(0)
-        assert pre.get(0) == tmp_path / "step0"
+        assert pre.get(0).path == tmp_path / "step0"
         pre.ahead(1)
-        assert pre.get(1) == tmp_path / "step1"
+        assert pre.get(1).path == tmp_path / "step1"
     finally:
         pre.close()
     assert order[:2] == ["step0", "step1"], order

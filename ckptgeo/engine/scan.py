@@ -51,7 +51,7 @@ from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.revisions import Revision
 from ckptgeo.store.dataset import Dataset
 
-__all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard", "default_out",
+__all__ = ["ScanConfig", "ScanPlan", "ScanResult", "STAGES", "scan", "plan_scan", "parse_size", "shard", "default_out",
            "revision_row", "row_settings"]
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,18 @@ class ScanResult:
     #: the ``model`` of the rows (and parts), and every revision selected (all processes' shares together)
     model: str = ""
     selected: list[str] = field(default_factory=list)
-    #: per measured revision: seconds spent waiting for its ``download`` (0 when prefetched in time),
-    #: ``verify``, ``load``, ``measure``, ``write``, and ``load_bytes`` (weight bytes read by the load)
+    #: per measured revision: the seconds of each of :data:`STAGES` and ``load_bytes`` (weight bytes read by the load)
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+#: A measured revision's stages, timed apart (:attr:`ScanResult.seconds`; the ``revisions`` table's
+#: ``seconds_<stage>``): ``wait`` the main thread waited for its fetch and check (0 when the prefetch thread
+#: finished them in time), ``download`` the fetch call and ``verify`` the size and sha256 check of its weight files
+#: (both in a prefetch thread, wherever the previous revision was measured meanwhile), ``load`` the weights into the
+#: model, ``forward`` the forward sweeps (part of ``measure``: every measure over every suite), ``write`` its parts.
+#: A scan's pace is its slowest stage: ``wait + load + measure + write`` on the main thread, against
+#: ``download + verify`` over ``prefetch`` threads.
+STAGES = ("wait", "download", "verify", "load", "forward", "measure", "write")
 
 
 @lines_on_stderr()   # a line per revision in a script's log, unless logging is configured (or quiet)
@@ -145,31 +154,44 @@ scan.__doc__ = with_settings_doc(scan.__doc__)   # the settings' entries, from t
 
 # ------------------------------------------------------------------------------------------ the run
 
-class _Prefetcher:
-    """Downloads ahead: ``ahead(i)`` starts the fetch of revision i (unless under way), then of i+1 … i+prefetch
-    (K threads, so K revisions are in flight at once), and once a revision's files are on disk asks the kernel
-    to read them into the page cache (:func:`~ckptgeo.engine.model.read_ahead`) while the current one is
-    measured; ``get(i)`` waits for revision i's folder, ``drop(i)`` gives up a revision this process will
-    not measure after all. ``seconds`` holds each fetch call's seconds, per revision name."""
+@dataclass
+class _Fetched:
+    """A revision's folder with its weight files verified (size and sha256, :func:`verify_files`), and the
+    seconds its ``download`` (the fetch call) and its ``verify`` (reading and hashing every weight file) took,
+    wherever they ran."""
 
-    def __init__(self, source, todo: list[Revision], prefetch: int, needs_fetch):
+    path: Path
+    files: list[WeightFile]
+    download: float
+    verify: float
+
+
+class _Prefetcher:
+    """Downloads and verifies ahead: ``ahead(i)`` starts revision i (unless under way), then i+1 … i+prefetch (K
+    threads, so K revisions are in flight at once); each thread fetches its revision, then checks every weight
+    file's size and sha256 against what the source announced (:func:`verify_files`, the files of one revision
+    hashed in parallel), so the hash of revision i+1 runs while revision i is measured, and reading the files to
+    hash them leaves them in the page cache for the load. ``get(i)`` waits for revision i's :class:`_Fetched`
+    (raising what its fetch or check raised: a corrupt download is refused there), ``drop(i)`` gives up a
+    revision this process will not measure after all."""
+
+    def __init__(self, source, todo: list[Revision], prefetch: int, needs_fetch, files_of=None):
         self.source, self.todo, self.prefetch, self.needs_fetch = source, todo, prefetch, needs_fetch
+        #: revision -> the weight files the source announced (``[]``: none known; the fetched ones are hashed)
+        self.files_of = files_of or (lambda rev: [])
         self.pool = ThreadPoolExecutor(max_workers=max(prefetch, 1))
         self.futures: dict[int, Future] = {}
-        #: revision name -> seconds its fetch call took
-        self.seconds: dict[str, float] = {}
 
-    def _fetch(self, rev: Revision, ahead: bool) -> Path:
+    def _fetch(self, rev: Revision, ahead: bool) -> _Fetched:
         from ckptgeo.engine.model import read_ahead
 
         t0 = time.perf_counter()
-        try:
-            path = self.source.fetch(rev)
-        finally:
-            self.seconds[rev.name] = time.perf_counter() - t0
-        if ahead:
+        path = self.source.fetch(rev)
+        t1 = time.perf_counter()
+        if ahead:   # the kernel reads while this thread hashes: the hash then reads memory, and so does the load
             read_ahead(path)
-        return path
+        files = verify_files(path, self.files_of(rev), rev)
+        return _Fetched(path, files, t1 - t0, time.perf_counter() - t1)
 
     def _submit(self, i: int, ahead: bool = True) -> None:
         if i < len(self.todo) and i not in self.futures and self.needs_fetch(self.todo[i]):
@@ -180,7 +202,7 @@ class _Prefetcher:
         for j in range(i + 1, i + 1 + self.prefetch):
             self._submit(j)
 
-    def get(self, i: int) -> Path:
+    def get(self, i: int) -> _Fetched:
         self._submit(i, ahead=False)
         return self.futures.pop(i).result()
 
@@ -190,7 +212,7 @@ class _Prefetcher:
             return
         try:
             future.result()
-        except Exception as err:  # the download failed: nothing of it to keep
+        except Exception as err:  # the download or its check failed: nothing of it to keep
             log.debug("prefetch of %s failed: %s", self.todo[i].name, err)
         self.source.release(self.todo[i])
 
@@ -282,7 +304,8 @@ class _Run:
                                     model=plan.model, selected=[r.name for r in plan.selected]),
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
                   tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
-                  prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
+                  prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates),
+                                         files_of=lambda rev: plan.files.get(rev.name, [])),
                   bar=RevisionProgress(len(plan.todo), f"scan {source.name}", disable=NO_PROGRESS or None,
                                        start_note=plan.cost_note(), free=n_dup), threads=contextlib.ExitStack())
         source.expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])   # shared blobs: downloaded once
@@ -352,26 +375,25 @@ class _Run:
             if original is not None:
                 self.write_duplicate(rev, name, base, files, original, t0)
                 return
-            with clock("seconds_wait"):
-                path = self.prefetcher.get(i)
-            clock.seconds["seconds_download"] = self.prefetcher.seconds.pop(rev.name, None)
-            with clock("seconds_verify"):
-                files = verify_files(path, files, rev)
+            with clock("seconds_wait"):   # the fetch and the check, where the prefetch thread has not finished them
+                fetched = self.prefetcher.get(i)
+            files = fetched.files
+            clock.seconds.update(seconds_download=fetched.download, seconds_verify=fetched.verify)
             with clock("seconds_load"):
-                model = self.holder.load(path, revision=rev.name)
+                model = self.holder.load(fetched.path, revision=rev.name)
             per_measure: dict[str, float] = {}
             artifacts: dict = {}
+            forward: list[float] = []
             t_measure = time.perf_counter()
-            rows = self.measure(model, rev, name, base, seconds=per_measure, artifacts=artifacts)
+            rows = self.measure(model, rev, name, base, seconds=per_measure, artifacts=artifacts, forward=forward)
             t_measure = time.perf_counter() - t_measure
-            clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()))
+            clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()),
+                                 seconds_forward=sum(forward), seconds_measure=t_measure)
             self.write(name, rows, base, files, t0, clock, artifacts)
             self.result.measured.append(rev.name)
             log.info("measured %s in %.1f s", rev.name, time.perf_counter() - t0)
-            self.result.seconds[rev.name] = {
-                "download": clock.seconds["seconds_wait"], "verify": clock.seconds["seconds_verify"],
-                "load": clock.seconds["seconds_load"], "measure": t_measure,
-                "write": clock.seconds.get("seconds_write", 0.0), "load_bytes": float(self.holder.last_load.bytes)}
+            self.result.seconds[rev.name] = {**{k: clock.seconds[f"seconds_{k}"] for k in STAGES},
+                                             "load_bytes": float(self.holder.last_load.bytes)}
         except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
             self.fail(rev, name, base, err, t0)
         except BaseException:   # Ctrl-C, SIGTERM: nothing of this revision saved, so no line may say it finished
@@ -400,15 +422,16 @@ class _Run:
         return lock
 
     def measure(self, model, rev: Revision, name: str, base: dict, seconds: dict[str, float] | None = None,
-                artifacts: dict | None = None) -> dict[str, list[dict]]:
+                artifacts: dict | None = None, forward: list[float] | None = None) -> dict[str, list[dict]]:
         """Every measure over every suite at this revision: rows per table (``seconds``: filled per measure;
-        cross-checkpoint artifacts into ``artifacts``)."""
+        cross-checkpoint artifacts into ``artifacts``; ``forward``: each forward sweep's seconds)."""
         if self.prepared is None:
             self._prepare_suites()
         states = self.dataset.root / "states" / name[: -len(".parquet")] if self.config.save_states else None
         row0, known = {**base, **row_settings(self.config, self.resolved.config_hash)}, len(self.batch_sizes)
         rows = measure_revision(model, self.prepared, self.resolved.measures, self.config, row0, revision=rev.name,
-                                states_dir=states, seconds=seconds, artifacts=artifacts, batch_sizes=self.batch_sizes)
+                                states_dir=states, seconds=seconds, artifacts=artifacts, batch_sizes=self.batch_sizes,
+                                forward=forward)
         chosen = [c.record() for c in self.batch_sizes.values()]
         if len(chosen) > known:  # a batch size chosen at this revision: into runs/<hash>.json
             self.dataset.record_runtime(self.resolved.config_hash, batch_sizes=chosen)
