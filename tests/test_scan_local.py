@@ -312,3 +312,24 @@ def test_the_hash_of_the_next_revision_runs_while_this_one_is_measured(ckpts, tm
     assert (rv.seconds_forward <= rv.seconds_measure).all()
     assert set(res.seconds["step1"]) == set(scan_module.STAGES) | {"load_bytes"}
     assert rv.loc["step1", "sha256"][0] == real_hash(ckpts / "step1" / "model.safetensors")
+
+
+def test_precision_bf16_is_opt_in_agrees_with_fp32_and_tf32_needs_cuda(ckpts, tmp_path):
+    """``precision="bf16"`` runs the forward under bfloat16 autocast: other values than fp32's (so it ran), within
+    2% relative on RankMe per layer (the CPU tolerance docs/speed.md states), accuracy within one item, a run
+    of its own (config hash); fp32 stays the default and its hash is unchanged; tf32 off CUDA is refused."""
+    from ckptgeo.errors import InvalidParameterError
+
+    a = run(ckpts, tmp_path / "a", revisions="step4")
+    b = run(ckpts, tmp_path / "b", revisions="step4", precision="bf16")
+    assert a.config_hash != b.config_hash
+    assert run(ckpts, tmp_path / "c", revisions="step4", precision="fp32").config_hash == a.config_hash
+    ga, gb = (pd.read_parquet(o / "geometry").sort_values("layer").value.to_numpy() for o in (a.out, b.out))
+    rel = abs(gb - ga) / ga
+    assert 0 < rel.max() < 0.02, rel
+    ba, bb = (pd.read_parquet(o / "behavior").set_index("metric") for o in (a.out, b.out))
+    assert abs(ba.loc["accuracy", "value"] - bb.loc["accuracy", "value"]) * ba.loc["accuracy", "n_items"] <= 1
+    with pytest.raises(InvalidParameterError, match="tf32 runs float32 products on a CUDA"):
+        run(ckpts, tmp_path / "d", revisions="step4", precision="tf32")
+    with pytest.raises(InvalidParameterError, match="precision"):
+        run(ckpts, tmp_path / "e", revisions="step4", precision="bf16", dtype="float64")

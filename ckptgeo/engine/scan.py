@@ -93,7 +93,8 @@ STAGES = ("wait", "download", "verify", "load", "forward", "measure", "write")
 def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None, revisions: str | None = None,
          suites: Sequence[str] = (), metrics: Sequence[str] = (),
          metric_options: Mapping[str, Mapping[str, Any]] | None = None, n_samples: int = DEFAULT_N_SAMPLES,
-         position: str = "last", centered: bool | None = None, dtype: str = "float32", epsilon: float | None = None,
+         position: str = "last", centered: bool | None = None, dtype: str = "float32", precision: str = "fp32",
+         epsilon: float | None = None,
          seed: int = 0, batch_size: int | None = None, device: str = "cpu", prefetch: int = 1,
          max_disk: int | str | None = None, keep_cache: bool = False, overwrite: bool = False,
          save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None, model_items: int = 32,
@@ -539,20 +540,51 @@ def _load_tokenizer(source, override: str | None = None):
 def verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[WeightFile]:
     """Size and sha256 of each fetched weight file, checked against what the source announced.
 
+    Every byte of every weight file is read and hashed, every time, whatever the source: the digests are what the
+    ``revisions`` table records, what tells byte-identical branches apart (``duplicate_of``, weight groups), and
+    what refuses a damaged download. For a Hub repo the listing gives each LFS weight file's size and sha256
+    before the download (:meth:`~ckptgeo.sources.hub.HubSource.weight_files`); the file on disk is hashed here,
+    after its download and before its load, and compared with it (the download client names the cached blob after
+    the server's ETag without hashing its bytes). A folder announces sizes only: its digests are recorded. The scan
+    calls this in its prefetch thread (:class:`_Prefetcher`), so the hash of revision i+1 runs while revision i is
+    measured; the files of one revision are hashed in parallel threads (``hashlib`` releases the GIL), as are
+    the ``prefetch`` revisions in flight.
+
+    Parameters
+    ----------
+    path : Path
+        The fetched revision's folder.
+    files : list of WeightFile
+        The weight files the source announced (size and sha256 where known).
+    rev : Revision
+        For error messages.
+
+    Returns
+    -------
+    list of WeightFile
+        The same files with their size and sha256 on disk.
+
     Raises
     ------
     CorruptCheckpointError
-        A file's bytes or sha256 differ from the source's metadata (a truncated or altered download).
+        A file is missing, or its bytes or sha256 differ from the source's metadata (a truncated or altered
+        download).
     """
     from ckptgeo.engine.model import damaged_file_advice, sha256_file
 
-    out = []
     for f in files:
-        local = path / f.name
-        if not local.exists():
+        if not (path / f.name).exists():
             raise CorruptCheckpointError(f"{rev.name}: weight file {f.name} is missing", revision=rev.name,
-                                         path=str(local))
-        size, digest = local.stat().st_size, sha256_file(local)
+                                         path=str(path / f.name))
+    if len(files) > 1:
+        with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
+            digests = list(pool.map(lambda f: sha256_file(path / f.name), files))
+    else:
+        digests = [sha256_file(path / f.name) for f in files]
+    out = []
+    for f, digest in zip(files, digests):
+        local = path / f.name
+        size = local.stat().st_size
         if (f.size is not None and f.size != size) or (f.sha256 is not None and f.sha256 != digest):
             raise CorruptCheckpointError(
                 f"{rev.name}: {f.name} does not match the source's metadata ({size} bytes, sha256 {digest[:12]}…; "
