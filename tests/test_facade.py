@@ -1,6 +1,7 @@
 """The public facade: ``ckptgeo.<name>`` is the internal object, and ``import ckptgeo`` imports nothing else."""
 
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import ckptgeo
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: the facade as documented in README.md and CONTRIBUTING.md, and where each object lives today
+#: the facade as documented in docs/python.md, and where each object lives today
 PUBLIC = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
     "analyze": "ckptgeo.analysis.summary", "combine": "ckptgeo.metrics.cross",
@@ -46,8 +47,16 @@ def test_importing_ckptgeo_imports_no_submodule():
     assert out.stdout.strip() == "[]"
 
 
-def test_readme_and_contributing_import_only_the_facade():
-    for doc in ("README.md", "CONTRIBUTING.md"):
+def test_the_documented_names_are_the_facade():
+    """docs/python.md lists every public name, and only those (the README's list once left out `forecast`)."""
+    text = (ROOT / "docs" / "python.md").read_text()
+    sentence = text[text.index("The public names are"):].split("(`tests/test_facade.py`")[0]
+    documented = set(re.findall(r"`(?:ckptgeo\.)?([A-Za-z_]+)`", sentence))
+    assert documented == set(ckptgeo.__all__) - {"__version__"}
+
+
+def test_the_docs_import_only_the_facade():
+    for doc in ("README.md", "CONTRIBUTING.md", *sorted(p.relative_to(ROOT) for p in (ROOT / "docs").glob("*.md"))):
         text = (ROOT / doc).read_text()
         deep = [line.strip() for line in text.splitlines() if line.lstrip().startswith(("from ckptgeo.", "import ckptgeo."))]
         assert not deep, (doc, deep)

@@ -250,11 +250,11 @@ def test_a_budget_inside_a_restarted_cycle_keeps_the_better_lower_bounds():
 
 
 def test_a_basis_beyond_host_memory_is_refused_before_any_download(local_hub, tmp_path, monkeypatch, capsys):
-    """The README's `--metrics ...,hessian` on pythia-160m (162M parameters: an 8-vector basis of 7.3 GiB) on a
-    machine with 14.3 GiB free: each revision was downloaded and measured (rankme, behaviour, probes), then failed
-    as a whole at the Hessian, its other rows lost, and the next revision did the same. Now the check runs on the
-    model built from config.json, before a weight file is fetched: one line, nothing downloaded. (Free memory is
-    set small here so that the tiny repo's basis does not fit.)"""
+    """The `--metrics ...,hessian` example (docs/scan.md) on pythia-160m (162M parameters: an 8-vector basis of
+    7.3 GiB) on a machine with 14.3 GiB free: each revision was downloaded and measured (rankme, behaviour,
+    probes), then failed as a whole at the Hessian, its other rows lost, and the next revision did the same. Now
+    the check runs on the model built from config.json, before a weight file is fetched: one line, nothing
+    downloaded. (Free memory is set small here so that the tiny repo's basis does not fit.)"""
     import ckptgeo.metrics.hessian as hmod
     from ckptgeo.cli import main
     from tests._checkpoints import SUITE

@@ -155,7 +155,7 @@ def test_the_estimate_counts_whole_model_work_not_a_time_budget():
 
 
 def test_the_hessian_estimate_counts_what_the_measure_does():
-    """README's 160m Hessian example (two suites, ``hessian.params=layers.11.*``) was estimated at 35 min a
+    """The 160m Hessian example (docs/scan.md) (two suites, ``hessian.params=layers.11.*``) was estimated at 35 min a
     revision against 7-8 min measured: the estimate counted 2 passes per product over the whole model, once per
     revision. The measure runs once per suite, on that suite's first ``model_items`` items; it builds the gradient
     once (a forward, 1/3 of a pass, and a backward to the parameters it spans, 2/3 x their share), and each product

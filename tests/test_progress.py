@@ -156,13 +156,14 @@ def _seconds(text: str) -> float:
     return total
 
 
-def test_the_readme_sample_batch_log_is_what_a_run_prints_today():
-    """README's sample for `ckptgeo probe --suite logic` said a 160m revision finished 'in 10 min 11 s ... ETA 20 min
-    21 s' where a run took 63 s and --dry-run said 58 s: the sample's start line and revision line are in today's
-    format (progress_line), and the revision's time agrees with the start line's estimate per revision within 2x."""
+def test_the_docs_sample_batch_log_is_what_a_run_prints_today():
+    """The sample batch log of `ckptgeo probe --suite logic` (README's, now docs/scan.md's) said a 160m revision
+    finished 'in 10 min 11 s ... ETA 20 min 21 s' where a run took 63 s and --dry-run said 58 s: the sample's start
+    line and revision line are in today's format (progress_line), and the revision's time agrees with the start
+    line's estimate per revision within 2x."""
     from ckptgeo.engine.progress import progress_line
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "scan.md").read_text()
     lines = [line.split("INFO ckptgeo.progress: ", 1)[1] for line in text.splitlines()
              if line.startswith("INFO ckptgeo.progress: ")]
     start = next((m for m in map(re.compile(r"^(scan \S+): (\d+) revisions to measure; .*rough estimate (.+)$").match,

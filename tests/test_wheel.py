@@ -71,6 +71,10 @@ def test_wheel_finds_bundled_suites_and_scans_from_another_folder(wheel_venv, lo
     docs = _run([str(wheel_venv / "python"), "-c", "import importlib.resources as r; "
                  "print(r.files('ckptgeo.docs').joinpath('definitions.md').read_text())"], cwd=elsewhere, env=_env())
     assert docs.returncode == 0 and docs.stdout.strip() == (ROOT / "docs" / "definitions.md").read_text().strip()
+    pages = _run([str(wheel_venv / "python"), "-c", "import importlib.resources as r; "
+                  "print(sorted(p.name for p in r.files('ckptgeo.docs').iterdir() if p.name.endswith('.md')))"],
+                 cwd=elsewhere, env=_env())
+    assert pages.stdout.strip() == str(sorted(p.name for p in (ROOT / "docs").glob("*.md"))), pages.stderr
 
     dry = _run([str(wheel_venv / "ckptgeo"), "scan", local_hub.repo_id, "--suite", "logic", "--revisions",
                 "step0,step1", "--dry-run"], cwd=elsewhere, env=_env())

@@ -111,8 +111,8 @@ _ESTIMATE_BASIS = ("downloads at 50 MB/s, forward passes at 20 GFLOP/s, 32 token
                    "capped by any max_seconds")
 #: the forward sweep's rate covers what a sweep does besides its matrix products (probes, RankMe, scoring); the passes
 #: of whole-model measures are autograd alone, 60 GFLOP/s as measured on 2 shared CPU cores: the Hessian's default 40
-#: products on a 5M-parameter GPT-NeoX took 62 CPU s (this rate: 72 s), README's 160m Hessian scan 7-8 min a revision
-#: (this rate: 8 min), bench_lm_metrics' pythia-14m Hessian 85 s (this rate: 101 s)
+#: products on a 5M-parameter GPT-NeoX took 62 CPU s (this rate: 72 s), the 160m Hessian scan of docs/scan.md 7-8
+#: min a revision (this rate: 8 min), bench_lm_metrics' pythia-14m Hessian 85 s (this rate: 101 s)
 _DOWNLOAD_BPS, _FLOPS, _PASS_FLOPS, _TOKENS_PER_ITEM = 50e6, 20e9, 60e9, 32
 
 
