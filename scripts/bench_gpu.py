@@ -49,7 +49,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ckptgeo  # noqa: E402,F401  (first: it sets OMP_WAIT_POLICY before torch loads libgomp, as for a user)
 from scripts.make_test_repo import SHAPES, _config, _json, _tensor_shapes, _tokenizer_files  # noqa: E402
-from scripts.roofline import copy_rate, forward_flops, matmul_peak, pace_lines, read_rate, sync, uptime  # noqa: E402
+from scripts.roofline import (PRECISION_TOLERANCE, copy_rate, forward_flops, matmul_peak, pace_lines,  # noqa: E402
+                              read_rate, sync, uptime)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUITE_NAME = "three_objects.json"
@@ -183,7 +184,8 @@ def agreement(label: str, ref: dict, other: dict, first: str) -> tuple[float, bo
     rel = [abs(x - y) / max(abs(y), 1e-12) for x, y in zip(rb, ra)]
     same = ref["correct"][first] == other["correct"][first]
     print(f"{label} on {first}: RankMe relative difference per layer " + " ".join(f"{x:.1e}" for x in rel)
-          + f" (largest {max(rel):.1e}); correct answers {other['correct'][first][0]} against "
+          + f" (largest {max(rel):.1e}: {'within' if max(rel) <= PRECISION_TOLERANCE else 'ABOVE'} "
+          f"{PRECISION_TOLERANCE:g}); correct answers {other['correct'][first][0]} against "
           f"{ref['correct'][first][0]} of {ref['correct'][first][1]} ({'identical' if same else 'DIFFERENT'})",
           flush=True)
     return max(rel), same

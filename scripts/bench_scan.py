@@ -424,7 +424,10 @@ def _roofline(a: RunStats, device: str = "cpu") -> str:
 
 def _precision_lines(a: RunStats, ap: RunStats, precision: str) -> str:
     """The reduced-precision run against fp32: forward seconds and pace ratios, RankMe's relative difference per
-    layer (largest over revisions) and the correct answers per revision."""
+    layer (largest over revisions) and the correct answers per revision, against
+    :data:`scripts.roofline.PRECISION_TOLERANCE`."""
+    from scripts.roofline import PRECISION_TOLERANCE
+
     fwd = lambda s: sum(t["forward"] for t in list(s.seconds.values())[1:] or s.seconds.values())   # noqa: E731
     per = lambda s: (s.released_at[-1] - s.released_at[0]) / max(len(s.released_at) - 1, 1)   # noqa: E731
     layers = max(len(v) for v in a.rankme.values())
@@ -436,7 +439,8 @@ def _precision_lines(a: RunStats, ap: RunStats, precision: str) -> str:
         "  RankMe largest relative difference per layer: " + " ".join(f"{x:.1e}" for x in worst),
         f"  correct answers (fp32, {precision}) of n: " + ", ".join(f"{r} {x[0]}, {y[0] if y else '?'} of {x[1]}"
                                                                     for r, (x, y) in same.items()),
-        f"  agreement: RankMe within 1e-2 {'yes' if max(worst) <= 1e-2 else 'NO'}; correct answers identical "
+        f"  agreement: RankMe within {PRECISION_TOLERANCE:g} {'yes' if max(worst) <= PRECISION_TOLERANCE else 'NO'}; "
+        f"correct answers identical "
         f"{'yes' if all(x == y for x, y in same.values()) else 'NO'}"])
 
 

@@ -316,8 +316,9 @@ def test_the_hash_of_the_next_revision_runs_while_this_one_is_measured(ckpts, tm
 
 def test_precision_bf16_is_opt_in_agrees_with_fp32_and_tf32_needs_cuda(ckpts, tmp_path):
     """``precision="bf16"`` runs the forward under bfloat16 autocast: other values than fp32's (so it ran), within
-    2% relative on RankMe per layer (the CPU tolerance docs/speed.md states), accuracy within one item, a run
-    of its own (config hash); fp32 stays the default and its hash is unchanged; tf32 off CUDA is refused."""
+    2% relative on RankMe per layer (bfloat16's 8-bit mantissa; the 14m shape measured up to 2.2e-2, above the 1e-3
+    docs/speed.md asks, which is why fp32 stays the default), accuracy within one item, a run of its own (config
+    hash); fp32's hash is unchanged; tf32 off CUDA and bf16 over half-precision weights are refused."""
     from ckptgeo.errors import InvalidParameterError
 
     a = run(ckpts, tmp_path / "a", revisions="step4")
