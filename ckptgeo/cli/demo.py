@@ -12,7 +12,7 @@ from ckptgeo.studies.demo import run_demo
 __all__ = ["add_parser"]
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ckptgeo.analysis.summary import events_text
+    from ckptgeo.analysis.pipeline import events_text
 
     logging.getLogger("ckptgeo").setLevel(logging.INFO)
     t0 = time.perf_counter()
