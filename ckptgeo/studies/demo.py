@@ -9,8 +9,10 @@ prints the events table. Every stage resumes: a rerun skips finished training ru
 
     OUT/
       runs/<task>-L<level>-<size>-s<seed>/   step{N}/ checkpoints, suites/, manifest.json
-      dataset/                               geometry/ behavior/ revisions/ events/ summary/
-        figures/*.png  report.md
+      dataset/                               geometry/ behavior/ revisions/ difficulty.json, analysed: events/
+                                             summary/ forecast/ figures/ report.md
+
+Every file of both, explained: docs/output.md.
 """
 
 from __future__ import annotations

@@ -8,11 +8,14 @@ into ``reproduction.md`` with a grid-at-a-glance figure::
 
     OUT/
       runs/<task>-L<level>-<size>-s<seed>/   step{N}/ checkpoints, suites/, manifest.json (recipe)
-      dataset/                               geometry/ behavior/ probes/ revisions/ events/ summary/
-        figures/*.png  report.md             per-run RankMe/accuracy figures and the analysis report
+      dataset/                               geometry/ behavior/ probes/ revisions/, analysed: events/ summary/
+        forecast/ figures/ report.md         (the claim table: summary/claims.parquet, claims_spacing.parquet,
+                                             claims_rules.json)
       reproduction.md                        one row per claim: paper, measured, verdict, evidence
       figures/grid.png                       task x level x size cells by status, with the gap
       study.json                             the plan and the time each stage took
+
+Every file, explained: docs/output.md.
 
 Every stage resumes: finished runs are skipped by :func:`train_grid`, measured revisions by :func:`scan`,
 and the analysis is cheap and redone. Under a launcher (``torchrun --nproc_per_node N``, ``accelerate
