@@ -205,7 +205,8 @@ class SuiteInputs:
         t0 = time.perf_counter()
         out = run_suite(self.model, self.prepared, batch_size=batch_size, position=self.config.position,
                         device=self.config.device, revision=self.revision, with_probes=self.with_probes,
-                        share_prefix=self.config.share_prefix, precision_kind=getattr(self.config, "precision", "fp32"))
+                        share_prefix=self.config.share_prefix,
+                        precision_kind=getattr(self.config, "precision", "fp32"))   # a MonitorConfig has none
         self.forward_seconds = time.perf_counter() - t0
         pad = out.extra["padding"]
         log.info("%s, suite %s: %d token slots in the forward batches, %d of them padding (%.1f%%); batch size %d",
