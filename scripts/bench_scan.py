@@ -26,8 +26,9 @@ B/A (time), RSS(last)/RSS(2), peak cache / one revision, and the agreement of th
 (accuracy per revision, RankMe per layer). Targets (issue 2): A at least 3x faster than B; RSS flat
 (after the last revision within 10% of after revision 2); A's cache never above (K+1) revisions.
 
-Also printed for A: each revision's seconds waiting for its download, verifying, loading, measuring
-and writing (``ScanResult.seconds``), and the load in seconds per GB beside plain reads of the same
+Also printed for A: each revision's seconds per stage (``ScanResult.seconds``: waiting for its files, the
+download and the sha256 check in the prefetch thread, load, forward, measures, write), its pace against the
+slowest stage and the pipeline's floor (``scripts/roofline.py: pace_lines``), and the load in seconds per GB beside plain reads of the same
 files in the same run, just before eviction: from the page cache, after ``posix_fadvise(DONTNEED)``,
 and main's whole-state-dict read (``load_file`` then a cast per tensor). ``--compare-downloads`` serves
 two shards per revision, the last revision's first shard byte for byte step0's, and runs A a second
@@ -46,6 +47,10 @@ Usage::
     python scripts/bench_scan.py --compare-prefix --revisions 3 --plain-revisions 1   # prefix sharing on/off
     python scripts/bench_scan.py --device cuda --revisions 3 --plain-revisions 1  # GPU: pythia-2.8b shape
     python scripts/bench_scan.py --shape pythia-160m --revisions 4 --n-items 20 --plain-revisions 1 --compare-downloads
+    python scripts/bench_scan.py --shape pythia-14m --revisions 4 --n-items 100 --plain-revisions 0 --compare-precision bf16
+
+``--compare-precision bf16`` runs A again under ``precision="bf16"`` and prints its forward's and its revisions'
+seconds as ratios of fp32's and its agreement (RankMe's relative difference per layer, correct answers).
 """
 
 from __future__ import annotations
@@ -137,7 +142,7 @@ class LoadRow:
 
 
 def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: Sampler, *,
-             share_prefix: bool = True, keep_shared: bool = True, name: str = "") -> RunStats:
+             share_prefix: bool = True, keep_shared: bool = True, name: str = "", precision: str = "fp32") -> RunStats:
     import pandas as pd
     import torch
 
@@ -202,7 +207,7 @@ def run_scan(repo_id: str, suite: Path, args, out: Path, cache: Path, sampler: S
     try:
         result = scan(source, revisions="all", suites=(str(suite),), metrics=("rankme", "behavior"),
                       n_samples=args.n_items, prefetch=args.prefetch, batch_size=args.batch_size,
-                      device=args.device, out=out, on_error="raise", share_prefix=share_prefix)
+                      device=args.device, out=out, on_error="raise", share_prefix=share_prefix, precision=precision)
     finally:
         for owner, attribute, fn in originals:
             setattr(owner, attribute, fn)
@@ -361,11 +366,11 @@ def _run_block(s: RunStats, *, rev_weights: int, rev_all: int) -> str:
 
 def _breakdown(a: RunStats) -> str:
     """A's seconds per revision by step (ScanResult.seconds), then its load against plain reads."""
-    lines = ["A per revision (s): download (waited; 0 when prefetched in time) / verify (sha256) / load / "
-             "measure (forward + measures) / write"]
+    lines = ["A per revision (s): waited for files (0 when fetched and hashed in time) / download and sha256 (in "
+             "the prefetch thread) / load / forward / measure (forward + measures) / write"]
     for rev, t in a.seconds.items():
-        lines.append(f"  {rev:>10}: {t['download']:7.2f} / {t['verify']:6.2f} / {t['load']:6.2f} / "
-                     f"{t['measure']:7.2f} / {t['write']:5.2f}")
+        lines.append(f"  {rev:>10}: {t['wait']:7.2f} / {t['download']:7.2f} / {t['verify']:6.2f} / {t['load']:6.2f} / "
+                     f"{t['forward']:7.2f} / {t['measure']:7.2f} / {t['write']:5.2f}")
     if a.loads:
         lines.append("load vs the raw read of the same files, same run (s per GB; GB = 1e9 bytes):")
         lines.append("  revision      GB   scan load   main's read+check+cast   read (page cache)   read (after DONTNEED)")
@@ -415,6 +420,28 @@ def _roofline(a: RunStats, device: str = "cpu") -> str:
              f"  whole run: user {user:.2f} s, system {system:.2f} s: system {system / max(user + system, 1e-9):.1%} "
              f"of the CPU time"]
     return "\n".join(lines)
+
+
+def _precision_lines(a: RunStats, ap: RunStats, precision: str) -> str:
+    """The reduced-precision run against fp32: forward seconds and pace ratios, RankMe's relative difference per
+    layer (largest over revisions) and the correct answers per revision, against
+    :data:`scripts.roofline.PRECISION_TOLERANCE`."""
+    from scripts.roofline import PRECISION_TOLERANCE
+
+    fwd = lambda s: sum(t["forward"] for t in list(s.seconds.values())[1:] or s.seconds.values())   # noqa: E731
+    per = lambda s: (s.released_at[-1] - s.released_at[0]) / max(len(s.released_at) - 1, 1)   # noqa: E731
+    layers = max(len(v) for v in a.rankme.values())
+    worst = [max(abs(ap.rankme[r][i] - a.rankme[r][i]) / abs(a.rankme[r][i]) for r in a.rankme) for i in range(layers)]
+    same = {r: (a.accuracy[r], ap.accuracy.get(r)) for r in a.accuracy}
+    return "\n".join([
+        f"precision {precision} against fp32 (same run, same items): forward {fwd(ap) / fwd(a):.3f}x fp32's seconds, "
+        f"{per(ap) / per(a):.3f}x its seconds a revision",
+        "  RankMe largest relative difference per layer: " + " ".join(f"{x:.1e}" for x in worst),
+        f"  correct answers (fp32, {precision}) of n: " + ", ".join(f"{r} {x[0]}, {y[0] if y else '?'} of {x[1]}"
+                                                                    for r, (x, y) in same.items()),
+        f"  agreement: RankMe within {PRECISION_TOLERANCE:g} {'yes' if max(worst) <= PRECISION_TOLERANCE else 'NO'}; "
+        f"correct answers identical "
+        f"{'yes' if all(x == y for x, y in same.values()) else 'NO'}"])
 
 
 def _report(a: RunStats, b: RunStats, *, rev_all: int, prefetch: int) -> bool:
@@ -478,6 +505,9 @@ def _parse_args(argv):
                         help="serve two shards per revision, the last revision's first shard byte for byte "
                              "step0's, and run A again with shared blobs evicted as main did: bytes served "
                              "over loopback, before and after")
+    parser.add_argument("--compare-precision", choices=["bf16", "tf32"], default=None,
+                        help="also run A with scan(..., precision=...) and print its speed and its agreement with "
+                             "fp32 (RankMe relative difference per layer, accuracy)")
     parser.add_argument("--no-read-rates", dest="read_rates", action="store_false",
                         help="skip the plain reads of each revision's files (load vs raw read rate)")
     parser.add_argument("--device", default="cpu", help="torch device for both runs (default: %(default)s)")
@@ -583,7 +613,20 @@ def main(argv=None) -> int:
             print(f"A after its first revision: {later:.2f} s a revision = {1 / later:.3f} revisions per second "
                   f"on {args.device}", flush=True)
         print(_breakdown(a), flush=True)
+        from scripts.roofline import pace_lines
+
+        measured = ((a.released_at[-1] - a.released_at[0]) / (len(a.released_at) - 1)
+                    if len(a.released_at) > 1 else None)
+        warm = (sum(r.bytes for r in a.loads.values()) / sum(r.warm for r in a.loads.values())
+                if a.loads else float("nan"))
+        print("\n".join(pace_lines(a.seconds, prefetch=args.prefetch, per_revision=measured, nbytes=rev_weights,
+                                   limits={"file read (page cache)": warm})), flush=True)
         print(_roofline(a, args.device), flush=True)
+        if args.compare_precision:
+            ap = run_scan(repo.repo_id, args.suite, args, work / f"out_{args.compare_precision}", cache_a, sampler,
+                          precision=args.compare_precision, name=f"A ckptgeo.engine.scan --precision "
+                                                                  f"{args.compare_precision}")
+            print(_precision_lines(a, ap, args.compare_precision), flush=True)
         from scripts.olah_local import served_bytes
 
         served_a = sum(served_bytes(work / "olah", repo.repo_id).values())

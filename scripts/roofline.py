@@ -32,8 +32,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["rss", "reset_hwm", "hwm", "dir_bytes", "Sampler", "Peak", "matmul_peak", "read_rate", "copy_rate",
-           "Stages", "forward_flops", "uptime", "roofline_lines", "is_cuda", "sync"]
+#: the agreement a reduced ``--precision`` must show with fp32 before the speed scripts call it agreeing: RankMe's
+#: relative difference within this at every layer (0.1%) and the correct answers identical; fp32 stays the default
+PRECISION_TOLERANCE = 1e-3
+
+__all__ = ["PRECISION_TOLERANCE", "rss", "reset_hwm", "hwm", "dir_bytes", "Sampler", "Peak", "matmul_peak", "read_rate", "copy_rate",
+           "Stages", "forward_flops", "uptime", "roofline_lines", "is_cuda", "sync", "pace_lines"]
 
 
 def is_cuda(device) -> bool:
@@ -399,4 +403,44 @@ def roofline_lines(*, peak: Peak, work: dict[str, tuple[float, StageTime]] | Non
             out.append(f"  {name:<24} {nbytes / 1e9:9.3f} GB in {seconds:7.2f} s = {r / 1e9:6.2f} GB/s "
                        f"= {r / rate:6.1%} of the read rate" + (f", {r / copy:6.1%} of the copy rate"
                                                                 if copy == copy else ""))
+    return out
+
+
+def pace_lines(seconds: dict[str, dict[str, float]], *, prefetch: int, per_revision: float | None = None,
+               nbytes: float | None = None, limits: dict[str, float] | None = None) -> list[str]:
+    """A scan's pace against its slowest stage, from ``ScanResult.seconds`` (the revisions after the first, which
+    holds the batch-size trial; all of them when there is one).
+
+    Each stage's mean seconds a revision: ``download`` and ``verify`` (sha256) run in the ``prefetch`` threads, so
+    each costs the pipeline its seconds / K; ``load``, ``forward``, the other measures (``measure - forward``) and
+    ``write`` run one after another on the main thread. The pipeline's floor is the larger of the main thread's
+    work (load + measure + write) and a prefetch thread's (download + verify) / K; its slowest stage the largest
+    single one. ``per_revision``: the measured seconds a revision (default: the main thread's wait + load +
+    measure + write). ``nbytes`` (bytes of a revision's weight files) with ``limits`` (``{"read": bytes/s,
+    ...}``) adds each byte-bound stage's rate against those limits."""
+    revs = list(seconds)
+    later = revs[1:] or revs
+    mean = {k: sum(seconds[r].get(k, 0.0) for r in later) / len(later)
+            for k in ("wait", "download", "verify", "load", "forward", "measure", "write")}
+    k = max(prefetch, 1)
+    stage = {"download (per K)": mean["download"] / k, "sha256 (per K)": mean["verify"] / k, "load": mean["load"],
+             "forward": mean["forward"], "other measures": mean["measure"] - mean["forward"], "write": mean["write"]}
+    main = mean["load"] + mean["measure"] + mean["write"]
+    fetch = (mean["download"] + mean["verify"]) / k
+    floor = max(main, fetch)
+    measured = per_revision if per_revision is not None else mean["wait"] + main
+    slow = max(stage, key=stage.get)
+    out = [f"  pace over {len(later)} revision(s) after the first, K={k} prefetch thread(s): {measured:.2f} s a "
+           f"revision = {1 / measured:.3f} revisions/s measured"]
+    for name, s in stage.items():
+        rate = ""
+        if nbytes and s > 0 and name.split()[0] in ("download", "sha256", "load"):
+            r = nbytes / (s * (k if "per K" in name else 1))
+            rate = f"; {r / 1e9:.2f} GB/s of the files" + "".join(f", {r / v:.1%} of the {n} rate"
+                                                                   for n, v in (limits or {}).items() if v == v)
+        out.append(f"    {name:<17} {s:7.2f} s  {s / measured:6.1%} of a revision{rate}")
+    out.append(f"    waited for files  {mean['wait']:7.2f} s  {mean['wait'] / measured:6.1%}")
+    out.append(f"  slowest stage: {slow} {stage[slow]:.2f} s (measured / slowest {measured / stage[slow]:.2f}); "
+               f"pipeline floor {floor:.2f} s = max(main thread {main:.2f} s, prefetch thread {fetch:.2f} s) "
+               f"(measured / floor {measured / floor:.2f})")
     return out

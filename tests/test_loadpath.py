@@ -303,7 +303,7 @@ def test_the_first_revision_is_fetched_before_the_one_prefetched_after_it(tmp_pa
     """With one download at a time (prefetch 1), the scan's first revision must not wait behind the next one's
     download: the pool takes revision i before i+1 (it took step1 before step0, so the first revision waited for
     two downloads)."""
-    from ckptgeo.engine.scan import _Prefetcher
+    from ckptgeo.engine.prefetch import Prefetcher
     from ckptgeo.sources.local import LocalSource
     from ckptgeo.sources.protocol import Revision
 
@@ -317,12 +317,12 @@ def test_the_first_revision_is_fetched_before_the_one_prefetched_after_it(tmp_pa
     for name in ("step0", "step1", "step2"):
         (tmp_path / name).mkdir()
     todo = [Revision(step=s, name=f"step{s}") for s in (0, 1, 2)]
-    pre = _Prefetcher(Recording(tmp_path), todo, 1, lambda rev: True)
+    pre = Prefetcher(Recording(tmp_path), todo, 1, lambda rev: True)
     try:
         pre.ahead(0)
-        assert pre.get(0) == tmp_path / "step0"
+        assert pre.get(0).path == tmp_path / "step0"
         pre.ahead(1)
-        assert pre.get(1) == tmp_path / "step1"
+        assert pre.get(1).path == tmp_path / "step1"
     finally:
         pre.close()
     assert order[:2] == ["step0", "step1"], order

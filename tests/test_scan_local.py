@@ -269,3 +269,68 @@ def test_a_trained_runs_seed_is_the_rows_run_seed(tmp_path):
     for table in ("geometry", "behavior", "revisions"):
         assert read_table(tmp_path / "ds", table).run_seed.tolist() and \
             set(read_table(tmp_path / "ds", table).run_seed) == {0}, table
+
+
+def test_the_hash_of_the_next_revision_runs_while_this_one_is_measured(ckpts, tmp_path, monkeypatch):
+    """The sha256 check is off the critical path: revision i+1's files are hashed in the prefetch thread while
+    revision i is measured. Ordering by events, not time: each measure waits (at most 20 s) for the next
+    revision's hash to start; on the old code the hash of i+1 ran on the main thread after measure i returned, so
+    every wait timed out. The check itself still runs on every file (byte-identical step200 is still a duplicate
+    of step100 by its hash) and still refuses a wrong digest (test above)."""
+    import threading
+
+    import ckptgeo.engine.model as model_module
+    import ckptgeo.engine.scan as scan_module
+
+    order = ["step0", "step1", "step2"]
+    started = {r: threading.Event() for r in order}
+    hashed, seen = [], []
+    real_hash, real_measure = model_module.sha256_file, scan_module.measure_revision
+
+    def hashing(path, *a, **kw):
+        rev = Path(path).parent.name
+        hashed.append((rev, threading.current_thread() is threading.main_thread()))
+        started[rev].set()
+        return real_hash(path, *a, **kw)
+
+    def measuring(*a, revision, **kw):
+        nxt = order.index(revision) + 1
+        if nxt < len(order):
+            seen.append((revision, started[order[nxt]].wait(timeout=20)))
+        return real_measure(*a, revision=revision, **kw)
+
+    monkeypatch.setattr(model_module, "sha256_file", hashing)
+    monkeypatch.setattr(scan_module, "measure_revision", measuring)
+    res = run(ckpts, tmp_path / "ds", revisions="step0,step1,step2", prefetch=1)
+    assert res.measured == order and not res.failed
+    assert seen == [("step0", True), ("step1", True)], seen     # the next hash had started during each measure
+    assert sorted(r for r, _ in hashed) == order and not any(main for _, main in hashed), hashed
+    rv = pd.read_parquet(tmp_path / "ds" / "revisions").set_index("revision")
+    for col in ("seconds_wait", "seconds_download", "seconds_verify", "seconds_load", "seconds_forward",
+                "seconds_measure", "seconds_write"):
+        assert (rv[col] >= 0).all(), (col, rv[col].tolist())
+    assert (rv.seconds_forward <= rv.seconds_measure).all()
+    assert set(res.seconds["step1"]) == set(scan_module.STAGES) | {"load_bytes"}
+    assert rv.loc["step1", "sha256"][0] == real_hash(ckpts / "step1" / "model.safetensors")
+
+
+def test_precision_bf16_is_opt_in_agrees_with_fp32_and_tf32_needs_cuda(ckpts, tmp_path):
+    """``precision="bf16"`` runs the forward under bfloat16 autocast: other values than fp32's (so it ran), within
+    2% relative on RankMe per layer (bfloat16's 8-bit mantissa; the 14m shape measured up to 2.2e-2, above the 1e-3
+    docs/speed.md asks, which is why fp32 stays the default), accuracy within one item, a run of its own (config
+    hash); fp32's hash is unchanged; tf32 off CUDA and bf16 over half-precision weights are refused."""
+    from ckptgeo.errors import InvalidParameterError
+
+    a = run(ckpts, tmp_path / "a", revisions="step4")
+    b = run(ckpts, tmp_path / "b", revisions="step4", precision="bf16")
+    assert a.config_hash != b.config_hash
+    assert run(ckpts, tmp_path / "c", revisions="step4", precision="fp32").config_hash == a.config_hash
+    ga, gb = (pd.read_parquet(o / "geometry").sort_values("layer").value.to_numpy() for o in (a.out, b.out))
+    rel = abs(gb - ga) / ga
+    assert 0 < rel.max() < 0.02, rel
+    ba, bb = (pd.read_parquet(o / "behavior").set_index("metric") for o in (a.out, b.out))
+    assert abs(ba.loc["accuracy", "value"] - bb.loc["accuracy", "value"]) * ba.loc["accuracy", "n_items"] <= 1
+    with pytest.raises(InvalidParameterError, match="tf32 runs float32 products on a CUDA"):
+        run(ckpts, tmp_path / "d", revisions="step4", precision="tf32")
+    with pytest.raises(InvalidParameterError, match="precision"):
+        run(ckpts, tmp_path / "e", revisions="step4", precision="bf16", dtype="float64")

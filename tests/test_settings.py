@@ -58,7 +58,7 @@ def test_rows_carry_the_same_settings_columns():
 #: a value other than the default for every declared setting (a new setting adds one here)
 OTHER = {"revisions": "all", "suites": ("logic",), "metrics": ("rankme",), "metric_options": {"rankme": {"eps": 1e-5}},
          "n_samples": 50, "position": "mean", "centered": True, "dtype": "float64", "epsilon": 1e-6, "seed": 3,
-         "batch_size": 3, "device": "meta", "prefetch": 0, "max_disk": 10, "keep_cache": True, "overwrite": True,
+         "precision": "bf16", "batch_size": 3, "device": "meta", "prefetch": 0, "max_disk": 10, "keep_cache": True, "overwrite": True,
          "save_states": True, "on_error": "raise", "step_pattern": r"^s(\d+)$", "model_items": 8, "threads": 2,
          "share_prefix": False, "tokenizer": "runs/x", "source_options": {"cache_dir": "/x"}}
 #: flags of ``scan`` / ``probe`` that are not settings
@@ -188,7 +188,7 @@ def test_flags_give_the_declared_defaults_and_every_value_reaches_the_config():
     assert ScanConfig(**settings_from(scan_kwargs(parser.parse_args(["x"])))) == ScanConfig()
     argv = ["x", "--revisions", "all", "--suite", "logic", "--metrics", "rankme", "--metric-option", "rankme.eps=1e-5",
             "--n-samples", "50", "--position", "mean", "--centered", "--dtype", "float64", "--epsilon", "1e-6",
-            "--seed", "3", "--batch-size", "3", "--device", "meta", "--prefetch", "0", "--max-disk", "10B",
+            "--precision", "bf16", "--seed", "3", "--batch-size", "3", "--device", "meta", "--prefetch", "0", "--max-disk", "10B",
             "--keep-cache", "--overwrite", "--save-states", "--on-error", "raise", "--step-pattern", r"^s(\d+)$",
             "--threads", "2", "--tokenizer", "runs/x", "--source-option", "cache_dir=/x"]
     config = ScanConfig(**settings_from(scan_kwargs(parser.parse_args(argv))))
@@ -205,7 +205,8 @@ def test_the_config_hash_changes_exactly_with_the_settings_declared_hashed():
     changed = {n for n, v in OTHER.items() if _hash(**{n: v}) != base}
     assert changed == {n for n, s in settings.items() if s.hashed}
     assert changed == {"suites", "metrics", "metric_options", "n_samples", "position", "centered", "dtype",
-                       "epsilon", "seed", "model_items", "tokenizer"}
+                       "epsilon", "seed", "model_items", "tokenizer", "precision"}
+    assert _hash(precision="fp32") == base   # a setting added at its default keeps earlier runs' hashes
 
 
 def test_row_columns_are_settings_declared_hashed_by_value():
@@ -292,7 +293,7 @@ def test_behaviour_settings_are_declared_and_recorded_in_every_run():
     from ckptgeo.engine.config import behavior_settings, declared
 
     names = behavior_settings()
-    assert names == ("suites", "n_samples", "dtype", "seed", "tokenizer", "source")
+    assert names == ("suites", "n_samples", "dtype", "precision", "seed", "tokenizer", "source")
     hashed = {f.name for f, s in declared() if s.hashed}
     assert set(names) - {"source"} <= hashed   # so each is in runs/<hash>.json when it matters
 

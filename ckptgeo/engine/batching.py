@@ -141,7 +141,8 @@ def choose_batch_size(model, ps, config, *, revision: str = "", with_probes: boo
 
     def sweep(b: int):
         run_suite(model, trial, batch_size=b, position=config.position, device=device, revision=revision,
-                  with_probes=with_probes, share_prefix=config.share_prefix)
+                  with_probes=with_probes, share_prefix=config.share_prefix,
+                  precision_kind=getattr(config, "precision", "fp32"))   # a MonitorConfig has none: fp32
 
     with torch.no_grad():
         chosen, costs = measure_batch_size(sweep, candidates, len(trial.items), clock=clock)

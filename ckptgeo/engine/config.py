@@ -44,7 +44,8 @@ class ScanSetting(Setting):
         Which parser function adds the flag: ``add_scan_options`` (``scan``, ``probe``), ``add_source_options``
         (also ``revisions``, ``fetch``), or a command itself (``scan``'s ``--metrics``).
     hashed : {"value", "given", "suites", "measures"}, optional
-        How it enters the config hash: its value; its value when given (not None); through the items of
+        How it enters the config hash: its value; its value when given (not None, not its default: a setting
+        added later keeps the hashes of earlier runs at its default); through the items of
         the suites it names; through the configs of the measures it sets. None: it does not change values.
     monitor : bool
         :class:`~ckptgeo.monitor.MonitorConfig` takes it too.
@@ -147,6 +148,17 @@ class ScanConfig:
         admits=(Options("float32", "float64", "bfloat16", "float16", "auto"),), hashed="value", behavior=True,
         flag="--dtype", help="forward-pass dtype (states are upcast, RankMe's SVD runs in float64; default "
                              "%(default)s); auto: half precision on a GPU unless a whole-model measure is selected")
+    precision: str = setting(
+        "fp32", "Arithmetic of the forward sweep's matrix products, with the weights in ``dtype`` float32: "
+                "``\"fp32\"`` (float32 throughout, the default; TF32 off), ``\"tf32\"`` (float32 products on a GPU's "
+                "tensor cores with a 10-bit mantissa; CUDA only) or ``\"bf16\"`` (``torch.autocast`` to bfloat16: "
+                "products in bfloat16, normalisations and softmax in float32). States are upcast and RankMe's SVD "
+                "runs in float64 either way; whole-model measures (gradients, Hessian, LLC) keep float32. Entered in "
+                "the config hash when not fp32. Agreement with fp32: ``scripts/bench_scan.py --compare-precision``, "
+                "``scripts/bench_gpu.py`` (docs/speed.md).",
+        admits=(Options("fp32", "tf32", "bf16"),), hashed="given", behavior=True,
+        flag="--precision", help="forward-pass arithmetic with float32 weights: fp32 (default), tf32 (CUDA tensor "
+                                 "cores), bf16 (autocast); RankMe's SVD stays float64")
     epsilon: float | None = setting(
         None, "Short for ``metric_options={\"rankme\": {\"eps\": ...}}`` (default: RankMe's, 1e-7).",
         hashed="measures", monitor=True,
@@ -260,7 +272,7 @@ def behavior_settings() -> tuple[str, ...]:
     declared ``behavior`` and the source.
 
     >>> behavior_settings()
-    ('suites', 'n_samples', 'dtype', 'seed', 'tokenizer', 'source')
+    ('suites', 'n_samples', 'dtype', 'precision', 'seed', 'tokenizer', 'source')
     """
     return tuple(f.name for f, s in declared() if s.behavior) + ("source",)
 
@@ -293,7 +305,7 @@ def hashed_settings(config: ScanConfig) -> dict[str, Any]:
     out = {}
     for f, s in declared():
         value = getattr(config, f.name)
-        if s.hashed == "value" or (s.hashed == "given" and value is not None and value != ""):
+        if s.hashed == "value" or (s.hashed == "given" and value is not None and value != "" and value != f.default):
             out[f.name] = value
     return out
 
@@ -338,6 +350,14 @@ def validate_scan_config(config: ScanConfig) -> None:
         a mapping of names.
     """
     validate_params(config, owner="scan")
+    if config.precision != "fp32" and config.dtype not in ("float32", "auto"):
+        raise InvalidParameterError(f"--precision {config.precision} sets the arithmetic of a float32 model; with "
+                                    f"--dtype {config.dtype} the weights are already {config.dtype}. Use --dtype "
+                                    f"float32, or --precision fp32.", name="precision", value=config.precision)
+    if config.precision == "tf32" and not str(config.device).startswith("cuda"):
+        raise InvalidParameterError(f"--precision tf32 runs float32 products on a CUDA GPU's tensor cores; got "
+                                    f"--device {config.device}. Use --precision bf16 or fp32 there.",
+                                    name="precision", value=config.precision)
     if config.step_pattern is not None:
         try:
             groups = re.compile(config.step_pattern).groups

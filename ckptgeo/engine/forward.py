@@ -19,6 +19,7 @@ Generation items are scored by teacher forcing and minimal pairs by whole-senten
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from ckptgeo.suites.items import Item, Suite, select_items
 from ckptgeo.metrics.behavior import chance_level
 
 __all__ = ["PreparedItem", "PreparedSuite", "SuiteOutputs", "Padding", "prepare_suite", "run_suite", "model_batch",
+           "precision",
            "shared_prefix_length", "auto_batch_size", "suite_key", "MIN_SHARED_PREFIX", "CPU_BATCH_SIZE",
            "CPU_LOGITS_BYTES"]
 
@@ -478,6 +480,37 @@ def auto_batch_size(model, ps: PreparedSuite, device, *, free_bytes: int | None 
     return int(max(1, min(len(ps.items) or 1, GPU_MEMORY_SHARE * free_bytes // per_item)))
 
 
+@contextlib.contextmanager
+def precision(kind: str, device="cpu"):
+    """The arithmetic of the forward passes run inside (the scan's ``precision`` setting).
+
+    Parameters
+    ----------
+    kind : {"fp32", "tf32", "bf16"}
+        ``"fp32"``: as the model is (TF32 left off, as torch's default); ``"tf32"``: float32 matrix products and
+        convolutions on CUDA tensor cores (``torch.backends.cuda.matmul.allow_tf32``, restored after);
+        ``"bf16"``: ``torch.autocast(device type, bfloat16)``, which runs linear layers and matrix products in
+        bfloat16 and keeps normalisations, softmax and reductions in float32.
+    device : str or torch.device
+        Where the forward runs (autocast is per device type).
+    """
+    if kind == "fp32":
+        yield
+    elif kind == "tf32":
+        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    elif kind == "bf16":
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
+            yield
+    else:
+        raise InvalidParameterError(f"Unknown precision {kind!r}; use fp32, tf32 or bf16.", name="precision",
+                                    value=kind)
+
+
 def suite_key(ps: PreparedSuite) -> tuple:
     """What a forward sweep over ``ps`` depends on (its items' tokens, kinds, answers and labels, the pad
     and BOS ids), not its name: two suites with equal keys give equal outputs, so one sweep serves both."""
@@ -486,7 +519,8 @@ def suite_key(ps: PreparedSuite) -> tuple:
 
 
 def run_suite(model, ps: PreparedSuite, *, batch_size: int | None = 16, position: str = "last", device="cpu",
-              revision: str = "", with_probes: bool = True, share_prefix: bool = True) -> SuiteOutputs:
+              revision: str = "", with_probes: bool = True, share_prefix: bool = True,
+              precision_kind: str = "fp32") -> SuiteOutputs:
     """One sweep over a prepared suite.
 
     ``with_probes=False`` skips the extra states only probes read (multiple-choice items without a
@@ -495,7 +529,8 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int | None = 16, position
     :data:`MIN_SHARED_PREFIX` or more tokens (the results agree to float rounding).
     ``extra["choice_logprob"]`` holds each choice's summed log-probability (nats), items in order;
     ``extra["padding"]`` the :class:`Padding` of the sweep's batches; ``extra["batch_size"]`` the batch size
-    used (``batch_size=None``: :func:`auto_batch_size`).
+    used (``batch_size=None``: :func:`auto_batch_size`). ``precision_kind``: the arithmetic of its passes
+    (:func:`precision`); the states are upcast to float32 either way.
 
     Raises
     ------
@@ -506,11 +541,12 @@ def run_suite(model, ps: PreparedSuite, *, batch_size: int | None = 16, position
     if batch_size is None:
         batch_size = auto_batch_size(model, ps, device)
     parts, count = [], Padding()
-    for kind, runner in _RUNNERS.items():
-        items = [p for p in ps.items if p.item.kind == kind]
-        if items:
-            parts.append((kind, runner(model, items, ps, device, batch_size, position, with_probes, share_prefix,
-                                       count)))
+    with precision(precision_kind, device):
+        for kind, runner in _RUNNERS.items():
+            items = [p for p in ps.items if p.item.kind == kind]
+            if items:
+                parts.append((kind, runner(model, items, ps, device, batch_size, position, with_probes,
+                                           share_prefix, count)))
     states = torch.cat([p[1][0] for p in parts], 1)
     probe_states = torch.cat([p[1][1] for p in parts], 1)
     labels = np.array([lab for p in parts for lab in p[1][2]], dtype=object)

@@ -205,7 +205,8 @@ class SuiteInputs:
         t0 = time.perf_counter()
         out = run_suite(self.model, self.prepared, batch_size=batch_size, position=self.config.position,
                         device=self.config.device, revision=self.revision, with_probes=self.with_probes,
-                        share_prefix=self.config.share_prefix)
+                        share_prefix=self.config.share_prefix,
+                        precision_kind=getattr(self.config, "precision", "fp32"))   # a MonitorConfig has none
         self.forward_seconds = time.perf_counter() - t0
         pad = out.extra["padding"]
         log.info("%s, suite %s: %d token slots in the forward batches, %d of them padding (%.1f%%); batch size %d",
@@ -314,7 +315,8 @@ ROWS: dict[str, Callable[[Measure, SuiteInputs, dict], list[dict]]] = {
 
 def measure_revision(model, prepared: list, measures: dict[str, Measure], config, row0: dict, *, revision: str,
                      states_dir: Path | None = None, seconds: dict[str, float] | None = None,
-                     artifacts: dict | None = None, batch_sizes: dict | None = None) -> dict[str, list[dict]]:
+                     artifacts: dict | None = None, batch_sizes: dict | None = None,
+                     forward: list[float] | None = None) -> dict[str, list[dict]]:
     """Every measure over every prepared suite at one revision: rows per table.
 
     Parameters
@@ -339,6 +341,8 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
         those measures are not run (a caller that cannot store artifacts).
     batch_sizes : dict, optional
         The forward batch size chosen per suite, kept by the caller across revisions (see :class:`SuiteInputs`).
+    forward : list of float, optional
+        Each forward sweep's wall seconds are appended (a suite that reuses another's sweep adds none).
 
     Measures whose ``revisions`` option leaves out ``revision`` are not run.
 
@@ -378,6 +382,8 @@ def measure_revision(model, prepared: list, measures: dict[str, Measure], config
                 artifacts.setdefault(m.name, {}).update(ARTIFACTS[m.spec.needs](m, inputs))
             seconds[m.name] = seconds.get(m.name, 0.0) + time.perf_counter() - t0
         if "outputs" in inputs.__dict__:
+            if key not in swept and forward is not None:
+                forward.append(inputs.forward_seconds)
             swept.setdefault(key, inputs.outputs)
     return rows
 

@@ -284,12 +284,13 @@ def forward_dtype(config: ScanConfig) -> ScanConfig:
     """``config`` with ``dtype="auto"`` settled: half precision on a GPU when every selected measure reads
     only forward states (RankMe, behaviour, probes: states are upcast to float32 and RankMe's SVD runs in
     float64), bfloat16 where the GPU supports it, else float16; float32 on a CPU, or when a whole-model
-    measure (gradient ranks, Hessian, LLC) is selected. Other dtypes are kept as given (torch is imported only
+    measure (gradient ranks, Hessian, LLC) is selected, or a reduced ``precision`` (it computes with float32
+    weights). Other dtypes are kept as given (torch is imported only
     for a CUDA device: a dry run's typo is answered without it)."""
     if config.dtype != "auto":
         return config
     dtype = "float32"
-    if not config.device.startswith("cuda"):
+    if not config.device.startswith("cuda") or config.precision != "fp32":   # --precision: float32 weights
         return dataclasses.replace(config, dtype=dtype)
     import torch
 

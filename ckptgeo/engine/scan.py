@@ -5,7 +5,8 @@ Each revision of this process's share goes through the same story, one function 
     claim    take the revision's lock; skip it if another process holds it or finished it meanwhile
     fetch    its weight files (the next ``prefetch`` revisions download in the background); a revision
              whose metadata proves it a duplicate of an earlier one is recorded, not fetched
-    verify   each file's bytes and sha256 against what the source announced
+    verify   each file's bytes and sha256 against what the source announced, in the thread that fetched it
+             (:mod:`ckptgeo.engine.prefetch`): revision i+1 is hashed while revision i is measured
     load     swap its weights into the one model
     measure  every selected measure over every suite (:mod:`ckptgeo.engine.measure`)
     write    the cross-checkpoint measures' artifacts, then one part per table, atomically, the
@@ -28,7 +29,6 @@ import os
 import shutil
 import time
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -41,6 +41,7 @@ from ckptgeo.engine.config import (ScanConfig, behavior_settings, merge_options,
                                    with_settings_doc)
 from ckptgeo.engine.batching import recorded_batch_sizes
 from ckptgeo.engine.measure import measure_revision
+from ckptgeo.engine.prefetch import Prefetcher
 from ckptgeo.engine.progress import RevisionProgress, lines_on_stderr
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype, make_plan, plan_scan, rank_device,
                                  resolve, row_settings, shard, source_identity, weights_digest)
@@ -51,7 +52,7 @@ from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.revisions import Revision
 from ckptgeo.store.dataset import Dataset
 
-__all__ = ["ScanConfig", "ScanPlan", "ScanResult", "scan", "plan_scan", "parse_size", "shard", "default_out",
+__all__ = ["ScanConfig", "ScanPlan", "ScanResult", "STAGES", "scan", "plan_scan", "parse_size", "shard", "default_out",
            "revision_row", "row_settings"]
 
 log = logging.getLogger(__name__)
@@ -75,16 +76,26 @@ class ScanResult:
     #: the ``model`` of the rows (and parts), and every revision selected (all processes' shares together)
     model: str = ""
     selected: list[str] = field(default_factory=list)
-    #: per measured revision: seconds spent waiting for its ``download`` (0 when prefetched in time),
-    #: ``verify``, ``load``, ``measure``, ``write``, and ``load_bytes`` (weight bytes read by the load)
+    #: per measured revision: the seconds of each of :data:`STAGES` and ``load_bytes`` (weight bytes read by the load)
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+#: A measured revision's stages, timed apart (:attr:`ScanResult.seconds`; the ``revisions`` table's
+#: ``seconds_<stage>``): ``wait`` the main thread waited for its fetch and check (0 when the prefetch thread
+#: finished them in time), ``download`` the fetch call and ``verify`` the size and sha256 check of its weight files
+#: (both in a prefetch thread, wherever the previous revision was measured meanwhile), ``load`` the weights into the
+#: model, ``forward`` the forward sweeps (part of ``measure``: every measure over every suite), ``write`` its parts.
+#: A scan's pace is its slowest stage: ``wait + load + measure + write`` on the main thread, against
+#: ``download + verify`` over ``prefetch`` threads.
+STAGES = ("wait", "download", "verify", "load", "forward", "measure", "write")
 
 
 @lines_on_stderr()   # a line per revision in a script's log, unless logging is configured (or quiet)
 def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None, revisions: str | None = None,
          suites: Sequence[str] = (), metrics: Sequence[str] = (),
          metric_options: Mapping[str, Mapping[str, Any]] | None = None, n_samples: int = DEFAULT_N_SAMPLES,
-         position: str = "last", centered: bool | None = None, dtype: str = "float32", epsilon: float | None = None,
+         position: str = "last", centered: bool | None = None, dtype: str = "float32", precision: str = "fp32",
+         epsilon: float | None = None,
          seed: int = 0, batch_size: int | None = None, device: str = "cpu", prefetch: int = 1,
          max_disk: int | str | None = None, keep_cache: bool = False, overwrite: bool = False,
          save_states: bool = False, on_error: str = "skip", step_pattern: str | None = None, model_items: int = 32,
@@ -145,59 +156,6 @@ scan.__doc__ = with_settings_doc(scan.__doc__)   # the settings' entries, from t
 
 # ------------------------------------------------------------------------------------------ the run
 
-class _Prefetcher:
-    """Downloads ahead: ``ahead(i)`` starts the fetch of revision i (unless under way), then of i+1 … i+prefetch
-    (K threads, so K revisions are in flight at once), and once a revision's files are on disk asks the kernel
-    to read them into the page cache (:func:`~ckptgeo.engine.model.read_ahead`) while the current one is
-    measured; ``get(i)`` waits for revision i's folder, ``drop(i)`` gives up a revision this process will
-    not measure after all. ``seconds`` holds each fetch call's seconds, per revision name."""
-
-    def __init__(self, source, todo: list[Revision], prefetch: int, needs_fetch):
-        self.source, self.todo, self.prefetch, self.needs_fetch = source, todo, prefetch, needs_fetch
-        self.pool = ThreadPoolExecutor(max_workers=max(prefetch, 1))
-        self.futures: dict[int, Future] = {}
-        #: revision name -> seconds its fetch call took
-        self.seconds: dict[str, float] = {}
-
-    def _fetch(self, rev: Revision, ahead: bool) -> Path:
-        from ckptgeo.engine.model import read_ahead
-
-        t0 = time.perf_counter()
-        try:
-            path = self.source.fetch(rev)
-        finally:
-            self.seconds[rev.name] = time.perf_counter() - t0
-        if ahead:
-            read_ahead(path)
-        return path
-
-    def _submit(self, i: int, ahead: bool = True) -> None:
-        if i < len(self.todo) and i not in self.futures and self.needs_fetch(self.todo[i]):
-            self.futures[i] = self.pool.submit(self._fetch, self.todo[i], ahead)
-
-    def ahead(self, i: int) -> None:
-        self._submit(i, ahead=False)   # first: with K=1 the pool fetches one revision at a time, in this order
-        for j in range(i + 1, i + 1 + self.prefetch):
-            self._submit(j)
-
-    def get(self, i: int) -> Path:
-        self._submit(i, ahead=False)
-        return self.futures.pop(i).result()
-
-    def drop(self, i: int) -> None:
-        future = self.futures.pop(i, None)
-        if future is None or future.cancel():
-            return
-        try:
-            future.result()
-        except Exception as err:  # the download failed: nothing of it to keep
-            log.debug("prefetch of %s failed: %s", self.todo[i].name, err)
-        self.source.release(self.todo[i])
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-
 @dataclass
 class _Clock:
     """Seconds per stage of one revision: ``with clock("seconds_load"): ...``."""
@@ -249,7 +207,7 @@ class _Run:
     holder: Any
     tokenizer: Any
     duplicates: _Duplicates
-    prefetcher: _Prefetcher
+    prefetcher: Prefetcher
     bar: Any
     threads: contextlib.ExitStack
     prepared: list | None = None
@@ -282,7 +240,8 @@ class _Run:
                                     model=plan.model, selected=[r.name for r in plan.selected]),
                   holder=ModelHolder(device=config.device, dtype=config.dtype),
                   tokenizer=_load_tokenizer(source, config.tokenizer), duplicates=duplicates,
-                  prefetcher=_Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates)),
+                  prefetcher=Prefetcher(source, plan.todo, config.prefetch, _fetchable(plan, duplicates),
+                                         files_of=lambda rev: plan.files.get(rev.name, [])),
                   bar=RevisionProgress(len(plan.todo), f"scan {source.name}", disable=NO_PROGRESS or None,
                                        start_note=plan.cost_note(), free=n_dup), threads=contextlib.ExitStack())
         source.expect([r for r in plan.todo if _fetchable(plan, duplicates)(r)])   # shared blobs: downloaded once
@@ -352,26 +311,25 @@ class _Run:
             if original is not None:
                 self.write_duplicate(rev, name, base, files, original, t0)
                 return
-            with clock("seconds_wait"):
-                path = self.prefetcher.get(i)
-            clock.seconds["seconds_download"] = self.prefetcher.seconds.pop(rev.name, None)
-            with clock("seconds_verify"):
-                files = verify_files(path, files, rev)
+            with clock("seconds_wait"):   # the fetch and the check, where the prefetch thread has not finished them
+                fetched = self.prefetcher.get(i)
+            files = fetched.files
+            clock.seconds.update(seconds_download=fetched.download, seconds_verify=fetched.verify)
             with clock("seconds_load"):
-                model = self.holder.load(path, revision=rev.name)
+                model = self.holder.load(fetched.path, revision=rev.name)
             per_measure: dict[str, float] = {}
             artifacts: dict = {}
+            forward: list[float] = []
             t_measure = time.perf_counter()
-            rows = self.measure(model, rev, name, base, seconds=per_measure, artifacts=artifacts)
+            rows = self.measure(model, rev, name, base, seconds=per_measure, artifacts=artifacts, forward=forward)
             t_measure = time.perf_counter() - t_measure
-            clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()))
+            clock.seconds.update(measure_names=list(per_measure), measure_seconds=list(per_measure.values()),
+                                 seconds_forward=sum(forward), seconds_measure=t_measure)
             self.write(name, rows, base, files, t0, clock, artifacts)
             self.result.measured.append(rev.name)
             log.info("measured %s in %.1f s", rev.name, time.perf_counter() - t0)
-            self.result.seconds[rev.name] = {
-                "download": clock.seconds["seconds_wait"], "verify": clock.seconds["seconds_verify"],
-                "load": clock.seconds["seconds_load"], "measure": t_measure,
-                "write": clock.seconds.get("seconds_write", 0.0), "load_bytes": float(self.holder.last_load.bytes)}
+            self.result.seconds[rev.name] = {**{k: clock.seconds[f"seconds_{k}"] for k in STAGES},
+                                             "load_bytes": float(self.holder.last_load.bytes)}
         except (CkptgeoError, OSError, RuntimeError, ValueError) as err:
             self.fail(rev, name, base, err, t0)
         except BaseException:   # Ctrl-C, SIGTERM: nothing of this revision saved, so no line may say it finished
@@ -400,15 +358,16 @@ class _Run:
         return lock
 
     def measure(self, model, rev: Revision, name: str, base: dict, seconds: dict[str, float] | None = None,
-                artifacts: dict | None = None) -> dict[str, list[dict]]:
+                artifacts: dict | None = None, forward: list[float] | None = None) -> dict[str, list[dict]]:
         """Every measure over every suite at this revision: rows per table (``seconds``: filled per measure;
-        cross-checkpoint artifacts into ``artifacts``)."""
+        cross-checkpoint artifacts into ``artifacts``; ``forward``: each forward sweep's seconds)."""
         if self.prepared is None:
             self._prepare_suites()
         states = self.dataset.root / "states" / name[: -len(".parquet")] if self.config.save_states else None
         row0, known = {**base, **row_settings(self.config, self.resolved.config_hash)}, len(self.batch_sizes)
         rows = measure_revision(model, self.prepared, self.resolved.measures, self.config, row0, revision=rev.name,
-                                states_dir=states, seconds=seconds, artifacts=artifacts, batch_sizes=self.batch_sizes)
+                                states_dir=states, seconds=seconds, artifacts=artifacts, batch_sizes=self.batch_sizes,
+                                forward=forward)
         chosen = [c.record() for c in self.batch_sizes.values()]
         if len(chosen) > known:  # a batch size chosen at this revision: into runs/<hash>.json
             self.dataset.record_runtime(self.resolved.config_hash, batch_sizes=chosen)
@@ -511,32 +470,6 @@ def _load_tokenizer(source, override: str | None = None):
         raise CorruptCheckpointError(f"cannot load the tokenizer from {path}: {err} Restore or re-save the files "
                                      f"there (the tokenizer is read once, from the first folder that holds it); "
                                      f"nothing was measured.", path=str(path)) from err
-
-
-def verify_files(path: Path, files: list[WeightFile], rev: Revision) -> list[WeightFile]:
-    """Size and sha256 of each fetched weight file, checked against what the source announced.
-
-    Raises
-    ------
-    CorruptCheckpointError
-        A file's bytes or sha256 differ from the source's metadata (a truncated or altered download).
-    """
-    from ckptgeo.engine.model import damaged_file_advice, sha256_file
-
-    out = []
-    for f in files:
-        local = path / f.name
-        if not local.exists():
-            raise CorruptCheckpointError(f"{rev.name}: weight file {f.name} is missing", revision=rev.name,
-                                         path=str(local))
-        size, digest = local.stat().st_size, sha256_file(local)
-        if (f.size is not None and f.size != size) or (f.sha256 is not None and f.sha256 != digest):
-            raise CorruptCheckpointError(
-                f"{rev.name}: {f.name} does not match the source's metadata ({size} bytes, sha256 {digest[:12]}…; "
-                f"expected {f.size} bytes, sha256 {(f.sha256 or '?')[:12]}…); {damaged_file_advice(local)}",
-                revision=rev.name, path=str(local))
-        out.append(WeightFile(f.name, size, digest))
-    return out
 
 
 def revision_row(base: dict, status: str, chash: str, t0: float, *, files: list[WeightFile] = (),

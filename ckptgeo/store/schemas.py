@@ -60,12 +60,17 @@ QUALITY_COLUMNS = [("value_low", _f), ("value_high", _f), ("converged", _b), ("g
 #: ``weight_group`` its earliest member's name, ``group_note`` what it is ("... serve the weights of main").
 #: Null for a revision in no group. Added after the first datasets: absent (all null) in older ones.
 REVISION_GROUP = [("weight_group", _s), ("group_note", _s)]
-#: where a revision's time went, in wall seconds: its download (the fetch call, in the background while the
-#: previous revision is measured), the wait for it, verifying sha256, loading the weights, each measure
-#: (``measure_names`` / ``measure_seconds``, parallel lists) and writing its parts. Null where the stage did
-#: not run (a duplicate is not fetched). Absent in datasets written before they were added.
+#: where a revision's time went, in wall seconds (:data:`ckptgeo.engine.scan.STAGES`): the wait for its files
+#: (``seconds_wait``: what of the fetch and the check the prefetch thread had not finished), its download (the
+#: fetch call) and the check of its weight files' sizes and sha256 (``seconds_verify``; both in a prefetch thread
+#: while the previous revision is measured), loading the weights, the forward sweeps (``seconds_forward``, part of
+#: ``seconds_measure``, every measure over every suite), each measure (``measure_names`` / ``measure_seconds``,
+#: parallel lists) and writing its parts. Null where the stage did not run (a duplicate is not fetched). Absent in
+#: datasets written before they were added (``seconds_forward`` and ``seconds_measure`` came later; before them
+#: the check ran on the main thread, after the wait).
 REVISION_SECONDS = [("seconds_download", _f), ("seconds_wait", _f), ("seconds_verify", _f), ("seconds_load", _f),
-                    ("measure_names", pa.list_(_s)), ("measure_seconds", pa.list_(_f)), ("seconds_write", _f)]
+                    ("measure_names", pa.list_(_s)), ("measure_seconds", pa.list_(_f)), ("seconds_write", _f),
+                    ("seconds_forward", _f), ("seconds_measure", _f)]
 #: the columns that hold wall time (they differ between two runs of the same scan; compare tables without them)
 TIMING_COLUMNS = ("seconds",) + tuple(n for n, t in REVISION_SECONDS if n != "measure_names")
 
