@@ -12,7 +12,7 @@ from ckptgeo.analysis.config import AnalysisConfig
 from ckptgeo.claimtable.registry import CLAIMS, ClaimSettings, register_claim
 from ckptgeo.claimtable.table import claim_table
 from ckptgeo.cli import build_parser
-from ckptgeo.cli.claims import _settings
+from ckptgeo.studies.claims_api import recorded_settings
 from ckptgeo.forecasting.evaluate import ForecastConfig
 
 
@@ -22,13 +22,11 @@ def test_claims_reads_the_recorded_settings_and_a_flag_overrides_them(tmp_path):
               "rules": {"analysis": {**AnalysisConfig(alpha=0.01).__dict__, "collapse_metrics": ["rankme"],
                                      "a_setting_of_an_older_version": 1}}}
     (tmp_path / "summary" / "claims_rules.json").write_text(json.dumps(record))
-    args = build_parser().parse_args(["claims", str(tmp_path)])
-    settings, config = _settings(tmp_path, args)
+    settings, config = recorded_settings(tmp_path)
     assert settings == ClaimSettings(n_permutations=199, n_power=10, seed=3)
     assert config.alpha == 0.01 and config.collapse_metrics == ("rankme",)
-    args = build_parser().parse_args(["claims", str(tmp_path), "--n-permutations", "999"])
-    assert _settings(tmp_path, args)[0].n_permutations == 999
-    assert _settings(tmp_path / "none", build_parser().parse_args(["claims", "x"])) == (ClaimSettings(), None)
+    assert recorded_settings(tmp_path, n_permutations=999)[0].n_permutations == 999
+    assert recorded_settings(tmp_path / "none") == (ClaimSettings(), None)
 
 
 def test_the_flags_of_claims_and_forecast_come_from_the_declarations():
