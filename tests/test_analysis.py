@@ -434,3 +434,22 @@ def test_a_hand_run_analyze_uses_the_difficulty_the_dataset_records(tmp_path, ca
     with pytest.raises(SystemExit) as exc:
         main(["analyze", str(ds.root), "--difficulty", "copy-L1"])
     assert exc.value.code == 2 and "is not SUITE=CLASS" in capsys.readouterr().err
+
+
+def test_a_difficulty_class_or_suite_that_is_not_one_is_refused_before_any_work(tmp_path, capsys):
+    """Issue 45 item 10: `analyze --difficulty logic=hardd` was accepted (a class of its own in every rate table);
+    now a class other than easy, hard or L<k>, or a suite the dataset does not hold, is refused with the nearest
+    valid name, and nothing is written."""
+    from ckptgeo.cli import main
+    from ckptgeo.errors import InvalidParameterError
+    from ckptgeo.store.dataset import Dataset
+
+    ds = Dataset(tmp_path / "ds")
+    _write_dataset(ds.root, [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
+    assert main(["analyze", str(ds.root), "--no-plots", "--difficulty", "copy-L1=hardd"]) == 2
+    err = capsys.readouterr().err
+    assert "'hardd' is not a difficulty class; use easy, hard or L<k> (e.g. L2). Did you mean 'hard'?" in err
+    assert not (ds.root / "events").exists() and not (ds.root / "summary").exists()
+    with pytest.raises(InvalidParameterError, match="the dataset holds no suite 'copy-L2'; did you mean 'copy-L1'"):
+        analyze(ds.root, difficulty={"copy-L2": "hard"}, write=False)
+    assert set(analyze(ds.root, difficulty={"copy-L1": "L3"}, write=False).acquisitions.difficulty) == {"L3"}

@@ -169,3 +169,30 @@ def test_a_mistyped_run_folder_is_said_not_to_exist(tmp_path, capsys):
     assert main(["scan", str(tmp_path / "runs" / "addition-L1"), "--dry-run"]) == 3   # SourceNotFoundError
     err = capsys.readouterr().err
     assert f"{tmp_path / 'runs' / 'addition-L1'} does not exist (a mistyped folder?)" in err, err
+
+
+def test_refusals_come_before_any_work(good, tmp_path, capsys):
+    """Issue 45 item 10: each of these ran (or trained, or planned) before refusing, or answered the wrong error."""
+    import torch
+
+    # claims --calibrate -1 ran the whole table and exited 0
+    assert main(["claims", str(tmp_path / "nodata"), "--calibrate", "-1"]) == 2
+    assert "The 'calibrate' parameter of claims must be an int in [0, inf). Got -1." in capsys.readouterr().err
+    # a garbled every-N is not "not found ... closest existing: (none)"
+    assert main(["scan", str(good), "--out", str(tmp_path / "ds"), "--suite", SUITE, "--revisions",
+                 "every-1000x", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "'every-1000x' is not a valid selector" in err and "did you mean 'every-1000'" in err
+    assert "closest existing" not in err
+    # train --forecast-from MISSING trained and wrote step0 before refusing
+    out = tmp_path / "run"
+    code = main(["train", "--task", "copy", "--level", "1", "--size", "tiny", "--steps", "4", "--warmup", "1",
+                 "--checkpoints", "2", "--heldout", "8", "--monitor", "2", "--forecast-from", str(tmp_path / "MISSING"),
+                 "--out", str(out), "--device", "cpu"])
+    assert code != 0 and "MISSING holds no behavior/ table" in capsys.readouterr().err
+    assert not out.exists()
+    if not torch.cuda.is_available():   # scan --device cuda --dry-run planned a GPU scan on a CPU-only machine
+        assert main(["scan", str(good), "--out", str(tmp_path / "ds"), "--suite", SUITE, "--device", "cuda",
+                     "--dry-run"]) == 2
+        assert "CUDA is not available here" in capsys.readouterr().err
+    assert not (tmp_path / "ds").exists()

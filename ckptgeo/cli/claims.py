@@ -22,6 +22,13 @@ outputs (inside the dataset folder):
 """
 
 
+def _admits() -> dict:
+    from ckptgeo._params import Interval
+
+    return {"calibrate": [Interval(int, 0, None)], "n_permutations": [Interval(int, 1, None)],
+            "power": [Interval(int, 1, None)]}
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``ckptgeo claims DATASET`` to an argparse ``subparsers`` object and return its parser."""
     p = subparsers.add_parser(
@@ -46,10 +53,12 @@ def _run_claims(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from ckptgeo._params import validate_params
     from ckptgeo.errors import DatasetLayoutError
     from ckptgeo.studies.calibrate import calibrate, calibration_table, dataset_claims
     from ckptgeo.studies.report import write_claims
 
+    validate_params(args, owner="claims", constraints=_admits())   # before the minutes of analysis
     root = Path(args.dataset)
     study = root if (root / "dataset").is_dir() else None
     dataset = root / "dataset" if study else root

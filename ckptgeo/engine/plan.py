@@ -432,11 +432,12 @@ def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | Non
     Raises
     ------
     InvalidParameterError, RevisionNotFoundError, EmptySelectionError
-        As for ``scan``, before anything is fetched.
+        As for ``scan``, before anything is fetched (a CUDA device on a machine without one included).
     TypeError
         An option that ``scan`` does not have.
     """
     config = dataclasses.replace(config or ScanConfig(), **settings_from(options, owner="plan_scan"))
+    rank_device(config.device)   # a plan for a GPU that is not here would not run here: refused as the scan refuses
     config = forward_dtype(config)
     return make_plan(resolve(source, config), config, out)
 
