@@ -41,7 +41,7 @@ from ckptgeo.engine.config import (ScanConfig, behavior_settings, merge_options,
                                    with_settings_doc)
 from ckptgeo.engine.batching import recorded_batch_sizes
 from ckptgeo.engine.measure import measure_revision
-from ckptgeo.engine.progress import RevisionProgress, lines_on_stderr
+from ckptgeo.engine.progress import RevisionProgress, hub_bars_hidden, lines_on_stderr
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype, make_plan, plan_scan, rank_device,
                                  resolve, row_settings, shard, source_identity, weights_digest)
 from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
@@ -81,6 +81,7 @@ class ScanResult:
 
 
 @lines_on_stderr()   # a line per revision in a script's log, unless logging is configured (or quiet)
+@hub_bars_hidden()   # and not huggingface_hub's bar per file in a notebook or a log, as on the command line
 def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None, revisions: str | None = None,
          suites: Sequence[str] = (), metrics: Sequence[str] = (),
          metric_options: Mapping[str, Mapping[str, Any]] | None = None, n_samples: int = DEFAULT_N_SAMPLES,
