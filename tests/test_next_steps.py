@@ -226,3 +226,30 @@ def test_a_rerun_with_other_settings_says_which_and_how_to_continue_the_earlier_
     assert "note: " not in capsys.readouterr().out
     assert main(common[:2] + ["--suite", "logic"] + common[4:] + ["--dry-run"]) == 0
     assert "note: " not in capsys.readouterr().out
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_demo_keeps_the_scans_padding_lines_behind_v_as_scan_does(monkeypatch, caplog, verbose):
+    """Issue 45 item 11: scripts/demo.sh (`ckptgeo demo`) logged a padding line per suite and revision (82 of them)
+    that `ckptgeo scan` shows only with -v; the demo's own stages still log at INFO."""
+    import logging
+
+    import ckptgeo.cli.demo as demo
+
+    def fake_run_demo(*args, **kwargs):
+        logging.getLogger("ckptgeo.engine.measure").info("step0, suite copy-L1: 12 token slots, 3 of them padding")
+        logging.getLogger("ckptgeo.studies.demo").info("training copy-L1")
+        raise _Stop
+
+    monkeypatch.setattr(demo, "run_demo", fake_run_demo)
+    caplog.set_level(logging.INFO)
+    with pytest.raises(_Stop):
+        main((["-v"] if verbose else []) + ["demo", "--out", "unused"])
+    said = [r.getMessage() for r in caplog.records]
+    assert "training copy-L1" in said
+    assert any("padding" in m for m in said) == verbose, said
+    assert logging.getLogger("ckptgeo.engine").level == logging.NOTSET   # restored

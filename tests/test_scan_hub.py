@@ -67,7 +67,8 @@ def test_duplicates_are_skipped_unfetched_and_flagged(local_hub, tmp_path):
     repo = local_hub.add_repo("pythia-dup", steps=(0, 1000, 2000, 3000), duplicate={"step3000": "step1000"})
     with pytest.warns(DuplicateWeightsWarning, match="step3000"):
         res = scan(repo.repo_id, revisions="all", suites=(SUITE,), n_samples=8, out=tmp_path / "ds")
-    assert len(res.measured) == 4
+    # issue 45 item 11: the duplicate was counted as measured ("measured 4" of 3 measured + 1 duplicate)
+    assert res.measured == ["step0", "step1000", "step2000"] and res.duplicated == ["step3000"]
     rv = pd.read_parquet(tmp_path / "ds" / "revisions").set_index("revision")
     assert rv.loc["step3000", "status"] == "duplicate" and rv.loc["step3000", "duplicate_of"] == "step1000"
     assert set(pd.read_parquet(tmp_path / "ds" / "geometry").revision) == {"step0", "step1000", "step2000"}

@@ -164,7 +164,8 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
     from ckptgeo.engine.scan import scan
 
     res = _with_progress_lines(lambda: scan(args.source, out=args.out, **kwargs))
-    print(f"measured {len(res.measured)}, already done {len(res.skipped)}, failed {len(res.failed)}, "
+    dups = f"duplicates recorded (not fetched) {len(res.duplicated)}, " if res.duplicated else ""
+    print(f"measured {len(res.measured)}, {dups}already done {len(res.skipped)}, failed {len(res.failed)}, "
           f"locked by another run {len(res.locked)}; tables in {res.out}")
     for name, err in res.failed.items():
         print(f"  failed {name}: {err}", file=sys.stderr)

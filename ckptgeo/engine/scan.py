@@ -59,13 +59,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ScanResult:
-    """Outcome of :func:`scan`: the dataset folder, revision names measured / skipped (done before) /
-    failed (with errors) / locked by another process, duplicate pairs, the config hash, the groups of
+    """Outcome of :func:`scan`: the dataset folder, revision names measured / recorded as duplicates without a
+    download / skipped (done before) / failed (with errors) / locked by another process, duplicate pairs, the config hash, the groups of
     selected revisions serving the same weights (:class:`~ckptgeo.sources.integrity.WeightGroup`, left out of
     the analysis by default), and where each measured revision's time went."""
 
     out: Path
     measured: list[str] = field(default_factory=list)
+    #: revisions recorded as duplicates of an earlier one from their metadata: neither fetched nor measured
+    duplicated: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     locked: list[str] = field(default_factory=list)
@@ -443,7 +445,7 @@ class _Run:
         self.dataset.write_part("revisions", name, [revision_row(base, "duplicate", self.resolved.config_hash, t0,
                                                                  files=files, duplicate_of=original,
                                                                  extra=self._group(base))])
-        self.result.measured.append(rev.name)
+        self.result.duplicated.append(rev.name)
 
     def fail(self, rev: Revision, name: str, base: dict, err: Exception, t0: float) -> None:
         """Record the failure; go on, unless the disk is full or ``on_error="raise"``."""
