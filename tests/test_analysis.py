@@ -453,3 +453,21 @@ def test_a_difficulty_class_or_suite_that_is_not_one_is_refused_before_any_work(
     with pytest.raises(InvalidParameterError, match="the dataset holds no suite 'copy-L2'; did you mean 'copy-L1'"):
         analyze(ds.root, difficulty={"copy-L2": "hard"}, write=False)
     assert set(analyze(ds.root, difficulty={"copy-L1": "L3"}, write=False).acquisitions.difficulty) == {"L3"}
+
+
+def test_nothing_to_forecast_when_no_run_acquired(tmp_path, capsys):
+    """Issue 45 item 8: on runs of which none acquired, `ckptgeo forecast` printed log scores and suggested a
+    --forecast-from that then refused, and analyze wrote an empty forecast figure per run. Now it says there is
+    nothing to forecast, suggests no --forecast-from, and writes no forecast figure."""
+    from ckptgeo.cli import main
+    from ckptgeo.store.dataset import Dataset
+
+    ds = Dataset(tmp_path / "ds")
+    _write_dataset(ds.root, [(f"toy-s{k}", "copy-L1", 0.1, _acc(None), _easy(2, 3.0), {}) for k in (1, 2, 3)])
+    assert main(["forecast", str(ds.root)]) == 0
+    out = capsys.readouterr().out
+    assert "forecast: none of the 3 runs acquired" in out and "no acquisition to forecast" in out
+    assert "--forecast-from" not in out and "log_score" not in out
+    assert not list((ds.root / "figures" / "forecast").glob("*.png"))
+    assert main(["analyze", str(ds.root)]) == 0
+    assert not list((ds.root / "figures" / "forecast").glob("*.png"))

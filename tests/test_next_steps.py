@@ -253,3 +253,20 @@ def test_demo_keeps_the_scans_padding_lines_behind_v_as_scan_does(monkeypatch, c
     assert "training copy-L1" in said
     assert any("padding" in m for m in said) == verbose, said
     assert logging.getLogger("ckptgeo.engine").level == logging.NOTSET   # restored
+
+
+def test_a_monitored_training_folder_has_a_fitting_next_step_and_a_status(tmp_path, capsys):
+    """Issue 45 item 9: `ckptgeo status runs/copy-L1-live` refused the folder `train --monitor` made; train ended
+    with `next: ckptgeo scan ...` although the measured dataset was in monitor/; its summary gave an acquisition
+    step without saying it was on the checkpoints' grid (the monitor's lines use its own)."""
+    out = tmp_path / "copy-L1-live"
+    assert main(["train", "--task", "copy", "--steps", "4", "--batch-size", "8", "--heldout", "20", "--warmup", "1",
+                 "--checkpoints", "2", "--monitor", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert _last(printed).startswith(f"next: ckptgeo analyze {out / 'monitor'}   (the monitor's dataset")
+    assert "the monitor's live lines use its own grid of measuring steps" in printed
+    assert main(["status", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"{out}: a ckptgeo train run, complete (4 steps)" in said
+    assert "monitor (" in said and "measured steps: 4 done, 0 failed, 0 in progress, 0 not started" in said
+    assert _last(said) == f"next: ckptgeo analyze {out / 'monitor'}"

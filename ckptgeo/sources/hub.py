@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ckptgeo._io import atomic_write_text
 from ckptgeo.constants import NO_PROGRESS
-from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
+from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
                       SourceNotFoundError)
 from ckptgeo.sources.naming import parse_names
 from ckptgeo.sources.revisions import Revision, revision_from_name
@@ -324,6 +324,28 @@ class HubSource(CheckpointSource):
             sha = blob.name if re.fullmatch(r"[0-9a-f]{64}", blob.name) else None  # LFS blobs are named by sha256
             out.append(WeightFile(name, blob.stat().st_size, sha))
         return out
+
+    def declared_size(self, revision: Revision, name: str) -> float | None:
+        """The bytes the safetensors header of weight file ``name`` of ``revision`` declares (8 + the header's data
+        end; the header's own length not counted, so a lower bound), read from the Hub with a range request (no
+        weights downloaded): inf when the header cannot be parsed, None for another format or when it cannot be
+        asked (offline, unreachable)."""
+        if self.offline or not name.endswith(".safetensors"):
+            return None
+        from huggingface_hub.errors import HfHubHTTPError, SafetensorsParsingError
+
+        path = f"{revision.subfolder}/{name}" if revision.subfolder else name
+        try:
+            meta = self._call(f"reading the header of {path} of {self.repo_id}@{revision.name}",
+                              self._api.parse_safetensors_file_metadata, self.repo_id, path,
+                              revision=revision.commit or revision.name, label=revision.name)
+        except SafetensorsParsingError:
+            return float("inf")
+        except (CkptgeoError, HfHubHTTPError, OSError, ValueError) as err:   # advisory: unknown, not a failure
+            log.debug("no header of %s@%s %s: %s", self.repo_id, revision.name, path, err)
+            return None
+        ends = [t.data_offsets[1] for t in meta.tensors.values()]
+        return 8 + max(ends) if ends else None
 
     def fetch(self, revision: Revision) -> Path:
         names = [w.name for w in self.weight_files(revision)]
