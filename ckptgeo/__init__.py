@@ -35,7 +35,7 @@ checkers see the real objects through the ``TYPE_CHECKING`` imports.
 
 import os as _os
 
-__version__ = "0.1.0"
+from ckptgeo._version import __version__
 
 # Idle OpenMP threads sleep instead of spinning (unless the user chose otherwise). torch's CPU build reads this
 # once, when it first loads libgomp, so it is set here, before any ckptgeo module imports torch. Spinning threads
@@ -46,7 +46,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 #: public name -> the module that defines it (imported on first access of the name)
 _FACADE = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
-    "analyze": "ckptgeo.analysis.summary", "combine": "ckptgeo.metrics.cross",
+    "analyze": "ckptgeo.analysis.pipeline", "combine": "ckptgeo.metrics.cross",
     "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
     "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
@@ -55,7 +55,7 @@ _FACADE = {
     "CompareValue": "ckptgeo.metrics.registry",
     "METRICS": "ckptgeo.metrics.registry", "SOURCES": "ckptgeo.sources.registry", "LOADERS": "ckptgeo.suites.items",
     "STEPS": "ckptgeo.analysis.steps", "register_step": "ckptgeo.analysis.steps",
-    "CLAIMS": "ckptgeo.studies.claims", "register_claim": "ckptgeo.studies.claims",
+    "CLAIMS": "ckptgeo.claimtable.registry", "register_claim": "ckptgeo.claimtable.registry",
     "FIGURES": "ckptgeo.analysis.figures", "register_figure": "ckptgeo.analysis.figures",
     "build_config": "ckptgeo.training.sizes", "build_tokenizer": "ckptgeo.suites.vocab", "generate": "ckptgeo.suites.tasks",
 }
@@ -69,7 +69,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ckptgeo.analysis.figures import FIGURES, register_figure
     from ckptgeo.analysis.steps import STEPS, register_step
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
+    from ckptgeo.claimtable.registry import CLAIMS, register_claim
     from ckptgeo.engine.config import ScanConfig
     from ckptgeo.engine.plan import plan_scan
     from ckptgeo.engine.scan import scan
@@ -81,17 +82,24 @@ if TYPE_CHECKING:
     from ckptgeo.monitor.core import Monitor, task_suite
     from ckptgeo.sources.registry import SOURCES, open_source
     from ckptgeo.store.dataset import read_table
-    from ckptgeo.studies.claims import CLAIMS, register_claim
     from ckptgeo.suites.items import LOADERS
     from ckptgeo.suites.tasks import generate
     from ckptgeo.suites.vocab import build_tokenizer
     from ckptgeo.training.sizes import build_config
 
 
+#: modules of ckptgeo's own packages above the analysis that register analysis steps and figures (as an installed
+#: package's entry points would): imported before the facade hands out an analysis name
+_EXTENSIONS = ("ckptgeo.forecasting.tables",)
+_ANALYSIS_NAMES = ("analyze", "STEPS", "register_step", "FIGURES", "register_figure")
+
+
 def __getattr__(name: str):
     if name in _FACADE:
         import importlib
 
+        for module in _EXTENSIONS if name in _ANALYSIS_NAMES else ():
+            importlib.import_module(module)
         value = getattr(importlib.import_module(_FACADE[name]), name)
         globals()[name] = value
         return value

@@ -2,7 +2,8 @@
 loaders and subcommands.
 
 A :class:`Registry` knows its built-ins as ``"module:object"`` strings (or just ``"module"`` for a module
-whose import registers the object through :meth:`Registry.register`), loaded on first use so that
+whose import registers the object through :meth:`Registry.register`), or as a package every module of which
+registers its own objects (the claim rows), loaded on first use so that
 ``import ckptgeo`` and ``ckptgeo --help`` stay cheap, plus whatever installed packages declare in the
 registry's Python entry-point group (``[project.entry-points."ckptgeo.metrics"]`` in their
 ``pyproject.toml``). A third-party package thus adds a measure, a source, a suite loader or a
@@ -15,7 +16,8 @@ The registries::
     ckptgeo.suites.items.LOADERS       group "ckptgeo.suites"    fn(spec: str) -> Suite
     ckptgeo.cli.COMMANDS               group "ckptgeo.commands"  add_parser(subparsers)
     ckptgeo.analysis.steps.STEPS       group "ckptgeo.analysis_steps"  Step (via @register_step)
-    ckptgeo.studies.claims.CLAIMS      group "ckptgeo.claims"    ClaimRow (via @register_claim)
+    ckptgeo.claimtable.registry.CLAIMS group "ckptgeo.claims"  ClaimRow (via @register_claim; built-ins: every
+                                                               module of the package ckptgeo.claimtable.rows)
     ckptgeo.analysis.figures.FIGURES   group "ckptgeo.figures"   Figure (via @register_figure)
 
 Nothing is swallowed: a built-in that fails to import raises its own ``ImportError``; an entry point
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import pkgutil
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
@@ -65,6 +68,10 @@ class Registry:
     check : callable, optional
         ``check(name, obj)`` raises ``TypeError`` when ``obj`` is not an object of this kind (e.g. a
         measure entry point that points at an undecorated function).
+    package : str, optional
+        A package whose every module registers built-ins when imported (all are imported on first use of the
+        registry); what they register counts as built-in, so a new built-in is a new function in one of its
+        modules, or a new module, and no table names it.
 
     Raises
     ------
@@ -85,10 +92,11 @@ class Registry:
     """
 
     def __init__(self, kind: str, group: str, builtins: dict[str, str], *,
-                 check: Callable[[str, Any], None] | None = None):
+                 check: Callable[[str, Any], None] | None = None, package: str | None = None):
         self.kind, self.group = kind, group
         self._builtins = dict(builtins)
         self._check = check
+        self._package = package
         self._items: dict[str, Any] = {}
         self._entry_points: dict[str, Any] | None = None
 
@@ -106,8 +114,21 @@ class Registry:
         self._items[name] = obj
         return obj
 
+    def _load_package(self) -> None:
+        """Import every module of the built-in package (once) and count what they registered as built-in."""
+        if self._package is None:
+            return
+        package, self._package = self._package, None
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            importlib.import_module(f"{package}.{info.name}")
+        for name, obj in self._items.items():
+            module = _origin(obj).rsplit(".", 1)[0]
+            if module.startswith(package + "."):
+                self._builtins.setdefault(name, module)
+
     def _eps(self) -> dict[str, Any]:
         """The entry points of :attr:`group` by name (read once per process)."""
+        self._load_package()
         if self._entry_points is None:
             found: dict[str, Any] = {}
             for ep in entry_points(group=self.group):
@@ -123,17 +144,21 @@ class Registry:
         return self._entry_points
 
     def names(self, *, sorted_: bool = True) -> list[str]:
-        """Every name this registry can resolve (built-ins, entry points, registered), without loading any.
+        """Every name this registry can resolve (built-ins, entry points, registered), without loading any (but the
+        modules of a built-in package, whose import is how their names are known).
 
         Sorted, or with ``sorted_=False`` in the order built-ins, entry points, registered."""
+        self._load_package()
         names = list(dict.fromkeys([*self._builtins, *self._eps(), *self._items]))
         return sorted(names) if sorted_ else names
 
     def __contains__(self, name: str) -> bool:
+        self._load_package()
         return name in self._items or name in self._builtins or name in self._eps()
 
     def get(self, name: str) -> Any:
         """The object registered as ``name``, loading its module on first use."""
+        self._load_package()
         if name not in self._items:
             if name in self._builtins:
                 self._load_builtin(name)

@@ -1,10 +1,10 @@
 """The precursor rule's false-positive rate on noise, at the demo's hard schedule.
 
-Draws iid Gaussian noise curves (``ckptgeo.analysis.stats.noise_curves``, mean 40, standard deviation a
+Draws iid Gaussian noise curves (``ckptgeo.stats.noise.noise_curves``, mean 40, standard deviation a
 fraction ``sd`` of it) at the checkpoint schedule of the demo's hard setting (addition level 1: 1000 steps,
 50 checkpoints, ``ckptgeo.training.trainer.checkpoint_steps``), places acquisition at a given checkpoint, and
 prints how often the rule calls a precursor, with the Wilson interval: the rule before issue 19 (any dip a
-collapse, any earlier recovery a precursor) beside the current one (``ckptgeo.analysis.events.curve_events``).
+collapse, any earlier recovery a precursor) beside the current one (``ckptgeo.events.detect.curve_events``).
 Seeded: the same numbers on every machine.
 
     python scripts/null_fpr.py [--curves 1000] [--seed 1]
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import stats as st
+from ckptgeo.events import detect as ev
+import ckptgeo.stats as st
 from ckptgeo.training.trainer import checkpoint_steps
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ckptgeo.analysis import acquisition_null as an
+from ckptgeo.events import acquisition_null as an
 
 #: two checkpoint schedules of 25 checkpoints: B runs twice as long, so most of its acquisitions fall after
 #: the last checkpoint of A
@@ -50,8 +50,8 @@ def test_analyze_and_the_claim_table_give_one_null_for_one_rate(tmp_path):
     """Before: analyze permuted the hard runs' acquisition steps among themselves across both schedules (a B
     step looked up on an A grid), the claim table among all acquired runs within a schedule."""
     from ckptgeo.analysis import analyze
-    from ckptgeo.studies.chance import permutation_null
-    from ckptgeo.studies.claims import claim_context
+    from ckptgeo.claimtable.chance import permutation_null
+    from ckptgeo.claimtable.table import claim_context
 
     res = analyze(_two_schedules(tmp_path / "d"), write=False, n_noise_curves=20, n_permutations=199)
     rates = res.precursor_rates.set_index("difficulty")
@@ -104,14 +104,14 @@ def test_the_smallest_detectable_kendall_tau_has_its_known_size():
     detectable; at 20 distinct settings the normal approximation puts the one-sided 5% test's 80%-power tau
     at (1.645 + 0.842) * sqrt(2 (2n + 5) / (9 n (n - 1))) = 0.40 (a little less: the statistic's spread shrinks
     under the alternative); more settings detect less."""
-    from ckptgeo.studies.power import kendall_mde
+    from ckptgeo.claimtable.power import kendall_mde
 
-    assert kendall_mde([1, 2, 3])[0] == math.inf
+    assert kendall_mde([1, 2, 3], alpha=0.05)[0] == math.inf
     n = 20
     approx = (1.645 + 0.842) * math.sqrt(2 * (2 * n + 5) / (9 * n * (n - 1)))
-    mde, table = kendall_mde(np.arange(n), seed=1)
+    mde, table = kendall_mde(np.arange(n), alpha=0.05, seed=1)
     assert approx == pytest.approx(0.403, abs=1e-3)
     assert approx - 0.1 <= mde <= approx + 0.03, (mde, table)
     assert list(table.values())[-1] >= 0.8 > max(list(table.values())[:-1])
-    assert kendall_mde(np.arange(40), seed=1)[0] < mde
-    assert kendall_mde(np.arange(20), seed=1) == (mde, table)     # seeded: the same answer
+    assert kendall_mde(np.arange(40), alpha=0.05, seed=1)[0] < mde
+    assert kendall_mde(np.arange(20), alpha=0.05, seed=1) == (mde, table)     # seeded: the same answer

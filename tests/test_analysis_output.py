@@ -117,7 +117,7 @@ def test_across_sizes_says_so_when_nothing_compares(small):
 def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_path):
     from ckptgeo.analysis.figures import constant_layers, gap_marks, plot_all
     from ckptgeo.analysis.plotting import figure, log_x
-    from ckptgeo.analysis.curves import summary_rows
+    from ckptgeo.events.curves import summary_rows
     from tests.test_analysis import _probe_rows
 
     probes = (_probe_rows("toy-4x32", "sort-L2", 2, [0.5, 0.5, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9])

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ckptgeo.studies.chance import Curve
-from ckptgeo.studies.claim_leads import MARGIN, contrast_row, llc, precursor_easy, precursor_hard
-from ckptgeo.studies.claims import ClaimContext, is_hard
-from ckptgeo.studies.inference import cluster_interval, contrast, holm
+from ckptgeo.claimtable.chance import Curve
+from ckptgeo.claimtable.rows.leads import MARGIN, contrast_row, llc, precursor_easy, precursor_hard
+from ckptgeo.claimtable.registry import ClaimContext
+from ckptgeo.suites.tasks import is_hard
+from ckptgeo.claimtable.inference import cluster_interval, contrast, holm
 
 GRID = np.arange(0, 400, 10, dtype=float)          # 40 checkpoints, one schedule
 EASY = ("copy", "reverse", "compare", "sort")
@@ -145,7 +146,7 @@ def test_intervals_cover_at_their_nominal_rate_on_studies_of_the_preset_shape():
     n, hit_c, hit_m = 800, 0, 0
     for _ in range(n):
         f = _study(rng, 3.0)
-        c = contrast(f, n_permutations=50)
+        c = contrast(f, alpha=0.05, n_permutations=50)
         hit_c += c.low <= 3.0 <= c.high
         m = cluster_interval(f.loc[f["hard"], "lead"], f.loc[f["hard"], "setting"])
         hit_m += m.low <= 3.0 <= m.high
@@ -174,23 +175,23 @@ def test_claims_command_has_examples_and_refuses_a_folder_without_tables(tmp_pat
 def test_not_reproduced_needs_power_and_an_upper_bound_below_the_margin():
     """Power on planted curves ignores the spread of leads between settings: a wide interval that reaches the
     margin keeps a failed test inconclusive, a narrow one below it gives "not reproduced"."""
-    from ckptgeo.studies.claim_leads import _holds_verdict
-    from ckptgeo.studies.inference import Interval
+    from ckptgeo.claimtable.rows.leads import _holds_verdict
+    from ckptgeo.claimtable.inference import Interval
 
     wide = Interval(0.2, -1.6, 2.4, 0.95, 10, "t")
     narrow = Interval(0.2, -0.9, 1.1, 0.95, 10, "t")
-    assert _holds_verdict(0.4, wide, 1.0, 30, "RankMe")[0] == "inconclusive"
-    assert "does not exclude a 2-checkpoint lead" in _holds_verdict(0.4, wide, 1.0, 30, "RankMe")[1]
-    assert _holds_verdict(0.4, narrow, 1.0, 30, "RankMe")[0] == "not reproduced"
-    assert _holds_verdict(0.4, narrow, math.inf, 30, "RankMe")[0] == "inconclusive"
+    assert _holds_verdict(0.4, wide, 1.0, 30, "RankMe", alpha=0.05)[0] == "inconclusive"
+    assert "does not exclude a 2-checkpoint lead" in _holds_verdict(0.4, wide, 1.0, 30, "RankMe", alpha=0.05)[1]
+    assert _holds_verdict(0.4, narrow, 1.0, 30, "RankMe", alpha=0.05)[0] == "not reproduced"
+    assert _holds_verdict(0.4, narrow, math.inf, 30, "RankMe", alpha=0.05)[0] == "inconclusive"
     assert MARGIN == 2.0
 
 
 def test_calibration_holds_a_row_to_alpha_only_on_the_nulls_that_void_what_it_tests():
     """A random walk of RankMe keeps behaviour, so the across-sizes acquisition order reproducing there is true,
     not false; the contrast reproducing on iid noise is false; an unknown kind of null is refused."""
-    from ckptgeo.studies.calibrate import calibration_table
-    from ckptgeo.studies.claims import register_claim
+    from ckptgeo.claimtable.calibrate import calibration_table
+    from ckptgeo.claimtable.registry import register_claim
 
     runs = pd.DataFrame(
         [{"null": "random_walk", "copy": c, "id": "across_sizes_acquisition_step", "verdict": "reproduced",
@@ -199,7 +200,7 @@ def test_calibration_holds_a_row_to_alpha_only_on_the_nulls_that_void_what_it_te
             "p_value": 0.6} for c in range(4)]
         + [{"null": "iid", "copy": c, "id": "contrast", "verdict": "reproduced" if c else "inconclusive",
             "p_value": 0.01 if c else 0.5} for c in range(4)])
-    t = calibration_table(runs).set_index(["id", "null"])
+    t = calibration_table(runs, 0.05).set_index(["id", "null"])
     walk = t.loc[("across_sizes_acquisition_step", "random_walk")]
     assert walk["false_reproduced"] == 4 and not walk["applies"] and walk["ok"]
     assert t.loc[("across_sizes_acquisition_step", "permuted"), "applies"]

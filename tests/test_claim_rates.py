@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ckptgeo.studies.claim_rows import floor_modular
-from ckptgeo.studies.claims import ClaimContext, rate_of
+from ckptgeo.claimtable.rows.floors import floor_modular
+from ckptgeo.claimtable.registry import ClaimContext
+from ckptgeo.claimtable.verdicts import rate_of
 
 
 def _runs(n_settings: int, seeds: int = 3) -> pd.DataFrame:
@@ -66,7 +67,7 @@ def test_a_null_copy_moves_each_measurement_interval_with_its_value(kind):
     """The rule reads each checkpoint's half-width (an onset or collapse only where the change exceeds it): a
     copy keeps the real half-widths, centred on the new values (the copy used to keep the real bounds, which its
     new values left)."""
-    from ckptgeo.studies.calibrate import null_copy
+    from ckptgeo.claimtable.calibrate import null_copy
 
     steps = np.arange(0, 120, 10)
     value = np.linspace(20, 4, 12)
@@ -87,7 +88,7 @@ GRID = np.arange(0, 300, 10, dtype=float)     # 30 checkpoints, one schedule
 def _order_context(n_runs: int, *, shape: str = "in order", n_power: int = 10):
     """``n_runs`` runs on one schedule acquiring at checkpoints 10, 12, 14, ...: RankMe falls by checkpoint 2 and
     recovers 3 checkpoints before acquisition ("in order"), falls and recovers after it ("late"), or stays flat."""
-    from ckptgeo.studies.chance import Curve
+    from ckptgeo.claimtable.chance import Curve
 
     rows, curves, acc = [], {}, {}
     for k in range(n_runs):
@@ -108,21 +109,21 @@ def _order_context(n_runs: int, *, shape: str = "in order", n_power: int = 10):
 
 
 def test_holds_verdict_says_not_reproduced_only_with_power_at_the_margin():
-    from ckptgeo.studies.claims import holds_verdict
+    from ckptgeo.claimtable.verdicts import holds_verdict
 
-    assert holds_verdict(0.5, 10, "x", 0.001, mde=1.0)[0] == "not reproduced"
-    verdict, why = holds_verdict(0.5, 10, "x", 0.001, mde=float("inf"))
+    assert holds_verdict(0.5, 10, "x", 0.001, alpha=0.05, mde=1.0)[0] == "not reproduced"
+    verdict, why = holds_verdict(0.5, 10, "x", 0.001, alpha=0.05, mde=float("inf"))
     assert verdict == "inconclusive" and "power < 80%" in why
-    assert holds_verdict(0.5, 10, "x", 0.001, mde=-0.8, margin=0.75, unit="in Kendall tau")[0] == "inconclusive"
-    assert holds_verdict(0.5, 10, "x", 0.001, mde=-0.7, margin=0.75, unit="in Kendall tau")[0] == "not reproduced"
-    assert holds_verdict(0.01, 10, "x", 0.001, mde=float("inf"))[0] == "reproduced"
+    assert holds_verdict(0.5, 10, "x", 0.001, alpha=0.05, mde=-0.8, margin=0.75, unit="in Kendall tau")[0] == "inconclusive"
+    assert holds_verdict(0.5, 10, "x", 0.001, alpha=0.05, mde=-0.7, margin=0.75, unit="in Kendall tau")[0] == "not reproduced"
+    assert holds_verdict(0.01, 10, "x", 0.001, alpha=0.05, mde=float("inf"))[0] == "reproduced"
 
 
 def test_the_order_row_states_its_minimum_detectable_lead():
     """16 runs in order, 3 checkpoints ahead: reproduced, and a planted 1-checkpoint recovery lead is found
     (MDE 1). Collapse and recovery after acquisition: 0/16, not reproduced at MDE 1. Flat curves (a detector that
     never fires: nothing to plant) state no detectable lead and stay inconclusive (they read "not reproduced")."""
-    from ckptgeo.studies.claim_rows import order
+    from ckptgeo.claimtable.rows.order import order
 
     row = order(_order_context(16))
     assert row.verdict == "reproduced" and row.mde == 1.0 and "MDE 1 checkpoints" in row.measured, row
@@ -146,7 +147,7 @@ def test_the_probe_row_is_inconclusive_without_power_and_not_reproduced_with_it(
     """The cpu study's probe row read "not reproduced (0.11, p = 0.87)" with no power stated. 16 runs on one
     schedule, 2 leading: a planted lead of 1 checkpoint is found (MDE 1): not reproduced. 4 runs: 24 relabellings,
     the smallest p 1/24, but a planted lead is found too rarely: inconclusive."""
-    from ckptgeo.studies.claim_rows import probe_lead
+    from ckptgeo.claimtable.rows.probes import probe_lead
 
     ctx = _order_context(16)
     row = probe_lead(dataclasses.replace(ctx, tables={"probe_lead": _probe_lead(ctx, 2), "probes": None}))

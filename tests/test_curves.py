@@ -1,4 +1,4 @@
-"""The curve-reading contract (ckptgeo.analysis.curves): its answers, and that no other module spells one out again."""
+"""The curve-reading contract (ckptgeo.events.curves): its answers, and that no other module spells one out again."""
 
 import re
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ckptgeo.analysis import curves as cv
+from ckptgeo.events import curves as cv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,9 +41,9 @@ def test_the_scan_finds_each_old_rederivation(snippet, what):
 
 def test_no_module_rederives_how_a_curve_is_read():
     files = [p for p in sorted((ROOT / "ckptgeo").rglob("*.py")) + sorted((ROOT / "tests" / "plugin_example").rglob("*.py"))
-             if p != ROOT / "ckptgeo" / "analysis" / "curves.py"]
+             if p != ROOT / "ckptgeo" / "events" / "curves.py"]
     found = {str(p.relative_to(ROOT)): what for p in files if (what := rederivations(p.read_text()))}
-    assert not found, f"read it through ckptgeo.analysis.curves instead: {found}"
+    assert not found, f"read it through ckptgeo.events.curves instead: {found}"
 
 
 def test_every_runs_table_is_built_from_run_rows():

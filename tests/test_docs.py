@@ -52,19 +52,24 @@ def test_every_cited_section_of_the_definitions_exists():
     assert missing == {}
 
 
-def test_every_claim_row_cites_its_definition():
-    from ckptgeo.studies.claims import SOURCES
+def _built_in_rows() -> dict:
+    from ckptgeo.claimtable.registry import CLAIMS, claim_ids
 
+    return {cid: CLAIMS.get(cid) for cid in claim_ids() if CLAIMS.get(cid).fn.__module__.startswith("ckptgeo.claimtable.rows.")}
+
+
+def test_every_claim_row_cites_its_definition():
     anchors = _anchors(DEFINITIONS.read_text(encoding="utf-8"))
-    for claim, source in SOURCES.items():
-        found = re.findall(r"docs/definitions\.md#([\w\-]+)", source)
-        assert found and found[0] in anchors, (claim, source)
+    rows = _built_in_rows()
+    assert len(rows) == 18, sorted(rows)
+    for claim, row in rows.items():
+        found = re.findall(r"docs/definitions\.md#([\w\-]+)", row.source_text)
+        assert row.claim and row.source and found == [row.anchor] and row.anchor in anchors, (claim, row.source_text)
 
 
 def test_every_built_in_measure_and_claim_row_is_defined():
     from ckptgeo.metrics.registry import metric_names
-    from ckptgeo.studies.claims import SOURCES
 
     text = DEFINITIONS.read_text(encoding="utf-8")
     assert [m for m in metric_names() if f"`{m}`" not in text] == []
-    assert [c for c in SOURCES if f"**{c}**" not in text] == []
+    assert [c for c in _built_in_rows() if f"**{c}**" not in text] == []

@@ -31,7 +31,7 @@ def test_trained_model_is_scanned_and_its_acquisition_found(tmp_path):
 def test_the_demo_labels_its_runs_hard_and_easy_by_the_studies_rule(tmp_path):
     """copy-L1 and addition-L1 are both level 1: by level alone analyze calls both "L1". The demo labels them
     with the studies' is_hard (addition is in PILOT_HARD), and its roles agree with that rule."""
-    from ckptgeo.studies.claims import is_hard
+    from ckptgeo.suites.tasks import is_hard
 
     assert demo_difficulty() == {"copy-L1": "easy", "addition-L1": "hard"}
     assert [s.role for s in DEMO_SETTINGS] == ["hard" if is_hard(s.task, s.level) else "easy" for s in DEMO_SETTINGS]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ckptgeo.analysis import events as ev
+from ckptgeo.events import detect as ev
 from ckptgeo.errors import InvalidParameterError
 
 STEPS = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]
@@ -290,7 +290,7 @@ def test_invalid_curves():
 
 
 def test_float_noise_is_not_a_collapse_or_an_onset():
-    from ckptgeo.analysis.events import collapse_point, onset_of_change
+    from ckptgeo.events.detect import collapse_point, onset_of_change
 
     steps = [0, 10, 20, 30, 40]
     flat = [1.0002046207, 1.0002046207 - 4e-13, 1.0002046207 + 1e-13, 1.0002046207 - 2e-13, 1.0002046207]

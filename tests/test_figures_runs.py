@@ -13,7 +13,7 @@ import pytest
 from ckptgeo.analysis import analyze
 from ckptgeo.analysis import figures as fig_mod
 from ckptgeo.analysis import plotting
-from ckptgeo.analysis.runs_table import RUNS_COLUMNS, params_text
+from ckptgeo.events.runs import RUNS_COLUMNS, params_text
 from tests.test_analysis import _acc, _hard, _probe_rows, _write_dataset
 
 LONG = "an-organisation-with-a-long-name/pythia-2.8b-deduped-with-a-very-long-suffix-s0"
@@ -90,7 +90,7 @@ def test_heatmap_probe_and_gaps_figures_mark_events_and_say_sizes_plainly(ds, tm
 
     whiskers = [c for c in drawn[-1].axes[0].containers if isinstance(c, ErrorbarContainer)]
     spans = {tuple(sorted(np.round(seg[:, 1], 6))) for c in whiskers for seg in c.lines[2][0].get_segments()}
-    from ckptgeo.analysis.curves import summary_rows
+    from ckptgeo.events.curves import summary_rows
 
     e = summary_rows(a.events)
     e = e[(e.metric == "rankme") & e.gap_steps.notna() & (e.gap_steps != 0)]
@@ -179,7 +179,7 @@ def test_deep_rankme_lines_are_named_at_their_ends_without_overlap(tmp_path, dra
     if n_layers == 12:
         assert sorted(layers) == drawn_layers
     else:
-        from ckptgeo.analysis.curves import summary_rows
+        from ckptgeo.events.curves import summary_rows
 
         summary = int(summary_rows(a.events[a.events.metric == "rankme"])["layer"].iloc[0])
         assert n_layers in layers and summary in layers and 10 <= len(layers) < n_layers, layers

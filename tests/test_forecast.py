@@ -346,14 +346,14 @@ def test_the_trainer_callback_reports_the_forecast_to_tensorboard(tmp_path, sing
 def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_the_data_cannot_say(planted):
     from ckptgeo.forecasting.evaluate import sizes_table
     from ckptgeo.forecasting.tables import forecast_frame
-    from ckptgeo.studies.claims import claim_table
+    from ckptgeo.claimtable.table import claim_table
 
     runs = _runs(lead=6)
     table = forecast_frame(runs, planted["forecasts"]["task"], "task", CFG)
     tables = {"forecast_skill": planted["skill"], "forecast": table, "forecast_sizes": pd.DataFrame(),
               "forecast_concordance": planted["concordance"]}
     empty = pd.DataFrame(columns=["model", "metric", "layer", "status"])
-    t = claim_table(empty, tables=tables, n_permutations=19, n_resamples=9).set_index("id")
+    t = claim_table(empty, tables=tables, n_permutations=19).set_index("id")
     geo = t.loc["forecast_geometry"]
     assert geo["verdict"] == "reproduced", geo.to_dict()
     assert "held out by task: 8 runs" in geo["measured"] and "null copy" in geo["measured"]
@@ -365,29 +365,29 @@ def test_the_two_claim_rows_read_the_forecast_tables_and_say_inconclusive_where_
     assert t.loc["forecast_across_sizes", "measured"] == "one size only"
     # a null copy that shows skill too makes the test untrustworthy on these runs: inconclusive
     fooled = planted["skill"].assign(null_p_value=0.001)
-    t = claim_table(empty, tables={**tables, "forecast_skill": fooled}, n_permutations=9, n_resamples=9)
+    t = claim_table(empty, tables={**tables, "forecast_skill": fooled}, n_permutations=9)
     assert t.set_index("id").loc["forecast_geometry", "verdict"] == "inconclusive"
     # no skill shown is not evidence of no skill: "not reproduced" only where geometry is shown worse
     sk = planted["skill"].set_index("split")
     assert sk.loc["task", "p_value_worse"] > 0.5 > sk.loc["task", "p_value"]
     for p_worse, verdict in ((0.3, "inconclusive"), (0.01, "not reproduced")):
         none = planted["skill"].assign(p_value=0.4, p_value_worse=p_worse)
-        t = claim_table(empty, tables={**tables, "forecast_skill": none}, n_permutations=9, n_resamples=9)
+        t = claim_table(empty, tables={**tables, "forecast_skill": none}, n_permutations=9)
         assert t.set_index("id").loc["forecast_geometry", "verdict"] == verdict, (p_worse, verdict)
     # skill that a sibling's geometry (another seed of the setting) gives as well is the setting's level
     for change, said in (({"timing_p_value": 0.4}, "forecasts as well"), ({"sibling_n_runs": 0}, "5 are needed")):
         t = claim_table(empty, tables={**tables, "forecast_skill": planted["skill"].assign(**change)},
-                        n_permutations=9, n_resamples=9).set_index("id").loc["forecast_geometry"]
+                        n_permutations=9).set_index("id").loc["forecast_geometry"]
         assert t["verdict"] == "inconclusive" and said in t["reason"], (change, t["reason"])
     # too few held-out runs for the test to reach p < 0.05
     few = planted["skill"].assign(n_runs=4)
-    t = claim_table(empty, tables={**tables, "forecast_skill": few}, n_permutations=9, n_resamples=9)
+    t = claim_table(empty, tables={**tables, "forecast_skill": few}, n_permutations=9)
     assert t.set_index("id").loc["forecast_geometry", "verdict"] == "inconclusive"
     # two sizes, the larger forecast from the smaller: the order is judged on forecasts made at half the earlier
     # acquisition, when a lead of 6 checkpoints has not shown yet in either run: no order to find (8 acquired runs)
     two = _runs(lead=6, sizes=("tiny", "mini"), n_tasks=4, seeds=(1, 2))
     sizes, _ = sizes_table(two, CFG)
-    t = claim_table(empty, tables={**tables, "forecast_sizes": sizes}, n_permutations=9, n_resamples=9)
+    t = claim_table(empty, tables={**tables, "forecast_sizes": sizes}, n_permutations=9)
     row = t.set_index("id").loc["forecast_across_sizes"]
     assert "size mini from tiny" in row["measured"] and row["p_value"] >= 0.05, row.to_dict()
     assert row["verdict"] == "not reproduced", row.to_dict()

@@ -98,7 +98,7 @@ def _scan(repo_id, out):
 
 def test_scan_keeps_groups_in_revisions_and_the_analysis_leaves_them_out(hub205, tmp_path):
     from ckptgeo.analysis.report import write_report
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
 
     out = tmp_path / "ds"
     res = _scan(hub205.repo_id, out)
@@ -129,7 +129,7 @@ def test_scan_keeps_groups_in_revisions_and_the_analysis_leaves_them_out(hub205,
 
     kept = analyze(out, window=2, write=False, keep_grouped="latest")
     assert sorted(kept.curves.step.unique()) == [2000, 3000, 4000, 5000, 6000, 7000, 10000]
-    from ckptgeo.analysis.tables import left_out_text
+    from ckptgeo.analysis.inputs import left_out_text
 
     said = left_out_text(kept.left_out).splitlines()[0]   # no hint to do what was done
     assert "kept on purpose with --keep-grouped: step10000, step2000" in said and "--keep-grouped latest" not in said
@@ -166,7 +166,7 @@ def test_older_dataset_without_group_columns_still_leaves_groups_out(hub205, tmp
     come from the recorded sha256 (main unknown there, so the note names no branch)."""
     import pyarrow.parquet as pq
 
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
     from ckptgeo.store.schemas import REVISION_GROUP, REVISION_SECONDS
 
     out = tmp_path / "ds"
@@ -180,7 +180,7 @@ def test_older_dataset_without_group_columns_still_leaves_groups_out(hub205, tmp
 
 
 def test_shared_shard_revisions_are_left_out(hub206, tmp_path):
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
 
     out = tmp_path / "ds"
     _scan(hub206.repo_id, out)
@@ -191,7 +191,7 @@ def test_shared_shard_revisions_are_left_out(hub206, tmp_path):
 
 
 def test_x_tokens_without_tokens_is_a_one_line_error(tmp_path):
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
     from ckptgeo.errors import InvalidParameterError
     from tests._checkpoints import make_checkpoints
 
@@ -273,7 +273,7 @@ def test_cross_checkpoint_partners_are_genuine_revisions_and_say_so(hub205, tmp_
     ``analyze`` rebuilds; each row records the choice and its own group."""
     import warnings
 
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
     from ckptgeo.engine.scan import scan
 
     out = tmp_path / "ds"

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ckptgeo.analysis import events as ev
+from ckptgeo.events import detect as ev
 
 GRID = list(range(0, 200, 10))            # 20 checkpoints
 ACQ = 100                                 # accuracy crosses 0.5 at step 100 for good
@@ -74,7 +74,7 @@ def test_one_spike_cannot_set_the_onset_scale():
     acq = ev.acquisition_step(steps, [0.0 if s < ACQ else 1.0 for s in steps])
     ce = ev.curve_events(steps, vals, acq, kind="change")
     assert ce.onset.step == 30 and ce.gap.status == "precursor", (ce.onset, ce.gap)
-    from ckptgeo.analysis.onsets import held_departure
+    from ckptgeo.events.onsets import held_departure
 
     assert held_departure(np.array([0.0, 1.0, 5.0, 1.0])).tolist() == [0.0, 1.0, 1.0, 1.0]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from ckptgeo.analysis import events as ev
+from ckptgeo.events import detect as ev
 from ckptgeo.monitor import LiveTracker, Monitor, MonitorConfig, Schedule, task_suite
 from ckptgeo.training import build_config, build_tokenizer
 from tests._models import single_thread  # noqa: F401  (fixture)
@@ -181,7 +181,7 @@ def _trainer_run(tmp_path, n_steps=120, batch=128, every=10):
 def test_trainer_callback_rows_equal_a_scan_of_the_saved_checkpoints(tmp_path, single_thread, caplog):
     import pandas as pd
 
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
     from ckptgeo.engine.scan import scan
     from ckptgeo.suites.items import write_jsonl
 
@@ -282,8 +282,8 @@ def test_ckptgeo_train_monitor_writes_what_a_scan_of_its_checkpoints_measures(tm
 
     # runs.csv / runs.tex of the monitor's folder name the model's size: its name ("copy-L1") gives none, so the
     # parameter count the monitor recorded (models.json), equal to the trainer's own count
-    from ckptgeo.analysis.runs_table import params_text
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.events.runs import params_text
+    from ckptgeo.analysis.pipeline import analyze
 
     n_params = json.loads((run / "manifest.json").read_text())["model"]["n_parameters"]
     assert json.loads((run / "monitor" / "models.json").read_text()) == {"copy-L1": {"n_parameters": n_params}}

@@ -1,4 +1,4 @@
-"""The one noise implementation (ckptgeo.analysis.nulls): jitter, own-variance iid and random-walk rates
+"""The one noise implementation (ckptgeo.stats.noise): jitter, own-variance iid and random-walk rates
 with known answers."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from ckptgeo.analysis import nulls
-from ckptgeo.analysis import stats as st
+from ckptgeo.stats import noise as nulls
+import ckptgeo.stats as st
 from ckptgeo.errors import InvalidParameterError
 
 STEPS = np.array([0, 10, 20, 40, 80, 160, 320, 640])

@@ -1,4 +1,4 @@
-"""Telling a precursor from chance (issue 19): the statistics of ckptgeo.analysis.stats and the event rules on
+"""Telling a precursor from chance (issue 19): the statistics of ckptgeo.stats and the event rules on
 synthetic curves with known answers and on pure noise."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest, kstest
 
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis import stats as st
+from ckptgeo.events import detect as ev
+import ckptgeo.stats as st
 from ckptgeo.errors import InvalidParameterError
 
 #: the demo's hard schedule (addition-L1: 1000 steps, 50 checkpoints; trainer.checkpoint_steps)
@@ -265,7 +265,7 @@ def _noise_dataset(root, n_runs: int, *, seed: int, lead: int | None = None, sd:
 
 def test_analyze_on_noise_states_its_false_positive_rate_and_finds_no_precursor(tmp_path):
     from ckptgeo.analysis import analyze
-    from ckptgeo.analysis.summary import read_rules
+    from ckptgeo.analysis.pipeline import read_rules
 
     res = analyze(_noise_dataset(tmp_path / "noise", 24, seed=4), n_noise_curves=100, n_permutations=299)
     r = res.precursor_rates.iloc[0]

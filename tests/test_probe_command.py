@@ -43,7 +43,7 @@ def test_probe_of_one_suite_after_a_scan_of_several_adds_no_second_behavior_run(
     behaviour again under the probe's config hash (the suites setting differed), so analyze showed two logic runs.
     Now a suite already measured with the same behaviour settings is not written again, whatever else either run
     measured; and the reverse order keeps the scan's other suites."""
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
 
     ck = make_checkpoints(tmp_path / "ck", steps=(0, 10))
     out = tmp_path / "ds"

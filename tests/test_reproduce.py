@@ -13,8 +13,10 @@ import pytest
 from ckptgeo.analysis import analyze
 from ckptgeo.cli import build_parser, main
 from ckptgeo.errors import InvalidParameterError
-from ckptgeo.analysis.curves import grid_run as parse_run
-from ckptgeo.studies.claims import CLAIMS, VERDICTS, claim_table, runs_table
+from ckptgeo.events.curves import grid_run as parse_run
+from ckptgeo.claimtable.registry import CLAIMS
+from ckptgeo.claimtable.table import claim_table, grid_runs
+from ckptgeo.claimtable.verdicts import VERDICTS
 from ckptgeo.studies.reproduce import PRESETS, Preset, checkpoint_subset, plan_study, run_reproduce
 
 STEPS = list(range(0, 201, 10))
@@ -79,8 +81,8 @@ FLOORS = {"copy": 3.0, "sort": 4.0, "compare": 5.0, "reverse": 6.0, "parity": 7.
 
 def _verdicts(root, n_permutations=499):
     a = analyze(root, write=False, n_permutations=99, n_noise_curves=10)
-    table = claim_table(a.events, a.top_down, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
-                        n_permutations=n_permutations, n_resamples=199, n_noise_curves=20, n_power=10)
+    table = claim_table(a.events, a.probe_lead, curves=a.curves, accuracy=a.accuracy, probes=a.probes,
+                        tables=a.tables, n_permutations=n_permutations, n_power=10)
     return table.set_index("id")
 
 
@@ -205,7 +207,7 @@ def test_claims_of_an_empty_or_foreign_dataset_are_inconclusive():
     t = claim_table(pd.DataFrame(columns=["model", "metric", "layer", "status"]))
     assert len(t) == len(CLAIMS.names()) and set(t["verdict"]) == {"inconclusive", "descriptive"}
     assert set(t.loc[t["verdict"] == "descriptive", "id"]) == {"precursor_rate"}   # a rate, never a verdict
-    assert parse_run("EleutherAI/pythia-160m") is None and runs_table(None).empty
+    assert parse_run("EleutherAI/pythia-160m") is None and grid_runs(None).empty
 
 
 def test_hard_is_relative_to_each_size():
@@ -214,7 +216,7 @@ def test_hard_is_relative_to_each_size():
                             gap_steps=a - 1, resolution_steps=10, status="precursor")
                        for size, steps in (("tiny", (10, 20, 30, 40)), ("mini", (100, 200, 300, 400)))
                        for t, a in zip(("copy", "sort", "parity", "modular"), steps)])
-    r = runs_table(ev).set_index("model")
+    r = grid_runs(ev).set_index("model")
     assert r["hard"].to_dict() == {"copy-L1-tiny-s0": False, "sort-L1-tiny-s0": False, "parity-L1-tiny-s0": True,
                                    "modular-L1-tiny-s0": True, "copy-L1-mini-s0": False, "sort-L1-mini-s0": False,
                                    "parity-L1-mini-s0": True, "modular-L1-mini-s0": True}
@@ -381,8 +383,8 @@ def test_probe_row_ignores_layer_0_the_constant_embedding_of_the_read_position()
             ("a-L1-tiny-s0", 2, "readable_at_start"), ("b-L1-tiny-s0", 0, "no_probe_onset"),
             ("b-L1-tiny-s0", 2, "leads"), ("c-L1-tiny-s0", 0, "no_probe_onset"), ("c-L1-tiny-s0", 2, "lags")]
     pl = pd.DataFrame(rows, columns=["model", "layer", "status"])
-    from ckptgeo.studies.claim_rows import _probe
-    from ckptgeo.studies.claims import ClaimContext
+    from ckptgeo.claimtable.rows.probes import _probe
+    from ckptgeo.claimtable.registry import ClaimContext
 
     row = _probe(ClaimContext(runs), pl)
     assert row.measured.startswith("1/2 (50%)"), row
@@ -392,8 +394,8 @@ def test_probe_row_ignores_layer_0_the_constant_embedding_of_the_read_position()
 def test_a_floor_trend_no_outcome_of_the_design_could_reject_is_inconclusive():
     """The cpu study's multiplication floors (3 seeds at tiny and at mini, wholly separated) give the exact
     one-sided p = 1/20: the best the design allows, so not evidence against the claim; a third size can reject."""
-    from ckptgeo.studies.claim_rows import _floor_multiplication
-    from ckptgeo.studies.claims import ClaimContext
+    from ckptgeo.claimtable.rows.floors import _floor_multiplication
+    from ckptgeo.claimtable.registry import ClaimContext
 
     floors = {"tiny": [2.08, 2.22, 2.39], "mini": [3.30, 3.49, 3.32], "small": [4.1, 4.4, 4.2]}
 
@@ -416,8 +418,8 @@ def test_a_floor_trend_no_outcome_of_the_design_could_reject_is_inconclusive():
 
 def test_top_down_says_how_many_deep_runs_it_could_not_test():
     """A 4-layer run whose blocks do not all collapse has no order to test; the row counts it apart."""
-    from ckptgeo.studies.claim_rows import _top_down
-    from ckptgeo.studies.claims import ClaimContext
+    from ckptgeo.claimtable.rows.top_down import _top_down
+    from ckptgeo.claimtable.registry import ClaimContext
 
     onsets = {f"copy-L1-mini-s{i}": {1: 300.0, 2: 200.0, 3: 100.0, 4: 100.0} for i in range(1, 5)}
     onsets["sort-L1-mini-s1"] = {1: 300.0, 2: float("nan"), 3: 100.0, 4: 100.0}
@@ -596,8 +598,8 @@ def test_the_precursor_rate_row_matches_analyze_number_for_number(tmp_path):
     acquisition, half at it; RankMe noisy so the null is not degenerate)."""
     import dataclasses
 
-    from ckptgeo.studies.claim_rows import precursor_rates
-    from ckptgeo.studies.claims import claim_context
+    from ckptgeo.claimtable.rows.precursor_rate import precursor_rates
+    from ckptgeo.claimtable.table import claim_context
 
     spec = {"tiny": {task: dict(acq=ACQ[task], floor=3.0, recover=ACQ[task] - (30 if k % 2 else 0))
                      for k, task in enumerate(TASKS)}}

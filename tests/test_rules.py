@@ -1,4 +1,4 @@
-"""The event rules are declared once (ckptgeo.analysis.rules.EventRules) and applied in one place (its methods):
+"""The event rules are declared once (ckptgeo.events.rules.EventRules) and applied in one place (its methods):
 the analyze flags, the monitor's options and the tables' metadata come from that declaration."""
 
 import argparse
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from ckptgeo._settings import declared
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis.rules import AnalysisConfig, config_from
-from ckptgeo.analysis.rules import EventRules
+from ckptgeo.events import detect as ev
+from ckptgeo.analysis.config import AnalysisConfig, config_from
+from ckptgeo.events.rules import EventRules
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.monitor.core import MonitorConfig
 from ckptgeo.monitor.live import LiveTracker
@@ -83,7 +83,7 @@ def test_min_drop_means_the_same_in_the_detector_analyze_and_the_monitor(min_dro
 
 
 def test_no_module_spells_a_rule_out_when_calling_the_events_functions():
-    """Only the detector (EventRules' methods) passes a rule's value to ckptgeo.analysis.events."""
+    """Only the detector (EventRules' methods) passes a rule's value to ckptgeo.events.detect."""
     call = re.compile(r"\bev\.(curve_events|collapse_point|recovery_onset|precursor_gap|acquisition_at|"
                       r"collapse_onset)\(")
     found = {str(p.relative_to(ROOT)): call.findall(p.read_text()) for p in (ROOT / "ckptgeo").rglob("*.py")

@@ -231,7 +231,7 @@ def test_monitor_config_shares_the_declared_settings():
     from ckptgeo.monitor.core import _scan_config
 
     from ckptgeo._settings import declared as declared_settings
-    from ckptgeo.analysis.rules import EventRules
+    from ckptgeo.events.rules import EventRules
 
     shared = [(f.name, s) for f, s in declared() if s.monitor]
     # the scan's monitor settings, then the event rules of analyze (one declaration each)

@@ -14,7 +14,8 @@ from ckptgeo.analysis import analyze
 from ckptgeo.analysis.config import read_rules
 from ckptgeo.analysis.steps import STEPS, Step, all_steps, order_steps, register_step
 from ckptgeo.errors import AnalysisStepError
-from ckptgeo.studies.claims import CLAIMS, claim_table, register_claim
+from ckptgeo.claimtable.registry import CLAIMS, register_claim
+from ckptgeo.claimtable.table import claim_table
 from tests.test_analysis import _acc, _easy, _hard, _write_dataset
 from tests.test_plugins import EXAMPLE, _env, _install
 
@@ -117,7 +118,7 @@ def test_a_registered_claim_row_is_in_the_claim_table_after_the_built_ins(fresh)
                 "verdict": "inconclusive", "reason": "r", "evidence": "e", "value": float(len(ctx.runs))}
 
     empty = pd.DataFrame(columns=["model", "metric", "layer", "status"])
-    t = claim_table(empty, tables={"extra": pd.DataFrame({"x": [1, 2, 3]})}, n_permutations=9, n_resamples=9)
+    t = claim_table(empty, tables={"extra": pd.DataFrame({"x": [1, 2, 3]})}, n_permutations=9)
     assert t["id"].tolist() == BUILTIN_CLAIMS + PACKAGE_CLAIMS + ["n_runs"]
     row = t.set_index("id").loc["n_runs"]
     assert row["measured"] == "3 rows" and row["value"] == 0.0 and row["verdict"] == "inconclusive"
@@ -127,9 +128,9 @@ def test_a_registered_claim_row_is_in_the_claim_table_after_the_built_ins(fresh)
 def test_an_installed_step_and_claim_row_run_through_entry_points(dataset, tmp_path):
     site = _install(tmp_path / "site", "[ckptgeo.analysis_steps]\ngap_by_suite = ckptgeo_example_step\n\n"
                                        "[ckptgeo.claims]\ngap_known = ckptgeo_example_step\n", name="ckptgeo_example_step")
-    code = ("import ckptgeo, json\nfrom ckptgeo.studies.claims import claim_table\n"
+    code = ("import ckptgeo, json\nfrom ckptgeo.claimtable.table import claim_table\n"
             f"a = ckptgeo.analyze({str(dataset)!r}, out={str(tmp_path / 'an')!r}, n_permutations=9, n_noise_curves=0)\n"
-            "t = claim_table(a.events, n_permutations=9, n_resamples=9)\n"
+            "t = claim_table(a.events, n_permutations=9)\n"
             "print(json.dumps({'steps': a.steps, 'claims': t['id'].tolist()}))")
     proc = subprocess.run([sys.executable, "-c", code], env=_env(EXAMPLE, site), capture_output=True, text=True,
                           timeout=600, cwd=tmp_path)

@@ -79,7 +79,7 @@ def test_olmo2_scan_measures_each_stage_once_and_resumes(olmo, tmp_path):
     res2 = quiet(olmo.repo_id, out, revisions="all")
     assert res2.measured == [] and len(res2.skipped) == 7
     assert len(pd.read_parquet(out / "geometry")) == len(g)
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
 
     analyze(out)  # the analysis reads stages as separate curves
     ev = pd.read_parquet(out / "events")
@@ -350,7 +350,7 @@ def test_offline_trainer_folders_and_seed_family(local_hub, polypythia, tmp_path
 
 def test_analysis_keeps_stages_apart():
     """Same step in two stages: two curves, not one averaged point (tables.clean_geometry)."""
-    from ckptgeo.analysis.tables import clean_geometry
+    from ckptgeo.analysis.inputs import clean_geometry
 
     rows = [{"model": "OLMo-2", "suite": "s", "config_hash": "h", "metric": "rankme", "layer": 0, "step": step,
              "stage": stage, "value": value}

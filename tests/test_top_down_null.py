@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 
-from ckptgeo.analysis.summary import AnalysisConfig
-from ckptgeo.studies.calibrate import null_copy
-from ckptgeo.studies.claim_rows import _tau_rows, _top_down
-from ckptgeo.studies.claims import ALPHA, ClaimContext
+from ckptgeo.claimtable.calibrate import null_copy
+from ckptgeo.claimtable.rows.top_down import _tau_rows, _top_down
+from ckptgeo.claimtable.registry import ClaimContext
+from ckptgeo.analysis.config import AnalysisConfig
+
+ALPHA = AnalysisConfig().alpha   # the level every claim row tests at
 
 STEPS = np.arange(0, 400, 10)
 BLOCKS = 5   # layers 1..5; layer 6 is the post-final-norm layer

@@ -1,19 +1,12 @@
-"""Precursor-gap analysis: when each capability arrived, and whether the geometry moved first.
+"""Precursor-gap analysis: when each capability arrived, and whether the geometry moved first, over a whole
+dataset as DataFrames (the events of one curve are :mod:`ckptgeo.events`, the statistics :mod:`ckptgeo.stats`).
 
-* :mod:`ckptgeo.analysis.events`: pure functions over one curve (acquisition, collapse, recovery,
-  onsets, precursor gap); the records they return and the rules' defaults are in
-  :mod:`~ckptgeo.analysis.event_types`, the onsets in :mod:`~ckptgeo.analysis.onsets` (both re-exported by events).
-* :mod:`ckptgeo.analysis.summary`: :func:`analyze` over a whole dataset: it runs the registered steps
+* :mod:`ckptgeo.analysis.pipeline`: :func:`analyze` over a whole dataset: it runs the registered steps
   (:mod:`ckptgeo.analysis.steps`, ``STEPS``; the built-ins in :mod:`ckptgeo.analysis.builtin_steps`) in
   dependency order, writing ``events/``, ``summary/`` and ``compare/`` tables. The steps call
-  :mod:`~ckptgeo.analysis.event_table` (events per curve) and :mod:`~ckptgeo.analysis.summary_tables`
+  :mod:`~ckptgeo.analysis.curve_events` (events per curve) and :mod:`~ckptgeo.analysis.across_runs`
   (rates and their nulls, top-down, probe lead, sizes, seeds); :mod:`~ckptgeo.analysis.config` holds
   :class:`AnalysisConfig` and :class:`Analysis`, :mod:`~ckptgeo.analysis.view` the console view.
-* :mod:`ckptgeo.analysis.stats`: binomial intervals, permutation and circular-shift tests, the
-  detector's false-positive rate on noise, hierarchical bootstrap, Kendall's tau (their result records and
-  parameter checks in :mod:`~ckptgeo.analysis.stat_types`, re-exported).
-* :mod:`ckptgeo.analysis.runs_table`: ``runs_table.runs_table(events)`` (one row per run: model, task, level, size, seed,
-  acquisition, collapse, floor, onset, gap, spacing, status) and :func:`write_runs_table` (CSV and LaTeX).
 * :mod:`ckptgeo.analysis.figures`: the PNGs ``ckptgeo analyze`` writes, each a function of an
   :class:`Analysis` you can call yourself:
 
@@ -39,15 +32,14 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "events", "summary", "stats", "figures", "runs_table",
+__all__ = ["analyze", "Analysis", "AnalysisConfig", "events_text", "pipeline", "figures",
            "steps", "STEPS", "register_step",
-           "write_runs_table", "plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps", "plot_all",
+           "plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps", "plot_all",
            "write_report"]
 
-_LAZY = {"analyze": "summary", "Analysis": "config", "AnalysisConfig": "config", "events_text": "view",
-         "events": None, "summary": None, "stats": None, "figures": None, "steps": None,
+_LAZY = {"analyze": "pipeline", "Analysis": "config", "AnalysisConfig": "config", "events_text": "view",
+         "pipeline": None, "figures": None, "steps": None,
          "STEPS": "steps", "register_step": "steps",
-         "runs_table": None, "write_runs_table": "runs_table",
          "write_report": "report",
          **{name: "figures" for name in ("plot_suite", "plot_heatmap", "plot_probes", "plot_seeds", "plot_gaps",
                                          "plot_all")}}

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 
-from ckptgeo.analysis import report_sections as rs
-from ckptgeo.analysis import summary_tables as sm
-from ckptgeo.analysis.event_table import acquisitions, events_table
-from ckptgeo.analysis.runs_table import runs_table, write_runs_files
-from ckptgeo.analysis.curves import summary_rows
+from ckptgeo.analysis import report as rs
+from ckptgeo.analysis import across_runs as sm
+from ckptgeo.analysis.curve_events import acquisitions, events_table
+from ckptgeo.events.runs import runs_table, write_runs_files
+from ckptgeo.events.curves import summary_rows
 from ckptgeo.analysis.steps import register_step
-from ckptgeo.analysis.tables import events_in_tokens, model_size
+from ckptgeo.analysis.inputs import events_in_tokens
+from ckptgeo.events.curves import model_size
 from ckptgeo.store.schemas import SCHEMAS
 
 
@@ -43,7 +44,7 @@ def _acquisitions(ctx):
 @register_step(name="events", reads=("curves", "accuracy", "behavior_events"), writes=("events",), folder="events",
                report=rs.events_section)
 def _events(ctx):
-    from ckptgeo import __version__
+    from ckptgeo._version import __version__
 
     b = ctx["behavior_events"]
     events = events_table(ctx["curves"], b.groups, b.classes, ctx.config, __version__)

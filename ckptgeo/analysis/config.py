@@ -1,14 +1,15 @@
 """The settings and the result of an analysis, and the rules every table it writes carries.
 
-:class:`AnalysisConfig` holds every rule and threshold (declared in :mod:`ckptgeo.analysis.rules`, re-exported
-here; validated by :func:`validate_config`);
-:class:`Analysis` is what :func:`ckptgeo.analysis.summary.analyze` returns: its tables by name
+:class:`AnalysisConfig` holds every rule and threshold (the event rules of :class:`ckptgeo.events.rules.EventRules`
+and the probe, null and verdict settings, each declared once here; validated by :func:`validate_config`);
+:class:`Analysis` is what :func:`ckptgeo.analysis.pipeline.analyze` returns: its tables by name
 (``Analysis.tables``; the built-in ones also as attributes). :func:`write_table` writes one table as
 Parquet with the rules in its metadata, :func:`read_rules` reads them back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -17,12 +18,106 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+import ckptgeo.stats as st
 from ckptgeo._io import atomic_path
-from ckptgeo.analysis.rules import AnalysisConfig, config_from, validate_config
+from ckptgeo._settings import Interval, declared, replace_params, setting, validate_params, with_settings_doc
+from ckptgeo.errors import InvalidParameterError
+from ckptgeo.events import detect as ev
+from ckptgeo.events.rules import EventRules
 from ckptgeo.store.schemas import EVENTS_COLUMNS
 
 __all__ = ["AnalysisConfig", "Analysis", "EVENTS_SCHEMA", "RULES_KEY", "config_from", "read_rules", "write_table",
            "validate_config"]
+
+
+@dataclass(frozen=True)
+class AnalysisConfig(EventRules):
+    """Settings of one analysis: the event rules (:class:`~ckptgeo.events.rules.EventRules`, whose methods
+    apply them) and the probe, null and verdict settings; every field is recorded in the events table and in
+    each output table's Parquet metadata (:meth:`rules`). Each is declared once, with its flag where ``ckptgeo
+    analyze`` has one (:func:`ckptgeo._settings.add_flags`).
+
+    Attributes
+    ----------
+    {settings}
+    """
+
+    probe_margin: float = setting(
+        0.1, "Probe accuracy over the better of majority-class chance and its shuffled-label control that counts "
+        "as \"information present\".", admits=(Interval(float, 0, 1, closed="left"),), flag="--probe-margin",
+        help="probe accuracy over the better of chance and its shuffled-label control that marks the probe onset "
+             "(default %(default)s)")
+    probe_alpha: float = setting(
+        0.05, "Significance level of the probe's test (its ``p_value`` must be below it).",
+        admits=(Interval(float, 0, 1, closed="left"),), flag="--probe-alpha",
+        help="the probe onset also needs the probe's p-value below this (default %(default)s)")
+    collapse_metrics: tuple[str, ...] = setting(
+        ("rankme",), "Metrics analysed by collapse and recovery rather than onset of change; the first gives the "
+        "collapse floors compared across sizes.", kind="tuple of str", coerce=tuple)
+    n_permutations: int = setting(
+        st.DEFAULT_N_PERMUTATIONS, "Relabellings of each permutation test (precursor rates, the difficulty slope, "
+        "top-down).", admits=(Interval(int, 1, None),), flag="--n-permutations",
+        help="relabellings per permutation test (default %(default)s)")
+    n_noise_curves: int = setting(
+        st.DEFAULT_N_NOISE_CURVES, "Synthetic noise copies per summary-layer curve and noise model (measurement "
+        "jitter, iid at the curve's own variance, random walk: :mod:`ckptgeo.stats.noise`) for the detector's "
+        "false-positive rates (0: skip).", admits=(Interval(int, 0, None),), flag="--noise-curves",
+        help="noise curves per summary curve for the detector's false-positive rate (default %(default)s; 0: skip)")
+    seed: int = setting(0, "Seed of every null (permutations, noise curves).", admits=(Interval(int, 0, None),),
+                        flag="--seed", help="seed of the nulls (default %(default)s)")
+    confidence: float = setting(st.DEFAULT_CONFIDENCE, "Coverage of every interval (binomial, null quantiles).",
+                                admits=(Interval(float, 0, 1, closed="neither"),))
+    alpha: float = setting(0.05, "Level at which a test's p-value gives a verdict (a rate \"above_null\", a "
+                           "direction).", admits=(Interval(float, 0, 1, closed="neither"),))
+
+    def rules(self) -> dict:
+        """Every rule and threshold of this analysis, with the defaults it fell back to, as plain values (written
+        into each output table's Parquet metadata under ``ckptgeo.rules``)."""
+        d = dataclasses.asdict(self)
+        d["collapse_metrics"] = list(self.collapse_metrics)
+        d["acc_threshold_rule"] = ("explicit" if self.acc_threshold is not None else
+                                   f"{ev.DEFAULT_ACC_THRESHOLD:g}, or (chance + 1) / 2 where chance >= 0.5")
+        d["precursor_rule"] = (f"gap_steps > max spacing before onset and acquisition, and gap_checkpoints > "
+                               f"{self.resolution_checkpoints}")
+        d["collapse_rule"] = f"RankMe minimum before acquisition more than {self.min_drop:g} of its first value below it"
+        d["censoring_rule"] = (f"above threshold at the last checkpoints, fewer than window={self.window}: censored")
+        d["null"] = ("acquisition steps permuted across counted runs (permutation p, one-sided: rate above the "
+                     "null); detector on noise copies of each run's curve at its own schedule: measurement jitter, iid noise at "
+                     "the curve's own variance, random walks of that spread (false-positive rates)")
+        return d
+
+
+AnalysisConfig.__doc__ = with_settings_doc(AnalysisConfig.__doc__, AnalysisConfig)
+
+
+def config_from(settings: Mapping[str, Any], config: AnalysisConfig | None = None) -> AnalysisConfig:
+    """``config`` (default: the declared defaults) with ``settings`` set by field name, each coerced as its
+    declaration says (``collapse_metrics`` as a tuple) and checked (:func:`validate_config`).
+
+    Raises
+    ------
+    InvalidParameterError
+        A name that is no setting (close names suggested), or a value out of its declared range.
+    """
+    coerce = {f.name: s.coerce for f, s in declared(AnalysisConfig) if s.coerce is not None}
+    settings = {k: coerce[k](v) if k in coerce and v is not None else v for k, v in settings.items()}
+    cfg = replace_params(config if config is not None else AnalysisConfig(), settings, owner="analyze")
+    validate_config(cfg)
+    return cfg
+
+
+def validate_config(cfg: AnalysisConfig) -> None:
+    """Check every setting of ``cfg`` against its constraints.
+
+    Raises
+    ------
+    InvalidParameterError
+        A threshold, fraction or count out of range, or no ``collapse_metrics``.
+    """
+    validate_params(cfg, owner="analyze")
+    if not cfg.collapse_metrics:
+        raise InvalidParameterError("The 'collapse_metrics' parameter must name at least one metric. Got ().",
+                                    name="collapse_metrics", value=())
 
 
 def _table(name: str, doc: str) -> property:
@@ -31,7 +126,7 @@ def _table(name: str, doc: str) -> property:
 
 @dataclass(frozen=True, eq=False)
 class Analysis:
-    """What :func:`~ckptgeo.analysis.summary.analyze` found: every table its steps wrote, by name.
+    """What :func:`~ckptgeo.analysis.pipeline.analyze` found: every table its steps wrote, by name.
 
     The built-in tables (each a DataFrame, possibly empty) are also attributes: ``analysis.events`` is
     ``analysis.tables["events"]``. A step that an installed package adds (:mod:`ckptgeo.analysis.steps`) puts
@@ -69,7 +164,7 @@ class Analysis:
     probes : DataFrame or None
         The dataset's probes table (grouped revisions left out), for the probe figures.
     left_out : DataFrame or None
-        The revisions left out and why (:data:`ckptgeo.analysis.tables.LEFT_OUT_COLUMNS`).
+        The revisions left out and why (:data:`ckptgeo.analysis.inputs.LEFT_OUT_COLUMNS`).
     config : AnalysisConfig
     root, out : Path
         The dataset read and the folder written (the same unless ``out`` was given).

@@ -32,7 +32,7 @@ import pandas as pd
 
 from ckptgeo._registry import Registry
 from ckptgeo.analysis import plotting as pl
-from ckptgeo.analysis.curves import preferred_variant, run_accuracy, run_curves, summary_event, summary_rows
+from ckptgeo.events.curves import preferred_variant, run_accuracy, run_curves, summary_event, summary_rows
 from ckptgeo.analysis.plotting import constant_layers, with_gaps
 
 __all__ = ["plot_suite", "plot_heatmap", "plot_gaps", "plot_probes", "plot_seeds", "plot_grid", "plot_all",
@@ -215,8 +215,8 @@ def plot_gaps(analysis, path: str | os.PathLike, *, metric: str = "rankme") -> P
     Path or None
         None when there is no event for ``metric``.
     """
-    from ckptgeo.analysis.runs_table import params_text
-    from ckptgeo.analysis.tables import model_size
+    from ckptgeo.events.runs import params_text
+    from ckptgeo.events.curves import model_size
 
     e = summary_rows(analysis.events)
     e = preferred_variant(e[e["metric"] == metric]) if len(e) else e
@@ -332,8 +332,8 @@ def plot_probes(analysis, model: str, suite: str, path: str | os.PathLike) -> Pa
 
 def seed_groups(curves) -> dict[str, list[str]]:
     """Models that differ only by their seed (``-s0``, ``-seed1``): base name -> the models, for groups of
-    two or more (:func:`ckptgeo.analysis.tables.split_seed`)."""
-    from ckptgeo.analysis.tables import split_seed
+    two or more (:func:`ckptgeo.analysis.inputs.split_seed`)."""
+    from ckptgeo.analysis.inputs import split_seed
 
     groups: dict[str, list[str]] = {}
     for m in sorted(curves["model"].unique()) if len(curves) else []:
@@ -439,7 +439,7 @@ def plot_grid(runs, path: str | os.PathLike) -> Path | None:
     ----------
     runs : DataFrame
         One row per run with ``task``, ``level``, ``size``, ``n_parameters``, ``seed``, ``status`` and
-        ``gap_steps`` (:func:`ckptgeo.studies.claims.runs_table`).
+        ``gap_steps`` (:func:`ckptgeo.claimtable.table.runs_table`).
     path : path
         The PNG to write.
 
@@ -512,10 +512,10 @@ def _check_figure(name: str, obj) -> None:
 
 
 #: Every figure :func:`plot_all` draws, in order: the built-ins below, then those installed packages declare in the
-#: ``ckptgeo.figures`` entry-point group, then those registered in this process (:func:`register_figure`).
-FIGURES = Registry("figure", "ckptgeo.figures", {**{name: "ckptgeo.analysis.figures" for name in ("suites", "seeds",
-                                                                                                   "gaps")},
-                                                  "forecast": "ckptgeo.forecasting.figures"}, check=_check_figure)
+#: ``ckptgeo.figures`` entry-point group, then those registered in this process (:func:`register_figure`; the
+#: forecast figure of :mod:`ckptgeo.forecasting.figures` registers so when imported).
+FIGURES = Registry("figure", "ckptgeo.figures", {name: "ckptgeo.analysis.figures" for name in ("suites", "seeds", "gaps")},
+                   check=_check_figure)
 
 
 def register_figure(*, name: str, reads: tuple[str, ...] = ()):

@@ -97,9 +97,9 @@ def log_x(ax, steps) -> None:
 
 def constant_layers(sub) -> set:
     """Layers whose curve does not move at all (relative range below
-    :data:`ckptgeo.analysis.events.FLAT_TOLERANCE`): e.g. layer 0 read at a token every item ends with
+    :data:`ckptgeo.events.detect.FLAT_TOLERANCE`): e.g. layer 0 read at a token every item ends with
     is one embedding row repeated, RankMe 1 by construction at every step."""
-    from ckptgeo.analysis.events import FLAT_TOLERANCE
+    from ckptgeo.events.detect import FLAT_TOLERANCE
 
     out = set()
     for layer, g in sub.groupby("layer"):

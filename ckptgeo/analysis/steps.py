@@ -11,7 +11,7 @@ A step is a function ``fn(ctx: StepContext) -> dict`` of table name to table, re
         e = ctx["events"]
         return {"gap_by_task": e.groupby("task", as_index=False)["gap_steps"].median()}
 
-:func:`~ckptgeo.analysis.summary.analyze` runs every registered step: the built-ins
+:func:`~ckptgeo.analysis.pipeline.analyze` runs every registered step: the built-ins
 (:mod:`ckptgeo.analysis.builtin_steps`), those installed packages declare in the entry-point group
 ``ckptgeo.analysis_steps`` (``[project.entry-points."ckptgeo.analysis_steps"] gap_by_task =
 "my_package.steps"``), and those registered in this process. Each DataFrame a step returns is written to
@@ -69,7 +69,7 @@ class Step:
         instead (the runs table: CSV and LaTeX); it is then left out of :attr:`Analysis.folders`.
     report : callable, False or None
         Its section of ``report.md``: ``report(analysis) -> list[str]`` of markdown parts; False: none; None: a
-        section per DataFrame it writes (:func:`ckptgeo.analysis.report_sections.table_sections`).
+        section per DataFrame it writes (:func:`ckptgeo.analysis.report.table_sections`).
     """
 
     name: str
@@ -120,14 +120,13 @@ def _check_step(name: str, obj) -> None:
 
 
 #: Every analysis step: the built-ins (:mod:`ckptgeo.analysis.builtin_steps`, imported on first use), then the
-#: ones installed packages declare in the ``ckptgeo.analysis_steps`` entry-point group, then those registered here.
+#: ones installed packages declare in the ``ckptgeo.analysis_steps`` entry-point group, then those registered in
+#: this process (ckptgeo's own packages above the analysis register theirs so, when imported: the forecast step of
+#: :mod:`ckptgeo.forecasting.tables`, which ``ckptgeo.analyze`` and ``ckptgeo analyze`` import first).
 BUILTIN_STEPS = ("acquisitions", "events", "null_curves", "precursor_rates", "precursor_rates_by_model", "top_down",
                  "probe_lead", "across_sizes", "seed_spread", "difficulty_slope", "seed_events", "compare", "runs")
-#: Steps of ckptgeo's own packages outside ``analysis/`` (each reports its tables as an added section of report.md).
-PACKAGE_STEPS = {"forecast": "ckptgeo.forecasting.tables"}
 STEPS = Registry("analysis step", "ckptgeo.analysis_steps",
-                 {**{name: "ckptgeo.analysis.builtin_steps" for name in BUILTIN_STEPS}, **PACKAGE_STEPS},
-                 check=_check_step)
+                 {name: "ckptgeo.analysis.builtin_steps" for name in BUILTIN_STEPS}, check=_check_step)
 
 
 def register_step(*, name: str, writes: tuple[str, ...], reads: tuple[str, ...] = (), folder: str | None = "summary",

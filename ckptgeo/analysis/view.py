@@ -16,7 +16,7 @@ import pandas as pd
 
 from ckptgeo._settings import flat_settings
 from ckptgeo.analysis.config import AnalysisConfig
-from ckptgeo.analysis.curves import summary_rows
+from ckptgeo.events.curves import summary_rows
 from ckptgeo.store.dataset import run_settings
 
 __all__ = ["EVENT_VIEW", "read_runs", "run_labels", "events_view", "events_legend", "events_text"]

@@ -14,7 +14,7 @@ import os
 import sys
 import warnings
 
-from ckptgeo import __version__
+from ckptgeo._version import __version__
 from ckptgeo._registry import Registry
 from ckptgeo.constants import DEBUG
 

@@ -38,12 +38,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "analyze", help="find acquisition, collapse, recovery and precursor gaps in a scanned dataset",
         description="Read DIR's geometry/behavior/probes tables, write the events table, summaries, figures "
-                    "and report.md (definitions: `python -m pydoc ckptgeo.analysis.events`; after Billa, "
+                    "and report.md (definitions: `python -m pydoc ckptgeo.events.detect`; after Billa, "
                     "arXiv:2602.15997).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="dataset folder written by `ckptgeo scan` (its --out)")
     from ckptgeo._settings import add_flags
-    from ckptgeo.analysis.rules import AnalysisConfig
+    from ckptgeo.analysis.config import AnalysisConfig
 
     p.set_defaults(analysis_settings=add_flags(p, AnalysisConfig))   # the declared flags: rules, probe, nulls
     p.add_argument("--out", default=None, help="write events/, summary/, figures/, report.md here (default DIR): a "
@@ -109,12 +109,13 @@ def _refuse_checkpoint_folder(folder: str) -> None:
 
 def _run_analyze(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.report import write_report
-    from ckptgeo.analysis.summary import analyze, events_text, read_runs
+    from ckptgeo.analysis.pipeline import analyze, events_text, read_runs
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
     import pandas as pd
 
     _refuse_checkpoint_folder(args.dir)
 
-    from ckptgeo.analysis.tables import left_out_text
+    from ckptgeo.analysis.inputs import left_out_text
 
     keep = args.keep_grouped
     keep = keep.split(",") if keep not in (None, "latest") else keep

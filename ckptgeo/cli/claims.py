@@ -25,8 +25,7 @@ outputs (inside the dataset folder):
 def _admits() -> dict:
     from ckptgeo._params import Interval
 
-    return {"calibrate": [Interval(int, 0, None)], "n_permutations": [Interval(int, 1, None)],
-            "power": [Interval(int, 1, None)]}
+    return {"calibrate": [Interval(int, 0, None)]}   # the claim settings are checked where they are declared
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -41,11 +40,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset", metavar="DATASET", help="a study folder (holding dataset/) or a scanned dataset")
     p.add_argument("--calibrate", type=int, default=0, metavar="K", help="null copies of each kind (default 0: none)")
-    p.add_argument("--n-permutations", type=int, default=999, help="relabellings per test (default 999)")
-    p.add_argument("--power", type=int, default=40, help="planted replicates per lead in the power analysis "
-                                                          "(default 40)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the nulls and copies (default 0)")
-    p.set_defaults(func=_run_claims)
+    from ckptgeo._settings import add_flags
+    from ckptgeo.claimtable.registry import ClaimSettings
+
+    names = add_flags(p, ClaimSettings)   # declared once, with their defaults; a study's recorded ones come first
+    for action in p._actions:
+        if action.dest in names:   # None marks "not given": the recorded value, else the declared default, applies
+            action.help, action.default = action.help.replace("%(default)s", str(action.default)), None
+    p.set_defaults(func=_run_claims, claim_settings=names)
+    p.epilog += ("\nsettings: --n-permutations, --power and --seed default to what the study's (or an earlier "
+                 "`ckptgeo claims`') summary/claims_rules.json records, so the table repeats the study's numbers; "
+                 "else to the defaults above.\n")
     return p
 
 
@@ -55,7 +60,7 @@ def _run_claims(args: argparse.Namespace) -> int:
 
     from ckptgeo._params import validate_params
     from ckptgeo.errors import DatasetLayoutError
-    from ckptgeo.studies.calibrate import calibrate, calibration_table, dataset_claims
+    from ckptgeo.claimtable.calibrate import calibrate, calibration_table, dataset_claims
     from ckptgeo.studies.report import write_claims
 
     validate_params(args, owner="claims", constraints=_admits())   # before the minutes of analysis
@@ -66,10 +71,10 @@ def _run_claims(args: argparse.Namespace) -> int:
         raise DatasetLayoutError(f"{dataset} holds no geometry table: give a study folder or a scanned dataset "
                                  f"(`ckptgeo scan ... --out DIR`).", path=str(dataset))
     # the analysis and the claim table take minutes on a study of 60 runs: say what is under way
-    print(f"claims: analysing {dataset} and judging each claim ({args.n_permutations} relabellings a test, "
-          f"{args.power} planted replicates a lead for power) ...", file=sys.stderr, flush=True)
-    table, analysis = dataset_claims(dataset, n_permutations=args.n_permutations, n_power=args.power,
-                                     seed=args.seed)
+    settings, config = _settings(dataset, args)
+    print(f"claims: analysing {dataset} and judging each claim ({settings.n_permutations} relabellings a test, "
+          f"{settings.n_power} planted replicates a lead for power) ...", file=sys.stderr, flush=True)
+    table, analysis = dataset_claims(dataset, settings=settings, config=config)
     print(f"claims: {len(table)} rows judged" + (f"; calibrating on {args.calibrate} null copies of each kind"
                                                   if args.calibrate > 0 else ""), file=sys.stderr, flush=True)
     calib = None
@@ -77,10 +82,10 @@ def _run_claims(args: argparse.Namespace) -> int:
         def progress(i, total, text):
             print(f"calibration {i}/{total}: {text}", file=sys.stderr, flush=True)
 
-        runs = calibrate(analysis, args.calibrate, n_permutations=min(args.n_permutations, 199),
-                         n_power=min(args.power, 10), seed=args.seed, progress=progress)
-        calib = calibration_table(runs)
-    paths = write_claims(dataset, table, analysis, calib, study=study)
+        runs = calibrate(analysis, args.calibrate, n_permutations=min(settings.n_permutations, 199),
+                         n_power=min(settings.n_power, 10), seed=settings.seed, progress=progress)
+        calib = calibration_table(runs, analysis.config.alpha)
+    paths = write_claims(dataset, table, analysis, calib, study=study, settings=settings)
     view = table[["id", "verdict", "p_value", "p_holm"]].to_string(index=False)
     print(view)
     if calib is not None:
@@ -92,3 +97,21 @@ def _run_claims(args: argparse.Namespace) -> int:
     print(f"next: ckptgeo claims {args.dataset} --calibrate 24" if calib is None else
           f"next: read {paths[-1]}")
     return 0
+
+
+def _settings(dataset, args: argparse.Namespace):
+    """The claim table's settings (flags given, else the dataset's recorded ones, else the declared defaults) and
+    the analysis settings the claims were judged with (recorded in ``summary/claims_rules.json``; default
+    ``AnalysisConfig()``)."""
+    import dataclasses
+
+    from ckptgeo.analysis.config import AnalysisConfig, config_from
+    from ckptgeo.claimtable.table import claim_settings
+    from ckptgeo.studies.report import recorded_claims
+
+    record = recorded_claims(dataset)
+    given = {name: getattr(args, name) for name in args.claim_settings if getattr(args, name) is not None}
+    settings = claim_settings(**{**record.get("claim_settings", {}), **given})
+    known = {f.name for f in dataclasses.fields(AnalysisConfig)}
+    analysis = {k: v for k, v in (record.get("rules", {}).get("analysis") or {}).items() if k in known}
+    return settings, (config_from(analysis) if analysis else None)

@@ -15,7 +15,7 @@ __all__ = ["add_parser"]
 _INTERNALS = ("ckptgeo.engine", "ckptgeo.metrics", "ckptgeo.sources")
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ckptgeo.analysis.summary import events_text
+    from ckptgeo.analysis.pipeline import events_text
 
     # the demo narrates its stages (training, scan progress, analysis); the scan's internals (a line per suite and
     # revision on padding and batch sizes) stay behind -v, as `ckptgeo scan` keeps them

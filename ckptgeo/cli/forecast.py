@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 __all__ = ["add_parser"]
 
@@ -50,16 +51,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DATASET", help="a ckptgeo dataset of two runs or more, or a study folder "
                                                   "(`ckptgeo reproduce --out`: its dataset/ is read)")
-    p.add_argument("--horizon", type=int, default=None,
-                   help="h of P(acquired within the next h checkpoints) (default 5)")
-    p.add_argument("--max-horizon", type=int, default=None,
-                   help="checkpoints ahead the hazard is modelled; later is 'beyond the horizon' (default 48)")
-    p.add_argument("--coverage", type=float, default=None, help="the forecast interval's coverage (default 0.8)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the null copy and the permutations (default 0)")
+    from ckptgeo._settings import add_flags
+    from ckptgeo.analysis.config import AnalysisConfig
+    from ckptgeo.forecasting.evaluate import ForecastConfig
+
+    # every setting declared once: the analysis's (rules, nulls, seed, alpha) and the forecast's own
+    names = add_flags(p, ForecastConfig)
+    own = [n for n in names if n not in {f.name for f in dataclasses.fields(AnalysisConfig)}]
+    for action in p._actions:
+        if action.dest in own:   # None marks "not given": the forecast step then runs once, at its defaults
+            action.help, action.default = action.help.replace("%(default)s", str(action.default)), None
     p.add_argument("--out", default=None, help="write forecast/, figures/, report.md here (default DATASET), as "
                                                "`ckptgeo analyze --out`")
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
-    p.set_defaults(func=_cmd_forecast)
+    p.set_defaults(func=_cmd_forecast, forecast_settings=own,
+                   analysis_settings=[n for n in names if n not in own])
     return p
 
 
@@ -70,8 +76,9 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
 
     if (Path(args.dir) / "dataset").is_dir() and not (Path(args.dir) / "geometry").exists():
         args.dir = str(Path(args.dir) / "dataset")
-    res = forecast(args.dir, out=args.out, horizon=args.horizon, max_horizon=args.max_horizon,
-                   coverage=args.coverage, plots=not args.no_plots, seed=args.seed)
+    res = forecast(args.dir, out=args.out, plots=not args.no_plots,
+                   **{n: getattr(args, n) for n in args.forecast_settings},
+                   **{n: getattr(args, n) for n in args.analysis_settings})
     print(forecast_text(res))
     print(f"\ntables: {res.out / 'forecast'}; figures: {len(res.figures)} in {res.out / 'figures' / 'forecast'}; "
           f"report: {res.out / 'report.md'}")

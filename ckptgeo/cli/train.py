@@ -139,7 +139,7 @@ def config_from_args(args: argparse.Namespace, tasks: list[str]) -> TrainConfig:
 
 def summary_line(out) -> str:
     """One line closing a run: where it is, its steps, and per suite the final held-out accuracy and whether
-    and when it was acquired (:func:`ckptgeo.analysis.events.acquisition_step`, default threshold and window).
+    and when it was acquired (:func:`ckptgeo.events.detect.acquisition_step`, default threshold and window).
 
     Examples
     --------
@@ -149,7 +149,7 @@ def summary_line(out) -> str:
     import json
     from pathlib import Path
 
-    from ckptgeo.analysis.events import acquisition_step
+    from ckptgeo.events.detect import acquisition_step
     from ckptgeo.training.runfolder import MANIFEST_NAME, training_history
 
     manifest = json.loads((Path(out) / MANIFEST_NAME).read_text(encoding="utf-8"))

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ckptgeo import _settings
+import ckptgeo._settings as _settings
 from ckptgeo._settings import Interval, Options, Setting, validate_params
 from ckptgeo.constants import DEFAULT_N_SAMPLES
 from ckptgeo.errors import InvalidParameterError

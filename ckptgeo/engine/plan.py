@@ -322,7 +322,7 @@ def scan_settings(config: ScanConfig, suites, measures: dict[str, Measure]) -> d
 
 def row_settings(config: ScanConfig, config_hash: str) -> dict:
     """The settings columns of every measurement row (:data:`ckptgeo.store.schemas.SETTINGS_COLUMNS`)."""
-    from ckptgeo import __version__
+    from ckptgeo._version import __version__
 
     return {**{name: getattr(config, name) for name, _ in SCAN_SETTINGS}, "config_hash": config_hash,
             "ckptgeo_version": __version__}

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 
-from ckptgeo import constants
+import ckptgeo.constants as constants
 
 __all__ = ["LOGGER", "RevisionProgress", "progress_line", "duration", "lines_on_stderr", "hub_bars_hidden"]
 

@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from ckptgeo import __version__
+from ckptgeo._version import __version__
 from ckptgeo.constants import DEFAULT_N_SAMPLES, NO_PROGRESS
 from ckptgeo.engine.config import (ScanConfig, behavior_settings, merge_options, parse_size, settings_from,
                                    with_settings_doc)

@@ -92,11 +92,11 @@ def forecast(dir: str | os.PathLike, *, out: str | os.PathLike | None = None, ho
     """
     from ckptgeo.analysis import write_report
     from ckptgeo.analysis.config import write_table
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
 
     overrides = {k: v for k, v in (("horizon", horizon), ("max_horizon", max_horizon), ("coverage", coverage))
                  if v is not None}
-    _check(overrides)
+    config_from_analysis(None, **overrides)   # checks them against their declarations before any work
     analysis = analyze(dir, out=out, **analyze_kwargs)
     cfg = config_from_analysis(analysis.config, **overrides)
     tables = {t: analysis.tables[t] for t in FORECAST_TABLES}
@@ -119,20 +119,6 @@ def acquired_runs(acquisitions) -> tuple[int, int]:
         return 0, 0
     per_run = acquisitions.groupby(["model", "suite"])["acquisition_step"].apply(lambda s: bool(s.notna().any()))
     return int(len(per_run)), int(per_run.sum())
-
-
-def _check(overrides: dict) -> None:
-    from ckptgeo.errors import InvalidParameterError
-
-    for name in ("horizon", "max_horizon"):
-        v = overrides.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise InvalidParameterError(f"The '{name}' parameter of forecast must be an int in [1, inf). Got {v!r}.",
-                                        name=name, value=v)
-    c = overrides.get("coverage")
-    if c is not None and not (isinstance(c, float) and 0 < c < 1):
-        raise InvalidParameterError(f"The 'coverage' parameter of forecast must be a float in (0, 1). Got {c!r}.",
-                                    name="coverage", value=c)
 
 
 def forecast_text(result: ForecastResult) -> str:

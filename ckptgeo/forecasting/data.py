@@ -5,7 +5,7 @@ and cross-checkpoint curves.
 dataset has cross-checkpoint measures, ``compare``) into :class:`RunCurves`, each on its accuracy grid, with its
 acquisition (the analysis's own rule, from the ``acquisitions`` table) and its identity (task, level, size, seed,
 difficulty class) for the held-out splits. Curves are read through the curve contract
-(:mod:`ckptgeo.analysis.curves`): RankMe's preferred variant, CKA at its summary layer, the run identity; runs
+(:mod:`ckptgeo.events.curves`): RankMe's preferred variant, CKA at its summary layer, the run identity; runs
 with no data are left out. Nothing here fits or scores.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis import curves as contract
-from ckptgeo.analysis.tables import model_size, with_defaults
+from ckptgeo.events import curves as contract
+from ckptgeo.events.curves import model_size, with_defaults
 
 __all__ = ["RunCurves", "CROSS_CURVES", "PLAN_UNITS", "plan_clock", "runs_from_tables", "run_identity", "cross_curves"]
 
@@ -29,7 +29,7 @@ PLAN_UNITS = 1000
 
 #: the cross-checkpoint curves a run may carry (``compare`` table, partners ``previous`` and ``first`` only: a
 #: ``reference`` partner such as the last checkpoint is not known during training): linear CKA of the summary
-#: layer's hidden states (:func:`ckptgeo.analysis.curves.summary_rows`) and the whole model's relative weight
+#: layer's hidden states (:func:`ckptgeo.events.curves.summary_rows`) and the whole model's relative weight
 #: distance (``block == "model"``)
 CROSS_CURVES = ("cka_previous", "cka_first", "weight_distance_previous", "weight_distance_first")
 
@@ -147,7 +147,7 @@ def plan_clock(steps, plan: float) -> np.ndarray:
 
 
 def run_identity(model: str, suite: str) -> dict:
-    """Task, level, size name and seed of a run: :func:`ckptgeo.analysis.curves.run_identity`, with the size
+    """Task, level, size name and seed of a run: :func:`ckptgeo.events.curves.run_identity`, with the size
     read from the model's name where the contract gives none (``160m``, ``4x256``: the across-sizes split needs it)
     and ``""`` for no size.
 

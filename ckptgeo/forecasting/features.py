@@ -38,6 +38,7 @@ import math
 
 import numpy as np
 
+from ckptgeo.events.records import DEFAULT_MIN_DROP, DEFAULT_RECOVERY
 from ckptgeo.forecasting.data import CROSS_CURVES, RunCurves, plan_clock
 
 __all__ = ["FEATURE_SETS", "behaviour_names", "geometry_names", "feature_names", "run_features", "null_copy",
@@ -158,7 +159,7 @@ def _pick_layers(layers: dict) -> list[int | None]:
     return [ks[0], ks[(len(ks) - 1) // 2], ks[-1]]
 
 
-def run_features(run: RunCurves, feature_set: str, *, min_drop: float = 0.25, recovery: float = 0.1,
+def run_features(run: RunCurves, feature_set: str, *, min_drop: float = DEFAULT_MIN_DROP, recovery: float = DEFAULT_RECOVERY,
                  with_tokens: bool = False) -> np.ndarray:
     """The features of ``run`` at each of its checkpoints.
 

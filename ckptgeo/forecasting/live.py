@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ckptgeo.analysis import events as ev
+from ckptgeo.events.rules import EventRules
 from ckptgeo.forecasting.data import RunCurves, runs_from_tables
 from ckptgeo.forecasting.calibrate import FitCache, widen, widening
 from ckptgeo.forecasting.evaluate import ForecastConfig, primary_split, split_groups
@@ -89,13 +89,13 @@ def usable_runs(root: str | os.PathLike) -> list[RunCurves]:
     return runs
 
 
-def read_runs(root: str | os.PathLike, *, acc_threshold: float | None = None,
-              window: int = ev.DEFAULT_WINDOW) -> list[RunCurves]:
+def read_runs(root: str | os.PathLike, *, rules: EventRules | None = None) -> list[RunCurves]:
     """The runs of a dataset folder as the analysis sees them, without running it: the dataset read as
-    :func:`ckptgeo.analysis.summary.read_inputs` reads it for :func:`~ckptgeo.analysis.analyze` (grouped revisions
+    :func:`ckptgeo.analysis.pipeline.read_inputs` reads it for :func:`~ckptgeo.analysis.analyze` (grouped revisions
     left out, accuracy or else normalised accuracy, converged values only, the task loss), acquisitions and
-    difficulty classes by the analysis's own rule (:func:`ckptgeo.analysis.event_table.acquisitions` at its
-    default settings, with ``acc_threshold`` and ``window``), the cross-checkpoint measures of ``compare/`` where
+    difficulty classes by the analysis's own rule (:func:`ckptgeo.analysis.curve_events.acquisitions` at its
+    default settings, with the acquisition threshold and window of ``rules``, default
+    :class:`~ckptgeo.events.rules.EventRules`), the cross-checkpoint measures of ``compare/`` where
     the scan wrote it, and the curves through the curve contract (:func:`ckptgeo.forecasting.data.runs_from_tables`).
 
     Raises
@@ -103,9 +103,9 @@ def read_runs(root: str | os.PathLike, *, acc_threshold: float | None = None,
     DatasetLayoutError
         ``root`` holds no behaviour table.
     """
-    from ckptgeo.analysis.event_table import acquisitions
-    from ckptgeo.analysis.rules import config_from
-    from ckptgeo.analysis.summary import read_inputs
+    from ckptgeo.analysis.curve_events import acquisitions
+    from ckptgeo.analysis.config import config_from
+    from ckptgeo.analysis.pipeline import read_inputs
     from ckptgeo.errors import DatasetLayoutError
     from ckptgeo.store.dataset import read_table
 
@@ -114,7 +114,8 @@ def read_runs(root: str | os.PathLike, *, acc_threshold: float | None = None,
         raise DatasetLayoutError(f"--forecast-from {root} holds no behavior/ table; give a ckptgeo dataset of finished "
                                  "runs (a study's dataset/, or the --out of `ckptgeo scan`).", path=str(root))
     inputs = read_inputs(root)
-    acq, _ = acquisitions(inputs["accuracy"], config_from({"acc_threshold": acc_threshold, "window": window}))
+    rules = rules or EventRules()
+    acq, _ = acquisitions(inputs["accuracy"], config_from({"acc_threshold": rules.acc_threshold, "window": rules.window}))
     compare = read_table(root, "compare") if (root / "compare").is_dir() else None
     return runs_from_tables(inputs["accuracy"], inputs["curves"], acq, compare)
 
@@ -160,8 +161,8 @@ class LiveForecaster:
         return cls(usable_runs(root), **kwargs)
 
     def forecast(self, suite: str, steps, accuracy, *, chance: float | None, rankme: dict, n_items: float = math.nan,
-                 threshold: float | None = None, window: int = ev.DEFAULT_WINDOW, future=None, loss=None,
-                 cross: dict | None = None, planned_steps: int | None = None) -> LiveForecast:
+                 rules: EventRules | None = None, future=None, loss=None, cross: dict | None = None,
+                 planned_steps: int | None = None) -> LiveForecast:
         """The forecast at the last of ``steps`` from the curves so far.
 
         Parameters
@@ -170,6 +171,10 @@ class LiveForecaster:
             The live curve so far (increasing steps).
         rankme : dict of int to sequence of shape (n_checkpoints,)
             RankMe per layer on ``steps`` (NaN where not measured).
+        rules : EventRules, optional
+            The event rules (the monitor's own; default :class:`~ckptgeo.events.rules.EventRules`): the acquisition
+            is found by :meth:`~ckptgeo.events.rules.EventRules.acquisition`, and the run carries its threshold and
+            window.
         future : sequence of int, optional
             The next measuring steps (default: the last spacing repeated).
         loss : sequence of shape (n_checkpoints,), optional
@@ -182,8 +187,9 @@ class LiveForecaster:
         """
         steps = np.asarray(steps, dtype=np.int64)
         acc = np.asarray(accuracy, float)
-        thr = ev.acquisition_threshold(threshold, chance)
-        a = ev.acquisition_step(steps, acc, thr, window, chance)
+        rules = rules or EventRules()
+        a = rules.acquisition(steps, acc, chance)
+        thr, window = a.threshold, rules.window
         h = self.config.horizon
         if a.status == "acquired":
             return LiveForecast(suite, int(steps[-1]), float(a.step), float(a.step), float(a.step), 1.0, h,

@@ -17,12 +17,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 
-from ckptgeo.analysis.report_sections import markdown_table
+import ckptgeo.forecasting.figures  # noqa: F401  (the forecast figure registers with the step)
+from ckptgeo.analysis.config import AnalysisConfig
+from ckptgeo.analysis.report import markdown_table
 from ckptgeo.analysis.steps import register_step
 from ckptgeo.forecasting.data import RunCurves, runs_from_tables
 from ckptgeo.forecasting.evaluate import FEATURE_SETS, ForecastConfig, evaluate
@@ -34,13 +37,13 @@ FORECAST_TABLES = ("forecast_evaluation", "forecast_skill", "forecast_concordanc
 
 
 def config_from_analysis(analysis_config, **overrides) -> ForecastConfig:
-    """A :class:`ForecastConfig` taking the analysis's seed, alpha, permutations and geometry rules."""
-    base = {}
-    if analysis_config is not None:
-        base = {"seed": analysis_config.seed, "alpha": analysis_config.alpha,
-                "n_permutations": analysis_config.n_permutations, "min_drop": analysis_config.min_drop,
-                "recovery": analysis_config.recovery}
-    return ForecastConfig(**{**base, **overrides})
+    """A :class:`ForecastConfig` with the analysis's settings (``analysis_config``, default the declared ones) and
+    the forecast's own ``overrides`` by name, checked against their declarations."""
+    from ckptgeo._settings import replace_params
+
+    base = {} if analysis_config is None else {f.name: getattr(analysis_config, f.name)
+                                                for f in dataclasses.fields(AnalysisConfig)}
+    return replace_params(ForecastConfig(**base), overrides, owner="forecast")
 
 
 def forecast_frame(runs: list[RunCurves], forecasts: dict[str, list], split: str, cfg: ForecastConfig) -> pd.DataFrame:

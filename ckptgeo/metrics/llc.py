@@ -58,7 +58,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ckptgeo import constants
+import ckptgeo.constants as constants
 from ckptgeo.errors import ChainDivergenceWarning, InvalidParameterError, NonFiniteActivationsError
 from ckptgeo.metrics._autodiff import TASK_LOSS, check_host_memory, gradients_on, location, select_parameters, where
 from ckptgeo._settings import Interval, NonEmptyStr, setting, validate_params

@@ -73,7 +73,7 @@ class MetricSpec:
     # preflight(model, config, device): checked on the model built from config.json alone, before any weights are
     # downloaded; raises InvalidParameterError for settings that cannot fit (a buffer beyond host memory)
     preflight: Callable | None = None
-    # how its curve is read (ckptgeo.analysis.curves.reading): the variant read where a dataset holds several,
+    # how its curve is read (ckptgeo.events.curves.reading): the variant read where a dataset holds several,
     # as (column, value) pairs; whether higher is better; which way it moves at a collapse (COLLAPSE)
     preferred: tuple[tuple[str, Any], ...] = ()
     higher_is_better: bool | None = None
@@ -165,7 +165,7 @@ def register_metric(*, name: str, needs: str, cost: str = "cheap", unit: str = "
     """Decorator registering ``fn`` as metric ``name`` in :data:`METRICS` (``fn`` itself is returned).
 
     ``preferred``, ``higher_is_better`` and ``collapse`` say how its curve is read
-    (:func:`ckptgeo.analysis.curves.reading`): ``preferred={"centered": False}`` makes every table, claim and
+    (:func:`ckptgeo.events.curves.reading`): ``preferred={"centered": False}`` makes every table, claim and
     figure read the uncentred rows where a dataset holds both; ``collapse`` is ``"falls"`` or ``"rises"``, the way
     the measure moves at a representation collapse (None: it marks none).
 

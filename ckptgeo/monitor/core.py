@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from ckptgeo import __version__
+from ckptgeo._version import __version__
 from ckptgeo.constants import DEFAULT_N_SAMPLES
-from ckptgeo.analysis.rules import EventRules
+from ckptgeo.events.rules import EventRules
 from ckptgeo.engine.config import (ScanConfig, ScanSetting, declared, monitor_settings, settings_from,
                                    with_settings_doc)
 from ckptgeo.errors import InvalidParameterError
@@ -65,7 +65,7 @@ class MonitorConfig(EventRules, monitor_settings(batch_size=64)):
     """Settings of a monitor. The measuring ones are the scan's settings declared for the monitor in
     :mod:`ckptgeo.engine.config` (their fields, defaults and checks, except ``batch_size``: 64 here) and
     enter the same config hash; the event ones are the event rules of ``ckptgeo analyze``
-    (:class:`ckptgeo.analysis.rules.EventRules`: the same declaration, defaults, checks and detector).
+    (:class:`ckptgeo.events.rules.EventRules`: the same declaration, defaults, checks and detector).
 
     Attributes
     ----------
@@ -471,7 +471,7 @@ class Monitor:
         ``live_forecast`` table."""
         if self.forecaster is None:
             return ()
-        from ckptgeo import __version__
+        from ckptgeo._version import __version__
         from ckptgeo.store.dataset import part_name
 
         out, rows = [], []
@@ -481,8 +481,7 @@ class Monitor:
                 continue
             loss = self._loss.get(suite)
             f = self.forecaster.forecast(suite, t.steps, t.acc, chance=t.chance, rankme=t.rankme,
-                                         n_items=float(self.config.n_samples), threshold=self.config.acc_threshold,
-                                         window=self.config.window, future=future or None,
+                                         n_items=float(self.config.n_samples), rules=self.config, future=future or None,
                                          planned_steps=self.planned_steps,
                                          loss=None if not loss else [loss.get(s, float("nan")) for s in t.steps])
             log.info("%s at step %d: %s", suite, step, f.message)

@@ -1,6 +1,6 @@
 """Live events: collapse, recovery onset and acquisition, reported as the curve arrives.
 
-Every event is what :mod:`ckptgeo.analysis.events` finds on the curve measured so far (the same
+Every event is what :mod:`ckptgeo.events.detect` finds on the curve measured so far (the same
 functions ``ckptgeo analyze`` applies afterwards), reported the first time it can be found, together
 with how long after its own step it became known and whether a later checkpoint can still move it.
 
@@ -20,10 +20,10 @@ What can be known online, and when:
 
 The acquisition event carries the precursor gap (acquisition step minus recovery onset) at the
 tracked layers, which is then the value ``ckptgeo analyze`` computes on the finished curve, with the
-same rules, declared once in :class:`ckptgeo.analysis.rules.EventRules` and applied by its methods: a collapse
+same rules, declared once in :class:`ckptgeo.events.rules.EventRules` and applied by its methods: a collapse
 needs RankMe more than ``min_drop`` (default 0.25) of its first value below it, and
 the gap is given in steps and checkpoints with its interval from the checkpoint grid; a gap within one
-checkpoint spacing is "unresolved", not a precursor (:func:`ckptgeo.analysis.events.precursor_gap`).
+checkpoint spacing is "unresolved", not a precursor (:func:`ckptgeo.events.detect.precursor_gap`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import math
 from dataclasses import dataclass, field
 
 from ckptgeo._settings import replace_params, validate_params
-from ckptgeo.analysis import events as ev
-from ckptgeo.analysis.rules import EventRules
+from ckptgeo.events import detect as ev
+from ckptgeo.events.rules import EventRules
 
 __all__ = ["LiveEvent", "LiveTracker"]
 
@@ -104,12 +104,12 @@ class LiveTracker:
     Parameters
     ----------
     rules : EventRules or None, default=None
-        The event rules (:class:`ckptgeo.analysis.rules.EventRules`, the same declaration and detector ``ckptgeo
+        The event rules (:class:`ckptgeo.events.rules.EventRules`, the same declaration and detector ``ckptgeo
         analyze`` uses; a :class:`ckptgeo.monitor.MonitorConfig` is one); None: their defaults.
     layers : "last", "all" or tuple of int, default="last"
         RankMe layers whose events are reported ("last": the deepest, the summary layer of ``analyze``).
     **settings
-        Any rule of :class:`~ckptgeo.analysis.rules.EventRules` by name, set on ``rules`` (``min_drop=0.3``).
+        Any rule of :class:`~ckptgeo.events.rules.EventRules` by name, set on ``rules`` (``min_drop=0.3``).
 
     Raises
     ------

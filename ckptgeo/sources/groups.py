@@ -1,7 +1,7 @@
 """The groups of revisions serving the same weights, as a scan recorded them in its ``revisions`` table.
 
 One place reads them for every consumer: the analysis leaves the groups out
-(:func:`ckptgeo.analysis.tables.leave_out_grouped`), and cross-checkpoint tables never take a grouped revision as a
+(:func:`ckptgeo.analysis.inputs.leave_out_grouped`), and cross-checkpoint tables never take a grouped revision as a
 partner (:func:`ckptgeo.metrics.cross.combine`, given these by the scan and by ``analyze``).
 """
 
@@ -51,7 +51,7 @@ def groups_of(revs: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
 
 def grouped_revisions(revisions: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str]]:
     """(model, revision) -> (group, why) for every revision of the ``revisions`` table that belongs to a group of
-    revisions serving the same weights (or sharing a weight file): the revisions :func:`ckptgeo.analysis.tables.leave_out_grouped` leaves
+    revisions serving the same weights (or sharing a weight file): the revisions :func:`ckptgeo.analysis.inputs.leave_out_grouped` leaves
     out by default. Empty for an empty table or one without ``model``, ``revision``, ``step`` and ``status``."""
     if revisions.empty or not {"model", "revision", "step", "status"} <= set(revisions.columns):
         return {}

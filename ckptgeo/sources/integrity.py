@@ -11,7 +11,7 @@ revision is not the last) joined by identical weights: the same sha256 for every
 or one weight file byte-identical while the whole set differs (``kind="shared shards"``, #206). The
 members of a group cannot be told apart by their hashes, so none of them is trusted to be the step its
 name says: the analysis leaves the whole group out unless the user keeps one member on purpose
-(:func:`ckptgeo.analysis.tables.leave_out_grouped`).
+(:func:`ckptgeo.analysis.inputs.leave_out_grouped`).
 
 :func:`check_source` asks the source for the metadata (one listing of branches, one listing of files
 per distinct commit; no weight file is downloaded) and returns an :class:`IntegrityReport`;

@@ -43,7 +43,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ckptgeo import __version__
+from ckptgeo._version import __version__
 from ckptgeo._io import Claim, atomic_path, atomic_write_bytes, distinct_name, read_claim, safe_name
 from ckptgeo.constants import DATASET_SCHEMA_VERSION
 from ckptgeo.errors import DatasetLayoutError, DiskSpaceError, OutputLockedError

@@ -9,7 +9,7 @@ Tables a scan writes (one part per revision, :class:`~ckptgeo.store.dataset.Data
     revisions  one row per revision: status, weight files and their sha256, duplicates, the group of
                revisions serving the same weights (``weight_group``, ``group_note``), seconds per stage
 
-The analysis writes ``events`` (one row per curve, :func:`ckptgeo.analysis.summary.analyze`).
+The analysis writes ``events`` (one row per curve, :func:`ckptgeo.analysis.pipeline.analyze`).
 Cross-checkpoint measures (CKA, weight distance) store an artifact per revision under ``artifacts/``
 and, after the scan, ``compare`` (one row per revision, partner, suite, metric and layer or block;
 :func:`ckptgeo.metrics.cross.combine`): ``against`` says which partner (``previous``, ``first``,
@@ -89,11 +89,11 @@ SCHEMAS: dict[str, pa.Schema] = {
                                            ("duplicate_of", _s), ("shared_shards_with", pa.list_(_s)),
                                            ("seconds", _f), ("config_hash", _s),
                                            ("ckptgeo_version", _s)] + REVISION_GROUP + REVISION_SECONDS),
-    # one row per (model, suite, config_hash, metric, layer): ckptgeo.analysis.summary (analyze); every event
+    # one row per (model, suite, config_hash, metric, layer): ckptgeo.analysis.pipeline (analyze); every event
     # with its spacing on both sides, the gap with its interval from the grid and in checkpoints, accuracy at
     # acquisition with its binomial interval, the gap against accuracy's own onset, the detector's rate on noise
     # at this schedule (summary layer only: jitter_fpr on measurement jitter, iid_fpr on iid noise at the curve's
-    # own variance, walk_fpr on random walks of that spread; ckptgeo.analysis.nulls), the checkpoints left out
+    # own variance, walk_fpr on random walks of that spread; ckptgeo.stats.noise), the checkpoints left out
     # (n_unconverged: a budget cut the estimate short; n_negative: a negative LLC), the onset against the task
     # loss's own onset (loss_onset_step ..., same rule; the loss itself is a row with metric "loss", layer -1),
     # and every rule's setting.

@@ -63,7 +63,7 @@ def demo_difficulty(settings=DEMO_SETTINGS) -> dict[str, str]:
 
 def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: str = "tiny", seed: int = 0,
              n_samples: int = 200, device: str = "cpu", plots: bool = True, threads: int | None = None):
-    """Train, scan and analyse the demo settings; returns the :class:`~ckptgeo.analysis.summary.Analysis`.
+    """Train, scan and analyse the demo settings; returns the :class:`~ckptgeo.analysis.pipeline.Analysis`.
 
     Parameters
     ----------
@@ -79,7 +79,8 @@ def run_demo(out: str | Path = "results/demo", *, settings=DEMO_SETTINGS, size: 
         torch CPU threads for training and scanning; None = the size rule of :mod:`ckptgeo._threads`
         (one thread for the tiny model).
     """
-    from ckptgeo.analysis.summary import analyze
+    from ckptgeo.analysis.pipeline import analyze
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
     from ckptgeo.analysis.report import write_report
     from ckptgeo.engine.scan import scan
     from ckptgeo.training.trainer import TrainConfig, train

@@ -35,18 +35,20 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
     import pandas as pd
 
     from ckptgeo.analysis import analyze
+    import ckptgeo.forecasting.tables  # noqa: F401  (registers the forecast step and figure)
     from ckptgeo.analysis.figures import plot_grid
     from ckptgeo.analysis.report import write_report
-    from ckptgeo.studies.claims import claim_table, rules, runs_table, spacing_table
+    from ckptgeo.claimtable.registry import ClaimSettings
+    from ckptgeo.claimtable.table import claim_table, grid_runs, spacing_table
+    from ckptgeo.claimtable.verdicts import rules
 
     analysis = analyze(dataset)
     write_report(dataset, analysis=analysis, plots=plots)
-    claims = claim_table(analysis.events, analysis.top_down, analysis.probe_lead, curves=analysis.curves,
-                         accuracy=analysis.accuracy, probes=analysis.probes, config=analysis.config,
-                         n_permutations=preset.n_permutations, n_resamples=preset.n_permutations,
-                         n_noise_curves=preset.n_noise_curves, tables=analysis.tables)
+    settings = ClaimSettings(n_permutations=preset.n_permutations)
+    claims = claim_table(analysis.events, analysis.probe_lead, curves=analysis.curves, accuracy=analysis.accuracy,
+                         probes=analysis.probes, config=analysis.config, settings=settings, tables=analysis.tables)
     spacing = spacing_table(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
-    table = runs_table(analysis.events)
+    table = grid_runs(analysis.events)
     grid_png = plot_grid(table, out / "figures" / "grid.png") if plots else None
     manifests = {}
     for r in runs:
@@ -56,17 +58,20 @@ def write_study(preset: Preset, out: Path, dataset: Path, runs: list[StudyRun], 
     revs = analysis.tables.get("revisions")
     scan_s = float(pd.to_numeric(revs["seconds"], errors="coerce").sum()) \
         if isinstance(revs, pd.DataFrame) and "seconds" in revs.columns else math.nan
-    report = _write_markdown(out, preset, claims, spacing, table, manifests, grid_png, seconds, scan_s)
+    report = _write_markdown(out, preset, claims, spacing, table, manifests, grid_png, seconds, scan_s,
+                             alpha=analysis.config.alpha)
     preset_record = dataclasses.asdict(preset) | {
         "steps": {t: dict(v) for t, v in preset.steps.items()},
         "settings_by_size": {k: list(v) for k, v in preset.settings_by_size.items()},
         "steps_by_size": {k: {t: dict(v) for t, v in d.items()} for k, d in preset.steps_by_size.items()}}
     study = {"preset": preset_record, "runs": [r.name for r in runs], "seconds": seconds, "recipe": RECIPE,
-             "horizon_factor": HORIZON_FACTOR, "rules": rules()}
+             "horizon_factor": HORIZON_FACTOR, "rules": rules(analysis.config),
+             "claim_settings": dataclasses.asdict(settings)}
     atomic_write_text(out / "study.json", json.dumps(study, indent=1, default=str))
     summary = dataset / "summary"
     summary.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(summary / "claims_rules.json", json.dumps({"preset": preset.name, "rules": rules(),
+    atomic_write_text(summary / "claims_rules.json", json.dumps({"preset": preset.name, "rules": rules(analysis.config),
+                                                                "claim_settings": dataclasses.asdict(settings),
                                                                 "recipe": RECIPE}, indent=1, default=str))
     claims.to_parquet(summary / "claims.parquet", index=False)
     spacing.to_parquet(summary / "claims_spacing.parquet", index=False)
@@ -140,9 +145,9 @@ def _cannot_say(preset: Preset) -> str:
 
 
 def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests: dict, grid_png,
-                    seconds: dict, scan_s: float = math.nan) -> Path:
+                    seconds: dict, scan_s: float = math.nan, *, alpha: float) -> Path:
     from ckptgeo.analysis.report import markdown_table
-    from ckptgeo.studies import claims as claims_mod
+    from ckptgeo.claimtable.verdicts import definitions
 
     train_s = sum(m.get("seconds") or 0.0 for m in manifests.values())
     threads = sorted({m.get("recipe", {}).get("threads") for m in manifests.values()} - {None})
@@ -171,7 +176,7 @@ def _write_markdown(out: Path, preset: Preset, claims, spacing, runs, manifests:
              "first kept checkpoint, so there is no rate to give.\n",
              markdown_table(_spacing_view(spacing), max_rows=20),
              "## What this study cannot say\n", _cannot_say(preset),
-             "## How the verdicts are reached\n", claims_mod.DEFINITIONS,
+             "## How the verdicts are reached\n", definitions(alpha),
              "Every rule and threshold: `study.json` (`rules`) and `dataset/summary/claims_rules.json`.\n",
              "## Recipe\n",
              f"AdamW, lr {RECIPE['lr']:g}, weight decay {RECIPE['weight_decay']:g} (matrices and embeddings), batch "
@@ -221,19 +226,24 @@ _CALIBRATION_NOTE = (
     "geometry (no null for top-down); the probe and forecast rows are not rerun.\n")
 
 
-def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | None = None) -> list[Path]:
+def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | None = None,
+                 settings=None) -> list[Path]:
     """Write ``summary/claims.parquet``, ``summary/leads.parquet``, ``summary/claims_calibration.parquet`` (with
-    ``calib``) and ``claims.md`` into ``dataset``; in a ``study`` folder also put the calibration table into its
+    ``calib``), ``claims.md`` and the settings the table ran with (``summary/claims_rules.json``: the rules of
+    ``analysis.config`` and the :class:`~ckptgeo.claimtable.registry.ClaimSettings` ``settings``, keeping a study's
+    other records there) into ``dataset``; in a ``study`` folder also put the calibration table into its
     ``reproduction.md`` (replacing an earlier one). Returns the paths written."""
     from ckptgeo.analysis.report import markdown_table as _md
-    from ckptgeo.studies import claims as claims_mod
-    from ckptgeo.studies.claim_leads import leads_table
+    from ckptgeo.claimtable.registry import ClaimSettings
+    from ckptgeo.claimtable.verdicts import definitions, rules
+    from ckptgeo.claimtable.rows.leads import leads_table
+    from ckptgeo.claimtable.table import claim_context
 
     summary = dataset / "summary"
     summary.mkdir(parents=True, exist_ok=True)
     written = [summary / "claims.parquet", summary / "leads.parquet"]
     claims.to_parquet(written[0], index=False)
-    ctx = claims_mod.claim_context(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
+    ctx = claim_context(analysis.events, analysis.curves, analysis.accuracy, config=analysis.config)
     leads_table(ctx).to_parquet(written[1], index=False)
     parts = ["# Claims\n", "One row per claim: the value measured with its 95% interval, the null, the raw and "
              "Holm-adjusted p (the primary row is not adjusted), and the verdict.\n",
@@ -244,9 +254,13 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
         calib.to_parquet(written[-1], index=False)
         calib_md = _CALIBRATION_HEAD + "\n" + _CALIBRATION_NOTE + "\n" + _md(_calibration_view(calib), max_rows=200)
         parts.append(calib_md)
-    parts += ["## How the verdicts are reached\n", claims_mod.DEFINITIONS]
+    parts += ["## How the verdicts are reached\n", definitions(analysis.config.alpha)]
     written.append(dataset / "claims.md")
     atomic_write_text(written[-1], "\n".join(parts))
+    record = recorded_claims(dataset)
+    record.update(rules=rules(analysis.config), claim_settings=dataclasses.asdict(settings or ClaimSettings()))
+    written.append(summary / "claims_rules.json")
+    atomic_write_text(written[-1], json.dumps(record, indent=1, default=str))
     report = study / "reproduction.md" if study is not None else None
     if calib_md and report is not None and report.is_file():
         text = report.read_text(encoding="utf-8")
@@ -260,3 +274,10 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
         atomic_write_text(report, text)
         written.append(report)
     return written
+
+
+def recorded_claims(dataset: Path) -> dict:
+    """What ``summary/claims_rules.json`` of ``dataset`` records (``{}`` where there is none): the rules and the
+    ``claim_settings`` the claim table last ran with, and a study's preset and recipe."""
+    path = Path(dataset) / "summary" / "claims_rules.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

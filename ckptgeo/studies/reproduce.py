@@ -3,7 +3,7 @@
 One call trains a grid (tasks x levels x sizes x seeds, :func:`ckptgeo.training.grid.train_grid`), scans every
 run (:func:`scan_run`: one scan of per-layer RankMe and accuracy at every checkpoint with the whole-model
 measures at a subset, and one scan of the probes at a subset), analyses the lot
-(:func:`ckptgeo.analysis.analyze`) and writes the claim table (:func:`ckptgeo.studies.claims.claim_table`)
+(:func:`ckptgeo.analysis.analyze`) and writes the claim table (:func:`ckptgeo.claimtable.table.claim_table`)
 into ``reproduction.md`` with a grid-at-a-glance figure::
 
     OUT/

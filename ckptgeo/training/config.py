@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ckptgeo import _settings
+import ckptgeo._settings as _settings
 from ckptgeo._settings import Interval, Setting, validate_params
 from ckptgeo.errors import InvalidParameterError
 from ckptgeo.suites.tasks import get_level

@@ -285,7 +285,7 @@ def versions() -> dict:
     import torch
     import transformers
 
-    from ckptgeo import __version__
+    from ckptgeo._version import __version__
 
     return {"ckptgeo": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "tokenizers": tokenizers.__version__, "python": sys.version.split()[0]}

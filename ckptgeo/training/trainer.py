@@ -72,7 +72,8 @@ from ckptgeo.training.sizes import get_size
 # TrainConfig, checkpoint_steps, run_name, lr_factor, tokens_per_step, training_history, MANIFEST_NAME,
 # RUN_MARKER, is_run_folder: defined in the modules above, importable from here as before
 __all__ = ["TrainConfig", "train", "checkpoint_steps", "evaluate", "exact_match", "training_history", "run_name",
-           "lr_factor", "tokens_per_step", "MANIFEST_NAME", "RUN_MARKER", "is_run_folder", "progress_line"]
+           "lr_factor", "tokens_per_step", "MANIFEST_NAME", "RUN_MARKER", "is_run_folder", "progress_line",
+           "TrainingRun"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,192 +118,232 @@ def train(config: TrainConfig) -> Path:
 
         usable_runs(config.forecast_from)
     with torch_threads(get_size(config.size).n_parameters(), config.threads):
-        return _train(config)
+        return TrainingRun(config).run()
 
 
-def _train(config: TrainConfig) -> Path:
-    import torch
-    from transformers import GPTNeoXForCausalLM
+class TrainingRun:
+    """One training run into its folder: :meth:`prepare` makes or resumes it (folder checks, held-out suites,
+    model, optimiser, manifest), :meth:`run` trains it to the end, and each scheduled step's checkpoint is
+    written off the steps' path (:meth:`checkpoint`: a copy of the model, evaluated and saved in one background
+    thread, in the order checkpoint -> evaluation -> state -> manifest).
 
-    from ckptgeo.training.sizes import build_config
-    from ckptgeo.suites.vocab import build_tokenizer
+    Parameters
+    ----------
+    config : TrainConfig
+        The run's settings (checked by :func:`train`).
+    """
 
-    out = Path(config.out)
-    manifest = check_out(out, config)
-    check_step_folders(out)  # a step folder without weights is not a checkpoint ckptgeo wrote
-    if manifest is not None and manifest.get("complete"):
-        logger.info("%s is complete; nothing to do", out)
-        return out
-    write_marker(out)
-    remove_stale(out)
-    device = _resolve_device(config.device)
-    size = get_size(config.size)
-    schedule = checkpoint_steps(config.n_steps, config.n_checkpoints)
-    check_disk(out, size.n_parameters(), len(schedule))
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.out = Path(config.out)
 
-    tokenizer = build_tokenizer()
-    heldout: dict[str, tuple[Item, ...]] = {}
-    suites = {}
-    for task, level in zip(config.tasks, config.levels):
-        name = suite_name(task, level)
-        heldout[name] = heldout_items(task, level, config.n_heldout, seed=config.seed)
-        rel = f"suites/{name}.jsonl"
-        if not (out / rel).is_file():
-            write_jsonl(out / rel, heldout[name], header=suite_header(task, level, n_items=config.n_heldout))
-        suites[name] = rel
+    def prepare(self) -> bool:
+        """Check, make or resume the run folder and build everything the loop needs; False when the run is
+        complete already (nothing to do).
 
-    torch.manual_seed(config.seed)
-    model = GPTNeoXForCausalLM(build_config(size, vocab_size=len(tokenizer)))
-    history: list[dict] = list(manifest.get("history", [])) if manifest else []
-    start, state = 0, None
-    state_path = out / STATE_NAME
-    if manifest is not None and state_path.is_file():
-        state = load_state(state_path)
-        if has_weights(out / f"step{state['step']}"):
-            start = state["step"]
+        Raises
+        ------
+        RunMismatchError, DiskSpaceError, CorruptCheckpointError
+            As :func:`train`.
+        """
+        import torch
+        from transformers import GPTNeoXForCausalLM
+
+        from ckptgeo.engine.forward import prepare_suite
+        from ckptgeo.suites.items import Suite
+        from ckptgeo.suites.vocab import build_tokenizer
+        from ckptgeo.training.sizes import build_config
+
+        config, out = self.config, self.out
+        manifest = check_out(out, config)
+        check_step_folders(out)  # a step folder without weights is not a checkpoint ckptgeo wrote
+        if manifest is not None and manifest.get("complete"):
+            logger.info("%s is complete; nothing to do", out)
+            return False
+        write_marker(out)
+        remove_stale(out)
+        self.device = device = _resolve_device(config.device)
+        size = get_size(config.size)
+        self.schedule = schedule = checkpoint_steps(config.n_steps, config.n_checkpoints)
+        check_disk(out, size.n_parameters(), len(schedule))
+
+        self.tokenizer = tokenizer = build_tokenizer()
+        heldout: dict[str, tuple[Item, ...]] = {}
+        self.suites = suites = {}
+        for task, level in zip(config.tasks, config.levels):
+            name = suite_name(task, level)
+            heldout[name] = heldout_items(task, level, config.n_heldout, seed=config.seed)
+            rel = f"suites/{name}.jsonl"
+            if not (out / rel).is_file():
+                write_jsonl(out / rel, heldout[name], header=suite_header(task, level, n_items=config.n_heldout))
+            suites[name] = rel
+
+        torch.manual_seed(config.seed)
+        model = GPTNeoXForCausalLM(build_config(size, vocab_size=len(tokenizer)))
+        history: list[dict] = list(manifest.get("history", [])) if manifest else []
+        start, state = 0, None
+        self.state_path = state_path = out / STATE_NAME
+        if manifest is not None and state_path.is_file():
+            state = load_state(state_path)
+            if has_weights(out / f"step{state['step']}"):
+                start = state["step"]
+                try:
+                    model = GPTNeoXForCausalLM.from_pretrained(out / f"step{start}", use_safetensors=True)
+                except (OSError, ValueError) as err:
+                    raise CorruptCheckpointError(f"cannot resume from {out / f'step{start}'} ({err}); restore it or "
+                                                 f"train into a new --out folder", path=str(out / f"step{start}")) from None
+                history = [h for h in history if h["step"] <= start]
+                logger.info("resuming %s from step %d", out, start)
+            else:
+                state = None
+        model.to(device)
+        model.train()
+        optimizer, scheduler = build_optimizer(model, config, torch)
+        if state is not None:
             try:
-                model = GPTNeoXForCausalLM.from_pretrained(out / f"step{start}", use_safetensors=True)
-            except (OSError, ValueError) as err:
-                raise CorruptCheckpointError(f"cannot resume from {out / f'step{start}'} ({err}); restore it or "
-                                             f"train into a new --out folder", path=str(out / f"step{start}")) from None
-            history = [h for h in history if h["step"] <= start]
-            logger.info("resuming %s from step %d", out, start)
-        else:
-            state = None
-    model.to(device)
-    model.train()
-    optimizer, scheduler = build_optimizer(model, config, torch)
-    if state is not None:
-        try:
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as err:
-            raise CorruptCheckpointError(f"{state_path} does not fit this run's optimiser ({type(err).__name__}: "
-                                         f"{err}); {STATE_ADVICE}", path=str(state_path)) from None
+                optimizer.load_state_dict(state["optimizer"])
+                scheduler.load_state_dict(state["scheduler"])
+            except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as err:
+                raise CorruptCheckpointError(f"{state_path} does not fit this run's optimiser ({type(err).__name__}: "
+                                             f"{err}); {STATE_ADVICE}", path=str(state_path)) from None
+        self.model, self.optimizer, self.scheduler, self.history, self.start = model, optimizer, scheduler, history, start
 
-    record = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "complete": False, "config": settings_record(config),
-        "tasks": list(config.tasks), "levels": list(config.levels), "size": config.size, "seed": config.seed,
-        "steps": config.n_steps, "schedule": list(schedule),
-        "model": {"architecture": "GPTNeoXForCausalLM", "n_layers": size.n_layers, "d_model": size.d_model,
-                  "n_heads": size.n_heads, "n_parameters": sum(p.numel() for p in model.parameters()),
-                  "vocab_size": len(tokenizer)},
-        "suites": suites, "chance": {n: suite_header(t, l)["chance"] for n, (t, l) in
-                                     zip(suites, zip(config.tasks, config.levels))},
-        "versions": versions(), "device": str(device), "history": history,
-        "runtime": [*(manifest or {}).get("runtime", []),
-                    {**thread_record("threads" if config.threads else "default rule"), "from_step": start}],
-        "recipe": recipe_record(config, tokens_per_step(config, heldout), torch),
-        "tokens_per_step": tokens_per_step(config, heldout),
-    }
-    write_manifest(out, record)
+        self.record = {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "complete": False, "config": settings_record(config),
+            "tasks": list(config.tasks), "levels": list(config.levels), "size": config.size, "seed": config.seed,
+            "steps": config.n_steps, "schedule": list(schedule),
+            "model": {"architecture": "GPTNeoXForCausalLM", "n_layers": size.n_layers, "d_model": size.d_model,
+                      "n_heads": size.n_heads, "n_parameters": sum(p.numel() for p in model.parameters()),
+                      "vocab_size": len(tokenizer)},
+            "suites": suites, "chance": {n: suite_header(t, l)["chance"] for n, (t, l) in
+                                         zip(suites, zip(config.tasks, config.levels))},
+            "versions": versions(), "device": str(device), "history": history,
+            "runtime": [*(manifest or {}).get("runtime", []),
+                        {**thread_record("threads" if config.threads else "default rule"), "from_step": start}],
+            "recipe": recipe_record(config, tokens_per_step(config, heldout), torch),
+            "tokens_per_step": tokens_per_step(config, heldout),
+        }
+        write_manifest(out, self.record)
 
-    vocab = tokenizer.get_vocab()
-    batcher = Batcher(config, vocab, tokenizer.pad_token_id,
-                       {n: frozenset(it.prompt for it in items) for n, items in heldout.items()})
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
-                else contextlib.nullcontext())
-    todo = set(schedule)
-    clock = time.perf_counter()
-    loss_sum = torch.zeros((), device=device)
-    n_since = 0
-    last_line = [clock, start]   # time and step of the last INFO progress line
+        vocab = tokenizer.get_vocab()
+        self.batcher = Batcher(config, vocab, tokenizer.pad_token_id,
+                               {n: frozenset(it.prompt for it in items) for n, items in heldout.items()})
+        self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+                         else contextlib.nullcontext())
+        self.clock = time.perf_counter()
+        self.loss_sum = torch.zeros((), device=device)
+        self.n_since = 0
+        self.last_line = [self.clock, start]   # time and step of the last INFO progress line
+        # checkpoint writes and the held-out evaluation run off the steps' path: on a copy of the model, in one
+        # background thread (runfolder.BackgroundWriter)
+        self.writer, self.frozen, self.threads = BackgroundWriter(), [], torch.get_num_threads()
+        # the held-out items tokenized once for the run's evaluations (a quarter of an evaluation's CPU time on tiny)
+        self.prepared = {n: prepare_suite(Suite("exact_match", items), tokenizer, n_samples=None)
+                         for n, items in heldout.items()}
+        return True
 
-    # checkpoint writes and the held-out evaluation run off the steps' path: on a copy of the model, in one
-    # background thread (runfolder.BackgroundWriter), in the order checkpoint -> evaluation -> state -> manifest
-    writer, frozen, threads = BackgroundWriter(), [], torch.get_num_threads()
-    from ckptgeo.engine.forward import prepare_suite
-    from ckptgeo.suites.items import Suite
-
-    # the held-out items tokenized once for the run's evaluations (a quarter of an evaluation's CPU time on tiny)
-    prepared = {n: prepare_suite(Suite("exact_match", items), tokenizer, n_samples=None)
-                for n, items in heldout.items()}
-
-    def snapshot():
+    def snapshot(self):
         """The model's weights now, in a second model the writer evaluates and saves (made once, then
         overwritten once the writer is done with the previous checkpoint)."""
-        writer.wait()
-        if not frozen:
-            frozen.append(copy.deepcopy(model).eval())
+        import torch
+
+        self.writer.wait()
+        if not self.frozen:
+            self.frozen.append(copy.deepcopy(self.model).eval())
         else:
             with torch.no_grad():
-                for mine, theirs in zip(frozen[0].state_dict().values(), model.state_dict().values()):
+                for mine, theirs in zip(self.frozen[0].state_dict().values(), self.model.state_dict().values()):
                     mine.copy_(theirs)
-        return frozen[0]
+        return self.frozen[0]
 
-    def write(step: int, copy_: torch.nn.Module, entry: dict, state) -> None:
-        torch.set_num_threads(threads)  # a new thread starts at OpenMP's default; the evaluation uses the run's
-        save_checkpoint(copy_, tokenizer, out, step)
-        entry["accuracy"] = acc = {n: evaluate(copy_, tokenizer, items) for n, items in prepared.items()}
-        history.append(entry)
+    def _write(self, step: int, copy_, entry: dict, state) -> None:
+        """In the writer's thread: save the checkpoint, evaluate it, save the optimiser state and the manifest."""
+        import torch
+
+        config, out = self.config, self.out
+        torch.set_num_threads(self.threads)  # a new thread starts at OpenMP's default; the evaluation uses the run's
+        save_checkpoint(copy_, self.tokenizer, out, step)
+        entry["accuracy"] = acc = {n: evaluate(copy_, self.tokenizer, items) for n, items in self.prepared.items()}
+        self.history.append(entry)
         if state is not None:
-            save_state(state_path, step, *state, torch)
-        write_manifest(out, record)
+            save_state(self.state_path, step, *state, torch)
+        write_manifest(out, self.record)
         now = time.perf_counter()
-        due = (step in (start, config.n_steps) or now - last_line[0] >= PROGRESS_SECONDS
-               or step - last_line[1] >= config.n_steps / PROGRESS_LINES)
+        due = (step in (self.start, config.n_steps) or now - self.last_line[0] >= PROGRESS_SECONDS
+               or step - self.last_line[1] >= config.n_steps / PROGRESS_LINES)
         if due:
-            last_line[:] = [now, step]
+            self.last_line[:] = [now, step]
         logger.log(logging.INFO if due else logging.DEBUG, "%s", progress_line(
-            out.name, step, config.n_steps, entry["loss"], acc, now - clock, (step - start) / max(now - clock, 1e-9)))
+            out.name, step, config.n_steps, entry["loss"], acc, now - self.clock,
+            (step - self.start) / max(now - self.clock, 1e-9)))
 
-    def checkpoint(step: int) -> None:
-        nonlocal loss_sum, n_since
-        mean_loss = float(loss_sum) / n_since if n_since else None
-        entry = {"step": step, "loss": mean_loss, "lr": scheduler.get_last_lr()[0], "accuracy": None,
-                 "seconds": round(time.perf_counter() - clock, 3), "tokens": step * record["tokens_per_step"]}
-        state = ((copy.deepcopy(optimizer.state_dict()), copy.deepcopy(scheduler.state_dict()))
-                 if step < config.n_steps else None)
-        writer.submit(write, step, snapshot(), entry, state)
-        loss_sum, n_since = torch.zeros((), device=device), 0
+    def checkpoint(self, step: int) -> None:
+        """Hand the checkpoint of ``step`` (weights, the mean loss since the last one, the optimiser state) to the
+        writer."""
+        import torch
 
-    from tqdm.auto import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
+        mean_loss = float(self.loss_sum) / self.n_since if self.n_since else None
+        entry = {"step": step, "loss": mean_loss, "lr": self.scheduler.get_last_lr()[0], "accuracy": None,
+                 "seconds": round(time.perf_counter() - self.clock, 3), "tokens": step * self.record["tokens_per_step"]}
+        state = ((copy.deepcopy(self.optimizer.state_dict()), copy.deepcopy(self.scheduler.state_dict()))
+                 if step < self.config.n_steps else None)
+        self.writer.submit(self._write, step, self.snapshot(), entry, state)
+        self.loss_sum, self.n_since = torch.zeros((), device=self.device), 0
 
-    from ckptgeo.constants import NO_PROGRESS
+    def run(self) -> Path:
+        """Train to ``config.n_steps`` (after :meth:`prepare`, which this calls) and mark the run complete."""
+        if not self.prepare():
+            return self.out
+        import torch
+        from tqdm.auto import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
 
-    bar = tqdm(range(start + 1, config.n_steps + 1), desc=f"train {out.name}", unit="step", initial=start,
-               total=config.n_steps, disable=NO_PROGRESS or None, dynamic_ncols=True)
-    try:
-        if start == 0 and 0 in todo and not any(h["step"] == 0 for h in history):
-            checkpoint(0)
-        monitor = _monitor(config, out, suites, tokenizer)
-        # the monitor's event lines go above the bar, not through it
-        with logging_redirect_tqdm() if monitor is not None else contextlib.nullcontext():
-            if monitor is not None and monitor.step(model, start) is not None:
-                bar.set_postfix_str(monitor.status())
-            for step in bar:
-                ids, attn, target = (t.to(device) for t in batcher.batch(step))
-                with autocast:
-                    logits = model(input_ids=ids, attention_mask=attn).logits
-                loss = answer_loss(logits, ids, target, torch)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.grad_clip:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-                optimizer.step()
-                scheduler.step()
-                loss_sum += loss.detach()
-                n_since += 1
-                if step in todo:
-                    if not math.isfinite(float(loss_sum)):
-                        raise NonFiniteActivationsError(f"Training loss is not finite at step {step} of {out}; lower "
-                                                        f"--lr or raise --warmup.", revision=f"step{step}")
-                    checkpoint(step)
-                    if monitor is None and history:  # the newest checkpoint the writer has evaluated
-                        shown = history[-1]["accuracy"].values()
-                        bar.set_postfix_str("accuracy " + ", ".join(f"{v:.2f}" for v in shown))
-                if monitor is not None and monitor.step(model, step) is not None:
+        from ckptgeo.constants import NO_PROGRESS
+
+        config, out, model, start = self.config, self.out, self.model, self.start
+        todo = set(self.schedule)
+        bar = tqdm(range(start + 1, config.n_steps + 1), desc=f"train {out.name}", unit="step", initial=start,
+                   total=config.n_steps, disable=NO_PROGRESS or None, dynamic_ncols=True)
+        try:
+            if start == 0 and 0 in todo and not any(h["step"] == 0 for h in self.history):
+                self.checkpoint(0)
+            monitor = _monitor(config, out, self.suites, self.tokenizer)
+            # the monitor's event lines go above the bar, not through it
+            with logging_redirect_tqdm() if monitor is not None else contextlib.nullcontext():
+                if monitor is not None and monitor.step(model, start) is not None:
                     bar.set_postfix_str(monitor.status())
-    finally:
-        bar.close()
-        writer.close()  # what was submitted is written, also when a step failed
-    record["complete"] = True
-    record["seconds"] = round(time.perf_counter() - clock, 3)
-    write_manifest(out, record)
-    if state_path.exists():
-        state_path.unlink()
-    return out
+                for step in bar:
+                    ids, attn, target = (t.to(self.device) for t in self.batcher.batch(step))
+                    with self.autocast:
+                        logits = model(input_ids=ids, attention_mask=attn).logits
+                    loss = answer_loss(logits, ids, target, torch)
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if config.grad_clip:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                    self.optimizer.step()
+                    self.scheduler.step()
+                    self.loss_sum += loss.detach()
+                    self.n_since += 1
+                    if step in todo:
+                        if not math.isfinite(float(self.loss_sum)):
+                            raise NonFiniteActivationsError(f"Training loss is not finite at step {step} of {out}; "
+                                                            f"lower --lr or raise --warmup.", revision=f"step{step}")
+                        self.checkpoint(step)
+                        if monitor is None and self.history:  # the newest checkpoint the writer has evaluated
+                            shown = self.history[-1]["accuracy"].values()
+                            bar.set_postfix_str("accuracy " + ", ".join(f"{v:.2f}" for v in shown))
+                    if monitor is not None and monitor.step(model, step) is not None:
+                        bar.set_postfix_str(monitor.status())
+        finally:
+            bar.close()
+            self.writer.close()  # what was submitted is written, also when a step failed
+        self.record["complete"] = True
+        self.record["seconds"] = round(time.perf_counter() - self.clock, 3)
+        write_manifest(out, self.record)
+        if self.state_path.exists():
+            self.state_path.unlink()
+        return out
 
 
 #: a progress line goes to the log (INFO) at a checkpoint once this many seconds or 1/PROGRESS_LINES of the

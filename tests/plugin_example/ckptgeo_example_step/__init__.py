@@ -14,7 +14,7 @@ Importing the module registers both; ckptgeo itself is not changed. ``ckptgeo an
 """
 
 from ckptgeo import register_claim, register_step
-from ckptgeo.analysis.curves import summary_rows
+from ckptgeo.events.curves import summary_rows
 
 
 @register_step(name="gap_by_suite", reads=("events",), writes=("gap_by_suite",))
