@@ -111,4 +111,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FACADE))
+    # the public names (and the module's dunders); not TYPE_CHECKING, which exists only for static readers
+    return sorted({n for n in globals() if n.startswith("__")} | set(__all__))

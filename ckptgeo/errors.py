@@ -15,6 +15,7 @@ __all__ = [
     "EmptySelectionError",
     "CorruptCheckpointError",
     "UnsafeFileError",
+    "DamagedSourceError",
     "ArchitectureMismatchError",
     "NonFiniteActivationsError",
     "SuiteFormatError",
@@ -104,6 +105,17 @@ class UnsafeFileError(CorruptCheckpointError):
     that asks for more than tensors, numbers and containers (``torch.load(weights_only=True)`` fails on
     it), or a ``config.json`` / ``tokenizer_config.json`` whose ``auto_map`` needs the repository's own
     Python code (ckptgeo passes ``trust_remote_code=False``).
+
+    Attributes: ``revision``, ``path`` (the file).
+    """
+
+
+class DamagedSourceError(CorruptCheckpointError):
+    """A weight file is damaged as the source itself serves it: a Hub file whose bytes match the listing's sha256
+    but do not form a valid checkpoint (truncated on the Hub), or whose safetensors header declares more bytes
+    than the listing's size. Permanent while the source serves that commit: a new download gives the same bytes,
+    so a scan records the revision as ``damaged`` (not ``failed``), a rerun does not retry it, ``ckptgeo status``
+    does not ask for one, and the ``genuine`` selector leaves it out.
 
     Attributes: ``revision``, ``path`` (the file).
     """

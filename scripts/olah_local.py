@@ -45,7 +45,9 @@ of olah is edited):
    each sibling carries ``size``, ``blobId`` and ``lfs: {sha256, size, pointerSize}`` as on the Hub
    (stock: ``rfilename`` only).
 7. *Unknown repository -> 401 RepoNotFound* on every route, as on the Hub (stock offline: 404
-   EntryNotFound "Repository refs are not cached locally" from the refs route).
+   EntryNotFound "Repository refs are not cached locally" from the refs route). Under the org
+   :data:`STOCK_MISSING_ORG` an unknown repository is answered as stock olah answers it, so tests see a
+   mirror that reports a missing repository as a missing entry.
 
 ``list_repo_refs``, ``list_repo_tree`` and ``get_paths_info`` work on stock olah once 1 and 4 are
 in place; tree and paths-info entries carry ``size`` and, for LFS files, ``lfs.oid`` (sha256).
@@ -94,6 +96,8 @@ _LFS_POINTER = re.compile(
 #: whether the current request asked for per-file metadata (``?blobs=true``).
 _WANT_BLOBS: contextvars.ContextVar[bool] = contextvars.ContextVar("want_blobs", default=False)
 _PATCHED = False
+#: an org whose unknown repositories get stock olah's answer (404 EntryNotFound from the refs route), not patch 7's
+STOCK_MISSING_ORG = "stockmirror"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -317,7 +321,8 @@ def apply_patches() -> None:
 
     async def ensure_repo_visibility(app_, repo, authorization):
         error = await stock_visibility(app_, repo, authorization)
-        if error is None and app_.state.app_settings.config.offline and not has_local_mirror(app_, repo):
+        if error is None and app_.state.app_settings.config.offline and not has_local_mirror(app_, repo) \
+                and getattr(repo, "org", None) != STOCK_MISSING_ORG:
             return error_repo_not_found()
         return error
 

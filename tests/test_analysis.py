@@ -434,3 +434,40 @@ def test_a_hand_run_analyze_uses_the_difficulty_the_dataset_records(tmp_path, ca
     with pytest.raises(SystemExit) as exc:
         main(["analyze", str(ds.root), "--difficulty", "copy-L1"])
     assert exc.value.code == 2 and "is not SUITE=CLASS" in capsys.readouterr().err
+
+
+def test_a_difficulty_class_or_suite_that_is_not_one_is_refused_before_any_work(tmp_path, capsys):
+    """Issue 45 item 10: `analyze --difficulty logic=hardd` was accepted (a class of its own in every rate table);
+    now a class other than easy, hard or L<k>, or a suite the dataset does not hold, is refused with the nearest
+    valid name, and nothing is written."""
+    from ckptgeo.cli import main
+    from ckptgeo.errors import InvalidParameterError
+    from ckptgeo.store.dataset import Dataset
+
+    ds = Dataset(tmp_path / "ds")
+    _write_dataset(ds.root, [("toy-2x16", "copy-L1", 0.1, _acc(20), _easy(2, 3.0), {})])
+    assert main(["analyze", str(ds.root), "--no-plots", "--difficulty", "copy-L1=hardd"]) == 2
+    err = capsys.readouterr().err
+    assert "'hardd' is not a difficulty class; use easy, hard or L<k> (e.g. L2). Did you mean 'hard'?" in err
+    assert not (ds.root / "events").exists() and not (ds.root / "summary").exists()
+    with pytest.raises(InvalidParameterError, match="the dataset holds no suite 'copy-L2'; did you mean 'copy-L1'"):
+        analyze(ds.root, difficulty={"copy-L2": "hard"}, write=False)
+    assert set(analyze(ds.root, difficulty={"copy-L1": "L3"}, write=False).acquisitions.difficulty) == {"L3"}
+
+
+def test_nothing_to_forecast_when_no_run_acquired(tmp_path, capsys):
+    """Issue 45 item 8: on runs of which none acquired, `ckptgeo forecast` printed log scores and suggested a
+    --forecast-from that then refused, and analyze wrote an empty forecast figure per run. Now it says there is
+    nothing to forecast, suggests no --forecast-from, and writes no forecast figure."""
+    from ckptgeo.cli import main
+    from ckptgeo.store.dataset import Dataset
+
+    ds = Dataset(tmp_path / "ds")
+    _write_dataset(ds.root, [(f"toy-s{k}", "copy-L1", 0.1, _acc(None), _easy(2, 3.0), {}) for k in (1, 2, 3)])
+    assert main(["forecast", str(ds.root)]) == 0
+    out = capsys.readouterr().out
+    assert "forecast: none of the 3 runs acquired" in out and "no acquisition to forecast" in out
+    assert "--forecast-from" not in out and "log_score" not in out
+    assert not list((ds.root / "figures" / "forecast").glob("*.png"))
+    assert main(["analyze", str(ds.root)]) == 0
+    assert not list((ds.root / "figures" / "forecast").glob("*.png"))

@@ -36,6 +36,30 @@ def test_each_public_name_is_the_internal_object(name):
     assert getattr(ckptgeo, name) is getattr(importlib.import_module(PUBLIC[name]), name)
 
 
+def test_dir_shows_the_public_names_only():
+    """Issue 45 item 7: dir(ckptgeo) showed TYPE_CHECKING (a name for static readers) and private helpers."""
+    shown = [n for n in dir(ckptgeo) if not n.startswith("__")]
+    assert shown == sorted(n for n in ckptgeo.__all__ if not n.startswith("__"))
+    assert "TYPE_CHECKING" not in dir(ckptgeo)
+
+
+def test_scan_in_python_shows_no_hub_download_bars_and_restores_them(local_hub, tmp_path, capsys, monkeypatch):
+    """Issue 45 item 7: ckptgeo.scan(...) in a notebook (stderr not a terminal) filled it with huggingface_hub's
+    bar per file and revision; the command line hides them. Now the call hides them too, and restores them."""
+    from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
+
+    import ckptgeo.sources.hub as hub
+
+    monkeypatch.setattr(hub, "NO_PROGRESS", False)   # as a user's notebook: CKPTGEO_NO_PROGRESS unset
+    enable_progress_bars()
+    res = ckptgeo.scan(local_hub.repo_id, out=tmp_path / "ds", revisions="step0,step1", suites=["logic"],
+                       n_samples=8, metrics=["rankme"])
+    err = capsys.readouterr().err
+    assert res.measured == ["step0", "step1"]
+    assert "model.safetensors:" not in err and "Fetching" not in err and "config.json:" not in err, err
+    assert not are_progress_bars_disabled()
+
+
 def test_the_facade_has_no_other_names_and_refuses_unknown_ones():
     assert set(ckptgeo.__all__) == set(PUBLIC) | {"__version__"}
     with pytest.raises(AttributeError, match="no attribute 'scna'"):

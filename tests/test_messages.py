@@ -37,12 +37,66 @@ def test_truncated_local_weight_file_is_named_and_not_to_be_deleted(good, tmp_pa
     assert weights.stat().st_size == 1000          # left as it was
 
 
-def test_truncated_hub_download_advises_deleting_the_cached_copy(local_hub, tmp_path):
-    repo = local_hub.add_repo("pythia-faults", steps=(0, 1000, 2000), duplicate={"step3000": "step2000"},
+def _faults(local_hub):
+    return local_hub.add_repo("pythia-faults", steps=(0, 1000, 2000), duplicate={"step3000": "step2000"},
                               corrupt=("step4000",), arch_changed=("step5000",), config_tweak=("step6000",))
+
+
+def test_a_file_the_hub_serves_truncated_is_a_permanent_named_failure(local_hub, tmp_path, capsys):
+    """Issue 45 item 2: step4000's model.safetensors is truncated on the Hub itself (its sha256 is the listing's).
+    The scan said "delete it from the Hub cache and rerun", status "rerun the same scan command" (exit 1), and
+    --integrity, --dry-run and genuine did not flag it: a resubmit-on-exit-1 job never ended. Now the listing and
+    the file's header (one range request) flag it, the scan records it `damaged` without downloading it, a rerun
+    does not retry it, status exits 0 without asking for a rerun, and genuine leaves it out."""
+    import pandas as pd
+
+    repo = _faults(local_hub)
+    out = tmp_path / "ds"
+    assert main(["revisions", repo.repo_id, "--integrity"]) == 0
+    text = capsys.readouterr().out
+    assert "damaged on the source (permanent; left out of genuine): step4000: model.safetensors is 0.1 MB" in text
+    assert "header declares 0.2 MB: truncated as the source serves it" in text
+    genuine = text.split("selector: --revisions genuine  (= ")[1]
+    assert "step4000" not in genuine and "step5000" in genuine, genuine   # a bigger architecture is not damaged
+    sel = ["--revisions", "step0,step4000", "--suite", SUITE, "--n-samples", "8", "--out", str(out)]
+    assert main(["scan", repo.repo_id, *sel, "--dry-run"]) == 0
+    assert "damaged: step4000: the source serves its weights damaged (model.safetensors" in capsys.readouterr().out
+    key = (repo.commits["step4000"], "model.safetensors")
+    for measured in ("measured 1, already done 0", "measured 0, already done 1"):   # a rerun does not retry it
+        before = local_hub.served_bytes(repo.repo_id).get(key, 0)
+        assert main(["scan", repo.repo_id, *sel]) == 0
+        done = capsys.readouterr()
+        assert measured in done.out and "failed 0, damaged on the source 1" in done.out
+        assert "damaged step4000: DamagedSourceError: step4000: the source serves its weights damaged" in done.err
+        assert "delete it from the Hub cache" not in done.err
+        got = local_hub.served_bytes(repo.repo_id).get(key, 0) - before   # its header (a range request), not all
+        assert got < repo.weight_bytes["step4000"], (got, repo.weight_bytes["step4000"])
+    rv = pd.read_parquet(out / "revisions").set_index("revision")
+    assert rv.loc["step4000", "status"] == "damaged" and rv.loc["step0", "status"] == "ok"
+    assert main(["status", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "step4000" in said and "damaged" in said and "1 revision damaged on the source (step4000): permanent" in said
+    assert "so nothing is left to rerun for them" in said and "next:" not in said
+    assert "1 done, 0 failed, 0 in progress, 0 not started, 1 damaged" in said
+
+
+def test_a_file_the_hub_serves_damaged_found_only_at_load_is_permanent_too(local_hub, tmp_path, monkeypatch):
+    """Where the listing cannot tell (no header read), the load finds the file damaged although its bytes match the
+    listed sha256: that is the Hub's copy, so the same permanent failure, not "delete it from the cache"."""
+    from ckptgeo.sources.hub import HubSource
+
+    repo = _faults(local_hub)
+    monkeypatch.setattr(HubSource, "declared_size", lambda self, revision, name: None)
     res = quiet_scan(repo.repo_id, tmp_path / "ds", revisions="step4000")
-    msg = str(res.failed["step4000"])
-    assert "is damaged" in msg and "delete it from the Hub cache and rerun to download it again" in msg
+    assert not res.failed and list(res.damaged) == ["step4000"]
+    msg = res.damaged["step4000"]
+    assert "the source serves its weights damaged (weight file" in msg and "is damaged (truncated or corrupt" in msg
+    assert "although its bytes match the sha256 the source lists" in msg and "delete" not in msg
+    key = (repo.commits["step4000"], "model.safetensors")
+    before = local_hub.served_bytes(repo.repo_id).get(key, 0)
+    again = quiet_scan(repo.repo_id, tmp_path / "ds", revisions="step4000")   # recorded at this commit: not retried
+    assert list(again.damaged) == ["step4000"] and not again.failed and not again.measured
+    assert local_hub.served_bytes(repo.repo_id).get(key, 0) == before, "its weights were not downloaded again"
 
 
 def test_missing_config_json_says_missing(good, tmp_path):
@@ -169,3 +223,30 @@ def test_a_mistyped_run_folder_is_said_not_to_exist(tmp_path, capsys):
     assert main(["scan", str(tmp_path / "runs" / "addition-L1"), "--dry-run"]) == 3   # SourceNotFoundError
     err = capsys.readouterr().err
     assert f"{tmp_path / 'runs' / 'addition-L1'} does not exist (a mistyped folder?)" in err, err
+
+
+def test_refusals_come_before_any_work(good, tmp_path, capsys):
+    """Issue 45 item 10: each of these ran (or trained, or planned) before refusing, or answered the wrong error."""
+    import torch
+
+    # claims --calibrate -1 ran the whole table and exited 0
+    assert main(["claims", str(tmp_path / "nodata"), "--calibrate", "-1"]) == 2
+    assert "The 'calibrate' parameter of claims must be an int in [0, inf). Got -1." in capsys.readouterr().err
+    # a garbled every-N is not "not found ... closest existing: (none)"
+    assert main(["scan", str(good), "--out", str(tmp_path / "ds"), "--suite", SUITE, "--revisions",
+                 "every-1000x", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "'every-1000x' is not a valid selector" in err and "did you mean 'every-1000'" in err
+    assert "closest existing" not in err
+    # train --forecast-from MISSING trained and wrote step0 before refusing
+    out = tmp_path / "run"
+    code = main(["train", "--task", "copy", "--level", "1", "--size", "tiny", "--steps", "4", "--warmup", "1",
+                 "--checkpoints", "2", "--heldout", "8", "--monitor", "2", "--forecast-from", str(tmp_path / "MISSING"),
+                 "--out", str(out), "--device", "cpu"])
+    assert code != 0 and "MISSING holds no behavior/ table" in capsys.readouterr().err
+    assert not out.exists()
+    if not torch.cuda.is_available():   # scan --device cuda --dry-run planned a GPU scan on a CPU-only machine
+        assert main(["scan", str(good), "--out", str(tmp_path / "ds"), "--suite", SUITE, "--device", "cuda",
+                     "--dry-run"]) == 2
+        assert "CUDA is not available here" in capsys.readouterr().err
+    assert not (tmp_path / "ds").exists()

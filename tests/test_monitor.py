@@ -124,6 +124,36 @@ def test_step_measures_on_schedule_restores_mode_and_random_state(tmp_path, sing
     assert other.step(model, 0) is None and not (tmp_path / "other").exists()
 
 
+def test_the_monitor_measures_under_the_scans_thread_rule_and_restores_the_users(tmp_path, monkeypatch):
+    """Issue 45 item 1: a user's own loop (or Trainer) ran the monitor at torch's default thread count (the README's
+    Trainer example: 603.6 s against 30.6 s with one thread). A model under 10M parameters is now measured on one
+    thread, as scan and train do, MonitorConfig(threads=N) overrides it, and the loop's own count is restored."""
+    import ckptgeo.engine.measure as measure
+
+    seen = []
+    real = measure.measure_revision
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(measure, "measure_revision", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)   # the user's setting (torch's default is one per core)
+        model = _tiny_model()
+        monitor = Monitor(build_tokenizer(), [f"{TASK}-L{LEVEL}"], tmp_path / "a", schedule=Schedule(steps=(0,)),
+                          config=MonitorConfig(n_samples=8))
+        assert monitor.step(model, 0) is not None
+        assert seen == [1] and torch.get_num_threads() == 3
+        two = Monitor(build_tokenizer(), [f"{TASK}-L{LEVEL}"], tmp_path / "b", schedule=Schedule(steps=(0,)),
+                      config=MonitorConfig(n_samples=8, threads=2))
+        assert two.step(model, 0) is not None
+        assert seen == [1, 2] and torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_task_suite_is_the_trainers_heldout_set():
     from ckptgeo.suites.tasks import heldout_items
 

@@ -226,3 +226,47 @@ def test_a_rerun_with_other_settings_says_which_and_how_to_continue_the_earlier_
     assert "note: " not in capsys.readouterr().out
     assert main(common[:2] + ["--suite", "logic"] + common[4:] + ["--dry-run"]) == 0
     assert "note: " not in capsys.readouterr().out
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_demo_keeps_the_scans_padding_lines_behind_v_as_scan_does(monkeypatch, caplog, verbose):
+    """Issue 45 item 11: scripts/demo.sh (`ckptgeo demo`) logged a padding line per suite and revision (82 of them)
+    that `ckptgeo scan` shows only with -v; the demo's own stages still log at INFO."""
+    import logging
+
+    import ckptgeo.cli.demo as demo
+
+    def fake_run_demo(*args, **kwargs):
+        logging.getLogger("ckptgeo.engine.measure").info("step0, suite copy-L1: 12 token slots, 3 of them padding")
+        logging.getLogger("ckptgeo.studies.demo").info("training copy-L1")
+        raise _Stop
+
+    monkeypatch.setattr(demo, "run_demo", fake_run_demo)
+    caplog.set_level(logging.INFO)
+    with pytest.raises(_Stop):
+        main((["-v"] if verbose else []) + ["demo", "--out", "unused"])
+    said = [r.getMessage() for r in caplog.records]
+    assert "training copy-L1" in said
+    assert any("padding" in m for m in said) == verbose, said
+    assert logging.getLogger("ckptgeo.engine").level == logging.NOTSET   # restored
+
+
+def test_a_monitored_training_folder_has_a_fitting_next_step_and_a_status(tmp_path, capsys):
+    """Issue 45 item 9: `ckptgeo status runs/copy-L1-live` refused the folder `train --monitor` made; train ended
+    with `next: ckptgeo scan ...` although the measured dataset was in monitor/; its summary gave an acquisition
+    step without saying it was on the checkpoints' grid (the monitor's lines use its own)."""
+    out = tmp_path / "copy-L1-live"
+    assert main(["train", "--task", "copy", "--steps", "4", "--batch-size", "8", "--heldout", "20", "--warmup", "1",
+                 "--checkpoints", "2", "--monitor", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert _last(printed).startswith(f"next: ckptgeo analyze {out / 'monitor'}   (the monitor's dataset")
+    assert "the monitor's live lines use its own grid of measuring steps" in printed
+    assert main(["status", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"{out}: a ckptgeo train run, complete (4 steps)" in said
+    assert "monitor (" in said and "measured steps: 4 done, 0 failed, 0 in progress, 0 not started" in said
+    assert _last(said) == f"next: ckptgeo analyze {out / 'monitor'}"

@@ -43,6 +43,28 @@ def test_missing_revision_and_repo(local_hub, tmp_path):
         scan("testorg/nope", suites=(SUITE,), out=tmp_path / "b")
 
 
+def test_a_misspelled_repo_id_is_a_missing_repository_on_a_mirror_answering_entry_not_found(local_hub, tmp_path,
+                                                                                            capsys):
+    """Issue 45 item 5: a Hub (an olah mirror) that answers a missing repository's refs with 404 EntryNotFound made
+    `scan` and `revisions` say "a file listed for None is missing on the Hub". Now: the repository does not
+    exist, with the close known id; probe's default source is answered the same way."""
+    from ckptgeo.cli import main
+    from scripts.olah_local import STOCK_MISSING_ORG
+
+    repo = f"{STOCK_MISSING_ORG}/pythia-14n"
+    for argv in (["scan", repo, "--out", str(tmp_path / "ds"), "--suite", SUITE], ["revisions", repo]):
+        assert main(argv) == SourceNotFoundError.exit_code
+        err = capsys.readouterr().err
+        assert f"Repository '{repo}' does not exist on {local_hub.url}" in err, err
+        assert "a file listed for" not in err
+    with pytest.raises(SourceNotFoundError, match=r"'EleutherAI/pythia-14n' does not exist .* Did you mean "
+                                                  r"EleutherAI/pythia-14m\?"):
+        scan("EleutherAI/pythia-14n", suites=(SUITE,), out=tmp_path / "b")
+    assert main(["probe", "--suite", "logic", "--out", str(tmp_path / "p")]) == SourceNotFoundError.exit_code
+    assert "Repository 'EleutherAI/pythia-160m' does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "ds").exists() and not (tmp_path / "p").exists()
+
+
 def test_scan_five_revisions_resume_and_bounded_cache(local_hub, tmp_path, monkeypatch):
     peaks = record_fetch_peaks(monkeypatch)
     out = tmp_path / "ds"
@@ -67,7 +89,8 @@ def test_duplicates_are_skipped_unfetched_and_flagged(local_hub, tmp_path):
     repo = local_hub.add_repo("pythia-dup", steps=(0, 1000, 2000, 3000), duplicate={"step3000": "step1000"})
     with pytest.warns(DuplicateWeightsWarning, match="step3000"):
         res = scan(repo.repo_id, revisions="all", suites=(SUITE,), n_samples=8, out=tmp_path / "ds")
-    assert len(res.measured) == 4
+    # issue 45 item 11: the duplicate was counted as measured ("measured 4" of 3 measured + 1 duplicate)
+    assert res.measured == ["step0", "step1000", "step2000"] and res.duplicated == ["step3000"]
     rv = pd.read_parquet(tmp_path / "ds" / "revisions").set_index("revision")
     assert rv.loc["step3000", "status"] == "duplicate" and rv.loc["step3000", "duplicate_of"] == "step1000"
     assert set(pd.read_parquet(tmp_path / "ds" / "geometry").revision) == {"step0", "step1000", "step2000"}

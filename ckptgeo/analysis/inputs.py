@@ -26,7 +26,7 @@ from ckptgeo.events.curves import CURVE_KEYS, model_size, split_seed, with_defau
 from ckptgeo.errors import DatasetLayoutError
 from ckptgeo.sources.groups import grouped_revisions, groups_of
 
-__all__ = ["model_size", "split_seed", "leave_out_grouped", "grouped_revisions", "left_out_text", "LEFT_OUT_COLUMNS", "events_in_tokens",
+__all__ = ["DIFFICULTY_CLASSES", "check_difficulty", "model_size", "split_seed", "leave_out_grouped", "grouped_revisions", "left_out_text", "LEFT_OUT_COLUMNS", "events_in_tokens",
            "in_tokens", "X_AXES"]
 
 #: what a curve's x axis can be: training steps (within a stage) or training tokens seen
@@ -326,6 +326,47 @@ def _header_difficulty(suite: str) -> str | None:
     header = head.get("suite_header") if isinstance(head, dict) else None
     value = header.get("difficulty") if isinstance(header, dict) else None
     return None if value is None else str(value)
+
+
+#: the difficulty classes a user may assign (``--difficulty SUITE=CLASS``): those the claims contrast (``easy``, ``hard``,
+#: as ``ckptgeo demo`` records them) and the level labels the default gives (``L1``, ``L2``, ...). "early", "late" and
+#: "not acquired" are not among them: the analysis derives those from the outcome itself.
+DIFFICULTY_CLASSES = ("easy", "hard", "L<k>")
+
+
+def check_difficulty(user: Mapping[str, str] | None, suites) -> None:
+    """Refuse a ``difficulty`` mapping (``--difficulty``) that names a suite the dataset does not hold or a class
+    outside :data:`DIFFICULTY_CLASSES`, naming the closest valid one.
+
+    Raises
+    ------
+    InvalidParameterError
+        An unknown suite or class.
+
+    Examples
+    --------
+    >>> check_difficulty({"logic": "hardd"}, ["logic"])
+    Traceback (most recent call last):
+    ...
+    ckptgeo.errors.InvalidParameterError: --difficulty logic=hardd: 'hardd' is not a difficulty class; use easy, hard or L<k> (e.g. L2). Did you mean 'hard'?
+    """
+    import difflib
+
+    from ckptgeo.errors import InvalidParameterError
+
+    known = sorted({str(s) for s in suites})
+    for suite, cls in (user or {}).items():
+        if suite not in known:
+            close = difflib.get_close_matches(str(suite), known, n=1)
+            raise InvalidParameterError(
+                f"--difficulty {suite}={cls}: the dataset holds no suite {suite!r}"
+                + (f"; did you mean {close[0]!r}?" if close else "") + f" Its suites: {', '.join(known) or 'none'}.",
+                name="difficulty", value=suite)
+        if not (str(cls) in ("easy", "hard") or re.fullmatch(r"L\d+", str(cls))):
+            close = difflib.get_close_matches(str(cls).lower(), ["easy", "hard"], n=1)
+            raise InvalidParameterError(
+                f"--difficulty {suite}={cls}: {cls!r} is not a difficulty class; use easy, hard or L<k> (e.g. L2)."
+                + (f" Did you mean {close[0]!r}?" if close else ""), name="difficulty", value=cls)
 
 
 def difficulty_classes(acq: pd.DataFrame, user: Mapping[str, str] | None) -> dict[tuple[str, str], tuple[str, str]]:

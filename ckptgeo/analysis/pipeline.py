@@ -71,8 +71,8 @@ from ckptgeo.analysis.config import (EVENTS_SCHEMA, RULES_KEY, Analysis, Analysi
                                      write_table)
 from ckptgeo.analysis.steps import INPUTS, all_steps, order_steps, run_steps
 from ckptgeo.events.curves import CURVE_KEYS
-from ckptgeo.analysis.inputs import (clean_behavior, clean_geometry, loss_curves, require_columns, check_x, leave_out_grouped,
-                                    model_size, split_seed)
+from ckptgeo.analysis.inputs import (check_difficulty, clean_behavior, clean_geometry, loss_curves, require_columns,
+                                    check_x, leave_out_grouped, model_size, split_seed)
 from ckptgeo.analysis.view import EVENT_VIEW, events_legend, events_text, events_view, read_runs, run_labels
 from ckptgeo.errors import DatasetLayoutError
 from ckptgeo.store.dataset import read_difficulty, read_table
@@ -161,7 +161,8 @@ def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
         non-empty folder that is neither a dataset nor an earlier analysis (:func:`check_analysis_out`).
     InvalidParameterError
         A threshold, fraction or window is out of range; ``x`` is not "steps" or "tokens", or is "tokens" and
-        some curve records no tokens.
+        some curve records no tokens; ``difficulty`` names a suite the dataset does not hold, or a class other
+        than easy, hard or L<k> (:func:`ckptgeo.analysis.inputs.check_difficulty`).
     AnalysisStepError
         The registered steps do not fit together: one reads a table that no step writes, two write one table,
         or they read each other's tables in a cycle (:mod:`ckptgeo.analysis.steps`).
@@ -179,6 +180,7 @@ def analyze(dir: str | os.PathLike, *, out: str | os.PathLike | None = None,
     steps = order_steps(all_steps())   # before any work: a missing table or a cycle is a one-line error
     inputs = read_inputs(root, keep_grouped)
     check_x(x, inputs["curves"], inputs["accuracy"])
+    check_difficulty(difficulty, inputs["accuracy"]["suite"].unique())
     out = Path(out) if out is not None else root
     difficulty = {**read_difficulty(root), **(difficulty or {})} or None   # the user's first, then recorded
     tables = run_steps(steps, inputs, config=cfg, root=root, out=out, difficulty=difficulty)

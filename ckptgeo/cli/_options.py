@@ -164,10 +164,14 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
     from ckptgeo.engine.scan import scan
 
     res = _with_progress_lines(lambda: scan(args.source, out=args.out, **kwargs))
-    print(f"measured {len(res.measured)}, already done {len(res.skipped)}, failed {len(res.failed)}, "
-          f"locked by another run {len(res.locked)}; tables in {res.out}")
+    dups = f"duplicates recorded (not fetched) {len(res.duplicated)}, " if res.duplicated else ""
+    damaged = f"damaged on the source {len(res.damaged)}, " if res.damaged else ""
+    print(f"measured {len(res.measured)}, {dups}already done {len(res.skipped)}, failed {len(res.failed)}, "
+          f"{damaged}locked by another run {len(res.locked)}; tables in {res.out}")
     for name, err in res.failed.items():
         print(f"  failed {name}: {err}", file=sys.stderr)
+    for name, err in res.damaged.items():   # permanent: a rerun does not retry them, and the exit code is not 1
+        print(f"  damaged {name}: {err}", file=sys.stderr)
     if res.duplicates is not None and not res.duplicates.empty:
         for r, o in zip(res.duplicates.revision, res.duplicates.duplicate_of):
             print(f"  duplicate weights: {r} = {o}", file=sys.stderr)
@@ -192,6 +196,9 @@ def _run_scan(args, metrics: tuple[str, ...]) -> int:
               f"(this is rank {rank})")
     if tables or world > 1:
         print(f"next: ckptgeo analyze {res.out}" + ("   (once every process has finished)" if world > 1 else ""))
+    elif res.damaged and not res.failed:
+        print("next: no revision was measured and a rerun cannot fix those above (the source serves them damaged); "
+              "pick others, e.g. --revisions genuine", file=sys.stderr)
     else:
         print("next: no revision was measured; fix the errors above and rerun the same command", file=sys.stderr)
     return 1 if res.failed else 0

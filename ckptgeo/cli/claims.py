@@ -22,6 +22,12 @@ outputs (inside the dataset folder):
 """
 
 
+def _admits() -> dict:
+    from ckptgeo._params import Interval
+
+    return {"calibrate": [Interval(int, 0, None)]}   # the claim settings are checked where they are declared
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``ckptgeo claims DATASET`` to an argparse ``subparsers`` object and return its parser."""
     p = subparsers.add_parser(
@@ -52,9 +58,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def _run_claims(args: argparse.Namespace) -> int:
     import sys
 
+    from ckptgeo._params import validate_params
     from ckptgeo.studies.claims_api import claims, dataset_folder
     from ckptgeo.studies.report import claims_next, claims_text
 
+    validate_params(args, owner="claims", constraints=_admits())   # before the minutes of analysis
     dataset, _ = dataset_folder(args.dataset)
     # the analysis and the claim table take minutes on a study of 60 runs: say what is under way
     print(f"claims: analysing {dataset} and judging each claim"

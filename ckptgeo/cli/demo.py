@@ -11,13 +11,26 @@ from ckptgeo.studies.demo import run_demo
 
 __all__ = ["add_parser"]
 
+#: loggers whose INFO lines are the scan's internals: shown by ``ckptgeo -v demo``, as by ``ckptgeo -v scan``
+_INTERNALS = ("ckptgeo.engine", "ckptgeo.metrics", "ckptgeo.sources")
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ckptgeo.analysis.pipeline import events_text
 
-    logging.getLogger("ckptgeo").setLevel(logging.INFO)
-    t0 = time.perf_counter()
-    result = run_demo(args.out, size=args.size, seed=args.seed, device=args.device, plots=not args.no_plots,
-                      threads=args.threads)
+    # the demo narrates its stages (training, scan progress, analysis); the scan's internals (a line per suite and
+    # revision on padding and batch sizes) stay behind -v, as `ckptgeo scan` keeps them
+    quiet = () if getattr(args, "verbose", 0) else _INTERNALS
+    loggers = [logging.getLogger(n) for n in ("ckptgeo", *quiet)]
+    before = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.INFO if lg.name == "ckptgeo" else logging.WARNING)
+    try:
+        t0 = time.perf_counter()
+        result = run_demo(args.out, size=args.size, seed=args.seed, device=args.device, plots=not args.no_plots,
+                          threads=args.threads)
+    finally:
+        for lg, level in zip(loggers, before):
+            lg.setLevel(level)
     print(events_text(result.events))
     dataset = Path(args.out) / "dataset"
     print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s")

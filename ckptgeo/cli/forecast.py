@@ -83,5 +83,8 @@ def _cmd_forecast(args: argparse.Namespace) -> int:
     print(forecast_text(res))
     print(f"\ntables: {res.out / 'forecast'}; figures: {len(res.figures)} in {res.out / 'figures' / 'forecast'}; "
           f"report: {res.out / 'report.md'}")
+    if res.n_runs and not res.n_acquired:   # --forecast-from would refuse this dataset: nothing to learn from
+        print(f"next: add runs that acquire to {args.dir} (ckptgeo train / scan), then ckptgeo forecast {args.dir}")
+        return 0
     print(f"next: ckptgeo train ... --monitor N --forecast-from {args.dir}   (the forecast live, during training)")
     return 0

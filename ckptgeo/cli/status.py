@@ -15,7 +15,7 @@ RECORD = Path("slurm") / "submit.json"
 COMMANDS = ("scan", "probe", "reproduce")
 
 #: the states of a revision (scan, probe) or run (reproduce), in the order the totals list them
-STATUSES = ("done", "failed", "in progress", "not started")
+STATUSES = ("done", "failed", "in progress", "not started", "damaged")
 
 _EPILOG = """\
 examples:
@@ -25,7 +25,8 @@ examples:
   ckptgeo status results/reproduce        # a reproduce --out: one row per run
   ckptgeo status results/reproduce/dataset   # several models: one row per model
 
-exit code: 0 when everything is done, 1 when something is left (failed, in progress or not started).
+exit code: 0 when everything is done (or damaged on the source: permanent, a rerun cannot fix it), 1 when
+something is left (failed, in progress or not started).
 next: ckptgeo submit --resubmit DIR sends only what is not done; while something is in progress (a live
 process's heartbeat) status says to wait, not to rerun beside it.
 """
@@ -128,7 +129,8 @@ def _scan_rows(out: Path, rec: dict | None) -> list[dict]:
                 status, detail = claim
             elif part in by_part:
                 s, e = by_part[part]
-                status, detail = ("done", "" if s == "ok" else s) if s in ("ok", "duplicate") else ("failed", e or "")
+                status, detail = (("done", "" if s == "ok" else s) if s in ("ok", "duplicate") else
+                                  ("damaged", e or "") if s == "damaged" else ("failed", e or ""))
             elif claim is not None:
                 status, detail = claim
             rows.append({"name": name, "status": status, "detail": detail, "run": run_label(chash, records.get(chash)),
@@ -262,6 +264,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     out = Path(args.dir)
     if not out.is_dir():
         raise InvalidParameterError(f"{out} is not a folder", name="dir", value=str(out))
+    if not (out / "ckptgeo.json").exists() and (out / "manifest.json").is_file():
+        return _training_status(out)
     submitted = (out / RECORD).is_file()
     study = not submitted and not (out / "ckptgeo.json").exists() and reproduce_runs(out) is not None
     if not (out / "ckptgeo.json").exists() and not submitted and not study:
@@ -301,7 +305,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
             which = ", ".join(older[:3]) + (" ..." if len(older) > 3 else "") if older else "no runs/<hash>.json"
             print(f"({which}: no planned revisions recorded (written by an older ckptgeo): revisions no worker has "
                   f"started are not listed for {'that run' if len(older) < 2 else 'those runs'})")
-    left = [r for r in rows if r["status"] != "done"]
+    # damaged: the source serves the revision's weights damaged; permanent, so not left for a rerun (exit 0)
+    left = [r for r in rows if r["status"] not in ("done", "damaged")]
+    damaged = [r["name"] for r in rows if r["status"] == "damaged"]
+    if damaged:
+        print(f"{len(damaged)} {unit}{'s' if len(damaged) != 1 else ''} damaged on the source ({', '.join(damaged[:5])}"
+              f"{' ...' if len(damaged) > 5 else ''}): permanent, a new download gives the same bytes, so nothing is left "
+              f"to rerun for them; leave them out (--revisions genuine) or tell the repository's owners")
     if live:
         print(f"next: {len(live)} {unit}{'s' if len(live) != 1 else ''} in progress (a live process sends a "
               f"heartbeat); wait for it and run `ckptgeo status {out}` again; rerun or resubmit only once none "
@@ -315,6 +325,39 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 1 if left else 0
 
 
+def _training_status(out: Path) -> int:
+    """``ckptgeo status`` of a ``ckptgeo train`` folder: the training (complete, or how far it got) and, where
+    ``train --monitor`` made one, the monitor's dataset (``OUT/monitor``), per step. Exit 0 when training is complete
+    (and the monitor's steps are done), 1 otherwise."""
+    from ckptgeo.training.runfolder import MANIFEST_NAME, training_history
+
+    try:
+        manifest = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        from ckptgeo.errors import InvalidParameterError
+
+        raise InvalidParameterError(f"{out / MANIFEST_NAME} is unreadable: {err}", name="dir", value=str(out)) from None
+    complete = bool(manifest.get("complete"))
+    try:
+        hist = training_history(out)
+        last = int(hist["step"].max()) if len(hist) else 0
+    except Exception:   # a run that has written no checkpoint yet
+        last = 0
+    steps = manifest.get("steps", "?")
+    print(f"{out}: a ckptgeo train run, " + (f"complete ({steps} steps)" if complete else
+                                            f"not complete: last checkpoint at step {last} of {steps} (resumes)"))
+    left = not complete
+    monitor = out / "monitor"
+    if (monitor / "ckptgeo.json").is_file():
+        rows = collect(monitor)
+        print(f"monitor ({monitor}): {len(rows)} measured steps: {_totals(rows)}")
+        left = left or any(r["status"] not in ("done", "damaged") for r in rows)
+    print(f"next: rerun the same train command to finish it" if not complete else
+          f"next: ckptgeo analyze {monitor}" if monitor.is_dir() else f"next: ckptgeo scan {out}")
+    return 1 if left else 0
+
+
 def _totals(rows: list[dict]) -> str:
     """``"2 done, 0 failed, 1 in progress, 0 not started"``."""
-    return ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in STATUSES)
+    return ", ".join(f"{sum(r['status'] == s for r in rows)} {s}" for s in STATUSES
+                     if s != "damaged" or any(r["status"] == s for r in rows))

@@ -121,7 +121,11 @@ def _train_from_args(args: argparse.Namespace) -> int:
         template = dataclasses.replace(template, levels=tuple(levels))
     out = train(template)
     print(summary_line(out))
-    print(f"next: ckptgeo scan {out}   (then ckptgeo analyze results/{Path(out).resolve().name})")
+    if (Path(out) / "monitor" / "ckptgeo.json").is_file():   # the live model's measures are a dataset already
+        print(f"next: ckptgeo analyze {Path(out) / 'monitor'}   (the monitor's dataset; ckptgeo scan {out} measures "
+              f"the saved checkpoints instead)")
+    else:
+        print(f"next: ckptgeo scan {out}   (then ckptgeo analyze results/{Path(out).resolve().name})")
     return 0
 
 
@@ -139,8 +143,8 @@ def summary_line(out) -> str:
 
     Examples
     --------
-    ``runs/copy: 400 steps, 12 checkpoints, 35 s; final held-out accuracy copy-L1 0.97 (acquired at step 150,
-    threshold 0.5), sort-L1 0.20 (not acquired: ...)``
+    ``runs/copy: 400 steps, 12 checkpoints, 35 s; final held-out accuracy copy-L1 0.97 (acquired at step 150 on the
+    checkpoints' grid, threshold 0.5), sort-L1 0.20 (not acquired: ...)``
     """
     import json
     from pathlib import Path
@@ -154,11 +158,12 @@ def summary_line(out) -> str:
     for suite, g in hist.groupby("suite", sort=False):
         g = g.sort_values("step")
         acq = acquisition_step(g["step"].to_numpy(), g["accuracy"].to_numpy(), chance=manifest["chance"].get(suite))
-        when = (f"acquired at step {acq.step}" if acq.step is not None
+        when = (f"acquired at step {acq.step} on the checkpoints' grid" if acq.step is not None
                 else f"not acquired: {acq.reason or acq.status}") + f", threshold {acq.threshold:g}"
         parts.append(f"{suite} {g['accuracy'].iloc[-1]:.2f} ({when})")
     seconds = manifest.get("seconds")
     took = f", {seconds:.0f} s" if seconds is not None else ""
+    grid = " (the monitor's live lines use its own grid of measuring steps)" if (Path(out) / "monitor").is_dir() else ""
     return (f"{out}: {manifest['steps']} steps, {hist['step'].nunique()} checkpoints{took}; final held-out accuracy "
-            + ", ".join(parts))
+            + ", ".join(parts) + grid)
 

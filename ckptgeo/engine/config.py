@@ -215,7 +215,7 @@ class ScanConfig:
     threads: int | None = setting(
         None, "Torch CPU threads (default :func:`ckptgeo._threads.default_threads` of the model's size); "
               "recorded, with torch's deterministic settings, in ``runs/<config_hash>.json`` under ``runtime``.",
-        admits=(Interval(int, 1, None), None), flag="--threads",
+        admits=(Interval(int, 1, None), None), flag="--threads", monitor=True,
         help="torch CPU threads (default: 1 for models under 10M parameters, else the physical cores)")
     share_prefix: bool = setting(
         True, "Run a prefix that a batch's prompts share once and reuse its key/value cache (equal results to "

@@ -16,9 +16,9 @@ from pathlib import Path
 from ckptgeo._settings import flat_settings
 from ckptgeo.engine.config import ScanConfig, hashed_settings, settings_from, validate_scan_config
 from ckptgeo.engine.measure import Measure, configure_metrics, restrict_to_revisions
-from ckptgeo.errors import CorruptCheckpointError, InvalidParameterError, RevisionNotFoundError
-from ckptgeo.sources.integrity import (IntegrityReport, check_source, check_weights, main_weight_files,
-                                       weights_digest)
+from ckptgeo.errors import CorruptCheckpointError, DamagedSourceError, InvalidParameterError, RevisionNotFoundError
+from ckptgeo.sources.integrity import (IntegrityReport, check_source, check_weights, damaged_revisions,
+                                       main_weight_files, weights_digest)
 from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.registry import open_source
 from ckptgeo.sources.revisions import Revision, select_revisions
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ScanPlan", "Resolved", "plan_scan", "peak_bytes", "resolve", "default_out", "shard", "rank_device",
            "scan_settings", "config_hash", "row_settings", "weights_digest", "dataset_model", "source_identity",
-           "estimate_seconds", "parameter_shares", "other_settings"]
+           "estimate_seconds", "parameter_shares", "other_settings", "damaged_message"]
 
 
 @dataclass
@@ -90,7 +90,8 @@ class ScanPlan:
         for r in self.todo:
             size = sum(f.size or 0 for f in self.files.get(r.name, []))
             lines.append(f"  {r.name:>12}  {r.step:>7}  {r.commit or '-':<40}  {size / 1e6:7.1f} MB"
-                         + (f"  fails: {self.errors[r.name]}" if r.name in self.errors else ""))
+                         + (f"  {'damaged' if isinstance(self.errors[r.name], DamagedSourceError) else 'fails'}: "
+                            f"{self.errors[r.name]}" if r.name in self.errors else ""))
         lines.append(f"bytes to fetch: {fmt(self.bytes_to_fetch)}; peak disk: {fmt(self.peak_disk)}; "
                      f"config hash {self.config_hash}")
         lines += [f"note: {note}" for note in self.elsewhere]
@@ -433,13 +434,20 @@ def plan_scan(source, config: ScanConfig | None = None, *, out: str | Path | Non
     Raises
     ------
     InvalidParameterError, RevisionNotFoundError, EmptySelectionError
-        As for ``scan``, before anything is fetched.
+        As for ``scan``, before anything is fetched (a CUDA device on a machine without one included).
     TypeError
         An option that ``scan`` does not have.
     """
     config = dataclasses.replace(config or ScanConfig(), **settings_from(options, owner="plan_scan"))
+    rank_device(config.device)   # a plan for a GPU that is not here would not run here: refused as the scan refuses
     config = forward_dtype(config)
     return make_plan(resolve(source, config), config, out)
+
+
+def damaged_message(revision: str, why: str) -> str:
+    """The error of a revision whose weights the source serves damaged: what, and that a rerun cannot help."""
+    return (f"{revision}: the source serves its weights damaged ({why}); permanent: a new download gives the same "
+            f"bytes, so a rerun will not retry it. Leave it out (--revisions genuine) or tell the repository's owners.")
 
 
 def peak_bytes(files: list[list[WeightFile]], prefetch: int, *, keep_all: bool = False) -> int:
@@ -546,9 +554,21 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = dict(zip([r.name for r in selected], pool.map(metadata, selected)))
+    main = main_weight_files(source)
+    integrity = check_weights(selected, got, main=main, source=source.label)
+    # a weight file the source serves damaged (its header asks for more bytes than the listing has): recorded as
+    # damaged without a download; so is one a scan found damaged at this commit before (engine.scan)
+    integrity.damaged = damaged_revisions(selected, got, main=main, declared=getattr(source, "declared_size", None))
+    for name, why in integrity.damaged.items():
+        got[name] = DamagedSourceError(damaged_message(name, why), revision=name)
+    if exists and not config.overwrite:
+        ds = Dataset(out)
+        for r in (r for r in selected if r.name not in integrity.damaged):
+            recorded = ds.recorded_damage(ds.part_of(model, r.name, resolved.config_hash), r.commit)
+            if recorded is not None:
+                integrity.damaged[r.name] = "found damaged at this commit by an earlier scan"
+                got[r.name] = DamagedSourceError(recorded, revision=r.name)
     errors = {n: v for n, v in got.items() if isinstance(v, Exception)}
-    integrity = check_weights(selected, got, main=main_weight_files(source),
-                              source=source.label)
     files = {n: [] if n in errors else v for n, v in got.items()}
     sizes = [sum(f.size for f in fs) if all(f.size is not None for f in fs) else None
              for fs in (files[r.name] for r in todo)]

@@ -15,7 +15,7 @@ import time
 
 import ckptgeo.constants as constants
 
-__all__ = ["LOGGER", "RevisionProgress", "progress_line", "duration", "lines_on_stderr"]
+__all__ = ["LOGGER", "RevisionProgress", "progress_line", "duration", "lines_on_stderr", "hub_bars_hidden"]
 
 #: the logger of the progress lines
 LOGGER = logging.getLogger("ckptgeo.progress")
@@ -136,3 +136,26 @@ def lines_on_stderr():
     finally:
         LOGGER.removeHandler(handler)
         LOGGER.setLevel(level)
+
+
+@contextlib.contextmanager
+def hub_bars_hidden():
+    """Within the body, huggingface_hub's own download bars (one per file and revision) are hidden where stderr is
+    not a terminal (a notebook, a batch log), as ``ckptgeo`` on the command line hides them; the scan's one line
+    per revision says what is fetched. Their state is restored after; a terminal keeps them, and so does
+    ``HF_HUB_DISABLE_PROGRESS_BARS=0`` (the user asked for them)."""
+    import sys
+
+    from huggingface_hub import constants as hub_constants
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    isatty = getattr(sys.stderr, "isatty", None)
+    hide = not (callable(isatty) and isatty()) and hub_constants.HF_HUB_DISABLE_PROGRESS_BARS is not False \
+        and not are_progress_bars_disabled()
+    if hide:
+        disable_progress_bars()
+    try:
+        yield
+    finally:
+        if hide:
+            enable_progress_bars()

@@ -42,11 +42,11 @@ from ckptgeo.engine.config import (ScanConfig, behavior_settings, merge_options,
 from ckptgeo.engine.batching import recorded_batch_sizes
 from ckptgeo.engine.measure import measure_revision
 from ckptgeo.engine.prefetch import Prefetcher
-from ckptgeo.engine.progress import RevisionProgress, lines_on_stderr
+from ckptgeo.engine.progress import RevisionProgress, hub_bars_hidden, lines_on_stderr
 from ckptgeo.engine.plan import (Resolved, ScanPlan, default_out, forward_dtype, make_plan, plan_scan, rank_device,
                                  resolve, row_settings, shard, source_identity, weights_digest)
-from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DiskSpaceError, DuplicateWeightsWarning,
-                            OutputLockedError, UnsafeFileError)
+from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, DamagedSourceError, DiskSpaceError,
+                            DuplicateWeightsWarning, OutputLockedError, UnsafeFileError)
 from ckptgeo.sources.groups import grouped_revisions
 from ckptgeo.sources.protocol import CheckpointSource, WeightFile
 from ckptgeo.sources.revisions import Revision
@@ -60,15 +60,20 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ScanResult:
-    """Outcome of :func:`scan`: the dataset folder, revision names measured / skipped (done before) /
-    failed (with errors) / locked by another process, duplicate pairs, the config hash, the groups of
+    """Outcome of :func:`scan`: the dataset folder, revision names measured / recorded as duplicates without a
+    download / skipped (done before) / failed (with errors) / locked by another process, duplicate pairs, the config hash, the groups of
     selected revisions serving the same weights (:class:`~ckptgeo.sources.integrity.WeightGroup`, left out of
     the analysis by default), and where each measured revision's time went."""
 
     out: Path
     measured: list[str] = field(default_factory=list)
+    #: revisions recorded as duplicates of an earlier one from their metadata: neither fetched nor measured
+    duplicated: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    #: revisions whose weights the source serves damaged (:class:`~ckptgeo.errors.DamagedSourceError`): permanent,
+    #: recorded ``damaged``, not retried by a rerun; revision -> the error
+    damaged: dict[str, str] = field(default_factory=dict)
     locked: list[str] = field(default_factory=list)
     duplicates: pd.DataFrame | None = None
     config_hash: str = ""
@@ -91,6 +96,7 @@ STAGES = ("wait", "download", "verify", "load", "forward", "measure", "write")
 
 
 @lines_on_stderr()   # a line per revision in a script's log, unless logging is configured (or quiet)
+@hub_bars_hidden()   # and not huggingface_hub's bar per file in a notebook or a log, as on the command line
 def scan(source: str | Path | CheckpointSource, *, out: str | Path | None = None, revisions: str | None = None,
          suites: Sequence[str] = (), metrics: Sequence[str] = (),
          metric_options: Mapping[str, Mapping[str, Any]] | None = None, n_samples: int = DEFAULT_N_SAMPLES,
@@ -211,7 +217,7 @@ class _Run:
     bar: Any
     threads: contextlib.ExitStack
     prepared: list | None = None
-    same_behavior: list = field(default_factory=list)
+    same_behavior: dict = field(default_factory=dict)
     batch_sizes: dict = field(default_factory=dict)  # suite name -> BatchChoice, chosen at the first revision
 
     @classmethod
@@ -316,7 +322,7 @@ class _Run:
             files = fetched.files
             clock.seconds.update(seconds_download=fetched.download, seconds_verify=fetched.verify)
             with clock("seconds_load"):
-                model = self.holder.load(fetched.path, revision=rev.name)
+                model = self._load(fetched.path, rev)
             per_measure: dict[str, float] = {}
             artifacts: dict = {}
             forward: list[float] = []
@@ -339,7 +345,28 @@ class _Run:
             lock.close()
             self.source.release(rev)
             if not stopped:
-                self.bar.finish(failed=rev.name in self.result.failed, duplicate_of=self.duplicates.original_of(rev))
+                self.bar.finish(failed=rev.name in self.result.failed or rev.name in self.result.damaged,
+                                duplicate_of=self.duplicates.original_of(rev))
+
+    def _load(self, path: Path, rev: Revision):
+        """The revision's weights into the model. A file that is damaged although its bytes equal the sha256 the
+        source lists is damaged as the source serves it: a :class:`DamagedSourceError` (permanent), not advice to
+        download it again."""
+        try:
+            return self.holder.load(path, revision=rev.name)
+        except UnsafeFileError:
+            raise
+        except CorruptCheckpointError as err:
+            listed = self.plan.files.get(rev.name, [])
+            if not (self.source.downloads and listed and all(f.sha256 for f in listed)):
+                raise
+            from ckptgeo.engine.model import damaged_file_advice
+            from ckptgeo.engine.plan import damaged_message
+
+            what = str(err).removeprefix(f"{rev.name}: ").removesuffix(f"; {damaged_file_advice(err.path or '')}")
+            raise DamagedSourceError(damaged_message(rev.name, f"{what}, although its bytes match the sha256 the "
+                                                              f"source lists"), revision=rev.name,
+                                     path=err.path) from err
 
     def claim(self, rev: Revision, name: str):
         """The revision's lock, or None when another process holds it or has finished it meanwhile."""
@@ -383,10 +410,10 @@ class _Run:
             self.dataset.write_artifact(metric, name[: -len(".parquet")], arrays,
                                         {**common, "settings": self.resolved.measures[metric].settings})
         for table, trows in rows.items():
-            if table == "behavior" and any(
-                    self.dataset.has_part("behavior", self.dataset.part_of(self.plan.model, base["revision"], h))
-                    for h in self.same_behavior):
-                continue   # already there from a run with other metrics: not a second copy
+            if table == "behavior":   # a suite's rows already there from a run with other metrics: not a second copy
+                have = {n for h, names in self.same_behavior.items() for n in names
+                        if self.dataset.has_part("behavior", self.dataset.part_of(self.plan.model, base["revision"], h))}
+                trows = [r for r in trows if r.get("suite") not in have]
             if trows:
                 self.dataset.write_part(table, name, trows)
         clock.seconds["seconds_write"] = time.perf_counter() - tw   # the small revisions part is not counted
@@ -401,15 +428,17 @@ class _Run:
         self.dataset.write_part("revisions", name, [revision_row(base, "duplicate", self.resolved.config_hash, t0,
                                                                  files=files, duplicate_of=original,
                                                                  extra=self._group(base))])
-        self.result.measured.append(rev.name)
+        self.result.duplicated.append(rev.name)
 
     def fail(self, rev: Revision, name: str, base: dict, err: Exception, t0: float) -> None:
         """Record the failure; go on, unless the disk is full or ``on_error="raise"``."""
         _record_failure(self.dataset, name, base, err, self.resolved.config_hash, t0)
         if isinstance(err, DiskSpaceError) or self.config.on_error == "raise":
             raise err
-        log.warning("%s failed: %s", rev.name, err)
-        self.result.failed[rev.name] = f"{type(err).__name__}: {err}"
+        log.warning("%s %s: %s", rev.name, "is damaged on the source" if isinstance(err, DamagedSourceError)
+                    else "failed", err)
+        (self.result.damaged if isinstance(err, DamagedSourceError) else self.result.failed)[rev.name] = \
+            f"{type(err).__name__}: {err}"
 
     # -- the end --------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -484,7 +513,8 @@ def revision_row(base: dict, status: str, chash: str, t0: float, *, files: list[
 
 def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, chash: str, t0: float) -> None:
     try:
-        dataset.write_part("revisions", name, [revision_row(base, "failed", chash, t0,
+        status = "damaged" if isinstance(err, DamagedSourceError) else "failed"   # damaged: permanent, not retried
+        dataset.write_part("revisions", name, [revision_row(base, status, chash, t0,
                                                             error=f"{type(err).__name__}: {err}")])
     except OSError as failed:  # e.g. the same full disk: one line, the traceback only at DEBUG
         log.warning("could not record the failure of %s in revisions/%s: %s", base["revision"], name,
@@ -492,12 +522,14 @@ def _record_failure(dataset: Dataset, name: str, base: dict, err: Exception, cha
         log.debug("recording the failure of %s", base["revision"], exc_info=True)
 
 
-def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:
-    """Other runs in ``dataset`` that measured behaviour with the settings of run ``chash``: a scan then a
-    ``ckptgeo probe`` of the same suites differ only in their metrics, and their accuracy rows are the same."""
+def _same_behavior_runs(dataset: Dataset, chash: str) -> dict[str, set[str]]:
+    """Other runs in ``dataset`` that measured behaviour with the settings of run ``chash``, and for which of its
+    suites (the same items): a scan of every suite then a ``ckptgeo probe --suite logic`` differ in their metrics and
+    suites, and their accuracy rows of ``logic`` are the same. Config hash -> suite names."""
     runs = dataset.root / "runs"
     mine = json.loads((runs / f"{chash}.json").read_text())
-    out = []
+    mine_suites = mine.get("suites") or {}
+    out: dict[str, set[str]] = {}
     for path in sorted(runs.glob("*.json")):
         if path.stem == chash:
             continue
@@ -505,8 +537,13 @@ def _same_behavior_runs(dataset: Dataset, chash: str) -> list[str]:
             other = json.loads(path.read_text())
         except ValueError:
             continue
-        if "behavior" in other.get("metrics", {}) and all(other.get(k) == mine.get(k) for k in behavior_settings()):
-            out.append(path.stem)
+        if "behavior" not in other.get("metrics", {}) or not isinstance(other.get("suites"), dict) \
+                or not isinstance(mine_suites, dict):
+            continue
+        if all(other.get(k) == mine.get(k) for k in behavior_settings() if k != "suites"):
+            shared = {n for n, digest in mine_suites.items() if other["suites"].get(n) == digest}
+            if shared:
+                out[path.stem] = shared
     return out
 
 

@@ -29,12 +29,17 @@ class ForecastResult:
     out : Path
         The analysis output folder (``forecast/``, ``figures/forecast/`` and ``report.md`` in it).
     figures : tuple of Path
+    n_runs, n_acquired : int
+        The runs (model and suite) of the dataset, and how many of them acquired: with none acquired there is no
+        acquisition to forecast or learn from, and :func:`forecast_text` says so.
     """
 
     tables: dict
     config: ForecastConfig
     out: Path
     figures: tuple = ()
+    n_runs: int = 0
+    n_acquired: int = 0
 
     def __getattr__(self, name):
         tables = object.__getattribute__(self, "tables")
@@ -103,7 +108,17 @@ def forecast(dir: str | os.PathLike, *, out: str | os.PathLike | None = None, ho
             write_table(table, analysis.out / "forecast" / f"{name}.parquet", None, analysis.config.rules())
     write_report(dir, analysis, plots=plots)
     figures = tuple(sorted((analysis.out / "figures" / "forecast").glob("*.png"))) if plots else ()
-    return ForecastResult(tables=tables, config=cfg, out=analysis.out, figures=figures)
+    n_runs, n_acquired = acquired_runs(analysis.tables["acquisitions"])
+    return ForecastResult(tables=tables, config=cfg, out=analysis.out, figures=figures, n_runs=n_runs,
+                          n_acquired=n_acquired)
+
+
+def acquired_runs(acquisitions) -> tuple[int, int]:
+    """(runs, runs acquired) of an analysis's ``acquisitions`` table: one run per (model, suite)."""
+    if acquisitions is None or acquisitions.empty:
+        return 0, 0
+    per_run = acquisitions.groupby(["model", "suite"])["acquisition_step"].apply(lambda s: bool(s.notna().any()))
+    return int(len(per_run)), int(per_run.sum())
 
 
 def forecast_text(result: ForecastResult) -> str:
@@ -111,6 +126,10 @@ def forecast_text(result: ForecastResult) -> str:
     cols = ["split", "feature_set", "n_runs", "log_score", "brier", "rel_error_25", "rel_error_50", "rel_error_75",
             "coverage", "coverage_low", "coverage_high", "coverage_model", "widening", "n_intervals"]
     parts = []
+    if result.n_runs and not result.n_acquired:
+        return (f"forecast: none of the {result.n_runs} runs acquired (accuracy never held above its threshold), so "
+                "there is no acquisition to forecast, nor one to learn from: a log score here would only score "
+                "'not yet'. Train or scan runs that reach acquisition (more steps, an easier level).")
     ev = result.tables.get("forecast_evaluation")
     if ev is None or ev.empty:
         return "forecast: fewer than two runs, or no split with two groups: nothing held out to evaluate on"

@@ -117,6 +117,8 @@ def _forecast_figures(analysis, figures_dir: Path, metric: str) -> list[Path]:
     if table is None or table.empty:
         return []
     acq = analysis.tables["acquisitions"]
+    if acq.empty or acq["acquisition_step"].isna().all():   # no run acquired: every figure would be empty
+        return []
     thr = {(r.model, r.suite): float(r.acc_threshold) for r in acq.itertuples(index=False)}
     written = []
     for (model, suite), _ in table.groupby(["model", "suite"], sort=True):

@@ -29,7 +29,7 @@ from ckptgeo.forecasting.data import RunCurves, runs_from_tables
 from ckptgeo.forecasting.calibrate import FitCache, widen, widening
 from ckptgeo.forecasting.evaluate import ForecastConfig, primary_split, split_groups
 
-__all__ = ["LiveForecaster", "LiveForecast", "read_runs", "forecast_line"]
+__all__ = ["LiveForecaster", "LiveForecast", "read_runs", "usable_runs", "forecast_line"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,25 @@ def forecast_line(f: LiveForecast) -> str:
 
     return (f"acquisition forecast: step {s(f.median_step)} [{s(f.low_step)}, {s(f.high_step)}], "
             f"P(next {f.horizon} checkpoints) {f.p_next:.2f}")
+
+
+def usable_runs(root: str | os.PathLike) -> list[RunCurves]:
+    """The runs of ``root`` (:func:`read_runs`) when a forecast can learn from them: two or more, one acquired.
+    ``ckptgeo train --forecast-from`` asks this before training starts.
+
+    Raises
+    ------
+    DatasetLayoutError
+        ``root`` is not a dataset, or holds fewer than two runs or none that acquires.
+    """
+    from ckptgeo.errors import DatasetLayoutError
+
+    runs = read_runs(root)
+    if len(runs) < 2 or not any(r.acquisition_index is not None for r in runs):
+        raise DatasetLayoutError(f"--forecast-from {root} holds {len(runs)} run(s), "
+                                 f"{sum(r.acquisition_index is not None for r in runs)} acquired; a forecast needs "
+                                 "two runs or more and at least one acquisition to learn from.", path=str(root))
+    return runs
 
 
 def read_runs(root: str | os.PathLike, *, rules: EventRules | None = None) -> list[RunCurves]:
@@ -139,14 +158,7 @@ class LiveForecaster:
         DatasetLayoutError
             ``root`` holds fewer than two runs, or none that acquires.
         """
-        from ckptgeo.errors import DatasetLayoutError
-
-        runs = read_runs(root)
-        if len(runs) < 2 or not any(r.acquisition_index is not None for r in runs):
-            raise DatasetLayoutError(f"--forecast-from {root} holds {len(runs)} run(s), "
-                                     f"{sum(r.acquisition_index is not None for r in runs)} acquired; a forecast needs "
-                                     "two runs or more and at least one acquisition to learn from.", path=str(root))
-        return cls(runs, **kwargs)
+        return cls(usable_runs(root), **kwargs)
 
     def forecast(self, suite: str, steps, accuracy, *, chance: float | None, rankme: dict, n_items: float = math.nan,
                  rules: EventRules | None = None, future=None, loss=None, cross: dict | None = None,

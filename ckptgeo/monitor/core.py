@@ -29,6 +29,10 @@ initial weights (another learning rate) are told apart only by ``run_id``.
 
 Several processes (``accelerate launch``, ``torchrun``): only the main process measures and writes;
 a wrapped model (DDP, DeepSpeed, ``torch.compile``) is unwrapped first.
+
+Threads: each measurement runs under the thread rule of ``ckptgeo scan`` and ``ckptgeo train``
+(:mod:`ckptgeo._threads`: one intra-op thread for a model under 10M parameters; ``MonitorConfig(threads=N)``
+overrides it) and restores torch's thread count after, so the training loop around it keeps the user's setting.
 """
 
 from __future__ import annotations
@@ -407,21 +411,26 @@ class Monitor:
             return None
         import torch
 
+        from ckptgeo._threads import torch_threads
+
         t0 = time.perf_counter()
         model = _unwrap(model)
-        if self._prepared is None:
-            self._setup(model, step)
-            if not force and not self.due(step):  # written by an earlier run of this monitor
-                return None
-        was_training = model.training
-        device = next(model.parameters()).device
-        model.eval()
-        try:
-            # probes and LLC draw random numbers: training's random stream must not see them
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                rows = self._measure(model, step)
-        finally:
-            model.train(was_training)
+        # the scan's thread rule (1 thread below 10M parameters; config.threads overrides) for the measurement only:
+        # the training loop's own thread count is restored after
+        with torch_threads(sum(p.numel() for p in model.parameters()), self.config.threads):
+            if self._prepared is None:
+                self._setup(model, step)
+                if not force and not self.due(step):  # written by an earlier run of this monitor
+                    return None
+            was_training = model.training
+            device = next(model.parameters()).device
+            model.eval()
+            try:
+                # probes and LLC draw random numbers: training's random stream must not see them
+                with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                    rows = self._measure(model, step)
+            finally:
+                model.train(was_training)
         rankme, accuracy, chance = self._values(*(_frame(rows, t) for t in ("geometry", "behavior")))
         self._keep_loss(rows.get("behavior") or [])
         found = self._track(step, rankme, accuracy, chance, report=True)

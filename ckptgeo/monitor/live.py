@@ -211,7 +211,7 @@ class LiveTracker:
         acc = t.acc[t.steps.index(a.step)]
         since = f"between step {a.step - a.resolution_steps} and {a.step}" if a.resolution_steps else \
             "at the first checkpoint"
-        parts = [f"{suite}: acquisition at step {a.step} ({since}; accuracy {acc:.3g} > {a.threshold:g} for "
+        parts = [f"{suite}: acquisition at step {a.step} on the monitor's grid ({since}; accuracy {acc:.3g} > {a.threshold:g} for "
                  f"{a.window} checkpoints), confirmed at step {now} ({now - a.step} steps later)"]
         ao = self.rules.accuracy_onset(t.steps, t.acc, t.chance)
         parts.append(f"accuracy onset at step {ao.step} (accuracy >= {ao.level:.3g}, {self.rules.recovery:g} of "

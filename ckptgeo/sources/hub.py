@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ckptgeo._io import atomic_write_text
 from ckptgeo.constants import NO_PROGRESS
-from ckptgeo.errors import (CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
+from ckptgeo.errors import (CkptgeoError, CorruptCheckpointError, HubUnreachableError, RevisionNotFoundError,
                       SourceNotFoundError)
 from ckptgeo.sources.naming import parse_names
 from ckptgeo.sources.revisions import Revision, revision_from_name
@@ -178,10 +178,10 @@ class HubSource(CheckpointSource):
                     f"Revision {label!r} not found in {self.repo_id}; run `ckptgeo revisions {self.repo_id}` "
                     f"to list them.", repo_id=self.repo_id, revision=label) from err
             except RepositoryNotFoundError as err:
-                raise SourceNotFoundError(
-                    f"Repository {self.repo_id!r} not found on {constants.ENDPOINT} (or it is private: set "
-                    f"HF_TOKEN). For a local folder, pass its path.", repo_id=self.repo_id) from err
+                raise self._no_such_repo() from err
             except EntryNotFoundError as err:
+                if label is None:   # a repo-level call (its branches): a mirror answers a missing repo this way
+                    raise self._no_such_repo() from err
                 raise CorruptCheckpointError(f"{what}: a file listed for {label} is missing on the Hub",
                                              revision=label) from err
             except OfflineModeIsEnabled as err:
@@ -221,6 +221,16 @@ class HubSource(CheckpointSource):
         raise HubUnreachableError(
             f"{what} failed after {_RETRIES} attempts against {constants.ENDPOINT}: {detail}. Check the network, "
             f"or point HF_ENDPOINT at a mirror, or pass a local checkpoint folder as SOURCE.") from last
+
+    def _no_such_repo(self) -> SourceNotFoundError:
+        """The repository does not exist on the endpoint (or is private), with a close id when one is known."""
+        from huggingface_hub import constants
+
+        close = _close_repo_ids(self.repo_id, self._cache_root())
+        hint = f" Did you mean {close[0]}?" if close else ""
+        return SourceNotFoundError(f"Repository {self.repo_id!r} does not exist on {constants.ENDPOINT} (or it is "
+                                   f"private: set HF_TOKEN).{hint} For a local folder, pass its path.",
+                                   repo_id=self.repo_id)
 
     # -- protocol -----------------------------------------------------------------------------
     def revisions(self) -> list[Revision]:
@@ -314,6 +324,28 @@ class HubSource(CheckpointSource):
             sha = blob.name if re.fullmatch(r"[0-9a-f]{64}", blob.name) else None  # LFS blobs are named by sha256
             out.append(WeightFile(name, blob.stat().st_size, sha))
         return out
+
+    def declared_size(self, revision: Revision, name: str) -> float | None:
+        """The bytes the safetensors header of weight file ``name`` of ``revision`` declares (8 + the header's data
+        end; the header's own length not counted, so a lower bound), read from the Hub with a range request (no
+        weights downloaded): inf when the header cannot be parsed, None for another format or when it cannot be
+        asked (offline, unreachable)."""
+        if self.offline or not name.endswith(".safetensors"):
+            return None
+        from huggingface_hub.errors import HfHubHTTPError, SafetensorsParsingError
+
+        path = f"{revision.subfolder}/{name}" if revision.subfolder else name
+        try:
+            meta = self._call(f"reading the header of {path} of {self.repo_id}@{revision.name}",
+                              self._api.parse_safetensors_file_metadata, self.repo_id, path,
+                              revision=revision.commit or revision.name, label=revision.name)
+        except SafetensorsParsingError:
+            return float("inf")
+        except (CkptgeoError, HfHubHTTPError, OSError, ValueError) as err:   # advisory: unknown, not a failure
+            log.debug("no header of %s@%s %s: %s", self.repo_id, revision.name, path, err)
+            return None
+        ends = [t.data_offsets[1] for t in meta.tensors.values()]
+        return 8 + max(ends) if ends else None
 
     def fetch(self, revision: Revision) -> Path:
         names = [w.name for w in self.weight_files(revision)]
@@ -570,6 +602,29 @@ def _remember_ref(snapshot: Path, branch: str, commit: str) -> None:
             atomic_write_text(ref, commit)
     except OSError as err:  # a read-only cache: offline use then needs a download by name
         log.debug("could not record %s -> %s: %s", ref, commit, err)
+
+
+#: well-known repositories of checkpoint suites, for the suggestion after a misspelled repo id
+KNOWN_REPOS = tuple(f"EleutherAI/pythia-{size}{dedup}" for size in ("14m", "31m", "70m", "160m", "410m", "1b", "1.4b",
+                                                                    "2.8b", "6.9b", "12b") for dedup in ("", "-deduped"))
+
+
+def _close_repo_ids(repo_id: str, cache_root: Path) -> list[str]:
+    """Repo ids close to ``repo_id``: among :data:`KNOWN_REPOS` and the repositories in the local Hugging Face
+    cache (its ``models--org--name`` folders; no request).
+
+    >>> _close_repo_ids("EleutherAI/pythia-14n", Path("/nonexistent"))
+    ['EleutherAI/pythia-14m']
+    """
+    import difflib
+
+    try:
+        cached = [p.name[len("models--"):].replace("--", "/", 1) for p in cache_root.iterdir()
+                  if p.name.startswith("models--")]
+    except OSError:
+        cached = []
+    known = {r.lower(): r for r in [*KNOWN_REPOS, *cached] if r != repo_id}
+    return [known[k] for k in difflib.get_close_matches(repo_id.lower(), list(known), n=1, cutoff=0.9)]
 
 
 def _retry_after(headers, *, default: float) -> float:

@@ -29,10 +29,13 @@ from ckptgeo.sources.protocol import WeightFile
 from ckptgeo.sources.revisions import Revision
 
 __all__ = ["WeightGroup", "IntegrityReport", "check_weights", "check_source", "main_weight_files", "weights_digest",
-           "file_sha256"]
+           "file_sha256", "damaged_revisions", "SIZE_SHARE"]
 
 #: a name given to the ``main`` branch in groups
 MAIN = "main"
+#: a weight file smaller than this share of the median size of the same file in the other revisions (and ``main``)
+#: has its header read (:func:`damaged_revisions`); the revisions of one run hold files of one size to a few bytes
+SIZE_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class IntegrityReport:
     weightless: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     unchecked: list[str] = field(default_factory=list)
+    #: revisions whose weight file the source serves damaged (:func:`damaged_revisions`): revision -> why
+    damaged: dict[str, str] = field(default_factory=dict)
     #: how the sha256 were had: from the source's metadata, or by hashing a local folder's files
     how: str = "from metadata (no weights downloaded)"
 
@@ -115,7 +120,7 @@ class IntegrityReport:
     @property
     def genuine(self) -> list[Revision]:
         """The revisions in no group, with weights and readable metadata (the ``genuine`` selector)."""
-        bad = set(self.group_of) | set(self.weightless) | set(self.failed)
+        bad = set(self.group_of) | set(self.weightless) | set(self.failed) | set(self.damaged)
         return [r for r in self.revisions if r.name not in bad]
 
     def text(self) -> str:
@@ -138,6 +143,8 @@ class IntegrityReport:
             lines.append(f"{len(self.weightless)} without weight files: {', '.join(self.weightless)}")
         for name, err in self.failed.items():
             lines.append(f"metadata unreadable for {name}: {err}")
+        for name, why in self.damaged.items():
+            lines.append(f"damaged on the source (permanent; left out of genuine): {name}: {why}")
         if self.unchecked:
             lines.append(f"{len(self.unchecked)} not checked (no sha256 in the metadata): "
                          f"{_names(self.unchecked)}")
@@ -266,6 +273,56 @@ def check_weights(revisions: list[Revision], files: dict[str, "list[WeightFile] 
     return report
 
 
+def damaged_revisions(revisions: list[Revision], files: dict[str, "list[WeightFile] | Exception"], *,
+                      main: list[WeightFile] | None = None, declared=None) -> dict[str, str]:
+    """Revisions whose weight file the source serves damaged, found from the listing: a file far smaller than the
+    same file of the other revisions (under :data:`SIZE_SHARE` of their median, ``main`` included) whose own
+    header, read from the source (``declared(revision, name)``: the bytes its safetensors header declares, inf when
+    the header itself cannot be read, None when unknown), asks for more bytes than the file has. A file only
+    smaller (a smaller architecture) is not flagged: its header fits its size.
+
+    Returns
+    -------
+    dict of str to str
+        Revision name -> the reason, e.g. ``"model.safetensors is 14.1 MB (the others' median 28.1 MB) and its
+        header declares 28.1 MB: truncated as the source serves it"``.
+
+    Examples
+    --------
+    >>> from ckptgeo.sources.protocol import WeightFile as W
+    >>> revs = [Revision(s, f"step{s}") for s in (0, 1, 2)]
+    >>> fs = {"step0": [W("m.safetensors", 28_100_000, "a")], "step1": [W("m.safetensors", 14_050_000, "b")],
+    ...       "step2": [W("m.safetensors", 28_100_000, "c")]}
+    >>> print(damaged_revisions(revs, fs, declared=lambda r, name: 28_099_000)["step1"])
+    m.safetensors is 14.1 MB (the other revisions: 28.1 MB) and its header declares 28.1 MB: truncated as the source serves it
+    """
+    import math
+    import statistics
+
+    if declared is None:
+        return {}
+    sizes: dict[str, list[int]] = {}
+    for fs in [*files.values(), main or []]:
+        for f in fs if isinstance(fs, list) else []:
+            if f.size is not None and not f.name.endswith(".json"):
+                sizes.setdefault(f.name, []).append(f.size)
+    out: dict[str, str] = {}
+    for r in revisions:
+        for f in files.get(r.name) if isinstance(files.get(r.name), list) else []:
+            same = sizes.get(f.name, [])
+            if f.size is None or len(same) < 2 or f.size >= SIZE_SHARE * statistics.median(same):
+                continue
+            need = declared(r, f.name)
+            if need is None or need <= f.size:
+                continue
+            median = statistics.median(same)
+            says = "cannot be read" if math.isinf(need) else f"declares {need / 1e6:,.1f} MB"
+            out[r.name] = (f"{f.name} is {f.size / 1e6:,.1f} MB (the other revisions: {median / 1e6:,.1f} MB) and its "
+                           f"header {says}: truncated as the source serves it")
+            break
+    return out
+
+
 def main_weight_files(source) -> list[WeightFile] | None:
     """The weight files of a Hub source's ``main`` branch (None where there is none, or it has none);
     no request when ``main``'s commit is one of the listed revisions' (the listing is reused)."""
@@ -315,7 +372,9 @@ def check_source(source, revisions: list[Revision] | None = None, *, label: str 
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         files = dict(zip([r.name for r in revs], pool.map(listing, revs)))
-    report = check_weights(revs, files, main=main_weight_files(source), source=label or source.label)
+    main = main_weight_files(source)
+    report = check_weights(revs, files, main=main, source=label or source.label)
+    report.damaged = damaged_revisions(revs, files, main=main, declared=getattr(source, "declared_size", None))
     if not source.downloads:
         report.how = "by hashing the local files (sha256 of every weight file)"
     return report

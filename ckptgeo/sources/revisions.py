@@ -32,7 +32,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from ckptgeo.errors import EmptySelectionError, InvalidParameterError, RevisionNotFoundError
+from ckptgeo.errors import CkptgeoError, EmptySelectionError, InvalidParameterError, RevisionNotFoundError
 from ckptgeo.sources.naming import ParsedName, parse_name, stage_order
 
 __all__ = ["Revision", "revision_from_name", "select_revisions", "parse_step", "pythia_steps", "closest_revisions"]
@@ -181,7 +181,27 @@ def suggest_selector(wanted: str) -> str | None:
     return None
 
 
-def _missing(wanted: str, revisions: list[Revision], source: str, note: str | None) -> RevisionNotFoundError:
+def _malformed_selector(wanted: str) -> str | None:
+    """The selector form ``wanted`` garbles, when it is one (``every-1000x``, ``every-10.5``, ``evry-10k``:
+    a word close to ``every`` with a number that is not a whole one), else None: such a part names no revision,
+    and "not found" would mislead.
+
+    >>> _malformed_selector("every-1000x"), _malformed_selector("step1000")
+    ('every-1000', None)
+    """
+    import difflib
+
+    m = re.fullmatch(r"([A-Za-z]+)[-_ ]?(\d+)[^\d,]+\d*", wanted.strip())
+    if m and difflib.get_close_matches(m.group(1).lower(), ["every"], n=1, cutoff=0.6):
+        return f"every-{m.group(2)}"
+    return None
+
+
+def _missing(wanted: str, revisions: list[Revision], source: str, note: str | None) -> CkptgeoError:
+    if wanted not in {r.name for r in revisions} and (form := _malformed_selector(wanted)) is not None:
+        return InvalidParameterError(f"{wanted!r} is not a valid selector: every-N takes a whole number of steps "
+                                     f"(did you mean {form!r}?); selectors: {SELECTOR_FORMS}.", name="revisions",
+                                     value=wanted)
     close = closest_revisions(wanted, revisions)
     where = f"{source} ({note})" if note else source
     form = suggest_selector(wanted)

@@ -359,6 +359,17 @@ class Dataset:
             return False
         return bool(status) and all(s in ("ok", "duplicate") for s in status)
 
+    def recorded_damage(self, name: str, commit: str | None) -> str | None:
+        """The error recorded with the revision of ``revisions`` part ``name`` when it was recorded ``damaged`` (the
+        source serves its weights damaged, :class:`~ckptgeo.errors.DamagedSourceError`) at ``commit``; None when it
+        was not, or at another commit (the branch moved: its new weights are tried)."""
+        path = self.root / "revisions" / name
+        if not path.exists():
+            return None
+        tbl = _read_part(path, lambda p: pq.read_table(p, columns=["status", "commit", "error"])).to_pylist()
+        row = next((r for r in tbl if r["status"] == "damaged" and r["commit"] in (None, commit)), None)
+        return None if row is None else str(row["error"] or "damaged").removeprefix("DamagedSourceError: ")
+
     def recorded_commit(self, name: str) -> str | None:
         """The ``commit`` recorded in the ``revisions`` part ``name``; None if absent or not recorded."""
         path = self.root / "revisions" / name

@@ -198,6 +198,9 @@ def validate_config(config: TrainConfig) -> None:
         raise InvalidParameterError(f"The 'schedule_steps' parameter of TrainConfig must be None or an int >= "
                                     f"warmup_steps ({config.warmup_steps}). Got {config.schedule_steps!r}.",
                                     name="schedule_steps", value=config.schedule_steps)
+    if config.forecast_from is not None and not config.monitor:
+        raise InvalidParameterError("--forecast-from forecasts from the live monitor's curves: give --monitor N too.",
+                                    name="forecast_from", value=config.forecast_from)
     if config.warmup_steps > config.n_steps:
         raise InvalidParameterError(f"The 'warmup_steps' parameter ({config.warmup_steps}) exceeds 'n_steps' "
                                     f"({config.n_steps}).", name="warmup_steps", value=config.warmup_steps)

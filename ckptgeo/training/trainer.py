@@ -99,6 +99,8 @@ def train(config: TrainConfig) -> Path:
         ``config.out`` holds a run with other settings, or files that are not a run.
     DiskSpaceError
         The checkpoints would not fit on the disk.
+    DatasetLayoutError
+        ``forecast_from`` is not a dataset a forecast can learn from (refused before any step is trained).
     NonFiniteActivationsError
         The training loss became NaN or infinite (the step is named).
 
@@ -111,6 +113,10 @@ def train(config: TrainConfig) -> Path:
     ['step0', 'step3']
     """
     validate_config(config)
+    if config.forecast_from is not None:   # before any step is trained or written: a dataset to learn from
+        from ckptgeo.forecasting.live import usable_runs
+
+        usable_runs(config.forecast_from)
     with torch_threads(get_size(config.size).n_parameters(), config.threads):
         return TrainingRun(config).run()
 
