@@ -213,7 +213,7 @@ def test_a_misspelled_repo_is_answered_before_torch(local_hub, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=300)
     assert "heavy: [] rc: 3" in done.stdout, done.stdout + done.stderr
-    assert f"Repository '{local_hub.repo_id}-typo' not found" in done.stderr, done.stderr
+    assert f"Repository '{local_hub.repo_id}-typo' does not exist" in done.stderr, done.stderr
 
 
 def test_a_mistyped_run_folder_is_said_not_to_exist(tmp_path, capsys):
