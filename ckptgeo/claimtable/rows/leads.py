@@ -473,7 +473,7 @@ def _within_words(ctx: ClaimContext, lm: LeadMatrix, beh: dict, judged: list, w)
 
     pool = [m for m in judged if m in set(lm.models)]
     mde, table = minimum_detectable(detects, ctx.curves, beh, pool, n_power=ctx.n_power,
-                                    fraction=(ctx.config or AnalysisConfig()).recovery, seed=ctx.seed)
+                                    rules=ctx.config or AnalysisConfig(), seed=ctx.seed)
     return (f"not shown beyond the setting's level: seeds of one setting p = {w.p_value:.3g} >= {ctx.alpha}; power of "
             f"that test at planted run-level timing: {mde_text(mde, table)}")
 
