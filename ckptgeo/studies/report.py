@@ -299,7 +299,6 @@ def write_claims(dataset: Path, claims, analysis, calib=None, *, study: Path | N
     from ckptgeo.claimtable.verdicts import definitions, rules
     from ckptgeo.claimtable.rows.leads import leads_table
     from ckptgeo.claimtable.table import claim_context
-    from ckptgeo.claimtable.verdicts import DEFINITIONS
 
     summary = dataset / "summary"
     summary.mkdir(parents=True, exist_ok=True)
