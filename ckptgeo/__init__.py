@@ -49,7 +49,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 _FACADE = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
     "analyze": "ckptgeo.analysis.report", "combine": "ckptgeo.metrics.cross",
-    "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
+    "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.config",
     "claims": "ckptgeo.studies.claims_api",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
     "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",
@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from ckptgeo.engine.plan import plan_scan
     from ckptgeo.engine.scan import scan
     from ckptgeo.forecasting.api import forecast
-    from ckptgeo.forecasting.evaluate import ForecastConfig
+    from ckptgeo.forecasting.config import ForecastConfig
     from ckptgeo.metrics.cross import combine
     from ckptgeo.metrics.registry import METRICS, CompareValue, MetricValue, register_metric
     from ckptgeo.monitor.callback import MonitorCallback

@@ -130,7 +130,7 @@ def test_figures_never_acquired_probe_vs_control_plain_ticks_constant_layer(tmp_
     e = summary_rows(res.events)
     marks = gap_marks(e[e.metric == "rankme"], ["toy-4x32"], ["copy-L1", "parity-L1", "sort-L2"])
     assert [(s, k) for k in marks for _, s, _ in marks[k]] == [
-        ("sort-L2", "gap"), ("copy-L1", "never_acquired"), ("parity-L1", "no_gap")]   # never acquired: not 0
+        ("sort-L2", "unresolved"), ("copy-L1", "never_acquired"), ("parity-L1", "no_gap")]   # unresolved: not a gap
     written = {p.name for p in plot_all(res)}
     assert {"toy-4x32__sort-L2__probe.png", "toy-4x32__sort-L2__rankme.png", "gaps.png"} <= written
     assert "toy-4x32__copy-L1__probe.png" not in written                             # not probed

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = {
     "scan": "ckptgeo.engine.scan", "plan_scan": "ckptgeo.engine.plan", "ScanConfig": "ckptgeo.engine.config",
     "analyze": "ckptgeo.analysis.report", "combine": "ckptgeo.metrics.cross",
-    "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.evaluate",
+    "forecast": "ckptgeo.forecasting.api", "ForecastConfig": "ckptgeo.forecasting.config",
     "claims": "ckptgeo.studies.claims_api",
     "read_table": "ckptgeo.store.dataset", "open_source": "ckptgeo.sources.registry",
     "Monitor": "ckptgeo.monitor.core", "MonitorCallback": "ckptgeo.monitor.callback",

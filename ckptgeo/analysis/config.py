@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import pandas as pd
-
 import ckptgeo.stats as st
 from ckptgeo._io import atomic_path
 from ckptgeo._settings import Interval, declared, replace_params, setting, validate_params, with_settings_doc
@@ -25,7 +23,6 @@ from ckptgeo.errors import InvalidParameterError
 from ckptgeo.events import detect as ev
 from ckptgeo.events.onsets import NOISE_RISE
 from ckptgeo.events.rules import EventRules
-from ckptgeo.store.schemas import EVENTS_COLUMNS
 
 __all__ = ["AnalysisConfig", "Analysis", "EVENTS_SCHEMA", "RULES_KEY", "config_from", "read_rules", "write_table",
            "validate_config"]
@@ -218,6 +215,8 @@ class Analysis:
         from ckptgeo.events.curves import run_rows
         from ckptgeo.analysis.words import status_words
 
+        import pandas as pd
+
         e = self.events if isinstance(self.events, pd.DataFrame) else pd.DataFrame()
         metrics = sorted(e["metric"].unique()) if len(e) else []
         rows = run_rows(e, "rankme" if "rankme" in metrics else metrics[0]) if metrics else e
@@ -237,7 +236,16 @@ class Analysis:
 
 
 #: column names of the events table, in order (its schema: ``ckptgeo.store.schemas.SCHEMAS["events"]``).
-EVENTS_SCHEMA = EVENTS_COLUMNS
+
+
+def __getattr__(name: str):
+    # the events table's columns come from the store's schema (pyarrow), read only when asked for: the CLI builds
+    # ``forecast`` and ``claims`` flags from the declarations above without loading pyarrow or pandas
+    if name == "EVENTS_SCHEMA":
+        from ckptgeo.store.schemas import EVENTS_COLUMNS
+
+        return EVENTS_COLUMNS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # ------------------------------------------------------------------------------------------ writing
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import ckptgeo.stats as stats
 from ckptgeo._registry import Registry
 from ckptgeo._settings import Interval, setting, with_settings_doc
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Claim", "ClaimSettings", "ClaimContext", "ClaimRow", "CLAIMS", "NULLS", "register_claim", "claim_ids"]
 

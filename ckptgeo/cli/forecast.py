@@ -54,7 +54,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                                   "(`ckptgeo reproduce --out`: its dataset/ is read)")
     from ckptgeo._settings import add_flags
     from ckptgeo.analysis.config import AnalysisConfig
-    from ckptgeo.forecasting.evaluate import ForecastConfig
+    from ckptgeo.forecasting.config import ForecastConfig
 
     # every setting declared once: the analysis's (rules, nulls, seed, alpha) and the forecast's own
     names = add_flags(p, ForecastConfig)

@@ -558,7 +558,7 @@ def make_plan(resolved: Resolved, config: ScanConfig, out) -> ScanPlan:
     integrity = check_weights(selected, got, main=main, source=source.label)
     # a weight file the source serves damaged (its header asks for more bytes than the listing has): recorded as
     # damaged without a download; so is one a scan found damaged at this commit before (engine.scan)
-    integrity.damaged = damaged_revisions(selected, got, main=main, declared=getattr(source, "declared_size", None))
+    integrity.damaged = damaged_revisions(selected, got, main=main, declared=source.declared_size)
     for name, why in integrity.damaged.items():
         got[name] = DamagedSourceError(damaged_message(name, why), revision=name)
     if exists and not config.overwrite:

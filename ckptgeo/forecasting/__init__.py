@@ -5,6 +5,7 @@ Definitions: docs/definitions.md#forecast.
 =====================  ===============================================================================
 module                 what it holds
 =====================  ===============================================================================
+``config``             :class:`ForecastConfig`, its settings each declared once
 ``data``               the runs a forecast reads (:class:`RunCurves`): accuracy, RankMe per layer, identity
 ``features``           what is known at each checkpoint: the behaviour and behaviour + geometry feature sets
 ``model``              the discrete-time hazard model (scikit-learn logistic regression) and its forecasts
@@ -16,7 +17,14 @@ module                 what it holds
 =====================  ===============================================================================
 """
 
-from ckptgeo.forecasting.api import ForecastResult, forecast, forecast_text
-from ckptgeo.forecasting.evaluate import ForecastConfig
+from importlib import import_module
 
 __all__ = ["forecast", "ForecastResult", "ForecastConfig", "forecast_text"]
+_WHERE = {"forecast": "api", "ForecastResult": "api", "forecast_text": "api", "ForecastConfig": "config"}
+
+
+def __getattr__(name: str):
+    # lazily: the CLI reads ForecastConfig's declarations without pandas or scikit-learn
+    if name in _WHERE:
+        return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

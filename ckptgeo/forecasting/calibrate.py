@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ckptgeo.forecasting.data import RunCurves
-from ckptgeo.forecasting.model import future_steps
+from ckptgeo.forecasting.model import HazardModel, future_steps
 
 __all__ = ["FRACTIONS", "cap_step", "scoring_checkpoints", "scoring_rows", "conformity_score", "conformal_quantile",
            "widen", "inner_labels", "FitCache", "widening"]
@@ -142,7 +142,7 @@ class FitCache:
         key = frozenset(int(i) for i in excluded)
         if key not in self._models:
             keep = [i for i in range(len(self.runs)) if i not in key]
-            self._models[key] = self.cfg.model().fit([self.runs[i] for i in keep], [self.feats[i] for i in keep])
+            self._models[key] = HazardModel.from_config(self.cfg).fit([self.runs[i] for i in keep], [self.feats[i] for i in keep])
         return self._models[key]
 
 

@@ -31,17 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ckptgeo.forecasting.config import DEFAULT_COVERAGE, DEFAULT_HORIZON, DEFAULT_MAX_HORIZON
 from ckptgeo.forecasting.data import RunCurves, plan_clock
 
 __all__ = ["HazardModel", "future_steps", "first_possible", "FORECAST_COLUMNS", "DEFAULT_MAX_HORIZON", "DEFAULT_HORIZON",
            "DEFAULT_COVERAGE"]
 
-#: checkpoints ahead the hazard is modelled (a later acquisition is "beyond the horizon")
-DEFAULT_MAX_HORIZON = 48
-#: h of P(acquired within the next h checkpoints)
-DEFAULT_HORIZON = 5
-#: the forecast interval's coverage
-DEFAULT_COVERAGE = 0.8
 #: columns of a run's forecast (:meth:`HazardModel.forecast_run`)
 FORECAST_COLUMNS = ["checkpoint", "step", "median_step", "low_step", "high_step", "p_next", "beyond_horizon"]
 
@@ -130,6 +125,11 @@ class HazardModel:
         Inverse L2 strength of the logistic regression (on standardised columns).
     seed : int, default=0
     """
+
+    @classmethod
+    def from_config(cls, cfg) -> "HazardModel":
+        """The model a :class:`~ckptgeo.forecasting.config.ForecastConfig` declares."""
+        return cls(max_horizon=cfg.max_horizon, max_landmarks=cfg.max_landmarks, C=cfg.C, seed=cfg.seed)
 
     def __init__(self, *, max_horizon: int = DEFAULT_MAX_HORIZON, max_landmarks: int = 32, C: float = 1.0,
                  seed: int = 0):

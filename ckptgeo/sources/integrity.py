@@ -374,7 +374,7 @@ def check_source(source, revisions: list[Revision] | None = None, *, label: str 
         files = dict(zip([r.name for r in revs], pool.map(listing, revs)))
     main = main_weight_files(source)
     report = check_weights(revs, files, main=main, source=label or source.label)
-    report.damaged = damaged_revisions(revs, files, main=main, declared=getattr(source, "declared_size", None))
+    report.damaged = damaged_revisions(revs, files, main=main, declared=source.declared_size)
     if not source.downloads:
         report.how = "by hashing the local files (sha256 of every weight file)"
     return report

@@ -146,6 +146,11 @@ class CheckpointSource:
     def expect(self, revisions: Sequence[Revision]) -> None:
         """Be told the revisions still to be fetched, in order (so that what a later one shares is kept)."""
 
+    def declared_size(self, revision: Revision, name: str) -> float | None:
+        """The bytes weight file ``name`` of ``revision`` declares in its own header, read without downloading the
+        weights (inf: a header that cannot be parsed); None where the source cannot tell (this default)."""
+        return None
+
     def cached_folder(self, revision: Revision) -> Path | None:
         """The local folder already holding ``revision``'s files without a download, else None."""
         return None
