@@ -47,7 +47,7 @@ def test_probe_of_one_suite_after_a_scan_of_several_adds_no_second_behavior_run(
 
     ck = make_checkpoints(tmp_path / "ck", steps=(0, 10))
     out = tmp_path / "ds"
-    assert main(["scan", str(ck), "--suite", "logic,syntax", "--n-samples", "40", "--out", str(out)]) == 0
+    assert main(["scan", str(ck), "--suite", "logic", "--suite", "syntax", "--n-samples", "40", "--out", str(out)]) == 0
     before = pd.read_parquet(out / "behavior")
     assert main(["probe", str(ck), "--suite", "logic", "--n-samples", "40", "--out", str(out)]) == 0
     after = pd.read_parquet(out / "behavior")
@@ -55,7 +55,7 @@ def test_probe_of_one_suite_after_a_scan_of_several_adds_no_second_behavior_run(
     assert analyze(out, write=False).accuracy.groupby(["model", "suite", "config_hash"]).ngroups == 2   # one logic run
     other = tmp_path / "other"   # probe first, then the scan of both: syntax is written, logic is not twice
     assert main(["probe", str(ck), "--suite", "logic", "--n-samples", "40", "--out", str(other)]) == 0
-    assert main(["scan", str(ck), "--suite", "logic,syntax", "--n-samples", "40", "--out", str(other)]) == 0
+    assert main(["scan", str(ck), "--suite", "logic", "--suite", "syntax", "--n-samples", "40", "--out", str(other)]) == 0
     b = pd.read_parquet(other / "behavior")
     assert b.groupby("suite").config_hash.nunique().to_dict() == {"logic": 1, "syntax": 1}
     assert set(b.suite) == {"logic", "syntax"}

@@ -53,6 +53,6 @@ def test_summary_says_whether_and_when_each_suite_acquired(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"steps": 50, "seconds": 5.0, "chance": {"copy-L1": 0.0, "sort-L2": 0.05}, "history": history}))
     assert summary_line(tmp_path) == (
-        f"{tmp_path}: 50 steps, 6 checkpoints, 5 s; final held-out accuracy copy-L1 0.95 (acquired at step 20, "
+        f"{tmp_path}: 50 steps, 6 checkpoints, 5 s; final held-out accuracy copy-L1 0.95 (acquired at step 20 on the checkpoints' grid, "
         f"threshold 0.5), sort-L2 0.10 (not acquired: accuracy never stays above 0.5 for 3 consecutive checkpoints "
         f"(max 0.1), threshold 0.5)")

@@ -243,8 +243,8 @@ def whole_model_steps(preset: str | Preset) -> dict[str, float]:
 
     Examples
     --------
-    >>> {m: round(s, 2) for m, s in whole_model_steps("cpu").items()}   # 20 products, 2 x 150 SGLD steps
-    {'hessian': 17.75, 'llc': 75.0}
+    >>> {m: round(s, 2) for m, s in whole_model_steps("cpu").items()}   # 60 products, 2 x 150 SGLD steps
+    {'hessian': 52.75, 'llc': 75.0}
     """
     from ckptgeo.engine.config import ScanConfig
     from ckptgeo.engine.measure import configure_metrics
