@@ -329,7 +329,7 @@ def test_tiny_model_acquires_a_level_one_task(tmp_path):
     assert history[0]["accuracy"] < 0.05 and history[-1]["accuracy"] > 0.95, history
     from ckptgeo.cli.train import summary_line
 
-    assert f"(acquired at step {step}, threshold 0.5)" in summary_line(out)
+    assert f"(acquired at step {step} on the checkpoints' grid, threshold 0.5)" in summary_line(out)
 
 
 def test_cli_errors_name_the_flag(capsys, tmp_path):
